@@ -1,0 +1,1 @@
+"""Mnemoscope entry points (GUI and CLI), settings and wiring."""
