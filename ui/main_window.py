@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
-    QSplitter,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -119,7 +118,8 @@ class MainWindow(QMainWindow):
         self.views: dict[str, QWidget] = {"records": self.records}
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
-        self.nav.setFixedWidth(128)
+        self.nav.setFixedWidth(112)
+        self.nav.setFrameShape(QFrame.Shape.NoFrame)
         self.stack = QStackedWidget(self)
         for name, view in self.views.items():
             self.nav.addItem(QListWidgetItem(name.capitalize()))
@@ -143,17 +143,17 @@ class MainWindow(QMainWindow):
         self._banner_action: Callable[[], None] | None = None
         self.banner.hide()
 
-        body = QSplitter(Qt.Orientation.Horizontal, self)
-        body.addWidget(self.nav)
-        body.addWidget(self.stack)
-        body.setStretchFactor(1, 1)
-        body.setChildrenCollapsible(False)
         central = QWidget(self)
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.setSpacing(0)
+        body.addWidget(self.nav)
+        body.addWidget(self.stack, 1)
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.banner)
-        layout.addWidget(body, 1)
+        layout.addLayout(body, 1)
         self.setCentralWidget(central)
 
         self.store_label = QLabel("No store", self)

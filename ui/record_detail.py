@@ -65,7 +65,9 @@ class RecordDetailPanel(QWidget):
         layout.setContentsMargins(6, 0, 0, 0)
         self._title = QLabel("No record selected", self)
         self._title.setWordWrap(True)
-        self._title.setStyleSheet("font-weight: 600;")
+        bold = self._title.font()
+        bold.setBold(True)
+        self._title.setFont(bold)  # a font, not a style sheet: style sheets freeze the palette
         layout.addWidget(self._title)
 
         form = QFormLayout()

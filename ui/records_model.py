@@ -42,7 +42,7 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("content", "Content", SortKey.CONTENT, 360),
+    Column("content", "Content", SortKey.CONTENT, 320),
     Column("layer", "Layer", SortKey.LAYER, 90),
     Column("agent_id", "Agent", SortKey.AGENT, 110),
     Column("importance", "Importance", SortKey.IMPORTANCE, 84, numeric=True),

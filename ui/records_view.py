@@ -232,7 +232,6 @@ class RecordsView(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setAlternatingRowColors(True)
         self.table.setWordWrap(False)
-        self.table.setSortingEnabled(True)
         self.table.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         vertical = self.table.verticalHeader()
         vertical.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
@@ -243,7 +242,9 @@ class RecordsView(QWidget):
         header.setHighlightSections(False)
         for number, column in enumerate(COLUMNS):
             self.table.setColumnWidth(number, column.width)
+        # Indicator first: enabling sorting sorts by the indicator, which is the model's query.
         header.setSortIndicator(self.model.sort_section(), Qt.SortOrder.DescendingOrder)
+        self.table.setSortingEnabled(True)
         self.detail = RecordDetailPanel(self)
         self.count_label = QLabel("", self)
 
