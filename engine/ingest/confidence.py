@@ -21,6 +21,16 @@ def _round6(value: float) -> float:
     return math.floor(value * 1_000_000 + 0.5) / 1_000_000
 
 
+def _harmonic(existing: float | None, incoming: float | None, default: float) -> float:
+    base = default if existing is None or math.isnan(existing) else existing
+    provider = default if incoming is None or math.isnan(incoming) else incoming
+    base = max(0.0, min(1.0, base))
+    provider = max(0.0, min(1.0, provider))
+    if base == 0.0 and provider == 0.0:  # seed 000 §5 step 3
+        return 0.0
+    return (2.0 * base * provider) / (base + provider)
+
+
 def merge_confidence(existing: float | None, incoming: float | None,
                      default: float = DEFAULT_CONFIDENCE) -> float:
     """Combine two confidences with the harmonic mean ``2xy / (x + y)`` (seed 000 §5).
@@ -28,26 +38,24 @@ def merge_confidence(existing: float | None, incoming: float | None,
     Missing values count as ``default``; values are clamped to [0, 1]; two zeros give 0; the
     result is rounded to exactly 6 decimal places.
     """
-    base = default if existing is None or math.isnan(existing) else existing
-    provider = default if incoming is None or math.isnan(incoming) else incoming
-    base = max(0.0, min(1.0, base))
-    provider = max(0.0, min(1.0, provider))
-    if base == 0.0 and provider == 0.0:
-        return 0.0
-    return _round6((2.0 * base * provider) / (base + provider))
+    return _round6(_harmonic(existing, incoming, default))
 
 
 def fold_confidence(values: Iterable[float | None]) -> float:
-    """Fold several confidences pairwise, left to right, with :func:`merge_confidence`.
+    """Fold several confidences pairwise, left to right, rounding once at the end.
 
-    seed 000 §5: ``fold([0.8, 0.6, 0.7]) = merge(merge(0.8, 0.6), 0.7) = 0.692784``. An empty
-    sequence folds to the default; one value is returned clamped and rounded.
+    seed 000 §5 states ``fold([0.8, 0.6, 0.7]) = 0.692784``. Its shown step
+    ``merge(0.685714, 0.7)`` is arithmetically 0.69278336 (→ 0.692783); the stated 0.692784 is
+    the pairwise fold with unrounded intermediates (0.6857142857 → 0.6927835052), rounded once —
+    which is what this does (the same choice as ``engine.llm.confidence``). An empty sequence
+    folds to the default.
     """
     items = list(values)
     if not items:
         return DEFAULT_CONFIDENCE
     first = items[0]
-    result = _round6(max(0.0, min(1.0, DEFAULT_CONFIDENCE if first is None else first)))
+    result = max(0.0, min(1.0, DEFAULT_CONFIDENCE if first is None or math.isnan(first)
+                          else first))
     for value in items[1:]:
-        result = merge_confidence(result, value)
-    return result
+        result = _harmonic(result, value, DEFAULT_CONFIDENCE)
+    return _round6(result)

@@ -529,11 +529,10 @@ class _Run:
 
     def _events(self) -> dict[str, Any]:
         self._queue_outcome()
+        kinds = [str(q.kind) for q in self.queued]
         if not self.batched:
             self.emit_events()
-        return {"events": [q.kind if isinstance(q.kind, str) else str(q.kind)
-                           for q in self.queued],
-                "emitted": len(self.emitted), "batched": self.batched}
+        return {"events": kinds, "emitted": len(self.emitted), "batched": self.batched}
 
     # -- outcome ------------------------------------------------------------------------------
 
@@ -676,12 +675,19 @@ class SteppedRun:
         with self._lock:
             return self._run.step()
 
-    def run(self, *, pace_ms: float = 0.0) -> IngestResult:
-        """Run the remaining stages, sleeping ``pace_ms`` between them (slow motion)."""
+    def run(self, *, pace_ms: float = 0.0,
+            sleep: Callable[[float], None] | None = None) -> IngestResult:
+        """Run the remaining stages, sleeping ``pace_ms`` between them (slow motion).
+
+        Args:
+            pace_ms: Delay between stages (the event bus's ``slow_mo_ms`` is the usual value).
+            sleep: Replaces ``time.sleep`` (tests).
+        """
+        pause = sleep or self._sleep
         while not self.done:
             self.step()
             if pace_ms > 0 and not self.done:
-                self._sleep(pace_ms / 1000.0)
+                pause(pace_ms / 1000.0)
         return self.result
 
     @property
