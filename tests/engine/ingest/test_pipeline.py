@@ -236,10 +236,11 @@ class TestDrivers:
                   _memory("Frank lives in Lyon", privacy=Privacy.PUBLIC)]
         table.pair("Frank lives in Lyon", "Frank resides in Lyon", 0.83)
         table.pair("The build takes 10 minutes", "The build takes 12 minutes", 0.96)
-        outcomes = []
+        outcomes: list[tuple[list[Any], list[dict[str, Any]]]] = []
         for name, stepped in (("headless", False), ("stepped", True)):
             engine = make_engine(name=name)
-            decisions, events = [], []
+            decisions: list[Any] = []
+            events: list[dict[str, Any]] = []
             for new in inputs:
                 if stepped:
                     run = engine.stepped(new)
@@ -252,8 +253,8 @@ class TestDrivers:
                 events.extend(_comparable(e) for e in result.events)
             outcomes.append((decisions, events))
         assert outcomes[0][0] == outcomes[1][0]
-        for headless, stepped in zip(outcomes[0][1], outcomes[1][1], strict=True):
-            assert headless == stepped
+        for from_headless, from_stepped in zip(outcomes[0][1], outcomes[1][1], strict=True):
+            assert from_headless == from_stepped
         assert [d[0] for d in outcomes[0][0]] == [
             Action.INSERTED, Action.MERGED, Action.UPDATED, Action.INSERTED, Action.DEFERRED,
             Action.INSERTED]
