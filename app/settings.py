@@ -164,10 +164,10 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             if not isinstance(value, expected) or (key == "sampling_rate"
                                                    and isinstance(value, bool)):
                 raise ConfigInvalid(f"{path}: {key}", value, "has the wrong type")
-            if key == "recent_stores":
-                if not all(isinstance(item, str) for item in value):
-                    raise ConfigInvalid(f"{path}: {key}", value, "must be a list of strings")
-                value = tuple(value)
+            if isinstance(raw, list):
+                if not all(isinstance(item, str) for item in raw):
+                    raise ConfigInvalid(f"{path}: {key}", raw, "must be a list of strings")
+                value = tuple(raw)
             values[key] = value
     for name, (attr, kind) in _ENV.items():
         if name in env and env[name] != "":
