@@ -46,7 +46,8 @@ class CircuitConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.error_threshold <= 1.0:
-            raise ConfigInvalid("circuit.error_threshold", self.error_threshold, "must be in (0, 1]")
+            raise ConfigInvalid("circuit.error_threshold", self.error_threshold,
+                                "must be in (0, 1]")
         for name in ("window_size", "probes_required"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -124,9 +125,9 @@ class CircuitBreaker:
             self._clean_failures()
             if self._state is BreakerState.HALF_OPEN:
                 self._transition(BreakerState.OPEN, "probe_failed", pending)
-            elif self._state is BreakerState.CLOSED:
-                if self._failure_rate() >= self.config.error_threshold:
-                    self._transition(BreakerState.OPEN, "error_threshold_reached", pending)
+            elif (self._state is BreakerState.CLOSED
+                  and self._failure_rate() >= self.config.error_threshold):
+                self._transition(BreakerState.OPEN, "error_threshold_reached", pending)
         self._notify(pending)
 
     def failure_rate(self) -> float:
@@ -142,6 +143,22 @@ class CircuitBreaker:
                 return 0.0
             elapsed = self._clock.now() - self._last_state_change
             return max(0.0, self.config.cooldown_ms - elapsed)
+
+    def restore(self, state: BreakerState, last_change_ms: float,
+                failures: list[float]) -> None:
+        """Load persisted state (e.g. from the ledger after a restart); no transition is emitted.
+
+        Args:
+            state: The state of the last recorded transition.
+            last_change_ms: When that transition happened (the cooldown counts from it).
+            failures: Timestamps of recent failures (those outside ``window_ms`` are dropped).
+        """
+        with self._lock:
+            self._state = state
+            self._last_state_change = last_change_ms
+            self._failures = sorted(failures)
+            self._successful_probes = 0
+            self._clean_failures()
 
     # -- internals (called with the lock held) ---------------------------------------------
     def _update_state(self, pending: list[BreakerTransition]) -> None:

@@ -6,6 +6,10 @@ from engine.llm import CircuitBreaker, DeterministicClock
 from engine.llm.breaker import BreakerState, BreakerTransition, CircuitConfig
 
 
+def _state(breaker: CircuitBreaker) -> BreakerState:
+    return breaker.state
+
+
 def _breaker() -> tuple[CircuitBreaker, DeterministicClock, list[BreakerTransition]]:
     clock = DeterministicClock(1_000_000.0)
     seen: list[BreakerTransition] = []
@@ -22,10 +26,10 @@ def test_opens_at_half_of_window_size_failures() -> None:
     breaker, _clock, seen = _breaker()
     for _ in range(9):
         breaker.record_failure()
-    assert breaker.state is BreakerState.CLOSED
+    assert _state(breaker) is BreakerState.CLOSED
     assert breaker.failure_rate() == 0.45
     breaker.record_failure()  # 10 / 20 = 0.5 >= 0.5
-    assert breaker.state is BreakerState.OPEN
+    assert _state(breaker) is BreakerState.OPEN
     assert not breaker.can_execute()
     assert [(t.from_state, t.to_state, t.reason) for t in seen] == [
         (BreakerState.CLOSED, BreakerState.OPEN, "error_threshold_reached")]
@@ -37,7 +41,7 @@ def test_failures_outside_the_window_do_not_count() -> None:
         breaker.record_failure()
     clock.advance(60_000)  # cutoff is strict: t > now - windowMs
     breaker.record_failure()
-    assert breaker.state is BreakerState.CLOSED
+    assert _state(breaker) is BreakerState.CLOSED
     assert breaker.failure_rate() == 0.05
 
 
@@ -50,12 +54,12 @@ def test_cooldown_half_opens_then_probes_close() -> None:
     assert breaker.retry_in_ms() == 1
     clock.advance(1)
     assert breaker.can_execute()
-    assert breaker.state is BreakerState.HALF_OPEN
+    assert _state(breaker) is BreakerState.HALF_OPEN
     breaker.record_success()
     breaker.record_success()
-    assert breaker.state is BreakerState.HALF_OPEN
+    assert _state(breaker) is BreakerState.HALF_OPEN
     breaker.record_success()
-    assert breaker.state is BreakerState.CLOSED
+    assert _state(breaker) is BreakerState.CLOSED
     assert [t.to_state for t in seen] == [BreakerState.OPEN, BreakerState.HALF_OPEN,
                                           BreakerState.CLOSED]
     assert [t.reason for t in seen][1:] == ["cooldown_elapsed", "probes_succeeded"]
@@ -69,7 +73,7 @@ def test_failed_probe_reopens_and_restarts_cooldown() -> None:
     assert breaker.can_execute()
     breaker.record_success()
     breaker.record_failure()
-    assert breaker.state is BreakerState.OPEN
+    assert _state(breaker) is BreakerState.OPEN
     assert seen[-1].reason == "probe_failed"
     clock.advance(29_000)
     assert not breaker.can_execute()
@@ -85,5 +89,5 @@ def test_successes_in_closed_state_do_not_transition() -> None:
     breaker, _clock, seen = _breaker()
     for _ in range(50):
         breaker.record_success()
-    assert breaker.state is BreakerState.CLOSED
+    assert _state(breaker) is BreakerState.CLOSED
     assert seen == []

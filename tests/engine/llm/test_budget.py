@@ -13,8 +13,9 @@ from engine.llm import BudgetTracker, DeterministicClock
 from engine.llm.budget import BudgetAlert
 
 
-def _ms(*parts: int) -> float:
-    return datetime(*parts, tzinfo=UTC).timestamp() * 1000  # type: ignore[misc]
+def _ms(year: int, month: int, day: int, hour: int = 0, minute: int = 0,
+        second: int = 0) -> float:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp() * 1000
 
 
 def test_strict_greater_than_allows_exactly_the_budget() -> None:
@@ -73,13 +74,13 @@ def test_utc_midnight_reset_with_deterministic_clock() -> None:
     clock = DeterministicClock(_ms(2025, 1, 1, 23, 59, 59))
     tracker = BudgetTracker(10.0, clock)
     tracker.record_spend(9.5)
-    assert tracker.alerts == (70, 90)
+    assert list(tracker.alerts) == [70, 90]
     assert not tracker.can_spend(1.0)
     clock.advance(1000)  # seed 000 §10 test: advance to midnight
     assert tracker.get_current_window() == _ms(2025, 1, 2)
     assert tracker.can_spend(10.0)
     assert tracker.spent_usd == 0.0
-    assert tracker.alerts == ()
+    assert list(tracker.alerts) == []
     assert tracker.window_start_ms == _ms(2025, 1, 2)
 
 

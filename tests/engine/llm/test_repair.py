@@ -10,7 +10,7 @@ from engine.llm import repair_json
 from engine.llm.repair import MAX_LENGTH, repair_json_detailed
 
 # seed 000 §12 REPAIR_TEST_CORPUS (JS string literals transcribed verbatim).
-REPAIR_TEST_CORPUS = [
+REPAIR_TEST_CORPUS: list[tuple[str, str, str | None]] = [
     ("trailing-comma-1", '{"key": "value",}', '{"key": "value"}'),
     ("unclosed-string-1", '{"key": "value', '{"key": "value"}'),
     ("unclosed-brace-1", '{"key": "value"', '{"key": "value"}'),
@@ -19,7 +19,7 @@ REPAIR_TEST_CORPUS = [
     ("unrepairable-1", "not even close to JSON", None),
 ]
 # seed 000 §12 EDGE_CASE_CORPUS.
-EDGE_CASE_CORPUS = [
+EDGE_CASE_CORPUS: list[tuple[str, str, str | None]] = [
     ("nested-quotes", '{"key": "value with \\"quotes\\"",}', '{"key": "value with \\"quotes\\""}'),
     ("deep-nesting", '{"a":{"b":{"c":{"d":"e"', '{"a":{"b":{"c":{"d":"e"}}}}'),
     ("array-trailing", '["a","b","c",]', '["a","b","c"]'),
