@@ -516,11 +516,14 @@ class Extractor:
                       "budget_exceeded", "LLM_NOT_CONFIGURED": "no_provider",
                       "LLM_RATE_LIMITED": "rate_limited"}.get(exc.code, "provider_error")
             return self._fallback(conversation, reason, str(exc))
-        repaired = repair_json_detailed(response.text)
+        # Repair the raw text: the assembler may already have closed a cut-off answer, and
+        # only the raw text shows whether the cut fell inside a memory.
+        raw = response.raw_text if response.raw_text is not None else response.text
+        repaired = repair_json_detailed(raw)
         if repaired is None:
             candidates: tuple[MemoryCandidate, ...] = ()
             invalid: tuple[InvalidItem, ...] = (
-                InvalidItem(None, "unrepairable_json", None, f"{len(response.text)} characters"),)
+                InvalidItem(None, "unrepairable_json", None, f"{len(raw)} characters"),)
             repairs: tuple[str, ...] = ()
         else:
             # Cut inside the last memory: more than object > memories open, or a string.

@@ -421,7 +421,9 @@ class LLMGateway:
                     return ChatResponse(result.buffer, usage, model,
                                         str(meta.get("finish_reason", "")), streamed=True,
                                         was_repaired=result.was_repaired,
-                                        chunk_count=result.chunk_count, usage_reported=reported)
+                                        chunk_count=result.chunk_count, usage_reported=reported,
+                                        raw_text=assembler.buffer if result.was_repaired
+                                        else None)
         finally:
             close = getattr(events, "close", None)
             if close is not None:

@@ -99,6 +99,8 @@ class ChatResponse:
         usage_reported: The provider reported usage.
         attempts: Attempts the gateway needed.
         cost_usd: Cost charged to the budget.
+        raw_text: The streamed text before the assembler's repair (None when not repaired),
+            so a caller can tell where a cut-off answer ended.
     """
 
     text: str
@@ -111,6 +113,7 @@ class ChatResponse:
     usage_reported: bool = True
     attempts: int = 1
     cost_usd: float = 0.0
+    raw_text: str | None = None
 
     @property
     def truncated_by_limit(self) -> bool:

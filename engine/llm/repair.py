@@ -106,7 +106,7 @@ class _Editor:
                     if not self.stack:
                         break
                     continue
-                self.close_top(explicit=True)
+                self.close_top()
                 if not self.stack:
                     return "".join(self.out)  # structure complete; ignore what follows
             elif c.isalpha() or c == "_":
@@ -129,12 +129,10 @@ class _Editor:
             self.close_top()
         return "".join(self.out)
 
-    def close_top(self, explicit: bool = False) -> None:
+    def close_top(self) -> None:
         opener = self.stack.pop()
         self.strip_trailing_comma()
         self.out.append(_CLOSER[opener])
-        if explicit:
-            self.i += 1
 
     def last_significant(self) -> str:
         for piece in reversed(self.out):

@@ -47,6 +47,14 @@ def test_valid_json_is_returned_untouched_and_prose_is_trimmed() -> None:
     assert repair_json(text) == '{"a": 1}'
 
 
+def test_inner_closers_are_not_counted_as_repairs() -> None:
+    result = repair_json_detailed('{"a": [1,], "b": {"c": 2}}')
+    assert result is not None
+    assert result.text == '{"a": [1], "b": {"c": 2}}'
+    assert result.repairs == ("trailing_comma",)
+    assert not result.truncated
+
+
 def test_truncation_closes_in_nesting_order() -> None:
     result = repair_json_detailed('{"memories":[{"content":"test"')
     assert result is not None
