@@ -199,12 +199,14 @@ class LLMLedger:
         return [(float(r["ts_ms"]), int(r["total"])) for r in rows]
 
     def failures_since(self, since_ms: float, provider: str) -> list[float]:
-        """Timestamps of failed attempts since ``since_ms`` (breaker failure window)."""
+        """Timestamps of failed attempts since ``since_ms`` that count for the breaker
+        (transport failures, 408, 429, 5xx — not configuration errors such as 401)."""
         if not self.ready:
             return []
         rows = self.ledger.query(
             "SELECT ts_ms FROM llm_calls WHERE ts_ms >= ? AND provider = ?"
-            " AND outcome IN ('retry', 'failed') AND failure IS NOT NULL ORDER BY ts_ms",
+            " AND outcome IN ('retry', 'failed') AND failure IS NOT NULL"
+            " AND (status IS NULL OR status IN (408, 429) OR status >= 500) ORDER BY ts_ms",
             (since_ms, provider))
         return [float(r["ts_ms"]) for r in rows]
 

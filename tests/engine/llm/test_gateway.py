@@ -174,16 +174,36 @@ def test_invalid_json_body_is_retried(server: LLMTestServer, make_rig: MakeRig, 
 @BOTH
 def test_slow_drip_hits_the_total_deadline_then_succeeds(server: LLMTestServer,
                                                          make_rig: MakeRig, kind: str) -> None:
-    drip = Behaviour("drip", content='{"a": "slow answer"}', chunks=8, delay_s=0.1)
+    drip = Behaviour("drip", content='{"a": "slow answer"}', chunks=8, delay_s=0.15)
     server.script(drip, Behaviour("drip", content='{"a": "slow answer"}', chunks=3,
-                                  delay_s=0.02))
-    rig = make_rig(kind, total_timeout_s=0.35, max_attempts=2)
+                                  delay_s=0.01))
+    rig = make_rig(kind, total_timeout_s=0.5, max_attempts=2)
     rig.gateway = LLMGateway(rig.gateway.settings, ledger=rig.ledger, events=rig.bus,
                              clock=SystemClock(), sleep=lambda ms: None,
                              api_key=lambda: SECRET_KEY)
     response = rig.gateway.complete(REQUEST, expect_json=True)
     assert json.loads(response.text) == {"a": "slow answer"}
     assert rig.rows("llm_calls")[0]["failure"] == "timeout"
+
+
+def test_breaker_state_survives_a_restart(server: LLMTestServer, make_rig: MakeRig,
+                                          tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    server.script(*[Behaviour("status", status=502)] * 2)
+    circuit = CircuitConfig(window_size=4)
+    first = make_rig("openai", ledger=Ledger(path), circuit=circuit, max_attempts=2)
+    with pytest.raises(ProviderError):
+        first.gateway.complete(REQUEST)
+    assert first.gateway.status().breaker == "open"
+    first.ledger.close()
+    again = make_rig("openai", ledger=Ledger(path), circuit=circuit, clock=first.clock)
+    assert again.gateway.status().breaker == "open"
+    with pytest.raises(CircuitOpen):
+        again.gateway.complete(REQUEST)
+    assert len(server.requests) == 2
+    again.clock.advance(30_000)
+    assert again.gateway.status().breaker == "half_open"
+    again.ledger.close()
 
 
 def test_stream_repair_on_stop_is_reported(server: LLMTestServer, make_rig: MakeRig) -> None:
