@@ -243,7 +243,7 @@ class LLMGateway:
             "failures_in_window": transition.failures_in_window})
 
     def _on_alert(self, alert: BudgetAlert) -> None:
-        log.warning("LLM budget utilization reached %d%% (spent %.6f of %.2f USD)",
+        log.warning("LLM budget utilization reached %d%% (spent %.6f of %g USD)",
                     alert.threshold, alert.spent_usd, alert.budget_usd)
         if self._store is not None:
             self._store.add_alert(alert.at_ms, alert.window_start_ms, alert.threshold,

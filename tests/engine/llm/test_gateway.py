@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +20,21 @@ from engine.llm import (
     BudgetExceeded,
     ChatMessage,
     ChatRequest,
+    ChatResponse,
     CircuitConfig,
     CircuitOpen,
+    DeterministicClock,
+    DeterministicRNG,
     LLMGateway,
     LLMSettings,
+    ModelPrice,
     ProviderError,
     ProviderNotConfigured,
     RateLimited,
+    StreamEvent,
+    Usage,
 )
+from engine.llm.settings import ProviderKind
 from tests.engine.llm.conftest import SECRET_KEY, START_MS, MakeRig
 from tests.support.llm_server import Behaviour, LLMTestServer
 
@@ -303,3 +312,78 @@ def test_status_document_shape(server: LLMTestServer, make_rig: MakeRig) -> None
     assert doc["breaker"] == "closed"
     assert doc["should_throttle"] is False
     assert START_MS  # the rig's clock starts at noon UTC of that day
+
+
+class _ScriptedStreamProvider:
+    """A provider yielding scripted stream events (for cases a server cannot easily produce)."""
+
+    name = "scripted"
+    kind = ProviderKind.OPENAI
+
+    def __init__(self, scripts: list[list[StreamEvent]], usage: Usage | None = None) -> None:
+        self._scripts = scripts
+        self._usage = usage or Usage(10, 10)
+        self._lock = threading.Lock()
+
+    def complete(self, request: ChatRequest, model: str) -> ChatResponse:
+        return ChatResponse("ok", self._usage, model)
+
+    def stream(self, request: ChatRequest, model: str) -> Iterator[StreamEvent]:
+        with self._lock:
+            script = self._scripts.pop(0) if len(self._scripts) > 1 else self._scripts[0]
+        yield from script
+
+    def close(self) -> None:
+        return None
+
+
+def _settings(**overrides: object) -> LLMSettings:
+    options: dict[str, object] = {"provider": "scripted", "kind": ProviderKind.OPENAI,
+                                  "base_url": "http://unused", "model": "m",
+                                  "prices": {"m": ModelPrice(1.0, 1.0)}}
+    options.update(overrides)
+    return LLMSettings(**options)  # type: ignore[arg-type]
+
+
+def test_error_event_mid_stream_is_retried() -> None:
+    clock = DeterministicClock(START_MS)
+    ok = [StreamEvent("start"), StreamEvent("delta", "done"),
+          StreamEvent("stop", metadata={"input_tokens": 3, "output_tokens": 1,
+                                        "usage_reported": True})]
+    broken = [StreamEvent("start"), StreamEvent("delta", "par"),
+              StreamEvent("error", error="overloaded")]
+    gateway = LLMGateway(_settings(), provider=_ScriptedStreamProvider([broken, ok]),
+                         clock=clock, rng=DeterministicRNG(1), sleep=clock.advance)
+    response = gateway.complete(REQUEST)
+    assert (response.text, response.attempts) == ("done", 2)
+    assert response.usage == Usage(3, 1)
+
+
+def test_concurrent_callers_never_overspend() -> None:
+    clock = DeterministicClock(START_MS)
+    # Each call reserves an upper bound (0.000044 USD) and costs 0.00002 USD.
+    gateway = LLMGateway(_settings(stream=False, daily_budget_usd=0.0005, max_tokens=10,
+                                   requests_per_minute=10_000),
+                         provider=_ScriptedStreamProvider([[]], Usage(10, 10)), clock=clock,
+                         rng=DeterministicRNG(1), sleep=clock.advance)
+    outcomes: list[str] = []
+
+    def worker() -> None:
+        for _ in range(20):
+            try:
+                gateway.complete(ChatRequest((ChatMessage("user", "hi"),), max_tokens=10))
+                outcomes.append("ok")
+            except BudgetExceeded:
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(outcomes) == 80
+    assert gateway.budget.spent_usd <= 0.0005
+    # Sequentially 23 calls fit (the 24th's upper-bound reservation would pass the budget);
+    # concurrent reservations can only make a caller wait its turn or be refused, not overspend.
+    assert 20 <= outcomes.count("ok") <= 23
+    assert gateway.budget.spent_usd == pytest.approx(outcomes.count("ok") * 0.00002)
