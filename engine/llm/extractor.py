@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -399,7 +399,7 @@ def build_extraction_request(turns: Sequence[ConversationTurn], max_tokens: int 
 # -- heuristic fallback ---------------------------------------------------------------------
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _FIRST_PERSON = re.compile(
-    r"\b(i am|i'm|i was|i have|i've|i had|i like|i love|i hate|i prefer|i enjoy|i work|"
+    r"\b(i am|i'm|i'd|i'll|i would|i will|i was|i have|i've|i had|i like|i love|i hate|i prefer|i enjoy|i work|"
     r"i live|i moved|i went|i started|i can|i know how|i don't like|i do not like|i want|"
     r"i need|i plan|i usually|i always|i never|my )", re.IGNORECASE)
 _PREFERENCE = re.compile(r"\b(like|love|hate|prefer|enjoy|favou?rite|don't like|dislike)\b",
@@ -410,20 +410,33 @@ _EPISODE = re.compile(r"\b(yesterday|last (week|month|year|night)|went|visited|m
 _ASSISTANT_ROLES = frozenset({"assistant", "system", "tool", "model"})
 
 
-def _third_person(sentence: str) -> str:
+def _literal(value: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement that inserts ``value`` verbatim (names may hold backslashes)."""
+    return lambda _match: value
+
+
+def _third_person(sentence: str, subject: str = "User") -> str:
+    """Rewrite a first-person sentence about ``subject`` ("I am" -> "User is")."""
     text = sentence.strip()
-    replacements = ((r"\bI am\b", "User is"), (r"\bI'm\b", "User is"), (r"\bI was\b", "User was"),
-                    (r"\bI've\b", "User has"), (r"\bI have\b", "User has"),
-                    (r"\bMy\b", "User's"), (r"\bmy\b", "user's"), (r"\bI\b", "User"),
-                    (r"\bme\b", "the user"))
+    owner = f"{subject}'s"
+    replacements = ((r"\bI am\b", f"{subject} is"), (r"\bI'm\b", f"{subject} is"),
+                    (r"\bI was\b", f"{subject} was"), (r"\bI've\b", f"{subject} has"),
+                    (r"\bI have\b", f"{subject} has"), (r"\bMy\b", owner),
+                    (r"\bmy\b", owner if subject != "User" else "user's"),
+                    (r"\bI'd\b", f"{subject} would"), (r"\bI'll\b", f"{subject} will"),
+                    (r"\bI\b", subject),
+                    (r"\bme\b", "the user" if subject == "User" else subject))
     for pattern, repl in replacements:
-        text = re.sub(pattern, repl, text)
+        text = re.sub(pattern, _literal(repl), text)
     return text
 
 
 def heuristic_extract(conversation: Conversation, *, confidence: float = 0.5,
                       limit: int = 50) -> tuple[MemoryCandidate, ...]:
     """Local extraction: first-person statements of non-assistant turns, one memory each.
+
+    The subject is "User" for ``user``/``human`` turns and the speaker's name for transcripts
+    whose roles are names (LoCoMo: "Caroline is swamped with the kids & work.").
 
     Category by keywords (preference / skill / episode, else fact); importance left to the
     ingest pipeline (surprise × category weight, DESIGN 5); a fixed, modest confidence.
@@ -446,7 +459,8 @@ def heuristic_extract(conversation: Conversation, *, confidence: float = 0.5,
             else:
                 category = Category.FACT
             emotion = emotion_keyword_score(sentence)
-            text = _third_person(sentence)[:MAX_CONTENT_CHARS]
+            subject = "User" if turn.role.lower() in ("user", "human") else turn.role.strip()
+            text = _third_person(sentence, subject or "User")[:MAX_CONTENT_CHARS]
             found.append(MemoryCandidate(
                 content=text, category=category, importance=None, confidence=confidence,
                 emotional_context={1.0: "strong", 0.5: "moderate", 0.2: "mild"}.get(emotion),

@@ -195,6 +195,14 @@ def test_heuristic_extraction() -> None:
     assert all(c.importance is None and c.confidence == 0.5 for c in found.values())
 
 
+def test_heuristic_uses_speaker_names_for_transcripts() -> None:
+    transcript = parse_conversation({"sample_id": "s", "conversation": {"session_1": [
+        {"speaker": "Caroline", "dia_id": "D1:1", "text": "I'm swamped with my kids & work."},
+        {"speaker": "Mel", "dia_id": "D1:2", "text": "I'd love to paint with you!"}]}})
+    assert [c.content for c in heuristic_extract(transcript)] == [
+        "Caroline is swamped with Caroline's kids & work.", "Mel would love to paint with you!"]
+
+
 def test_heuristic_summary_budget_and_dedup() -> None:
     assert heuristic_summary(["A b. C.", "a b", "D e."], max_chars=100) == "A b. D e."
     assert heuristic_summary(["x" * 50, "y"], max_chars=10) == "x" * 50
