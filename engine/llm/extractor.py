@@ -399,7 +399,8 @@ def build_extraction_request(turns: Sequence[ConversationTurn], max_tokens: int 
 # -- heuristic fallback ---------------------------------------------------------------------
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _FIRST_PERSON = re.compile(
-    r"\b(i am|i'm|i'd|i'll|i would|i will|i was|i have|i've|i had|i like|i love|i hate|i prefer|i enjoy|i work|"
+    r"\b(i am|i'm|i'd|i'll|i would|i will|i was|i have|i've|i had|i like|i love|i hate|"
+    r"i prefer|i enjoy|i work|"
     r"i live|i moved|i went|i started|i can|i know how|i don't like|i do not like|i want|"
     r"i need|i plan|i usually|i always|i never|my )", re.IGNORECASE)
 _PREFERENCE = re.compile(r"\b(like|love|hate|prefer|enjoy|favou?rite|don't like|dislike)\b",
