@@ -62,23 +62,25 @@ def _ledger_path(ctx: CliContext) -> Path:
     return Path(spec.location).expanduser() / LEDGER_FILENAME
 
 
-def _redactor(ctx: CliContext) -> Callable[[str], str] | None:
+def _redactor(ctx: CliContext, *, sends_prompts: bool) -> Callable[[str], str] | None:
     """The engine's redaction function (DESIGN decision 8), or None if it is not installed."""
     try:
         module = importlib.import_module("engine.redaction")
     except ImportError:
-        ctx.warn("note: engine.redaction is not available; prompts are sent unredacted")
+        if sends_prompts:
+            ctx.warn("note: engine.redaction is not available; prompts are sent unredacted")
         return None
     redact: Callable[[str], str] = module.redact_text
     return redact
 
 
 def _gateway(ctx: CliContext, args: argparse.Namespace, ledger: Ledger,
-             events: EventBus | None) -> LLMGateway:
+             events: EventBus | None, *, sends_prompts: bool) -> LLMGateway:
     settings = llm_settings_from_env().with_overrides(
         provider=getattr(args, "provider", None), model=getattr(args, "model", None))
+    redactor = _redactor(ctx, sends_prompts=sends_prompts and settings.configured)
     gateway = LLMGateway(settings, ledger=ledger, events=events, clock=SystemClock(),
-                         redactor=_redactor(ctx), redact=True)
+                         redactor=redactor, redact=True)
     ctx.on_close(gateway.close)
     return gateway
 
@@ -88,7 +90,7 @@ def _status(args: argparse.Namespace, ctx: CliContext) -> int:
     path = _ledger_path(ctx)
     ledger = Ledger(path, read_only=True)
     ctx.on_close(ledger.close)
-    gateway = _gateway(ctx, args, ledger, None)
+    gateway = _gateway(ctx, args, ledger, None, sends_prompts=False)
     status = gateway.status()
     document = status.to_json()
     if ctx.json:
@@ -136,7 +138,7 @@ def _extract(args: argparse.Namespace, ctx: CliContext) -> int:
     else:
         engine = ctx.open_engine(embed=True)
         ledger, events = engine.ledger, engine.events
-    gateway = _gateway(ctx, args, ledger, events)
+    gateway = _gateway(ctx, args, ledger, events, sends_prompts=True)
     result = Extractor(gateway, events).extract(conversation, model=args.model)
     stored: list[str] | None = None
     if not args.dry_run:
