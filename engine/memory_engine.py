@@ -39,6 +39,7 @@ __all__ = [
     "EngineConfig",
     "MemoryEngine",
     "StoreStats",
+    "engine_config_from_env",
 ]
 
 EDITABLE_FIELDS = frozenset({"content", "importance", "confidence", "layer", "tags", "privacy",
@@ -80,6 +81,19 @@ class EngineConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     sampling_rate: float = 1.0
     redaction: bool = False
+
+
+def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
+                           redaction: bool = False) -> EngineConfig:
+    """An :class:`EngineConfig` from seed 002 ``MEMORY_*`` and dedup variables.
+
+    Raises:
+        ConfigInvalid: naming the variable and its bad value.
+    """
+    from engine.config import dedup_config_from_env, memory_config_from_env
+
+    return EngineConfig(memory=memory_config_from_env(env), dedup=dedup_config_from_env(env),
+                        sampling_rate=sampling_rate, redaction=redaction)
 
 
 @dataclass(frozen=True, slots=True)
