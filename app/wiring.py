@@ -26,6 +26,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
+    from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
 
 __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engine"]
@@ -54,14 +56,38 @@ def _redact(text: str) -> str:
     return redact_text(text)
 
 
+def forget_embedded_clients() -> None:
+    """Drop Chroma's in-process client cache before (re)opening an embedded store.
+
+    Chroma keeps one system per path per process; after a child process wrote to the store
+    (:mod:`ui.import_process`) that cached system is stale ("Error finding id"). The window holds
+    one store at a time and closes it before opening the next, so clearing is safe here.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+
+
 def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None,
                 spec: StoreSpec) -> MemoryEngine:
     """Open the engine for ``spec`` (blocking: run it on a worker)."""
+    if not spec.is_remote:
+        forget_embedded_clients()
     ledger = server_ledger_path(settings, spec.location, spec.collection) \
         if spec.is_remote else None
     return MemoryEngine.open(
         spec, ledger_path=ledger, embedder=embedder, redactor=_redact,
         config=EngineConfig(redaction=settings.redaction, sampling_rate=settings.sampling_rate))
+
+
+def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path: Path,
+                 conversation_agent: str | None, progress: Callable[[int, int], None],
+                 cancelled: Callable[[], bool]) -> ImportSummary:
+    from ui.import_process import run_in_child
+
+    return run_in_child(spec, path, conversation_agent=conversation_agent,
+                        model_path=model_path, load_model=load_model, progress=progress,
+                        cancelled=cancelled)
 
 
 def _list_collections(spec: StoreSpec) -> Sequence[CollectionInfo]:
@@ -155,6 +181,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         demo_memories=DEMO_MEMORIES if DEMO_MEMORIES.is_file() else None,
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
         version=_version(),
+        bulk_import=partial(_bulk_import, settings.model_path, load_model),
     )
     window = MainWindow(services)
     windows.append(window)
@@ -217,7 +244,7 @@ async def _demo_store(window: MainWindow, folder: Path) -> None:
     dialog = ImportProgressDialog("Import demo data", window)
     summary = await window.run_import(DEMO_MEMORIES, dialog=dialog)
     dialog.accept()
-    if summary is None or summary.counts["inserted"] + summary.counts["merged"] == 0:
+    if summary is None or summary.written == 0:
         raise RuntimeError("the demo import wrote nothing")
     await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
                     30, "the first page")

@@ -254,11 +254,12 @@ class ImportProgressDialog(QDialog):
         self.bar.setRange(0, 1)
         self.bar.setValue(1)
         if summary.cancelled:
-            self.label.setText("Import cancelled — nothing was written.")
-            self.counts.setText("")
-            return
-        how = "by the ingest pipeline" if summary.pipeline else "as new records (no dedup)"
-        self.label.setText(f"Import finished ({how}).")
+            self.label.setText(
+                f"Import cancelled: {len(summary.outcomes):,} lines were decided and stored "
+                "before the cancel; nothing of the batch in progress was written.")
+        else:
+            self.label.setText(f"Import finished: {len(summary.outcomes):,} lines decided by "
+                               "the ingest pipeline.")
         counts = summary.counts
         self.counts.setText("   ".join(f"{name}: {counts[name]:,}" for name in ACTIONS))
         problems = summary.problems

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QPaintEvent, QUndoGroup
 from PySide6.QtWidgets import (
@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.embedding import EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, EngineError, StoreLocked
+from engine.errors import EngineError, StoreLocked
 from engine.memory_engine import MemoryEngine
 from engine.store import CollectionInfo, StoreSpec
 from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
@@ -70,6 +70,12 @@ class Preferences:
     redaction: bool = False
 
 
+BulkImport = Callable[[StoreSpec, Path, str | None, Callable[[int, int], None],
+                       Callable[[], bool]], ImportSummary]
+"""Import into a closed embedded store out of process: (spec, path, conversation agent or None,
+progress, cancelled) → summary. See :mod:`ui.import_process`."""
+
+
 @dataclass(frozen=True, slots=True)
 class WindowServices:
     """What ``app`` gives the window: the runner and the functions that touch the outside.
@@ -87,6 +93,7 @@ class WindowServices:
     demo_memories: Path | None = None
     demo_conversation: Path | None = None
     version: str = ""
+    bulk_import: BulkImport | None = None
 
 
 class MainWindow(QMainWindow):
@@ -375,8 +382,8 @@ class MainWindow(QMainWindow):
             try:
                 engine = await self._runner.run(self._services.open_engine, spec)
             except StoreLocked as exc:
-                engine = await self._runner.run(self._services.open_engine,
-                                                dataclasses.replace(spec, read_only=True))
+                spec = dataclasses.replace(spec, read_only=True)
+                engine = await self._runner.run(self._services.open_engine, spec)
                 notes.append(f"Read-only: {exc}")
         except EngineError as exc:
             self.store_label.setText("No store")
@@ -395,11 +402,7 @@ class MainWindow(QMainWindow):
         session.failed.connect(self._on_session_failed)
         session.records_changed.connect(self._on_records_changed)
         self.records.set_session(session)
-        kind = "server" if spec.is_remote else "embedded"
-        suffix = " · read-only" if session.read_only else ""
-        name = spec.location if spec.collection == "mnemoscope_memories" \
-            else f"{spec.location} [{spec.collection}]"
-        self.store_label.setText(f"{kind}: {name}{suffix}")
+        self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
         if notes:
@@ -416,6 +419,15 @@ class MainWindow(QMainWindow):
         self._maybe_offer_demo(session)
         self.store_opened.emit(session)
         return session
+
+    @staticmethod
+    def _store_text(session: StoreSession) -> str:
+        spec = session.spec
+        kind = "server" if spec.is_remote else "embedded"
+        suffix = " · read-only" if session.read_only else ""
+        name = spec.location if spec.collection == "mnemoscope_memories" \
+            else f"{spec.location} [{spec.collection}]"
+        return f"{kind}: {name}{suffix}"
 
     async def close_store(self) -> None:
         """Close the open store (after its pending writes) on a worker."""
@@ -530,6 +542,9 @@ class MainWindow(QMainWindow):
         dialog.cancel_requested.connect(flag.set)
         dialog.open()
         progress = self._runner.progress_relay(dialog.set_progress)
+        if self._services.bulk_import is not None and not session.spec.is_remote:
+            return await self._import_out_of_process(session, path, conversation_agent,
+                                                     dialog, progress, flag)
         try:
             if conversation_agent is not None:
                 summary: ImportSummary = await session.run_write(
@@ -543,6 +558,41 @@ class MainWindow(QMainWindow):
             return None
         dialog.finish(summary)
         session.records_changed.emit([o.record_id for o in summary.outcomes if o.record_id])
+        return summary
+
+    async def _import_out_of_process(self, session: StoreSession, path: Path,
+                                     conversation_agent: str | None,
+                                     dialog: ImportProgressDialog,
+                                     progress: Callable[[int, int], None],
+                                     flag: CancelFlag) -> ImportSummary | None:
+        """Close the engine, import in a child process, reopen (see :mod:`ui.import_process`)."""
+        bulk_import = self._services.bulk_import
+        assert bulk_import is not None
+        self.records.set_session(None)
+        self.store_label.setText(f"Importing into {session.spec.location}…")
+        await session.drain()
+        await self._runner.run(session.engine.close)
+        summary: ImportSummary | None = None
+        try:
+            summary = await self._runner.run(bulk_import, session.spec, path,
+                                             conversation_agent, progress, flag.is_set)
+        except EngineError as exc:
+            dialog.fail(str(exc))
+        try:
+            session.engine = await self._runner.run(self._services.open_engine, session.spec)
+        except EngineError as exc:
+            self._session = None
+            self.undo_group.removeStack(session.undo_stack)
+            self.store_label.setText("No store")
+            self.show_banner(f"Could not reopen {session.spec.location} after the import: {exc}")
+            self._update_actions()
+            return None
+        self.records.set_session(session)
+        self.store_label.setText(self._store_text(session))
+        if summary is not None:
+            dialog.finish(summary)
+            session.records_changed.emit([o.record_id for o in summary.outcomes
+                                          if o.record_id])
         return summary
 
     def _on_export_triggered(self) -> None:
@@ -565,8 +615,6 @@ class MainWindow(QMainWindow):
             count: int = await self._runner.run(
                 export_records, session.engine, path,
                 redact=self._services.redactor if redact else None)
-        except Cancelled:
-            return None
         except EngineError as exc:
             QMessageBox.warning(self, "Export", f"Export failed: {exc}")
             return None

@@ -13,12 +13,14 @@ from typing import Any, TypeVar
 
 import pytest
 import qasync
-from pytestqt.qtbot import QtBot
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from engine.memory_engine import MemoryEngine
 from engine.redaction import redact_text
 from engine.store import StoreSpec, list_collections
+from ui.import_process import run_in_child
+from ui.importing import ImportSummary
 from ui.main_window import MainWindow, Preferences, WindowServices
 from ui.tasks import TaskRunner, spawn
 
@@ -44,6 +46,19 @@ def runner() -> Iterator[TaskRunner]:
     made.shutdown()
 
 
+_SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "da", "fe", "gu",
+              "ho", "ji", "ku", "ly", "mo", "ny", "pe")
+
+
+def distinct_text(number: int, words: int = 9) -> str:
+    """A sentence of made-up words sharing almost no tokens with the others (no dedup merges)."""
+    import random
+
+    rng = random.Random(number)
+    return " ".join(rng.choice(_SYLLABLES) + rng.choice(_SYLLABLES) + rng.choice(_SYLLABLES)
+                    for _ in range(words)) + f" {number}"
+
+
 def run(qtbot: QtBot, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     """Run ``coro`` on the GUI loop and wait (spinning Qt) until it is done."""
     task = spawn(coro)
@@ -51,12 +66,29 @@ def run(qtbot: QtBot, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     return task.result()
 
 
+def open_fresh(spec: StoreSpec) -> MemoryEngine:
+    """Open like the app does: Chroma's per-process client cache dropped first."""
+    from app.wiring import forget_embedded_clients
+
+    if not spec.is_remote:
+        forget_embedded_clients()
+    return MemoryEngine.open(spec)
+
+
+def child_import(spec: StoreSpec, path: Path, agent: str | None,
+                 progress: Callable[[int, int], None],
+                 cancelled: Callable[[], bool]) -> ImportSummary:
+    """The app's out-of-process import, without the model."""
+    return run_in_child(spec, path, conversation_agent=agent, progress=progress,
+                        cancelled=cancelled)
+
+
 def services(runner: TaskRunner, **changes: Any) -> WindowServices:
     """Window services over real embedded stores, without the model and without saving."""
     saved: list[Preferences] = []
     defaults: dict[str, Any] = {
         "runner": runner,
-        "open_engine": lambda spec: MemoryEngine.open(spec),
+        "open_engine": open_fresh,
         "list_collections": list_collections,
         "save_preferences": saved.append,
         "redactor": redact_text,

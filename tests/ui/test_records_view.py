@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pytestqt.qtbot import QtBot
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from engine.query import SortKey
 from engine.records import Layer
