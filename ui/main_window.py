@@ -8,8 +8,8 @@ functions that do (run on workers through the task runner) and the preferences i
 from __future__ import annotations
 
 import base64
-import gc
 import dataclasses
+import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial

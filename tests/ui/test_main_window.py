@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from pytestqt.qtbot import QtBot
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from engine.embedding import EmbedderState, EmbedderStatus
 from ui.main_window import MainWindow, Preferences
