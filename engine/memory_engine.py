@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,9 @@ from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.query import RecordPage, RecordQuery, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
 from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
+
+if TYPE_CHECKING:  # engine/layers block below; imported lazily at run time
+    from engine.layers import LayerService, SpatialHit
 
 __all__ = [
     "EDITABLE_FIELDS",
@@ -527,6 +530,60 @@ class MemoryEngine:
             out.append(EditEntry(row["seq"], row["ts"], row["batch_id"], row["op"],
                                  row["record_id"], row["actor"], before, after))
         return out
+
+    # -- layers and introspection (engine/layers, engine/introspection) -----------------------
+    # Social summaries, pattern mining and the spatial index; see docs/layers.md.
+
+    @property
+    def layers(self) -> LayerService:
+        """The layer service of this engine, built (and hooked to the events) on first use.
+
+        It processes queued changes when asked (``flush``) or in the background after
+        :meth:`start_layers`. Build it before ingesting if summaries should follow ingest.
+        """
+        service: LayerService | None = self.__dict__.get("_layers")
+        if service is None:
+            from engine.layers import LayerContext, LayerService
+
+            with self._write_lock:
+                service = self.__dict__.get("_layers")
+                if service is None:
+                    service = LayerService(LayerContext(
+                        store=self._store, ledger=self._ledger, events=self._events,
+                        clock=self._clock, retention=self._config.memory.retention_policy,
+                        embed=self.embed_texts,
+                        model_name=lambda: self._embedder.model_name if self._embedder else "",
+                        record_edits=lambda op, pairs, actor: self._record_edits(
+                            op, pairs, actor=actor),
+                        write_lock=self._write_lock,
+                        add=getattr(self, "ingest", self.add)))
+                    self.__dict__["_layers"] = service
+        return service
+
+    def start_layers(self) -> LayerService:
+        """Keep the social, procedural and spatial layers current in a background thread."""
+        service = self.layers
+        service.start()
+        return service
+
+    def close_layers(self) -> None:
+        """Stop the layer service (if it was built); :meth:`close` does not do it for you."""
+        service: LayerService | None = self.__dict__.pop("_layers", None)
+        if service is not None:
+            service.close()
+
+    def spatial_within(self, center: Sequence[float], radius: float, **filters: Any
+                       ) -> list[SpatialHit]:
+        """Records whose ``metadata.spatial`` lies within ``radius`` of ``center``, nearest first.
+
+        Filters: ``agent_id``, ``layers``, ``since``, ``until`` (epoch ms), ``limit``.
+        """
+        return self.layers.spatial_within(center, radius, **filters)
+
+    def spatial_nearest(self, center: Sequence[float], k: int, **filters: Any
+                        ) -> list[SpatialHit]:
+        """The ``k`` records with a position nearest ``center`` (same filters, no limit)."""
+        return self.layers.spatial_nearest(center, k, **filters)
 
 
 def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
