@@ -1,0 +1,94 @@
+"""The ``mnemoscope`` command line: ``mnemoscope [--store PATH|URL] [--json] COMMAND ...``.
+
+Command groups live in :mod:`app.cli.commands`, one module each, discovered automatically: a
+module defines ``register(subparsers)`` and gives each parser a ``handler(args, ctx) -> int``.
+Exit codes: 0 success, 1 an error the engine reported (message on stderr; with ``--json`` also an
+``{"error": ...}`` document on stdout), 2 a usage error, 3 a dependency cycle (task commands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from app.cli.context import CliContext
+from engine.errors import EngineError
+
+__all__ = ["build_parser", "run_cli"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every discovered command group."""
+    from app import __version__
+    from app.cli import commands
+
+    parser = argparse.ArgumentParser(
+        prog="mnemoscope",
+        description="See and steer what your LLM agent remembers. Without a command, opens "
+                    "the desktop app.",
+    )
+    parser.add_argument("--version", action="version", version=f"mnemoscope {__version__}")
+    parser.add_argument("--store", metavar="PATH|URL",
+                        help="store directory or Chroma server URL "
+                             "(default: $MNEMOSCOPE_STORE or the per-user store)")
+    parser.add_argument("--token", metavar="TOKEN",
+                        help="bearer token for a Chroma server ($MNEMOSCOPE_STORE_TOKEN)")
+    parser.add_argument("--collection", metavar="NAME",
+                        help="Chroma collection (default: mnemoscope_memories)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--no-model", action="store_true",
+                        help="do not load the embedding model (token-Jaccard similarity)")
+    gui = parser.add_argument_group("desktop app (no COMMAND)")
+    gui.add_argument("--screenshot", metavar="DIR",
+                     help="render every view with the demo data to DIR/<view>.png and exit")
+    gui.add_argument("--self-test", action="store_true",
+                     help="open the app offscreen on a temporary store, exercise each view, "
+                          "exit 0 or 1 with a report")
+    gui.add_argument("--read-only", action="store_true", help="open the store read-only")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"app.cli.commands.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+    return parser
+
+
+def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> int:
+    """Parse ``argv`` and run the command. Returns the exit code."""
+    import dataclasses
+
+    from app.settings import load_settings
+
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    try:
+        settings = load_settings(settings_env)
+        overrides = {}
+        if args.store:
+            overrides["store"] = args.store
+        if args.token:
+            overrides["store_token"] = args.token
+        settings = dataclasses.replace(settings, **overrides)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if not getattr(args, "handler", None):
+        from app.gui import run_gui
+
+        return run_gui(args, settings)
+    ctx = CliContext(settings, json=args.json, load_model=not args.no_model,
+                     collection=args.collection)
+    try:
+        code: int = args.handler(args, ctx)
+        return code
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if ctx.json:
+            ctx.emit_json({"error": {"code": exc.code, "message": str(exc)}})
+        return 1
+    finally:
+        ctx.close()

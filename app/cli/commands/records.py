@@ -1,0 +1,265 @@
+"""Record commands: ``add``, ``get``, ``list``, ``edit``, ``delete``, ``stats``, ``doctor``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from app.cli.context import CliContext
+from engine.errors import ValidationError
+from engine.query import RecordQuery, SortKey
+from engine.records import (
+    Category,
+    Layer,
+    MemoryRecord,
+    NewMemory,
+    Privacy,
+    TrustTier,
+    format_timestamp,
+    parse_timestamp,
+)
+
+__all__ = ["register"]
+
+
+def _unit(name: str) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number in 0..1") from None
+        if not 0.0 <= value <= 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be in 0..1 (got {text})")
+        return value
+
+    return parse
+
+
+def _tags(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _record_options(parser: argparse.ArgumentParser, *, editing: bool) -> None:
+    parser.add_argument("--agent", help="agent id" + ("" if editing else " (default: default)"))
+    parser.add_argument("--layer", choices=[x.value for x in Layer], type=str.lower)
+    parser.add_argument("--importance", type=_unit("importance"))
+    parser.add_argument("--confidence", type=_unit("confidence"))
+    parser.add_argument("--tags", type=_tags, help="comma-separated tags")
+    parser.add_argument("--privacy", choices=[x.value for x in Privacy], type=str.upper)
+    parser.add_argument("--category", choices=[x.value for x in Category], type=str.lower)
+    parser.add_argument("--tier", choices=[x.value for x in TrustTier], type=str.lower,
+                        help="source trust tier")
+    parser.add_argument("--expires-at", metavar="TIME",
+                        help="ISO-8601 expiry time" + (" ('none' clears it)" if editing else ""))
+    parser.add_argument("--ttl", metavar="SECONDS", type=float,
+                        help="expire this many seconds from now")
+    parser.add_argument("--metadata", metavar="JSON", help="metadata object as JSON")
+
+
+def register(subparsers: Any) -> None:
+    """Add the record commands to the CLI."""
+    add = subparsers.add_parser("add", help="add a memory")
+    add.add_argument("text", help="the memory's content")
+    _record_options(add, editing=False)
+    add.add_argument("--source", help="source instance (default: cli)")
+    add.set_defaults(handler=_add)
+
+    get = subparsers.add_parser("get", help="show one record")
+    get.add_argument("id")
+    get.set_defaults(handler=_get)
+
+    lst = subparsers.add_parser("list", help="list records (newest first)")
+    lst.add_argument("--agent")
+    lst.add_argument("--layer", choices=[x.value for x in Layer], type=str.lower)
+    lst.add_argument("--privacy", choices=[x.value for x in Privacy], type=str.upper)
+    lst.add_argument("--tag", action="append", default=[], help="require this tag (repeatable)")
+    lst.add_argument("--text", help="content contains this text")
+    lst.add_argument("--sort", choices=[k.value for k in SortKey], default=SortKey.CREATED.value)
+    lst.add_argument("--ascending", action="store_true")
+    lst.add_argument("--limit", type=int, default=20)
+    lst.add_argument("--offset", type=int, default=0)
+    lst.set_defaults(handler=_list)
+
+    edit = subparsers.add_parser("edit", help="change fields of a record")
+    edit.add_argument("id")
+    edit.add_argument("--content")
+    _record_options(edit, editing=True)
+    edit.set_defaults(handler=_edit)
+
+    delete = subparsers.add_parser("delete", help="delete records (undoable from the app)")
+    delete.add_argument("ids", nargs="+", metavar="ID")
+    delete.set_defaults(handler=_delete)
+
+    stats = subparsers.add_parser("stats", help="record counts by layer, agent and privacy")
+    stats.set_defaults(handler=_stats)
+
+    doctor = subparsers.add_parser(
+        "doctor", help="versions, store location, lock holder, model state")
+    doctor.set_defaults(handler=_doctor)
+
+
+def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.metadata is None:
+        return None
+    try:
+        value = json.loads(args.metadata)
+    except json.JSONDecodeError as exc:
+        raise ValidationError("--metadata", args.metadata, f"not valid JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise ValidationError("--metadata", args.metadata, "must be a JSON object")
+    return value
+
+
+def _expiry(args: argparse.Namespace, now_ms: float) -> tuple[bool, float | None]:
+    """(given, value) for --expires-at / --ttl."""
+    if args.ttl is not None:
+        if args.ttl <= 0:
+            raise ValidationError("--ttl", args.ttl, "must be > 0 seconds")
+        return True, now_ms + args.ttl * 1000.0
+    if args.expires_at is not None:
+        if args.expires_at.strip().lower() == "none":
+            return True, None
+        return True, parse_timestamp(args.expires_at, "--expires-at")
+    return False, None
+
+
+def _add(args: argparse.Namespace, ctx: CliContext) -> int:
+    fields: dict[str, Any] = {"content": args.text}
+    for option, name in (("agent", "agent_id"), ("layer", "layer"), ("importance", "importance"),
+                         ("confidence", "confidence"), ("tags", "tags"), ("privacy", "privacy"),
+                         ("category", "category"), ("tier", "source_tier")):
+        value = getattr(args, option)
+        if value is not None:
+            fields[name] = value
+    fields["source"] = args.source or "cli"
+    metadata = _metadata(args)
+    if metadata is not None:
+        fields["metadata"] = metadata
+    new = NewMemory(**fields)  # validate before opening the store
+    engine = ctx.open_engine(embed=True)
+    given, expires = _expiry(args, engine.clock.now())
+    if given and expires is not None:
+        new = NewMemory(**{**fields, "expires_at": expires})
+    record = engine.add(new)
+    if ctx.json:
+        ctx.emit_json(record.to_json())
+    else:
+        ctx.print(f"added {record.id}")
+    return 0
+
+
+def _get(args: argparse.Namespace, ctx: CliContext) -> int:
+    record = ctx.open_engine(read_only=True).get(args.id)
+    if ctx.json:
+        ctx.emit_json(record.to_json())
+    else:
+        ctx.print(_describe(record))
+    return 0
+
+
+def _list(args: argparse.Namespace, ctx: CliContext) -> int:
+    query = RecordQuery(agent_id=args.agent, layer=args.layer, privacy=args.privacy,
+                        tags=tuple(args.tag), text=args.text, sort_by=SortKey(args.sort),
+                        descending=not args.ascending, offset=args.offset, limit=args.limit)
+    page = ctx.open_engine(read_only=True).list_records(query)
+    if ctx.json:
+        ctx.emit_json({"total": page.total, "offset": page.offset,
+                       "records": [r.to_json() for r in page.records]})
+        return 0
+    for record in page.records:
+        preview = record.content.replace("\n", " ")
+        preview = preview if len(preview) <= 70 else preview[:67] + "..."
+        ctx.print(f"{record.id}  {record.layer.value:<10} {record.agent_id:<12} "
+                  f"{record.importance:4.2f}  {preview}")
+    shown = len(page.records)
+    ctx.print(f"({page.offset + 1 if shown else 0}-{page.offset + shown} of {page.total})")
+    return 0
+
+
+def _edit(args: argparse.Namespace, ctx: CliContext) -> int:
+    changes: dict[str, Any] = {}
+    for option, name in (("content", "content"), ("agent", "agent_id"), ("layer", "layer"),
+                         ("importance", "importance"), ("confidence", "confidence"),
+                         ("tags", "tags"), ("privacy", "privacy"), ("category", "category"),
+                         ("tier", "source_tier")):
+        value = getattr(args, option)
+        if value is not None:
+            changes[name] = value
+    metadata = _metadata(args)
+    if metadata is not None:
+        changes["metadata"] = metadata
+    engine = ctx.open_engine(embed="content" in changes)
+    given, expires = _expiry(args, engine.clock.now())
+    if given:
+        changes["expires_at"] = expires
+    if not changes:
+        raise ValidationError("edit", args.id, "nothing to change: give at least one option")
+    record = engine.update(args.id, changes, actor="cli")
+    if ctx.json:
+        ctx.emit_json(record.to_json())
+    else:
+        ctx.print(f"updated {record.id} (version {record.version})")
+    return 0
+
+
+def _delete(args: argparse.Namespace, ctx: CliContext) -> int:
+    deleted = ctx.open_engine().delete(args.ids, actor="cli")
+    if ctx.json:
+        ctx.emit_json({"deleted": [r.id for r in deleted]})
+    else:
+        ctx.print(f"deleted {len(deleted)} record(s)")
+    return 0
+
+
+def _stats(args: argparse.Namespace, ctx: CliContext) -> int:
+    stats = ctx.open_engine(read_only=True).stats()
+    if ctx.json:
+        ctx.emit_json(stats.to_json())
+        return 0
+    access = ", read-only" if stats.read_only else ""
+    ctx.print(f"store:    {stats.location} ({stats.kind}{access})")
+    ctx.print(f"records:  {stats.records}  (pending embeddings: {stats.pending_embeddings}, "
+              f"expired: {stats.expired})")
+    ctx.print("layers:   " + ", ".join(f"{k} {v}" for k, v in stats.by_layer.items()))
+    ctx.print("privacy:  " + ", ".join(f"{k} {v}" for k, v in stats.by_privacy.items()))
+    ctx.print("agents:   " + (", ".join(f"{k} {v}" for k, v in stats.by_agent.items()) or "-"))
+    return 0
+
+
+def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
+    from engine.errors import StoreLocked
+
+    try:
+        engine = ctx.open_engine(read_only=False, embed=True)
+    except StoreLocked:
+        engine = ctx.open_engine(read_only=True, embed=True)
+    report = engine.doctor()
+    if ctx.json:
+        ctx.emit_json(report)
+        return 0
+    for package, version in report["versions"].items():
+        ctx.print(f"{package:<22} {version}")
+    store = report["store"]
+    ctx.print(f"store                  {store['location']} ({store['kind']}, "
+              f"{store['records']} records{', read-only' if store['read_only'] else ''})")
+    holder = store["lock_holder"]
+    ctx.print(f"lock holder            {holder or '-'}")
+    ctx.print(f"ledger                 {report['ledger']['path']}")
+    model = report["model"]
+    ctx.print(f"model                  {model['name']}: {model['state']}, "
+              f"{model['dimension']} dims {model['reason']}".rstrip())
+    return 0
+
+
+def _describe(record: MemoryRecord) -> str:
+    lines = [f"{key:<16} {value}" for key, value in record.to_json().items()
+             if key not in ("provenance", "related", "metadata", "content")]
+    lines.insert(0, f"{'content':<16} {record.content}")
+    lines.append(f"{'metadata':<16} {json.dumps(dict(record.metadata))}")
+    for entry in record.provenance:
+        lines.append(f"{'provenance':<16} {entry.source} ({entry.tier.value}) at "
+                     f"{format_timestamp(entry.at)}")
+    for link in record.related:
+        lines.append(f"{'related':<16} {link.id} ({link.similarity:.3f})")
+    return "\n".join(lines)

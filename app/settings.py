@@ -1,0 +1,190 @@
+"""Application settings: one typed, versioned object built in ``app`` and passed down (STYLE §8).
+
+Sources, later ones winning: defaults (platformdirs locations), the settings file
+(``<config dir>/settings.json``), environment variables with the ``MNEMOSCOPE_`` prefix, then
+command-line options. No global accessor: :func:`load_settings` returns a value the caller owns.
+The file is written atomically (temp file, fsync, rename), so a crash never leaves it half-written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigInvalid
+
+__all__ = [
+    "SETTINGS_VERSION",
+    "Settings",
+    "atomic_write_text",
+    "default_config_dir",
+    "default_data_dir",
+    "load_settings",
+    "save_settings",
+    "server_ledger_path",
+]
+
+SETTINGS_VERSION = 1
+APP_NAME = "Mnemoscope"
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory (stores, ledgers, caches)."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP_NAME, appauthor=False))
+
+
+def default_config_dir() -> Path:
+    """Per-user configuration directory (settings.json)."""
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir(APP_NAME, appauthor=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the app is configured with.
+
+    Attributes:
+        store: Default store: a directory or a Chroma server URL.
+        store_token: Bearer token for a server store.
+        data_dir: Where the default store, server ledgers and caches live.
+        model_path: A local sentence-transformers model directory (default: the packaged
+            all-MiniLM-L6-v2).
+        load_model: Load the embedding model at all (off: Jaccard path only).
+        redaction: Start with redaction on.
+        sampling_rate: Voyeur event sampling rate.
+        recent_stores: Most recent first.
+        theme: "system", "light" or "dark".
+    """
+
+    store: str = ""
+    store_token: str | None = None
+    data_dir: str = ""
+    model_path: str | None = None
+    load_model: bool = True
+    redaction: bool = False
+    sampling_rate: float = 1.0
+    recent_stores: tuple[str, ...] = ()
+    theme: str = "system"
+    version: int = SETTINGS_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.data_dir:
+            object.__setattr__(self, "data_dir", str(default_data_dir()))
+        if not self.store:
+            object.__setattr__(self, "store", str(Path(self.data_dir) / "store"))
+        if not 0.0 <= self.sampling_rate <= 1.0:
+            raise ConfigInvalid("sampling_rate", self.sampling_rate, "must be in 0..1")
+        if self.theme not in ("system", "light", "dark"):
+            raise ConfigInvalid("theme", self.theme, "must be system, light or dark")
+
+    def with_recent(self, location: str, keep: int = 10) -> Settings:
+        """A copy with ``location`` first in the recent-stores list."""
+        recent = [location, *[r for r in self.recent_stores if r != location]][:keep]
+        return dataclasses.replace(self, recent_stores=tuple(recent))
+
+    def to_json(self) -> dict[str, Any]:
+        """File form (the token is never written to the settings file)."""
+        data = dataclasses.asdict(self)
+        data["store_token"] = None
+        data["recent_stores"] = list(self.recent_stores)
+        data["extra"] = dict(self.extra)
+        return data
+
+
+_ENV: Mapping[str, tuple[str, type]] = {
+    "MNEMOSCOPE_STORE": ("store", str),
+    "MNEMOSCOPE_STORE_TOKEN": ("store_token", str),
+    "MNEMOSCOPE_DATA_DIR": ("data_dir", str),
+    "MNEMOSCOPE_MODEL_PATH": ("model_path", str),
+    "MNEMOSCOPE_LOAD_MODEL": ("load_model", bool),
+    "MNEMOSCOPE_REDACTION": ("redaction", bool),
+    "MNEMOSCOPE_SAMPLING_RATE": ("sampling_rate", float),
+    "MNEMOSCOPE_THEME": ("theme", str),
+}
+_TRUE = re.compile(r"^(1|true|yes|on)$", re.IGNORECASE)
+_FALSE = re.compile(r"^(0|false|no|off)$", re.IGNORECASE)
+
+
+def _env_value(name: str, raw: str, kind: type) -> Any:
+    if kind is bool:
+        if _TRUE.match(raw.strip()):
+            return True
+        if _FALSE.match(raw.strip()):
+            return False
+        raise ConfigInvalid(name, raw, "must be one of 1/0, true/false, yes/no, on/off")
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigInvalid(name, raw, "must be a number") from None
+    return raw
+
+
+def load_settings(env: Mapping[str, str] | None = None, *,
+                  config_dir: Path | None = None) -> Settings:
+    """Defaults ← settings file ← environment.
+
+    Raises:
+        ConfigInvalid: the file is not valid JSON (naming the file and line), has a bad value,
+            or an environment variable is malformed (naming it).
+    """
+    env = dict(os.environ) if env is None else env
+    config_dir = Path(env["MNEMOSCOPE_CONFIG_DIR"]) if "MNEMOSCOPE_CONFIG_DIR" in env \
+        else (config_dir or default_config_dir())
+    values: dict[str, Any] = {}
+    path = config_dir / "settings.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConfigInvalid(f"{path}:{exc.lineno}", exc.doc[:0] or "...",
+                                f"not valid JSON: {exc.msg}") from exc
+        if not isinstance(data, dict):
+            raise ConfigInvalid(str(path), type(data).__name__, "must hold a JSON object")
+        known = {f.name for f in dataclasses.fields(Settings)}
+        for key, value in data.items():
+            if key in known and key != "store_token":
+                values[key] = tuple(value) if key == "recent_stores" else value
+    for name, (attr, kind) in _ENV.items():
+        if name in env and env[name] != "":
+            values[attr] = _env_value(name, env[name], kind)
+    return Settings(**values)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: temp file in the same folder, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_settings(settings: Settings, *, config_dir: Path | None = None) -> Path:
+    """Write the settings file atomically; returns its path."""
+    path = (config_dir or default_config_dir()) / "settings.json"
+    atomic_write_text(path, json.dumps(settings.to_json(), indent=2, sort_keys=True))
+    return path
+
+
+def server_ledger_path(settings: Settings, url: str, collection: str) -> Path:
+    """Where the ledger of a server store lives (Chroma keeps no ledger for us)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{url}_{collection}").strip("_")
+    return Path(settings.data_dir) / "servers" / slug / "mnemoscope-ledger.sqlite3"

