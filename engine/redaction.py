@@ -297,7 +297,7 @@ def _secret_rules() -> tuple[_Rule, ...]:
         _rule("AWS_KEY_ID",
               rf"(?:{'|'.join(_AWS_PREFIXES)})(?<![A-Za-z0-9]....)[A-Z0-9]{{16}}"
               r"(?![A-Za-z0-9])",
-              gate=_contains(*_AWS_PREFIXES)),
+              gate=_searches(rf"A(?:{'|'.join(p[1:] for p in _AWS_PREFIXES)})[A-Z0-9]{{16}}")),
         _rule("GCP_API_KEY", r"AIza(?<![A-Za-z0-9_-]....)[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])",
               gate=_contains("AIza")),
         _rule("GITHUB_TOKEN",
@@ -346,7 +346,7 @@ def _pii_rules() -> dict[str, _Rule]:
             "EMAIL",
             r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
             r"\.[A-Za-z]{2,}(?![A-Za-z0-9-])",
-            gate=_contains("@")),
+            gate=_searches(r"@[A-Za-z0-9-]+\.[A-Za-z]")),
         "UUID": _rule(
             "UUID",
             r"[0-9a-fA-F](?<![0-9A-Za-z-].)[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"

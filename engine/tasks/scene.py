@@ -398,9 +398,22 @@ def _line_delta(old: str, new: str) -> list[str]:
     return out
 
 
-def delta_scene(workspace: Workspace, card_key: str, since: str, budget: int = DEFAULT_BUDGET,
-                *, store: SceneStore | None = None, **options: object) -> SceneDelta:
+def delta_scene(
+    workspace: Workspace,
+    card_key: str,
+    since: str,
+    budget: int = DEFAULT_BUDGET,
+    *,
+    store: SceneStore | None = None,
+    redactor: Redactor | None = None,
+    compress: bool = True,
+    use_importance: bool = True,
+    error_stack: str | None = None,
+) -> SceneDelta:
     """Build the current scene and describe only what changed since scene ``since``.
+
+    The other arguments are those of :func:`build_scene`; the new scene is stored in
+    ``store`` (default ``<workspace>/.mnemoscope/scenes``) so it can be the next base.
 
     Raises:
         ValidationError: ``since`` names no stored scene.
@@ -408,7 +421,8 @@ def delta_scene(workspace: Workspace, card_key: str, since: str, budget: int = D
     """
     store = store or SceneStore(workspace.cache_dir / "scenes")
     base = dict(store.load(since))
-    scene = build_scene(workspace, card_key, budget, **options)  # type: ignore[arg-type]  # forwarded keywords
+    scene = build_scene(workspace, card_key, budget, redactor=redactor, compress=compress,
+                        use_importance=use_importance, error_stack=error_stack)
     store.save(scene)
     current = dict(scene.blocks)
     added = [key for key in current if key not in base]

@@ -199,13 +199,15 @@ class Workspace:
         self._git_cache: tuple[float, dict[str, float] | None] | None = None
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str], **kwargs: object) -> Workspace:
-        """Build and :meth:`load` a workspace (keyword arguments as for the constructor).
+    def open(cls, root: str | os.PathLike[str], *, cache: CardCache | None = None,
+             clock: Clock | None = None, cache_dir: str | os.PathLike[str] | None = None
+             ) -> Workspace:
+        """Build and :meth:`load` a workspace (arguments as for the constructor).
 
         Raises:
             CardNotFound: ``root`` is not a folder.
         """
-        workspace = cls(root, **kwargs)  # type: ignore[arg-type]  # forwarded as documented
+        workspace = cls(root, cache=cache, clock=clock, cache_dir=cache_dir)
         workspace.load()
         return workspace
 
@@ -532,6 +534,10 @@ class Workspace:
         if self._git_cache is not None and now - self._git_cache[0] < 60_000:
             return self._git_cache[1]
         result: dict[str, float] | None
+        root = self.root.resolve()
+        if not any((folder / ".git").exists() for folder in (root, *root.parents)):
+            self._git_cache = (now, None)  # not a checkout: no process to spawn
+            return None
         try:
             out = subprocess.run(
                 ["git", "-C", str(self.root), "log", f"--since={_GIT_WINDOW_DAYS}.days",
