@@ -365,11 +365,15 @@ class Workspace:
         references.add_nodes_from(by_id)
         tasks = TaskGraph(card.id for card in by_id.values() if card.is_task)
         self._links = {}
+        ref_edges: list[tuple[str, str]] = []
+        dep_edges: list[tuple[str, str]] = []
         for card in by_id.values():
             links = self._links_of(card)
             self._links[card.path] = links
-            references.add_edges_from(links.refs)
-            tasks.graph.add_edges_from(links.deps)
+            ref_edges.extend(links.refs)
+            dep_edges.extend(links.deps)
+        references.add_edges_from(ref_edges)
+        tasks.graph.add_edges_from(dep_edges)
         self.reference_graph = references
         self.task_graph = tasks
 
