@@ -370,18 +370,19 @@ def _scan_references(body: str, body_line: int) -> tuple[tuple[Reference, ...], 
     return tuple(refs), first_h1
 
 
-def parse_card(path: str, raw: bytes) -> Card:
+def parse_card(path: str, raw: bytes, digest: str | None = None) -> Card:
     """Parse one card file.
 
     Args:
         path: Path relative to the workspace root, ``/``-separated.
         raw: The file's bytes (UTF-8).
+        digest: ``sha256(raw).hexdigest()`` when the caller has it already.
 
     Raises:
         CardFormatError: not UTF-8, unclosed or invalid front matter, or a field of the wrong
             type or value; the message names the file, the line and the field.
     """
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = digest or hashlib.sha256(raw).hexdigest()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -247,7 +247,7 @@ class Workspace:
             self._format_problems.pop(path, None)
             return cached
         try:
-            card = parse_card(path, raw)
+            card = parse_card(path, raw, digest)
         except CardFormatError as exc:
             self._format_problems[path] = exc
             return None
