@@ -54,6 +54,7 @@ __all__ = [
 
 DEFAULT_BUDGET = 32_000  # seed 003 §2: "Budget: N tokens (default 32k)"
 TRUNCATION_WARNING = "> [!WARNING] Context Truncated here..."  # seed 003 §2, verbatim
+_MASK_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,24 +274,40 @@ def build_scene(
     used = estimate_tokens(title)
     truncated = False
     over_budget = False
+    parts_of: dict[int, tuple[str, tuple[str, ...], str]] = {}  # content, anchors, suffix
+    masked: dict[int, tuple[str, int]] = {}
+
+    def prepare(position: int) -> None:
+        # Mask blocks a chunk at a time (one redaction pass per ~64 KB instead of one per
+        # card); at most one chunk beyond the truncation point is masked for nothing.
+        start = len(parts_of)
+        raw: list[str] = []
+        while len(parts_of) < len(order) and (len(parts_of) <= position
+                                              or sum(map(len, raw)) < _MASK_CHUNK):
+            index = len(parts_of)
+            card = workspace.cards[order[index].id]
+            content, anchors = _content(workspace, card, needed.get(card.id))
+            suffix = (" #" + ", #".join(anchors)) if anchors else ""
+            parts_of[index] = (content, anchors, suffix)
+            raw.append(_block(card, suffix, content))
+        for offset, result in enumerate(masker.redact_many(raw)):
+            masked[start + offset] = result
+
     for position, item in enumerate(order):
         card = workspace.cards[item.id]
-        anchors_wanted = needed.get(item.id)  # None for the active card and global docs
-        content, anchors = _content(workspace, card, anchors_wanted)
-        suffix = (" #" + ", #".join(anchors)) if anchors else ""
-        block = _block(card, suffix, content)
-        findings = masker.findings(block)
-        block = masker.redact(block) if findings else block
+        if position not in masked:
+            prepare(position)
+        content, anchors, suffix = parts_of[position]
+        block, found = masked[position]
         cost = estimate_tokens(block)
         compressed = False
         fits = used + cost < budget  # seed 003 §2: strict "<"
         if not fits and compress and ("```" in content or "~~~" in content):
-            small = _block(card, suffix, compress_code_blocks(content, card.path))
-            small_findings = masker.findings(small)
-            small = masker.redact(small) if small_findings else small
+            small_raw = _block(card, suffix, compress_code_blocks(content, card.path))
+            [(small, small_found)] = masker.redact_many([small_raw])
             small_cost = estimate_tokens(small)
             if small_cost < cost and (used + small_cost < budget or position == 0):
-                block, cost, findings = small, small_cost, small_findings
+                block, cost, found = small, small_cost, small_found
                 compressed = True
                 fits = used + cost < budget
         if position == 0 and not fits:
@@ -308,7 +325,7 @@ def build_scene(
         key = f"{card.id}#{','.join(anchors)}" if anchors else card.id
         blocks.append((key, block))
         included.append(SceneEntry(card.id, card.path, card.title, item.priority, item.depth,
-                                   item.importance, cost, compressed, anchors, len(findings)))
+                                   item.importance, cost, compressed, anchors, found))
     body = "\n".join(block for _, block in blocks)
     scene_hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
     parts = [title, f"<!-- scene {scene_hash[:12]} · {used}/{budget} tokens -->\n", body]

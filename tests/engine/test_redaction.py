@@ -218,3 +218,16 @@ def test_shannon_entropy() -> None:
     assert shannon_entropy("") == 0.0
     assert shannon_entropy("aaaa") == 0.0
     assert shannon_entropy("abcd") == pytest.approx(2.0)
+
+
+def test_redact_many_equals_redact_each() -> None:
+    texts = [text for text, _, _ in SENSITIVE] + ORDINARY + [
+        "-----BEGIN EC " + "PRIVATE KEY-----\nno end line here",
+        "the next text survives a PEM block without END",
+        "",
+        "has a NUL \x00 inside " + AWS_ID,
+    ]
+    redactor = Redactor()
+    assert redactor.redact_many(texts) == [
+        (redactor.redact(t), len(redactor.findings(t))) for t in texts]
+    assert redactor.redact_many([]) == []
