@@ -38,6 +38,7 @@ from engine.tasks.errors import (
     MissingAnchor,
     MissingDependency,
     MissingReference,
+    WorkspaceNotFound,
 )
 from engine.tasks.graph import TaskGraph, find_cycle
 
@@ -205,7 +206,7 @@ class Workspace:
         """Build and :meth:`load` a workspace (arguments as for the constructor).
 
         Raises:
-            CardNotFound: ``root`` is not a folder.
+            WorkspaceNotFound: ``root`` is not a folder.
         """
         workspace = cls(root, cache=cache, clock=clock, cache_dir=cache_dir)
         workspace.load()
@@ -215,7 +216,7 @@ class Workspace:
 
     def _scan(self) -> dict[str, tuple[int, int]]:
         if not self.root.is_dir():
-            raise CardNotFound(str(self.root))
+            raise WorkspaceNotFound(str(self.root))
         found: dict[str, tuple[int, int]] = {}
         root = str(self.root)
         prefix = len(os.path.join(root, ""))
@@ -280,6 +281,8 @@ class Workspace:
         removed: list[str] = []
         stats = dict(self._stats)
         for path in paths:
+            if not path.endswith(".md") or any(part.startswith(".") for part in path.split("/")):
+                continue  # not a card (the scan skips these too)
             full = self.root / path
             if full.is_file():
                 stat = full.stat()
