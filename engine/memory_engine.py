@@ -572,6 +572,36 @@ class MemoryEngine:
         if service is not None:
             service.close()
 
+    def reread(self, record_ids: Sequence[str]) -> tuple[list[MemoryRecord], list[str]]:
+        """Re-read records from Chroma into the view by id; returns (found, gone ids).
+
+        For a read-only opener following a writer in another process (``mnemoscope serve``
+        beside an agent): ids come from the writer's events in the shared ledger. Documents
+        and metadata only — a second process's Chroma reader has a stale vector segment, so
+        reloading with embeddings (:meth:`refresh`) fails there with "Error finding id".
+        Re-read records have no vector in this view, which browsing does not need.
+        """
+        from engine.store.codec import record_from_chroma
+
+        ids = list(dict.fromkeys(record_ids))
+        # MemoryStore has no by-id read that bypasses the view; this belongs there.
+        collection = self._store._collection
+        found: list[MemoryRecord] = []
+        if collection is not None and ids:
+            batch = max(1, self._store.max_batch_size)
+            for start in range(0, len(ids), batch):
+                page = collection.get(ids=ids[start:start + batch],
+                                      include=["documents", "metadatas"])
+                found.extend(record_from_chroma(i, d, m, lenient=True, now_ms=self._clock.now())
+                             for i, d, m in zip(page["ids"], page["documents"],
+                                                page["metadatas"], strict=True))
+        present = {r.id for r in found}
+        gone = [i for i in ids if i not in present]
+        with self._write_lock:
+            self._store.view.upsert(found)
+            self._store.view.remove(gone)
+        return found, gone
+
     def spatial_within(self, center: Sequence[float], radius: float, **filters: Any
                        ) -> list[SpatialHit]:
         """Records whose ``metadata.spatial`` lies within ``radius`` of ``center``, nearest first.

@@ -10,14 +10,15 @@ from engine.clock import DeterministicClock
 from engine.errors import ValidationError
 from engine.layers import SpatialEvent, SpatialEventKind, SpatialIndex
 from engine.memory_engine import MemoryEngine
-from engine.records import Layer, MemoryRecord, NewMemory
+from engine.records import Category, Layer, MemoryRecord, NewMemory, Privacy, TrustTier
 
 
 def _record(record_id: str, xyz: tuple[float, float, float], *, agent: str = "a",
             t: float = 0.0) -> MemoryRecord:
     return MemoryRecord(id=record_id, content=f"at {xyz}", layer=Layer.SPATIAL, agent_id=agent,
-                        importance=0.5, confidence=0.5, category="fact", tags=(),
-                        privacy="PRIVATE", source="t", source_tier="auto", created_at=t,
+                        importance=0.5, confidence=0.5, category=Category.FACT, tags=(),
+                        privacy=Privacy.PRIVATE, source="t", source_tier=TrustTier.AUTO,
+                        created_at=t,
                         last_accessed=t, metadata={"spatial": dict(zip("xyz", xyz,
                                                                        strict=True))})
 
@@ -95,10 +96,10 @@ def test_adapter_ingests_only_flagged_events(engine: MemoryEngine,
     clock.advance(1000)
     crossed = adapter.handle(SpatialEvent(move, "bot", (5, 0, 0), region="kitchen"))
     clock.advance(1000)
-    assert "from hall into kitchen" in crossed.content
+    assert crossed is not None and "from hall into kitchen" in crossed.content
     contact = SpatialEventKind.CONTACT
     first = adapter.handle(SpatialEvent(contact, "bot", (5, 1, 0), contact_class="door"))
-    assert first.metadata["spatialEvent"]["contactClass"] == "door"
+    assert first is not None and first.metadata["spatialEvent"]["contactClass"] == "door"
     assert adapter.handle(SpatialEvent(contact, "bot", (6, 1, 0), contact_class="Door")) is None
     engine.layers.flush()
     assert len(engine.spatial_within((5, 0, 0), 1.5)) == 2
