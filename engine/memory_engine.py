@@ -556,7 +556,7 @@ class MemoryEngine:
                         record_edits=lambda op, pairs, actor: self._record_edits(
                             op, pairs, actor=actor),
                         write_lock=self._write_lock,
-                        add=getattr(self, "ingest", self.add)))
+                        add=self.add, ingest=getattr(self, "ingest", self.add)))
                     self.__dict__["_layers"] = service
         return service
 

@@ -91,7 +91,10 @@ class LayerContext:
         model_name: Name of the embedding model ("" while none).
         record_edits: Records derived writes in the edit history (op, pairs, actor).
         write_lock: The engine's write lock.
-        add: Stores a new memory (the ingest pipeline or the plain insert).
+        add: Stores a new memory as given (the plain insert): evidence helpers use it, because
+            the dedup pipeline would merge near-identical episodes and lose their count.
+        ingest: Stores a new memory through the ingest pipeline when there is one (the spatial
+            adapter: repeated crossings of one boundary may merge).
     """
 
     store: MemoryStore
@@ -104,6 +107,7 @@ class LayerContext:
     record_edits: Callable[[str, EditPairs, str], object]
     write_lock: threading.RLock
     add: Callable[[NewMemory], Any]
+    ingest: Callable[[NewMemory], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,7 +566,7 @@ class LayerService:
         self._ensure_loaded()
         ids = [h.record_id for h in self.spatial.points(layers=[Layer.SPATIAL])]
         contacts, regions = SpatialAdapter.state_from_records(self._fetch(ids))
-        return SpatialAdapter(self._ctx.add, known_contacts=contacts, last_regions=regions,
+        return SpatialAdapter(self._ctx.ingest, known_contacts=contacts, last_regions=regions,
                               source=source)
 
 

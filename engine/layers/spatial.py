@@ -327,8 +327,12 @@ class SpatialAdapter:
                     regions[record.agent_id] = (record.created_at, event["region"])
         return contacts, {agent: region for agent, (_, region) in regions.items()}
 
-    def handle(self, event: SpatialEvent) -> Any | None:
-        """Ingest ``event`` if it is flagged; returns what ``ingest`` returned, else None."""
+    def handle(self, event: SpatialEvent) -> NewMemory | None:
+        """Ingest ``event`` if it is flagged; returns the memory submitted, else None.
+
+        What the ingest pipeline decided about it (inserted, merged into an earlier crossing of
+        the same boundary, ...) is on the event stream like for any other memory.
+        """
         x, y, z = (float(v) for v in event.position)
         if not all(math.isfinite(v) for v in (x, y, z)):
             raise ValidationError("position", list(event.position), "must be finite numbers")
@@ -336,7 +340,8 @@ class SpatialAdapter:
             new = self._memory_for(event, (x, y, z))
         if new is None:
             return None
-        return self._ingest(new)
+        self._ingest(new)
+        return new
 
     def _memory_for(self, event: SpatialEvent, xyz: tuple[float, float, float]
                     ) -> NewMemory | None:
