@@ -90,7 +90,7 @@ class SpatialIndex:
     def _reset(self) -> None:
         self._ids: list[str] = []
         self._row: dict[str, int] = {}
-        self._xyz: F64 = np.zeros((0, 3), dtype=np.float64)
+        self._xyz: F64 = np.zeros((3, 0), dtype=np.float64)  # rows x, y, z: contiguous axes
         self._ts: F64 = np.zeros(0, dtype=np.float64)
         self._agent: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self._layer: npt.NDArray[np.int8] = np.zeros(0, dtype=np.int8)
@@ -121,7 +121,7 @@ class SpatialIndex:
                 row = self._row.get(record.id)
                 if row is not None:
                     self._xyz = self._xyz.copy()
-                    self._xyz[row] = xyz
+                    self._xyz[:, row] = xyz
                     self._ts = self._ts.copy()
                     self._ts[row] = record.created_at
                     self._agent = self._agent.copy()
@@ -136,7 +136,7 @@ class SpatialIndex:
                 for offset, (record_id, *_rest) in enumerate(fresh):
                     self._row[record_id] = start + offset
                     self._ids.append(record_id)
-                self._xyz = np.vstack([self._xyz, np.asarray([f[1] for f in fresh])])
+                self._xyz = np.hstack([self._xyz, np.asarray([f[1] for f in fresh]).T])
                 self._ts = np.concatenate([self._ts, np.asarray([f[2] for f in fresh])])
                 self._agent = np.concatenate([self._agent, np.asarray([f[3] for f in fresh],
                                                                       dtype=np.int32)])
@@ -155,7 +155,7 @@ class SpatialIndex:
                               dtype=np.intp)
             self._ids = [self._ids[r] for r in keep.tolist()]
             self._row = {record_id: row for row, record_id in enumerate(self._ids)}
-            self._xyz = self._xyz[keep]
+            self._xyz = self._xyz[:, keep]
             self._ts = self._ts[keep]
             self._agent = self._agent[keep]
             self._layer = self._layer[keep]
@@ -187,6 +187,15 @@ class SpatialIndex:
         return mask
 
     @staticmethod
+    def _squared(xyz: F64, point: F64) -> F64:
+        # Three contiguous passes; summing an (n, 3) array over axis 1 is several times slower.
+        dx = xyz[0] - point[0]
+        dy = xyz[1] - point[1]
+        dz = xyz[2] - point[2]
+        squared: F64 = dx * dx + dy * dy + dz * dz
+        return squared
+
+    @staticmethod
     def _center(center: Sequence[float]) -> F64:
         point = np.asarray(center, dtype=np.float64)
         if point.shape != (3,) or not np.all(np.isfinite(point)):
@@ -202,7 +211,7 @@ class SpatialIndex:
         point = self._center(center)
         ids, xyz, ts, agent, layer, agents = self._columns()
         mask = self._mask(len(ids), ts, agent, agents, layer, agent_id, layers, since, until)
-        squared = ((xyz - point) ** 2).sum(axis=1)
+        squared = self._squared(xyz, point)
         rows = np.flatnonzero(mask & (squared <= radius * radius))
         return self._hits(rows, squared, ids, xyz, ts, agent, layer, agents, limit)
 
@@ -218,7 +227,7 @@ class SpatialIndex:
         rows = np.flatnonzero(mask)
         if k == 0 or len(rows) == 0:
             return []
-        squared = ((xyz - point) ** 2).sum(axis=1)
+        squared = self._squared(xyz, point)
         if len(rows) > k:
             # Keep every row tied with the k-th distance so the id tie-break is exact.
             kth = np.partition(squared[rows], k - 1)[k - 1]
@@ -235,7 +244,7 @@ class SpatialIndex:
         order = np.lexsort((np.asarray([ids[r] for r in rows.tolist()], dtype=object)
                             if len(rows) else np.zeros(0), ts[rows]))
         rows = rows[order][:limit] if limit is not None else rows[order]
-        return [SpatialHit(ids[r], float(xyz[r, 0]), float(xyz[r, 1]), float(xyz[r, 2]),
+        return [SpatialHit(ids[r], float(xyz[0, r]), float(xyz[1, r]), float(xyz[2, r]),
                            agents[agent[r]], _LAYERS[layer[r]].value, float(ts[r]))
                 for r in rows.tolist()]
 
@@ -248,7 +257,7 @@ class SpatialIndex:
         keyed = sorted(rows.tolist(), key=lambda r: (float(squared[r]), ids[r]))
         if limit is not None:
             keyed = keyed[:limit]
-        return [SpatialHit(ids[r], float(xyz[r, 0]), float(xyz[r, 1]), float(xyz[r, 2]),
+        return [SpatialHit(ids[r], float(xyz[0, r]), float(xyz[1, r]), float(xyz[2, r]),
                            agents[agent[r]], _LAYERS[layer[r]].value, float(ts[r]),
                            round(math.sqrt(float(squared[r])), 9)) for r in keyed]
 
