@@ -115,3 +115,20 @@ def test_background_worker_follows_ingest(engine: MemoryEngine,
     engine.close_layers()  # drains the queue before stopping
     assert service.errors == []
     assert summary_record_id("scout", "dan") in engine.store.view
+
+
+def test_sync_catches_records_whose_events_were_dropped(engine: MemoryEngine,
+                                                       clock: DeterministicClock) -> None:
+    from engine.records import MemoryRecord
+
+    engine.layers.flush()
+    silent = MemoryRecord.create(NewMemory("met fay quietly", agent_id="scout",
+                                           layer=Layer.SOCIAL,
+                                           metadata={"social": {"otherAgentId": "fay",
+                                                                "sentiment": 0.3}}),
+                                 now_ms=clock.now())
+    engine.store.write([silent])  # no event at all, as if sampling had dropped it
+    assert engine.layers.social_summaries("scout", "fay") == []
+    engine.layers.sync()
+    [fay] = engine.layers.social_summaries("scout", "fay")
+    assert fay.interactions == 1
