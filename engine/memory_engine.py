@@ -26,7 +26,7 @@ from engine.clock import Clock, SystemClock
 from engine.config import DedupConfig, MemoryConfig
 from engine.decay import decayed_importance
 from engine.embedding import Embedder, EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, ValidationError
+from engine.errors import Cancelled, EditConflict, ValidationError
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.query import RecordPage, RecordQuery, select_rows
@@ -39,6 +39,7 @@ __all__ = [
     "EngineConfig",
     "MemoryEngine",
     "StoreStats",
+    "engine_config_from_env",
 ]
 
 EDITABLE_FIELDS = frozenset({"content", "importance", "confidence", "layer", "tags", "privacy",
@@ -80,6 +81,19 @@ class EngineConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     sampling_rate: float = 1.0
     redaction: bool = False
+
+
+def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
+                           redaction: bool = False) -> EngineConfig:
+    """An :class:`EngineConfig` from seed 002 ``MEMORY_*`` and dedup variables.
+
+    Raises:
+        ConfigInvalid: naming the variable and its bad value.
+    """
+    from engine.config import dedup_config_from_env, memory_config_from_env
+
+    return EngineConfig(memory=memory_config_from_env(env), dedup=dedup_config_from_env(env),
+                        sampling_rate=sampling_rate, redaction=redaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +240,16 @@ class MemoryEngine:
         """True when similarity is cosine on embeddings (else the Jaccard path)."""
         return self._embedder is not None and self._embedder.is_ready()
 
+    def refresh(self, progress: ProgressFn | None = None) -> int:
+        """Reload the columnar view from Chroma (see other writers of a server store).
+
+        Returns:
+            The record count after the reload.
+        """
+        with self._write_lock:
+            self._store.reload_view(self._clock.now(), progress)
+        return self.count()
+
     def close(self) -> None:
         """Close the store (releasing its lock) and the ledger."""
         self._store.close()
@@ -367,17 +391,26 @@ class MemoryEngine:
                                    "content": stored.content})
         return stored
 
-    def update(self, record_id: str, changes: Mapping[str, Any], *,
-               actor: str = "user") -> MemoryRecord:
+    def update(self, record_id: str, changes: Mapping[str, Any], *, actor: str = "user",
+               expected_version: int | None = None) -> MemoryRecord:
         """Apply user edits to a record (validated; content changes are re-embedded).
+
+        Concurrency rule (optimistic): an edit is based on a version of the record. If the
+        stored version differs from ``expected_version`` (when given) or changes while the edit
+        is being prepared (another process on the same Chroma server wrote it), the edit is
+        refused with :class:`EditConflict` and nothing is written; both writers' successful
+        edits are in the edit history. A narrow window remains between the final version check
+        and Chroma's upsert, because Chroma has no compare-and-swap.
 
         Args:
             changes: Field → new value, for fields in :data:`EDITABLE_FIELDS`. ``expires_at``
                 takes epoch ms, ISO text or None; ``tags`` a list of strings.
+            expected_version: The version the caller saw (the GUI passes it).
 
         Raises:
             ValidationError: an unknown field or a bad value (nothing is written).
             RecordNotFound: no such record.
+            EditConflict: the record changed since it was read.
         """
         unknown = sorted(set(changes) - EDITABLE_FIELDS)
         if unknown:
@@ -385,6 +418,8 @@ class MemoryEngine:
                                   f"not editable; editable: {', '.join(sorted(EDITABLE_FIELDS))}")
         with self._write_lock:
             before = self._store.get(record_id)
+            if expected_version is not None and before.version != expected_version:
+                raise EditConflict(record_id, expected_version, before.version)
             values = dict(changes)
             if "expires_at" in values:
                 values["expires_at"] = parse_timestamp(values["expires_at"], "expires_at")
@@ -395,6 +430,9 @@ class MemoryEngine:
             if after.content_hash != before.content_hash:
                 embedded, vectors = self._embed_records([after])
                 after = embedded[0]
+            current = self._store.versions([record_id]).get(record_id)
+            if current != before.version:
+                raise EditConflict(record_id, before.version, current or 0)
             self._store.write([after], vectors)
             self._record_edits("update", [(before, after)], actor=actor)
         changed = sorted(k for k in changes if getattr(before, k, None) != getattr(after, k, None))

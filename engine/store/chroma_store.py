@@ -358,6 +358,30 @@ class MemoryStore:
             raise RecordNotFound(missing[0])
         return [found[r] for r in record_ids]
 
+    def versions(self, record_ids: Sequence[str]) -> dict[str, int]:
+        """The stored ``version`` of each existing record, read from Chroma (not the view)."""
+        if self._collection is None or not record_ids:
+            return {}
+        try:
+            page = self._collection.get(ids=list(record_ids), include=["metadatas"])
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+        out: dict[str, int] = {}
+        for record_id, meta in zip(page["ids"], page["metadatas"], strict=True):
+            version = (meta or {}).get("version", 1)
+            out[record_id] = int(version) if isinstance(version, int | float) else 1
+        return out
+
+    def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
+        """Rebuild the columnar view from Chroma and swap it in (readers keep old snapshots)."""
+        fresh = ColumnarView(self._view.dimension)
+        old, self._view = self._view, fresh
+        try:
+            self._load_view(now_ms, progress)
+        except BaseException:
+            self._view = old
+            raise
+
     def nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[tuple[str, float]]:
         """Chroma's HNSW top-``k`` neighbours of ``vector`` as ``(id, cosine similarity)``.
 
