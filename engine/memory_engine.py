@@ -14,10 +14,10 @@ import sys
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,18 @@ from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.query import RecordPage, RecordQuery, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
 from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
+
+if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
+    from engine.ingest import (
+        BatchResult,
+        ImportReport,
+        IngestPipeline,
+        IngestPolicy,
+        IngestResult,
+        ReviewItem,
+        SteppedRun,
+    )
+    from engine.records import TrustTier
 
 __all__ = [
     "EDITABLE_FIELDS",
@@ -541,6 +553,106 @@ class MemoryEngine:
             out.append(EditEntry(row["seq"], row["ts"], row["batch_id"], row["op"],
                                  row["record_id"], row["actor"], before, after))
         return out
+
+
+    # -- ingest (engine/ingest) ----------------------------------------------------------------
+    # Dedup/merge pipeline, review queue, import/export. See docs/ingest.md for the types.
+
+    def _ingest_pipeline(self) -> IngestPipeline:
+        """The ingest pipeline of this engine, built on first use."""
+        pipeline: IngestPipeline | None = self.__dict__.get("_ingest")
+        if pipeline is None:
+            from engine.ingest import IngestPipeline, IngestPolicy, ReviewQueue
+
+            policy = self.__dict__.get("_ingest_policy") or IngestPolicy(dedup=self._config.dedup)
+            pipeline = IngestPipeline(
+                store=self._store, events=self._events,
+                review=ReviewQueue(self._ledger, self._clock), clock=self._clock,
+                policy=policy, embed=self.embed_texts,
+                model_name=lambda: self._embedder.model_name if self._embedder else "",
+                record_edits=lambda op, pairs, actor, batch: self._record_edits(
+                    op, pairs, actor=actor, batch_id=batch),
+                write_lock=self._write_lock)
+            self.__dict__["_ingest"] = pipeline
+        return pipeline
+
+    @property
+    def ingest_policy(self) -> IngestPolicy:
+        """Thresholds, gray zone and merge weights the pipeline uses."""
+        return self._ingest_pipeline().policy
+
+    def set_ingest_policy(self, policy: IngestPolicy) -> None:
+        """Replace the ingest policy (e.g. a tuned gray zone) for subsequent ingests."""
+        self.__dict__["_ingest_policy"] = policy
+        self.__dict__.pop("_ingest", None)
+
+    def ingest(self, new: NewMemory) -> IngestResult:
+        """Ingest one memory through the dedup/merge pipeline (headless driver).
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write; nothing was written.
+        """
+        return self._ingest_pipeline().ingest(new)
+
+    def ingest_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
+                     cancelled: CancelFn | None = None) -> BatchResult:
+        """Ingest many memories, embedding and writing a chunk at a time (see docs/ingest.md).
+
+        Cancelling drops the chunk in progress (nothing of it is written).
+        """
+        return self._ingest_pipeline().ingest_batch(items, progress=progress,
+                                                    cancelled=cancelled)
+
+    def import_jsonl(self, path: str | Path, *, source: str | None = None,
+                     tier: TrustTier | None = None, progress: ProgressFn | None = None,
+                     cancelled: CancelFn | None = None) -> ImportReport:
+        """Import a JSONL file; every line is reported with its decision or error."""
+        from engine.ingest.importer import import_jsonl
+
+        return import_jsonl(self._ingest_pipeline(), path, source=source, tier=tier,
+                            progress=progress, cancelled=cancelled)
+
+    def import_conversation(self, path: str | Path, *, agent_id: str = "default",
+                            progress: ProgressFn | None = None,
+                            cancelled: CancelFn | None = None) -> ImportReport:
+        """Import a conversation (JSON list of {speaker|role, content, ts}) via salience."""
+        from engine.ingest.importer import import_conversation
+
+        return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
+                                   progress=progress, cancelled=cancelled)
+
+    def export_jsonl(self, path: str | Path, *,
+                     redact: Callable[[str], str] | None = None) -> int:
+        """Write every record as JSONL (atomic: temp file, fsync, rename); returns the count."""
+        from engine.ingest.importer import export_records
+
+        snapshot = self._store.view.snapshot()
+        ids = [snapshot.ids[row] for row in snapshot.live_rows.tolist()]
+        page = max(1, self._store.max_batch_size)
+
+        def records() -> Iterator[MemoryRecord]:
+            for start in range(0, len(ids), page):
+                yield from self._store.get_many(ids[start:start + page])
+
+        return export_records(records(), path, redact=redact)
+
+    def stepped(self, new: NewMemory) -> SteppedRun:
+        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper)."""
+        return self._ingest_pipeline().stepped(new)
+
+    def review_queue(self) -> list[ReviewItem]:
+        """Pending review items, oldest first."""
+        return self._ingest_pipeline().review.items()
+
+    def approve_review(self, review_id: str) -> IngestResult:
+        """Apply a deferred merge (idempotent)."""
+        return self._ingest_pipeline().approve(review_id)
+
+    def reject_review(self, review_id: str) -> IngestResult:
+        """Keep both memories and remember the pair (idempotent)."""
+        return self._ingest_pipeline().reject(review_id)
+
+    # -- end of ingest block -------------------------------------------------------------------
 
 
 def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
