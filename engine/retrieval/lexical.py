@@ -54,11 +54,11 @@ _SUFFIXES = ("ational", "ization", "fulness", "ousness", "iveness", "ingly", "me
 def stem(word: str) -> str:
     """A light suffix stripper (not Porter): enough to conflate common inflections.
 
-    Words of 4 characters or fewer are kept; a suffix is removed only if at least 3 characters
+    Words of 3 characters or fewer are kept; a suffix is removed only if at least 3 characters
     remain; a doubled final consonant left by ``-ing``/``-ed`` is undoubled (``running`` →
     ``run``); ``-ies``/``-ied`` become ``-y``.
     """
-    if len(word) <= 4 or not word.isalpha():
+    if len(word) <= 3 or not word.isalpha():
         return word
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:

@@ -12,8 +12,9 @@ Components (each in 0..1 except flagged importance, which the seed 002 boost may
 * ``lexical``: BM25 of the query over the candidates, divided by the best candidate's BM25.
 * ``layer``: the purpose's weight for the record's layer.
 * ``access``: seed 004 ``min(accessCount / 100, 1)``.
-* ``context``: the best relevance (semantic and lexical, in their weight ratio) among the
-  record's time neighbours of the same agent: the reply to a relevant question is relevant.
+* ``context``: for episodic records, the best relevance (semantic and lexical, in their weight
+  ratio) among the record's time neighbours of the same agent within ``context_window_ms``:
+  the reply to a relevant question is relevant.
 """
 
 from __future__ import annotations
@@ -97,16 +98,19 @@ def importance_component(snapshot: ViewSnapshot, now_ms: float, half_life_days: 
 
 
 def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float) -> I32:
-    """For each row, up to ``k`` live rows of the same agent just before and after it in time.
+    """For each episodic row, up to ``k`` episodic rows of the same agent before and after it.
 
-    Returns an ``(n, 2k)`` array of row indices with ``-1`` where there is none (another agent,
-    further than ``window_ms`` away, or a dead row).
+    Only episodic records have a conversational context (adjacent turns of one exchange);
+    facts in other layers that merely happen to be stored together lend nothing. Returns an
+    ``(n, 2k)`` array of row indices with ``-1`` where there is none (another agent, further
+    than ``window_ms`` away, another layer, or a dead row).
     """
     n = snapshot.n
     out = np.full((n, 2 * k), -1, dtype=np.int32)
     if n == 0 or k == 0:
         return out
-    live = np.flatnonzero(snapshot.alive[:n])
+    episodic = LAYERS.index(Layer.EPISODIC)
+    live = np.flatnonzero(snapshot.alive[:n] & (snapshot.layer[:n] == episodic))
     created = snapshot.created_at[:n][live]
     agent = snapshot.agent[:n][live]
     order = live[np.lexsort((live, created, agent))]
