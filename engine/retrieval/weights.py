@@ -5,9 +5,10 @@ plus seed 004's access frequency and a lexical (BM25) component (seed 003 §7 mi
 + 0.3 keyword). How the weights are chosen, in order:
 
 1. :attr:`RetrievalConfig.purpose_weights` gives the base weights for the request's purpose.
-2. A non-``balanced`` strategy gives its component(s) :attr:`RetrievalConfig.strategy_share`
-   of the total weight; the others share the rest in their base proportions (``semantic``
-   strategy boosts semantic *and* lexical, keeping their ratio).
+2. A non-``balanced`` strategy gives its component(s) at least
+   :attr:`RetrievalConfig.strategy_share` of the total weight; the others share the rest in
+   their base proportions (``semantic`` strategy boosts semantic, lexical and context, keeping
+   their ratio). A strategy never lowers its components' share.
 3. ``soft`` pressure multiplies importance by :attr:`RetrievalConfig.soft_importance_factor`
    (a fuller context is not affordable, so favour what matters); the weights are then
    renormalised to sum to 1.
@@ -33,8 +34,8 @@ __all__ = ["DEFAULT_LAYER_WEIGHTS", "DEFAULT_PURPOSE_WEIGHTS", "RetrievalConfig"
 class ScoringWeights:
     """One weight per score component (see :data:`~engine.retrieval.types.COMPONENTS`)."""
 
-    importance: float = 0.20
-    recency: float = 0.05
+    importance: float = 0.08
+    recency: float = 0.04
     semantic: float = 0.42
     lexical: float = 0.28
     layer: float = 0.03
@@ -72,12 +73,14 @@ class ScoringWeights:
         return cls(*(float(values.get(name, 0.0)) for name in COMPONENTS))
 
 
-# Base weights per purpose. Relevance (semantic + lexical) dominates when there is a query;
-# ``summary`` leans on recency and layer (episodes to condense), ``navigation`` on layer
-# (spatial/procedural). Tuned on LoCoMo dev (docs/retrieval.md) only for the relevance split.
+# Base weights per purpose. Relevance (semantic + lexical + context) dominates when there is a
+# query: decayed importance is a tie-breaker there (on LoCoMo dev a 0.20 importance weight let
+# the age of a session outrank relevance: hit@5 -0.02), and it decides alone when there is no
+# query. ``summary`` leans on recency and layer (episodes to condense), ``navigation`` on layer
+# (spatial/procedural). See docs/retrieval.md.
 DEFAULT_PURPOSE_WEIGHTS: Mapping[Purpose, ScoringWeights] = MappingProxyType({
-    Purpose.REASONING: ScoringWeights(0.20, 0.05, 0.42, 0.28, 0.03, 0.02, 0.28),
-    Purpose.DIALOG: ScoringWeights(0.15, 0.10, 0.40, 0.27, 0.06, 0.02, 0.27),
+    Purpose.REASONING: ScoringWeights(0.08, 0.04, 0.42, 0.28, 0.03, 0.02, 0.28),
+    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.40, 0.27, 0.06, 0.02, 0.27),
     Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.35, 0.20, 0.23, 0.02, 0.20),
     Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.30, 0.15, 0.18, 0.02, 0.15),
 })
@@ -110,7 +113,7 @@ class RetrievalConfig:
         purpose_weights: Base component weights per purpose.
         layer_weights: Layer component value per purpose and layer.
         layer_policy: Layers a purpose may retrieve at all (seed 002 §9 "layer policy").
-        strategy_share: Weight share a non-balanced strategy gives its component(s).
+        strategy_share: Least weight share a non-balanced strategy gives its component(s).
         soft_importance_factor: Importance multiplier under ``soft`` pressure.
         recency_half_life_ms: ``exp(-Δt/halfLife)`` (seed 002 §7); None = MemoryConfig's.
         importance_half_life_days: Seed 004 decay; None = MemoryConfig's.
@@ -132,7 +135,7 @@ class RetrievalConfig:
         default_factory=lambda: dict(DEFAULT_LAYER_WEIGHTS))
     layer_policy: Mapping[Purpose, frozenset[Layer]] = field(
         default_factory=lambda: {p: frozenset(Layer) for p in Purpose})
-    strategy_share: float = 0.6
+    strategy_share: float = 0.8
     soft_importance_factor: float = 1.5
     recency_half_life_ms: float | None = None
     importance_half_life_days: float | None = None
@@ -187,8 +190,8 @@ class RetrievalConfig:
         base = self.purpose_weights[purpose].normalized()
         values = dict(zip(COMPONENTS, base.as_tuple(), strict=True))
         emphasised = _STRATEGY_COMPONENTS.get(strategy, ())
-        if emphasised:
-            inside = sum(values[c] for c in emphasised)
+        inside = sum(values[c] for c in emphasised)
+        if emphasised and inside < self.strategy_share:
             outside = 1.0 - inside
             for name in COMPONENTS:
                 if name in emphasised:

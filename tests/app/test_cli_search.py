@@ -43,13 +43,15 @@ def test_search_json_shape(store: Path) -> None:
             "candidates"} <= set(diagnostics)
     assert diagnostics["candidate_count"] == 3
     first = diagnostics["candidates"][0]
-    assert first["packed"] is True and first["drop_reason"] is None
+    assert first["packed"] is True
+    assert first["drop_reason"] is None
     assert any(c["drop_reason"] == "budget" for c in diagnostics["candidates"])
 
 
 def test_search_human_output_and_pressure(store: Path) -> None:
     code, out = _run(store, "search", "cat", "--pressure", "throttle", "--inspect")
-    assert code == 0 and "strategy balanced:throttle" in out
+    assert code == 0
+    assert "strategy balanced:throttle" in out
 
 
 def test_search_rejects_bad_budget(store: Path) -> None:
@@ -60,19 +62,23 @@ def test_search_rejects_bad_budget(store: Path) -> None:
 
 def test_prune_and_compact_dry_runs(store: Path) -> None:
     code, out = _run(store, "--json", "prune", "--mode", "aggressive", "--dry-run")
-    assert code == 0 and json.loads(out)["dry_run"] is True
+    assert code == 0
+    assert json.loads(out)["dry_run"] is True
     code, out = _run(store, "--json", "compact", "--agent", "a", "--dry-run")
-    assert code == 0 and json.loads(out)["agents"][0]["agent_id"] == "a"
+    assert code == 0
+    assert json.loads(out)["agents"][0]["agent_id"] == "a"
 
 
 def test_redact_scan_and_metrics(store: Path) -> None:
     code, out = _run(store, "--json", "redact-scan")
     doc = json.loads(out)
-    assert code == 0 and doc["count"] == 1
+    assert code == 0
+    assert doc["count"] == 1
     assert doc["records"][0]["kinds"] == {"EMAIL": 1}
     assert "jane.doe" not in doc["records"][0]["preview"]
     code, out = _run(store, "--json", "metrics")
-    assert code == 0 and json.loads(out)["aggregate"]["memory_records_total"] == 3
+    assert code == 0
+    assert json.loads(out)["aggregate"]["memory_records_total"] == 3
 
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -88,7 +94,8 @@ def test_eval_locomo_slice(tmp_path: Path) -> None:
                         str(path), "--unit", "observations", "--conversations", "1",
                         "--questions", "12"], settings_env={})
     doc = json.loads(out.getvalue())
-    assert code == 0 and doc["questions"] == 12
+    assert code == 0
+    assert doc["questions"] == 12
     assert set(doc["ours"]) == {"hit@1", "hit@5", "hit@10"}
     assert doc["ours"]["hit@10"] >= doc["ours"]["hit@1"]
     assert doc["baseline"]["hit@5"] > 0.0

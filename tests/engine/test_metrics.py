@@ -21,7 +21,8 @@ def test_percentiles_follow_seed000_index_rule() -> None:
 
 def test_small_and_empty_samples() -> None:
     empty = LatencySummary()
-    assert empty.percentile(95) == 0.0 and empty.summary().count == 0
+    assert empty.percentile(95) == 0.0
+    assert empty.summary().count == 0
     three = LatencySummary()
     for value in (30.0, 10.0, 20.0):
         three.record(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from engine.store import StoreSpec
 from tests.engine.retrieval.conftest import NOW, HashEmbedder, make_record, write
 
 
-def _engine(path: Path, **memory: object) -> MemoryEngine:
+def _engine(path: Path, **memory: Any) -> MemoryEngine:
     config = EngineConfig(memory=dataclasses.replace(MemoryConfig(), **memory))
     return MemoryEngine.open(StoreSpec(str(path)), clock=DeterministicClock(NOW),
                              embedder=HashEmbedder(), config=config)
@@ -42,7 +43,8 @@ def test_prune_modes_and_dry_run(tmp_path: Path) -> None:
         assert len(aggressive.selection) == 3
         assert eng.count() == 12  # dry runs change nothing
         done = eng.prune("normal")
-        assert eng.count() == 10 and done.remaining == 10
+        assert eng.count() == 10
+        assert done.remaining == 10
         assert eng.metrics()["aggregate"]["pruned"] == 2
         assert [e.kind for e in eng.events.query()].count("memory:record:expired") == 1
     finally:
@@ -76,7 +78,8 @@ def test_compaction_reduces_keeps_recent_and_references_sources(tmp_path: Path) 
     try:
         write(eng, _episodes(10))
         preview = eng.compact("a", dry_run=True)[0]
-        assert eng.count() == 10 and preview.tasks[0].status is TaskStatus.QUEUED
+        assert eng.count() == 10
+        assert preview.tasks[0].status is TaskStatus.QUEUED
         report = eng.compact("a")[0]  # no summarizer configured → the heuristic one
         assert report.removed == 7
         assert eng.count() == 10 - 7 + 1
@@ -118,7 +121,7 @@ def test_failing_summarizer_falls_back_to_the_heuristic(tmp_path: Path) -> None:
 
 def test_concurrent_compaction_is_refused(tmp_path: Path) -> None:
     eng = _engine(tmp_path / "s", episodic_keep_recent=1)
-    caught: list[BaseException] = []
+    caught: list[SummaryLocked] = []
 
     class Reentrant:
         name = "reentrant"
@@ -133,7 +136,8 @@ def test_concurrent_compaction_is_refused(tmp_path: Path) -> None:
     try:
         write(eng, _episodes(4))
         report = eng.compact("a", summarizer=Reentrant())[0]
-        assert caught and caught[0].code == "MEMORY_SUMMARY_LOCKED"
+        assert caught
+        assert caught[0].code == "MEMORY_SUMMARY_LOCKED"
         assert report.tasks[0].summarizer == "reentrant"
     finally:
         eng.close()
@@ -142,10 +146,12 @@ def test_concurrent_compaction_is_refused(tmp_path: Path) -> None:
 def test_prompt_and_heuristic_summary_are_deterministic() -> None:
     records = _episodes(3)
     prompt = assemble_prompt(records, "a")
-    assert "Events (3" in prompt and "thematic synthesis" in prompt
+    assert "Events (3" in prompt
+    assert "thematic synthesis" in prompt
     text = HeuristicSummarizer().summarize(records, prompt)
     assert text == HeuristicSummarizer().summarize(list(reversed(records)), prompt)
-    assert "about alice, bob, cafe" in text and "day 2" in text
+    assert "about alice, bob, cafe" in text
+    assert "day 2" in text
 
 
 def test_compaction_skips_lone_groups(tmp_path: Path) -> None:
@@ -153,7 +159,8 @@ def test_compaction_skips_lone_groups(tmp_path: Path) -> None:
     try:
         write(eng, [make_record(0, "A lone episode.", layer=Layer.EPISODIC, age_days=5)])
         report = eng.compact("a")[0]
-        assert report.tasks[0].status is TaskStatus.SKIPPED and eng.count() == 1
+        assert report.tasks[0].status is TaskStatus.SKIPPED
+        assert eng.count() == 1
     finally:
         eng.close()
 

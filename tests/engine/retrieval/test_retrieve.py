@@ -59,7 +59,8 @@ def test_exceeding_the_budget_truncates(engine: MemoryEngine) -> None:
     assert bundle.total_tokens <= 20
     assert bundle.diagnostics.drop_counts()["budget"] >= 1
     roomy = engine.retrieve(RetrievalRequest(max_tokens=10_000, query="user"), inspect=True)
-    assert not roomy.truncated and len(roomy.records) == len(FACTS)
+    assert not roomy.truncated
+    assert len(roomy.records) == len(FACTS)
 
 
 def test_throttle_reduces_tokens_and_compresses(engine: MemoryEngine) -> None:
@@ -79,7 +80,7 @@ def test_throttle_reduces_tokens_and_compresses(engine: MemoryEngine) -> None:
 def test_exhausted_returns_the_minimum(engine: MemoryEngine) -> None:
     _fill(engine)
     bundle = engine.retrieve(RetrievalRequest(max_tokens=10_000, query="cat",
-                                              pressure_state="exhausted"), inspect=True)
+                                              pressure_state=PressureState.EXHAUSTED), inspect=True)
     assert len(bundle.records) == 1
     assert "Tom" in bundle.records[0].content
     assert bundle.truncated
@@ -87,7 +88,9 @@ def test_exhausted_returns_the_minimum(engine: MemoryEngine) -> None:
 
 def test_empty_candidate_set_returns_an_empty_bundle(engine: MemoryEngine) -> None:
     bundle = engine.retrieve(RetrievalRequest(max_tokens=100, query="anything"))
-    assert bundle.records == () and bundle.total_tokens == 0 and not bundle.truncated
+    assert bundle.records == ()
+    assert bundle.total_tokens == 0
+    assert not bundle.truncated
     assert bundle.diagnostics.candidate_count == 0
     assert bundle.to_json()["diagnostics"]["candidates"] == []
 
@@ -152,7 +155,8 @@ def test_inspection_has_no_side_effects_and_retrieval_counts_access(
     assert "memory:retrieval" not in seen
     used = engine.retrieve(request)
     record = engine.get(used.records[0].id)
-    assert record.access_count == 1 and record.last_accessed == engine.clock.now()
+    assert record.access_count == 1
+    assert record.last_accessed == engine.clock.now()
     assert "memory:retrieval" in seen
     assert engine.metrics()["aggregate"]["retrievals"] == 1
 

@@ -89,6 +89,10 @@ def test_weights_per_purpose_strategy_and_pressure() -> None:
     assert round(base.total(), 9) == 1.0
     recency_first = config.weights_for(Purpose.REASONING, Strategy.RECENCY, PressureState.NORMAL)
     assert round(recency_first.recency, 9) == config.strategy_share
+    semantic = config.weights_for(Purpose.REASONING, Strategy.SEMANTIC, PressureState.NORMAL)
+    relevance = ("semantic", "lexical", "context")
+    assert sum(getattr(semantic, c) for c in relevance) >= \
+        max(config.strategy_share, sum(getattr(base, c) for c in relevance)) - 1e-9
     soft = config.weights_for(Purpose.REASONING, Strategy.BALANCED, PressureState.SOFT)
     assert soft.importance > base.importance
     dialog = config.layer_weights[Purpose.DIALOG]
@@ -97,7 +101,7 @@ def test_weights_per_purpose_strategy_and_pressure() -> None:
 
 
 def test_bad_weights_are_rejected() -> None:
-    with pytest.raises(ConfigInvalid, match="weights.semantic"):
+    with pytest.raises(ConfigInvalid, match=r"weights\.semantic"):
         ScoringWeights(semantic=-1.0)
     with pytest.raises(ConfigInvalid, match="unknown component"):
         ScoringWeights.from_mapping({"novelty": 1.0})
@@ -128,7 +132,8 @@ def test_bm25_incremental_sync_matches_a_rebuild() -> None:
     mask = np.ones(4, dtype=bool)
     query = terms("cat")
     np.testing.assert_allclose(grown.bm25(query, mask), fresh.bm25(query, mask))
-    assert grown.rebuilds == 0 and grown.incremental_rows == 4
+    assert grown.rebuilds == 0
+    assert grown.incremental_rows == 4
     assert fresh.bm25(query, mask)[2] == 0.0
     assert fresh.bm25(query, mask)[3] > fresh.bm25(query, mask)[1]  # tf 2 beats tf 1
     edited = list(docs)
@@ -140,7 +145,7 @@ def test_bm25_incremental_sync_matches_a_rebuild() -> None:
 
 def test_jaccard_on_index_terms() -> None:
     index = TextIndex()
-    index.sync(_snapshot(["user prefers typescript", "user likes typescript"]))  # type: ignore[arg-type]  # noqa: E501
+    index.sync(_snapshot(["user prefers typescript", "user likes typescript"]))  # type: ignore[arg-type]
     values = index.jaccard(terms("user prefers typescript"), 2)
     assert values[0] == 1.0
     assert round(float(values[1]), 3) == 0.5  # seed 004 Jaccard example
