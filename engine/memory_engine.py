@@ -647,9 +647,6 @@ class MemoryEngine:
                 kinds=kinds, secret=redactor.contains_secret(content),
                 preview=redactor.redact(content)[:160]))
         hits.sort(key=lambda h: (not h.secret, h.id))
-        if hits and not self.read_only:
-            runtime = self._retrieval_runtime()
-            runtime.metrics.count("redacted_records", 0)
         return hits
 
     def metrics(self) -> dict[str, Any]:

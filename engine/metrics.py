@@ -90,12 +90,13 @@ class MemoryMetrics:
 
     Counters: ``summarization_tasks_queued`` / ``_completed`` / ``_failed``,
     ``retrievals``, ``compressed_retrievals`` (→ ``compression_usage_rate``),
-    ``redacted_records``, ``retention_pruned``, ``expired``, ``pruned``, ``compacted``.
+    ``retention_pruned``, ``expired``, ``pruned``, ``compacted``. (Redacted records are counted
+    from the store at report time, not here.)
     """
 
     COUNTERS = ("retrievals", "compressed_retrievals", "summarization_tasks_queued",
                 "summarization_tasks_completed", "summarization_tasks_failed",
-                "redacted_records", "retention_pruned", "expired", "pruned", "compacted")
+                "retention_pruned", "expired", "pruned", "compacted")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -36,11 +36,11 @@ class ScoringWeights:
 
     importance: float = 0.08
     recency: float = 0.04
-    semantic: float = 0.42
-    lexical: float = 0.28
+    semantic: float = 0.49
+    lexical: float = 0.21
     layer: float = 0.03
     access: float = 0.02
-    context: float = 0.28
+    context: float = 0.35
 
     def __post_init__(self) -> None:
         for name in COMPONENTS:
@@ -79,10 +79,10 @@ class ScoringWeights:
 # query. ``summary`` leans on recency and layer (episodes to condense), ``navigation`` on layer
 # (spatial/procedural). See docs/retrieval.md.
 DEFAULT_PURPOSE_WEIGHTS: Mapping[Purpose, ScoringWeights] = MappingProxyType({
-    Purpose.REASONING: ScoringWeights(0.08, 0.04, 0.42, 0.28, 0.03, 0.02, 0.28),
-    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.40, 0.27, 0.06, 0.02, 0.27),
-    Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.35, 0.20, 0.23, 0.02, 0.20),
-    Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.30, 0.15, 0.18, 0.02, 0.15),
+    Purpose.REASONING: ScoringWeights(0.08, 0.04, 0.49, 0.21, 0.03, 0.02, 0.35),
+    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.46, 0.20, 0.06, 0.02, 0.33),
+    Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.38, 0.16, 0.23, 0.02, 0.19),
+    Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.32, 0.14, 0.18, 0.02, 0.16),
 })
 
 _L = Layer
