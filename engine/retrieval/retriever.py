@@ -125,7 +125,7 @@ def rescore(diagnostics: RetrievalDiagnostics, weights: ScoringWeights) -> Ranki
     (which depends on the semantic/lexical ratio) is recomputed from the stored neighbours, and
     packing is re-run with the bundle's budget and per-candidate token costs.
     """
-    components = diagnostics.components.copy()
+    components = diagnostics.components.copy(order="K")
     if len(components):
         relevance = relevance_of(components, weights) * diagnostics.eligible
         components[:, COL.context] = context_relevance(relevance, diagnostics.neighbours)
@@ -226,7 +226,9 @@ class Retriever:
         # 2. components (seed 002 §7, seed 004)
         half_life_days = config.importance_half_life_days or memory.importance_decay_half_life_days
         boost = config.importance_boost or memory.importance_boost
-        components = np.zeros((n, len(COMPONENTS)), dtype=np.float64)
+        # (n, 7) in column-major order: each component is one contiguous array, so filling a
+        # column and the weighted sum are plain vector operations (no strided writes, no BLAS)
+        components = np.zeros((len(COMPONENTS), n), dtype=np.float64).T
         flagged = self.index.flagged(n)
         components[:, COL.importance] = importance_component(snapshot, now_ms, half_life_days,
                                                              flagged, boost)

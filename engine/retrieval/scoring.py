@@ -131,7 +131,9 @@ def context_relevance(relevance: F64, neighbours: I32) -> F64:
     if neighbours.shape[1] == 0:
         return np.zeros(len(relevance))
     padded = np.append(relevance, 0.0)
-    result: F64 = padded[neighbours].max(axis=1)
+    result: F64 = padded[neighbours[:, 0]]
+    for column in range(1, neighbours.shape[1]):
+        np.maximum(result, padded[neighbours[:, column]], out=result)
     return result
 
 
@@ -146,9 +148,14 @@ def relevance_of(components: F64, weights: ScoringWeights) -> F64:
 
 
 def combine(components: F64, weights: ScoringWeights) -> F64:
-    """Weighted sum of the component matrix (columns in :data:`COMPONENTS` order)."""
-    vector = np.asarray(weights.as_tuple(), dtype=np.float64)
-    result: F64 = components @ vector
+    """Weighted sum of the component matrix (columns in :data:`COMPONENTS` order).
+
+    Column by column (fast for the column-major matrices retrieval builds; avoids BLAS threads).
+    """
+    result: F64 = np.zeros(components.shape[0], dtype=np.float64)
+    for column, weight in enumerate(weights.as_tuple()):
+        if weight:
+            result += weight * components[:, column]
     return result
 
 
