@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from app.cli.context import MODEL_WAIT_SECONDS, CliContext
+from app.cli.groups import eval_group
 from engine.retrieval import PressureState, Purpose, RetrievalRequest, Strategy
 
 __all__ = ["register"]
@@ -42,9 +43,8 @@ def register(subparsers: Any) -> None:
                         help="with --json: list only the top N candidates (default: all)")
     search.set_defaults(handler=_search)
 
-    evaluate = subparsers.add_parser("eval", help="retrieval quality evaluations")
-    which = evaluate.add_subparsers(dest="eval_set", metavar="SET", required=True)
-    locomo = which.add_parser("locomo", help="LoCoMo hit@k: ours vs plain cosine top-k")
+    locomo = eval_group(subparsers).add_parser(
+        "locomo", help="LoCoMo hit@k: ours vs plain cosine top-k")
     locomo.add_argument("file", help="LoCoMo JSON (a list of conversations)")
     locomo.add_argument("--unit", choices=["turns", "observations"], default="turns")
     locomo.add_argument("--k", type=_positive, default=5, help="k shown in the summary line")
