@@ -12,9 +12,10 @@ import importlib.metadata
 import platform
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,19 +30,51 @@ from engine.embedding import Embedder, EmbedderState, EmbedderStatus
 from engine.errors import Cancelled, EditConflict, ValidationError
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
+from engine.lifecycle import (
+    CompactionReport,
+    Lifecycle,
+    LifecycleReport,
+    PruneMode,
+    SummarizationTask,
+    Summarizer,
+)
+from engine.metrics import MemoryMetrics
 from engine.query import RecordPage, RecordQuery, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
+from engine.redaction import Redactor, redact_text
+from engine.retrieval import (
+    Ranking,
+    RetrievalConfig,
+    RetrievalDiagnostics,
+    RetrievalRequest,
+    RetrievedBundle,
+    Retriever,
+    ScoringWeights,
+)
+from engine.retrieval import rescore as rescore_candidates
 from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
 
-if TYPE_CHECKING:  # engine/layers block below; imported lazily at run time
+if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
+    from engine.ingest import (
+        BatchResult,
+        ImportReport,
+        IngestPipeline,
+        IngestPolicy,
+        IngestResult,
+        ReviewItem,
+        SteppedRun,
+    )
     from engine.layers import LayerService, SpatialHit
+    from engine.records import TrustTier
 
 __all__ = [
     "EDITABLE_FIELDS",
     "EditEntry",
     "EngineConfig",
     "MemoryEngine",
+    "RedactionHit",
     "StoreStats",
+    "engine_config_from_env",
 ]
 
 EDITABLE_FIELDS = frozenset({"content", "importance", "confidence", "layer", "tags", "privacy",
@@ -83,6 +116,19 @@ class EngineConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     sampling_rate: float = 1.0
     redaction: bool = False
+
+
+def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
+                           redaction: bool = False) -> EngineConfig:
+    """An :class:`EngineConfig` from seed 002 ``MEMORY_*`` and dedup variables.
+
+    Raises:
+        ConfigInvalid: naming the variable and its bad value.
+    """
+    from engine.config import dedup_config_from_env, memory_config_from_env
+
+    return EngineConfig(memory=memory_config_from_env(env), dedup=dedup_config_from_env(env),
+                        sampling_rate=sampling_rate, redaction=redaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,7 +602,7 @@ class MemoryEngine:
                         record_edits=lambda op, pairs, actor: self._record_edits(
                             op, pairs, actor=actor),
                         write_lock=self._write_lock,
-                        add=self.add, ingest=getattr(self, "ingest", self.add)))
+                        add=self.add, ingest=self.ingest))
                     self.__dict__["_layers"] = service
         return service
 
@@ -616,8 +662,273 @@ class MemoryEngine:
         return self.layers.spatial_nearest(center, k, **filters)
 
 
+    # -- ingest (engine/ingest) ----------------------------------------------------------------
+    # Dedup/merge pipeline, review queue, import/export. See docs/ingest.md for the types.
+
+    def _ingest_pipeline(self) -> IngestPipeline:
+        """The ingest pipeline of this engine, built on first use."""
+        pipeline: IngestPipeline | None = self.__dict__.get("_ingest")
+        if pipeline is None:
+            from engine.ingest import IngestPipeline, IngestPolicy, ReviewQueue
+
+            policy = self.__dict__.get("_ingest_policy") or IngestPolicy(dedup=self._config.dedup)
+            pipeline = IngestPipeline(
+                store=self._store, events=self._events,
+                review=ReviewQueue(self._ledger, self._clock), clock=self._clock,
+                policy=policy, embed=self.embed_texts,
+                model_name=lambda: self._embedder.model_name if self._embedder else "",
+                record_edits=lambda op, pairs, actor, batch: self._record_edits(
+                    op, pairs, actor=actor, batch_id=batch),
+                write_lock=self._write_lock)
+            self.__dict__["_ingest"] = pipeline
+        return pipeline
+
+    @property
+    def ingest_policy(self) -> IngestPolicy:
+        """Thresholds, gray zone and merge weights the pipeline uses."""
+        return self._ingest_pipeline().policy
+
+    def set_ingest_policy(self, policy: IngestPolicy) -> None:
+        """Replace the ingest policy (e.g. a tuned gray zone) for subsequent ingests."""
+        self.__dict__["_ingest_policy"] = policy
+        self.__dict__.pop("_ingest", None)
+
+    def ingest(self, new: NewMemory) -> IngestResult:
+        """Ingest one memory through the dedup/merge pipeline (headless driver).
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write; nothing was written.
+        """
+        return self._ingest_pipeline().ingest(new)
+
+    def ingest_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
+                     cancelled: CancelFn | None = None) -> BatchResult:
+        """Ingest many memories, embedding and writing a chunk at a time (see docs/ingest.md).
+
+        Cancelling drops the chunk in progress (nothing of it is written).
+        """
+        return self._ingest_pipeline().ingest_batch(items, progress=progress,
+                                                    cancelled=cancelled)
+
+    def import_jsonl(self, path: str | Path, *, source: str | None = None,
+                     tier: TrustTier | None = None, progress: ProgressFn | None = None,
+                     cancelled: CancelFn | None = None) -> ImportReport:
+        """Import a JSONL file; every line is reported with its decision or error."""
+        from engine.ingest.importer import import_jsonl
+
+        return import_jsonl(self._ingest_pipeline(), path, source=source, tier=tier,
+                            progress=progress, cancelled=cancelled)
+
+    def import_conversation(self, path: str | Path, *, agent_id: str = "default",
+                            progress: ProgressFn | None = None,
+                            cancelled: CancelFn | None = None) -> ImportReport:
+        """Import a conversation (JSON list of {speaker|role, content, ts}) via salience."""
+        from engine.ingest.importer import import_conversation
+
+        return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
+                                   progress=progress, cancelled=cancelled)
+
+    def export_jsonl(self, path: str | Path, *,
+                     redact: Callable[[str], str] | None = None) -> int:
+        """Write every record as JSONL (atomic: temp file, fsync, rename); returns the count."""
+        from engine.ingest.importer import export_records
+
+        snapshot = self._store.view.snapshot()
+        ids = [snapshot.ids[row] for row in snapshot.live_rows.tolist()]
+        page = max(1, self._store.max_batch_size)
+
+        def records() -> Iterator[MemoryRecord]:
+            for start in range(0, len(ids), page):
+                yield from self._store.get_many(ids[start:start + page])
+
+        return export_records(records(), path, redact=redact)
+
+    def stepped(self, new: NewMemory) -> SteppedRun:
+        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper)."""
+        return self._ingest_pipeline().stepped(new)
+
+    def review_queue(self) -> list[ReviewItem]:
+        """Pending review items, oldest first."""
+        return self._ingest_pipeline().review.items()
+
+    def approve_review(self, review_id: str) -> IngestResult:
+        """Apply a deferred merge (idempotent)."""
+        return self._ingest_pipeline().approve(review_id)
+
+    def reject_review(self, review_id: str) -> IngestResult:
+        """Keep both memories and remember the pair (idempotent)."""
+        return self._ingest_pipeline().reject(review_id)
+
+    # -- end of ingest block -------------------------------------------------------------------
+
+    # -- retrieval and lifecycle (engine/retrieval, engine/lifecycle) --------------------------
+
+    def _retrieval_runtime(self) -> _RetrievalRuntime:
+        runtime: _RetrievalRuntime | None = getattr(self, "_retrieval_state", None)
+        if runtime is None:
+            with self._write_lock:
+                runtime = getattr(self, "_retrieval_state", None)
+                if runtime is None:
+                    runtime = _RetrievalRuntime(self)
+                    self._retrieval_state = runtime
+        return runtime
+
+    @property
+    def retrieval_config(self) -> RetrievalConfig:
+        """Weights and tables retrieval uses (docs/retrieval.md)."""
+        return self._retrieval_runtime().retriever.config
+
+    def set_retrieval_config(self, config: RetrievalConfig) -> None:
+        """Replace the retrieval weights and tables (takes effect on the next retrieval)."""
+        self._retrieval_runtime().retriever.config = config
+
+    def retrieve(self, request: RetrievalRequest, *, inspect: bool = False) -> RetrievedBundle:
+        """Seed 002 §9 retrieval: filter in the view, score, sort, pack, compress.
+
+        Args:
+            inspect: Look without side effects (the GUI's diagnostics): no access counting,
+                no ``memory:retrieval`` event, no metrics.
+
+        Raises:
+            TokenBudgetUndefined: ``request.max_tokens`` is None.
+        """
+        runtime = self._retrieval_runtime()
+        query_vector = None
+        embed_ms = 0.0
+        if request.query and request.query.strip():
+            started = time.perf_counter()
+            vectors = self.embed_texts([request.query])
+            embed_ms = (time.perf_counter() - started) * 1000.0
+            query_vector = vectors[0] if vectors is not None else None
+        bundle = runtime.retriever.retrieve(
+            self._store.view.snapshot(), request, now_ms=self._clock.now(),
+            memory=self._config.memory, query_vector=query_vector,
+            fetch=self._store.get_many, embed_ms=embed_ms)
+        if inspect:
+            return bundle
+        ids = [r.id for r in bundle.records]
+        self.touch(ids)
+        diagnostics = bundle.diagnostics
+        runtime.metrics.record_retrieval(diagnostics.time_ms, agent_id=request.agent_id,
+                                         compressed=diagnostics.compression_applied)
+        self._events.emit(
+            "memory:retrieval", agent_id=request.agent_id, latency_ms=diagnostics.time_ms,
+            decision_reason=bundle.strategy_applied,
+            payload={"agentId": request.agent_id, "purpose": request.purpose.value,
+                     "candidateCount": diagnostics.candidate_count, "used": len(ids),
+                     "truncated": bundle.truncated,
+                     "pressureState": request.pressure_state.value,
+                     "filteredCount": diagnostics.filtered_count,
+                     "semanticMode": diagnostics.semantic_mode.value,
+                     "totalTokens": bundle.total_tokens, "ids": ids})
+        return bundle
+
+    def rescore(self, bundle: RetrievedBundle | RetrievalDiagnostics,
+                weights: ScoringWeights) -> Ranking:
+        """Re-rank a bundle's candidates under ``weights`` without querying the store."""
+        diagnostics = bundle.diagnostics if isinstance(bundle, RetrievedBundle) else bundle
+        return rescore_candidates(diagnostics, weights)
+
+    def expire(self, dry_run: bool = False, *, agent_id: str | None = None) -> LifecycleReport:
+        """Delete records whose TTL has passed (undoable; ``memory:record:expired`` each)."""
+        return self._retrieval_runtime().lifecycle.expire(dry_run=dry_run, agent_id=agent_id)
+
+    def prune(self, mode: PruneMode | str, dry_run: bool = False, *,
+              agent_id: str | None = None) -> LifecycleReport:
+        """Seed 004 pruning: ``gentle`` (expired), ``normal`` (+ decayed < 0.01),
+        ``aggressive`` (+ bottom 10%)."""
+        return self._retrieval_runtime().lifecycle.prune(mode, dry_run=dry_run,
+                                                         agent_id=agent_id)
+
+    def enforce_retention(self, dry_run: bool = False, *,
+                          agent_id: str | None = None) -> LifecycleReport:
+        """Retire records over the seed 002 per-layer retention caps."""
+        return self._retrieval_runtime().lifecycle.enforce_retention(dry_run=dry_run,
+                                                                     agent_id=agent_id)
+
+    def compact(self, agent_id: str | None = None, dry_run: bool = False,
+                summarizer: Summarizer | None = None, *,
+                limit: int | None = None) -> list[CompactionReport]:
+        """Seed 002 §8 compaction of episodic records into semantic summaries.
+
+        Raises:
+            SummaryLocked: a compaction is already running (``MEMORY_SUMMARY_LOCKED``).
+        """
+        return self._retrieval_runtime().lifecycle.compact(
+            agent_id, dry_run=dry_run, summarizer=summarizer, limit=limit)
+
+    def summarization_tasks(self, agent_id: str | None = None) -> list[SummarizationTask]:
+        """Summarization tasks recorded in the ledger, newest first."""
+        return self._retrieval_runtime().lifecycle.tasks(agent_id)
+
+    def redaction_scan(self, redactor: Redactor | None = None) -> list[RedactionHit]:
+        """Stored records whose content holds secret-shaped or personal text (seed 002 §14).
+
+        Args:
+            redactor: Patterns to scan with (default: the configured ``redact_patterns``).
+        """
+        redactor = redactor or Redactor(self._config.memory.redact_patterns)
+        snapshot = self._store.view.snapshot()
+        hits: list[RedactionHit] = []
+        for row in snapshot.live_rows.tolist():
+            content = snapshot.contents[row]
+            found = redactor.findings(content)
+            if not found:
+                continue
+            kinds = dict(Counter(f.kind for f in found))
+            hits.append(RedactionHit(
+                id=snapshot.ids[row], agent_id=snapshot.agents[snapshot.agent[row]],
+                kinds=kinds, secret=redactor.contains_secret(content),
+                preview=redactor.redact(content)[:160]))
+        hits.sort(key=lambda h: (not h.secret, h.id))
+        return hits
+
+    def metrics(self) -> dict[str, Any]:
+        """Seed 002 §20 metrics (records per layer, retrieval latency, task counters)."""
+        snapshot = self._store.view.snapshot()
+        live = snapshot.live_rows
+        layers = Counter(LAYERS[c].value for c in snapshot.layer[live].tolist())
+        per_agent: dict[str, Counter[str]] = {}
+        for agent, layer in zip(snapshot.agent[live].tolist(), snapshot.layer[live].tolist(),
+                                strict=True):
+            per_agent.setdefault(snapshot.agents[agent], Counter())[LAYERS[layer].value] += 1
+        zero = {layer.value: 0 for layer in Layer}
+        report = self._retrieval_runtime().metrics.report(
+            layer_counts={**zero, **layers},
+            agent_layer_counts={a: {**zero, **c} for a, c in per_agent.items()})
+        report["redacted_records_stored"] = int(sum(
+            1 for row in live.tolist() if "<REDACT:" in snapshot.contents[row]))
+        return report
+
+
 def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
     record = after if after is not None else before
     if record is None:
         raise ValidationError("edit", None, "an edit needs a record before or after")
     return record.id
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionHit:
+    """A stored record whose content matches redaction patterns (``redact-scan``)."""
+
+    id: str
+    agent_id: str
+    kinds: Mapping[str, int]
+    secret: bool
+    preview: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form (the preview is already redacted)."""
+        return {"id": self.id, "agent_id": self.agent_id, "kinds": dict(self.kinds),
+                "secret": self.secret, "preview": self.preview}
+
+
+class _RetrievalRuntime:
+    """Per-engine retrieval/lifecycle state: the retriever (and its text index), metrics,
+    and the lifecycle manager (which holds the compaction lock)."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.retriever = Retriever()
+        self.metrics = MemoryMetrics()
+        self.lifecycle = Lifecycle(engine, self.metrics, redact=redact_text)

@@ -484,6 +484,26 @@ class Workspace:
             len(self._by_path),
         )
 
+    def validate_task(self, task: str) -> list[EngineError]:
+        """Check one task (seed 003 §8.4 "Validate Task"): its file, references, dependencies,
+        and a dependency cycle through what it depends on (reported as :class:`CycleDetected`).
+
+        Raises:
+            CardNotFound: no such card.
+        """
+        card = self.card(task)
+        problems: list[EngineError] = []
+        if card.path in self._format_problems:
+            problems.append(self._format_problems[card.path])
+        problems.extend(e for e in self._duplicates
+                        if isinstance(e, DuplicateCardId) and e.card_id == card.id)
+        problems.extend(self.link_problems(card))
+        if card.id in self.task_graph:
+            cycle = find_cycle(self.task_graph.graph.succ, [card.id])
+            if cycle is not None:
+                problems.insert(0, CycleDetected(cycle))
+        return problems
+
     def check(self) -> None:
         """Raise the first problem :meth:`validate` finds (cycles first)."""
         errors = self.validate().errors()

@@ -271,3 +271,15 @@ def test_missing_workspace_and_non_card_paths(tmp_path: Path) -> None:
     change = ws.update_paths([".git/x.md", "n.txt"])
     assert not change.any
     assert list(ws.cards) == ["A"]
+
+
+def test_validate_one_task(make_workspace: WriteCards) -> None:
+    ws = make_workspace({
+        "a.md": card("A", "@docs/none\n", depends_on="[B]"),
+        "b.md": card("B", depends_on="[C]"), "c.md": card("C", depends_on="[B]"),
+        "d.md": card("D", status="todo"),
+    })
+    problems = ws.validate_task("A")
+    assert [type(p) for p in problems] == [CycleDetected, MissingReference]
+    assert str(problems[0]) == "error 1002: cycle detected: B -> C -> B"
+    assert ws.validate_task("D") == []
