@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from engine.events import Event, EventFilter
 from engine.query import RecordQuery
 from engine.records import Layer, format_timestamp
@@ -138,11 +140,14 @@ class EngineSource:
         snap = engine.store.view.snapshot()
         live = snap.live_rows
         agents: dict[str, dict[str, int]] = {}
-        for row in live.tolist():
-            name = snap.agents[snap.agent[row]]
-            layer = Layer(tuple(Layer)[snap.layer[row]]).value
-            counts = agents.setdefault(name, {})
-            counts[layer] = counts.get(layer, 0) + 1
+        layers = tuple(Layer)
+        pairs, counts = np.unique(np.stack([snap.agent[live].astype(np.int64),
+                                            snap.layer[live].astype(np.int64)]),
+                                  axis=1, return_counts=True)
+        for (agent_code, layer_code), count in zip(pairs.T.tolist(), counts.tolist(),
+                                                   strict=True):
+            per_layer = agents.setdefault(snap.agents[agent_code], {})
+            per_layer[layers[layer_code].value] = int(count)
         status = engine.embedding_status()
         config = engine.config
         return {

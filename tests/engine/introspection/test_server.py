@@ -265,3 +265,8 @@ def test_sse_format(engine: MemoryEngine, server: IntrospectionServer) -> None:
     assert "retry: 1000" in lines
     assert "id: 1" in lines and "event: memory:record:created" in lines
     assert json.loads(lines[-1][len("data: "):])["seq"] == 1
+
+
+def test_snapshot_of_an_empty_store(http: httpx.Client) -> None:
+    snap = http.get("/v1/snapshot").json()
+    assert snap["store"]["records"] == 0 and snap["agents"] == [] and snap["version"] == 0
