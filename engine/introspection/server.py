@@ -117,6 +117,10 @@ class _Bucket:
         """Take one token; returns 0 when allowed, else the seconds until one is available."""
         now = time.monotonic()
         with self._lock:
+            if len(self._state) > 10_000:  # forget clients whose bucket has refilled
+                full = self._burst / self._rate if self._rate > 0 else math.inf
+                self._state = {c: (t, w) for c, (t, w) in self._state.items()
+                               if now - w < full}
             tokens, then = self._state.get(client, (self._burst, now))
             tokens = min(self._burst, tokens + (now - then) * self._rate)
             if tokens >= 1.0:

@@ -132,3 +132,23 @@ def test_sync_catches_records_whose_events_were_dropped(engine: MemoryEngine,
     engine.layers.sync()
     [fay] = engine.layers.social_summaries("scout", "fay")
     assert fay.interactions == 1
+
+
+def test_ingest_pipeline_feeds_the_layers(engine: MemoryEngine,
+                                          clock: DeterministicClock) -> None:
+    service = engine.layers
+    actions: list[str] = []
+    for i, sentiment in enumerate((-0.5, 0.0, 0.6)):
+        clock.advance(HOUR)
+        result = engine.ingest(NewMemory(
+            f"Conversation {i} about the harbour schedule, berth {i * 17}", agent_id="scout",
+            layer=Layer.SOCIAL, importance=0.5,
+            metadata={"social": {"otherAgentId": "bob", "sentiment": sentiment},
+                      "spatial": {"x": i, "y": 0, "z": 0}}))
+        assert result.record is not None
+        actions.append(str(result.action))
+    service.flush()
+    [bob] = service.social_summaries("scout")
+    assert bob.interactions == actions.count("inserted")
+    assert engine.get(summary_record_id("scout", "bob")).layer is Layer.SOCIAL
+    assert engine.spatial_within((0, 0, 0), 10)
