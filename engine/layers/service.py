@@ -71,7 +71,8 @@ EVENT_SOCIAL_SUMMARY = "memory:social:summary"
 EVENT_PATTERN = "memory:procedural:pattern"
 TRACKED_KINDS = frozenset({"memory:record:created", "memory:record:updated",
                            "memory:record:edited", "memory:record:restored",
-                           "memory:record:redacted", "memory:record:deleted", "merge-applied"})
+                           "memory:record:redacted", "memory:record:deleted", "merge-applied",
+                           "memory:summarization:completed"})
 USER_DELETE_REASON = "deleted"
 
 EditPairs = Sequence[tuple[MemoryRecord | None, MemoryRecord | None]]
