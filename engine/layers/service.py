@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from engine.clock import Clock
 from engine.config import RetentionPolicy
-from engine.errors import EngineError, RecordNotFound
+from engine.errors import RecordNotFound
 from engine.events import Event, EventBus
 from engine.layers import procedural, social
 from engine.layers.schema import LAYERS_COMPONENT, MIGRATIONS
@@ -211,7 +211,7 @@ class LayerService:
                     self._wake.wait(timeout=self._debounce_s)
             try:
                 self.flush()
-            except EngineError as exc:  # store down: keep the queue, try again later
+            except Exception as exc:  # keep following: the queue is kept, .errors reports it
                 self._errors = [*self._errors[-19:], exc]
                 with self._wake:
                     self._wake.wait(timeout=1.0)
@@ -243,7 +243,12 @@ class LayerService:
             with self._wake:
                 pending, self._pending = self._pending, {}
             if pending:
-                self._process(pending)
+                try:
+                    self._process(pending)
+                except BaseException:
+                    with self._wake:  # put them back; newer news about an id wins
+                        self._pending = {**pending, **self._pending}
+                    raise
             return len(pending)
 
     def sync(self) -> None:
