@@ -270,3 +270,35 @@ def test_sse_format(engine: MemoryEngine, server: IntrospectionServer) -> None:
 def test_snapshot_of_an_empty_store(http: httpx.Client) -> None:
     snap = http.get("/v1/snapshot").json()
     assert snap["store"]["records"] == 0 and snap["agents"] == [] and snap["version"] == 0
+
+
+def test_diff_pages_through_many_changes(engine: MemoryEngine, clock: DeterministicClock,
+                                         http: httpx.Client) -> None:
+    ids = []
+    for i in range(5):
+        clock.advance(1000)
+        ids.append(engine.add(NewMemory(f"change {i}")).id)
+    first = http.get("/v1/diff", params={"since": 0, "limit": 2}).json()
+    assert not first["complete"] and [r["id"] for r in first["upserted"]] == ids[:2]
+    rest = http.get("/v1/diff", params={"since": first["cursor"], "limit": 10}).json()
+    assert rest["complete"] and [r["id"] for r in rest["upserted"]] == ids[2:]
+    assert rest["cursor"] == engine.events.last_seq()
+    by_time = http.get("/v1/diff", params={"since_time": clock.now() - 500}).json()
+    assert [r["id"] for r in by_time["upserted"]] == ids[-1:]
+
+
+def test_connection_cap_answers_503(engine: MemoryEngine,
+                                    make_server: Callable[..., IntrospectionServer]) -> None:
+    server = make_server(engine, limits=ServerLimits(max_connections=1, keepalive_s=0.2))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.stream("GET", f"{server.url}/v1/events/stream", headers=headers) as held:
+        next(held.iter_lines())
+        refused = httpx.get(f"{server.url}/v1/snapshot", headers=headers)
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    # The slot is free again once the stream is gone.
+    for _ in range(50):
+        answer = httpx.get(f"{server.url}/v1/snapshot", headers=headers)
+        if answer.status_code == 200:
+            break
+        threading.Event().wait(0.1)
+    assert answer.status_code == 200
