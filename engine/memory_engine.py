@@ -278,6 +278,9 @@ class MemoryEngine:
     def refresh(self, progress: ProgressFn | None = None) -> int:
         """Reload the columnar view from Chroma (see other writers of a server store).
 
+        For a server store only: a second process following an *embedded* store cannot reload
+        vectors (its Chroma reader keeps a stale vector segment); it uses :meth:`reread`.
+
         Returns:
             The record count after the reload.
         """
@@ -286,7 +289,8 @@ class MemoryEngine:
         return self.count()
 
     def close(self) -> None:
-        """Close the store (releasing its lock) and the ledger."""
+        """Stop background services, close the store (releasing its lock) and the ledger."""
+        self.close_layers()
         self._store.close()
         self._ledger.close()
 
@@ -613,7 +617,7 @@ class MemoryEngine:
         return service
 
     def close_layers(self) -> None:
-        """Stop the layer service (if it was built); :meth:`close` does not do it for you."""
+        """Stop the layer service (if it was built); :meth:`close` calls this too."""
         service: LayerService | None = self.__dict__.pop("_layers", None)
         if service is not None:
             service.close()
@@ -627,20 +631,8 @@ class MemoryEngine:
         reloading with embeddings (:meth:`refresh`) fails there with "Error finding id".
         Re-read records have no vector in this view, which browsing does not need.
         """
-        from engine.store.codec import record_from_chroma
-
         ids = list(dict.fromkeys(record_ids))
-        # MemoryStore has no by-id read that bypasses the view; this belongs there.
-        collection = self._store._collection
-        found: list[MemoryRecord] = []
-        if collection is not None and ids:
-            batch = max(1, self._store.max_batch_size)
-            for start in range(0, len(ids), batch):
-                page = collection.get(ids=ids[start:start + batch],
-                                      include=["documents", "metadatas"])
-                found.extend(record_from_chroma(i, d, m, lenient=True, now_ms=self._clock.now())
-                             for i, d, m in zip(page["ids"], page["documents"],
-                                                page["metadatas"], strict=True))
+        found = self._store.read_by_id(ids, now_ms=self._clock.now())
         present = {r.id for r in found}
         gone = [i for i in ids if i not in present]
         with self._write_lock:
