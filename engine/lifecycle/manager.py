@@ -32,7 +32,8 @@ from engine.lifecycle.pruning import (
     select_prune,
     select_retention,
 )
-from engine.records import Category, Layer, NewMemory, TrustTier
+from engine.records import Category, Layer, MemoryRecord, NewMemory, TrustTier
+from engine.store.view import LAYERS
 
 if TYPE_CHECKING:
     from engine.memory_engine import MemoryEngine
@@ -238,8 +239,8 @@ class Lifecycle:
                                  window_ms=memory.episodic_window_ms,
                                  keep_recent=memory.episodic_keep_recent, limit=limit)
         records = engine.get_many([snapshot.ids[r] for r in rows])
-        groups = [g for g in group_records(records, gap_ms=GROUP_GAP_MS,
-                                           batch_size=memory.summarization_batch_size)]
+        groups = group_records(records, gap_ms=GROUP_GAP_MS,
+                               batch_size=memory.summarization_batch_size)
         fallback = HeuristicSummarizer()
         chosen: Summarizer = summarizer or fallback
         tasks: list[SummarizationTask] = []
@@ -306,7 +307,7 @@ class Lifecycle:
         return CompactionReport(agent_id, dry_run, tuple(tasks), removed, remaining,
                                 tuple(summaries))
 
-    def _synthesize(self, group: Sequence[Any], agent_id: str, chosen: Summarizer,
+    def _synthesize(self, group: Sequence[MemoryRecord], agent_id: str, chosen: Summarizer,
                     fallback: Summarizer) -> tuple[str, str]:
         prompt = assemble_prompt(group, agent_id)
         if self._redact is not None:
@@ -328,8 +329,6 @@ class Lifecycle:
     def _episodic_count(self, agent_id: str) -> int:
         snapshot = self._engine.store.view.snapshot()
         n = snapshot.n
-        from engine.store.view import LAYERS
-
         mask = snapshot.alive[:n] & (snapshot.agent[:n] == snapshot.agent_code(agent_id)) & \
             (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC))
         return int(mask.sum())
