@@ -250,7 +250,7 @@ class SentenceTransformerEmbedder:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
 
-            transformers_logging.disable_progress_bar()
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # untyped lib
 
             model = SentenceTransformer(str(path), device="cpu")
             getter = (getattr(model, "get_embedding_dimension", None)

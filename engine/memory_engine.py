@@ -15,10 +15,10 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,7 @@ from engine.clock import Clock, SystemClock
 from engine.config import DedupConfig, MemoryConfig
 from engine.decay import decayed_importance
 from engine.embedding import Embedder, EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, ValidationError
+from engine.errors import Cancelled, EditConflict, ValidationError
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.lifecycle import (
@@ -54,6 +54,18 @@ from engine.retrieval import (
 from engine.retrieval import rescore as rescore_candidates
 from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
 
+if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
+    from engine.ingest import (
+        BatchResult,
+        ImportReport,
+        IngestPipeline,
+        IngestPolicy,
+        IngestResult,
+        ReviewItem,
+        SteppedRun,
+    )
+    from engine.records import TrustTier
+
 __all__ = [
     "EDITABLE_FIELDS",
     "EditEntry",
@@ -61,6 +73,7 @@ __all__ = [
     "MemoryEngine",
     "RedactionHit",
     "StoreStats",
+    "engine_config_from_env",
 ]
 
 EDITABLE_FIELDS = frozenset({"content", "importance", "confidence", "layer", "tags", "privacy",
@@ -102,6 +115,19 @@ class EngineConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     sampling_rate: float = 1.0
     redaction: bool = False
+
+
+def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
+                           redaction: bool = False) -> EngineConfig:
+    """An :class:`EngineConfig` from seed 002 ``MEMORY_*`` and dedup variables.
+
+    Raises:
+        ConfigInvalid: naming the variable and its bad value.
+    """
+    from engine.config import dedup_config_from_env, memory_config_from_env
+
+    return EngineConfig(memory=memory_config_from_env(env), dedup=dedup_config_from_env(env),
+                        sampling_rate=sampling_rate, redaction=redaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +274,16 @@ class MemoryEngine:
         """True when similarity is cosine on embeddings (else the Jaccard path)."""
         return self._embedder is not None and self._embedder.is_ready()
 
+    def refresh(self, progress: ProgressFn | None = None) -> int:
+        """Reload the columnar view from Chroma (see other writers of a server store).
+
+        Returns:
+            The record count after the reload.
+        """
+        with self._write_lock:
+            self._store.reload_view(self._clock.now(), progress)
+        return self.count()
+
     def close(self) -> None:
         """Close the store (releasing its lock) and the ledger."""
         self._store.close()
@@ -389,17 +425,26 @@ class MemoryEngine:
                                    "content": stored.content})
         return stored
 
-    def update(self, record_id: str, changes: Mapping[str, Any], *,
-               actor: str = "user") -> MemoryRecord:
+    def update(self, record_id: str, changes: Mapping[str, Any], *, actor: str = "user",
+               expected_version: int | None = None) -> MemoryRecord:
         """Apply user edits to a record (validated; content changes are re-embedded).
+
+        Concurrency rule (optimistic): an edit is based on a version of the record. If the
+        stored version differs from ``expected_version`` (when given) or changes while the edit
+        is being prepared (another process on the same Chroma server wrote it), the edit is
+        refused with :class:`EditConflict` and nothing is written; both writers' successful
+        edits are in the edit history. A narrow window remains between the final version check
+        and Chroma's upsert, because Chroma has no compare-and-swap.
 
         Args:
             changes: Field → new value, for fields in :data:`EDITABLE_FIELDS`. ``expires_at``
                 takes epoch ms, ISO text or None; ``tags`` a list of strings.
+            expected_version: The version the caller saw (the GUI passes it).
 
         Raises:
             ValidationError: an unknown field or a bad value (nothing is written).
             RecordNotFound: no such record.
+            EditConflict: the record changed since it was read.
         """
         unknown = sorted(set(changes) - EDITABLE_FIELDS)
         if unknown:
@@ -407,6 +452,8 @@ class MemoryEngine:
                                   f"not editable; editable: {', '.join(sorted(EDITABLE_FIELDS))}")
         with self._write_lock:
             before = self._store.get(record_id)
+            if expected_version is not None and before.version != expected_version:
+                raise EditConflict(record_id, expected_version, before.version)
             values = dict(changes)
             if "expires_at" in values:
                 values["expires_at"] = parse_timestamp(values["expires_at"], "expires_at")
@@ -417,6 +464,9 @@ class MemoryEngine:
             if after.content_hash != before.content_hash:
                 embedded, vectors = self._embed_records([after])
                 after = embedded[0]
+            current = self._store.versions([record_id]).get(record_id)
+            if current != before.version:
+                raise EditConflict(record_id, before.version, current or 0)
             self._store.write([after], vectors)
             self._record_edits("update", [(before, after)], actor=actor)
         changed = sorted(k for k in changes if getattr(before, k, None) != getattr(after, k, None))
@@ -526,6 +576,105 @@ class MemoryEngine:
                                  row["record_id"], row["actor"], before, after))
         return out
 
+
+    # -- ingest (engine/ingest) ----------------------------------------------------------------
+    # Dedup/merge pipeline, review queue, import/export. See docs/ingest.md for the types.
+
+    def _ingest_pipeline(self) -> IngestPipeline:
+        """The ingest pipeline of this engine, built on first use."""
+        pipeline: IngestPipeline | None = self.__dict__.get("_ingest")
+        if pipeline is None:
+            from engine.ingest import IngestPipeline, IngestPolicy, ReviewQueue
+
+            policy = self.__dict__.get("_ingest_policy") or IngestPolicy(dedup=self._config.dedup)
+            pipeline = IngestPipeline(
+                store=self._store, events=self._events,
+                review=ReviewQueue(self._ledger, self._clock), clock=self._clock,
+                policy=policy, embed=self.embed_texts,
+                model_name=lambda: self._embedder.model_name if self._embedder else "",
+                record_edits=lambda op, pairs, actor, batch: self._record_edits(
+                    op, pairs, actor=actor, batch_id=batch),
+                write_lock=self._write_lock)
+            self.__dict__["_ingest"] = pipeline
+        return pipeline
+
+    @property
+    def ingest_policy(self) -> IngestPolicy:
+        """Thresholds, gray zone and merge weights the pipeline uses."""
+        return self._ingest_pipeline().policy
+
+    def set_ingest_policy(self, policy: IngestPolicy) -> None:
+        """Replace the ingest policy (e.g. a tuned gray zone) for subsequent ingests."""
+        self.__dict__["_ingest_policy"] = policy
+        self.__dict__.pop("_ingest", None)
+
+    def ingest(self, new: NewMemory) -> IngestResult:
+        """Ingest one memory through the dedup/merge pipeline (headless driver).
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write; nothing was written.
+        """
+        return self._ingest_pipeline().ingest(new)
+
+    def ingest_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
+                     cancelled: CancelFn | None = None) -> BatchResult:
+        """Ingest many memories, embedding and writing a chunk at a time (see docs/ingest.md).
+
+        Cancelling drops the chunk in progress (nothing of it is written).
+        """
+        return self._ingest_pipeline().ingest_batch(items, progress=progress,
+                                                    cancelled=cancelled)
+
+    def import_jsonl(self, path: str | Path, *, source: str | None = None,
+                     tier: TrustTier | None = None, progress: ProgressFn | None = None,
+                     cancelled: CancelFn | None = None) -> ImportReport:
+        """Import a JSONL file; every line is reported with its decision or error."""
+        from engine.ingest.importer import import_jsonl
+
+        return import_jsonl(self._ingest_pipeline(), path, source=source, tier=tier,
+                            progress=progress, cancelled=cancelled)
+
+    def import_conversation(self, path: str | Path, *, agent_id: str = "default",
+                            progress: ProgressFn | None = None,
+                            cancelled: CancelFn | None = None) -> ImportReport:
+        """Import a conversation (JSON list of {speaker|role, content, ts}) via salience."""
+        from engine.ingest.importer import import_conversation
+
+        return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
+                                   progress=progress, cancelled=cancelled)
+
+    def export_jsonl(self, path: str | Path, *,
+                     redact: Callable[[str], str] | None = None) -> int:
+        """Write every record as JSONL (atomic: temp file, fsync, rename); returns the count."""
+        from engine.ingest.importer import export_records
+
+        snapshot = self._store.view.snapshot()
+        ids = [snapshot.ids[row] for row in snapshot.live_rows.tolist()]
+        page = max(1, self._store.max_batch_size)
+
+        def records() -> Iterator[MemoryRecord]:
+            for start in range(0, len(ids), page):
+                yield from self._store.get_many(ids[start:start + page])
+
+        return export_records(records(), path, redact=redact)
+
+    def stepped(self, new: NewMemory) -> SteppedRun:
+        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper)."""
+        return self._ingest_pipeline().stepped(new)
+
+    def review_queue(self) -> list[ReviewItem]:
+        """Pending review items, oldest first."""
+        return self._ingest_pipeline().review.items()
+
+    def approve_review(self, review_id: str) -> IngestResult:
+        """Apply a deferred merge (idempotent)."""
+        return self._ingest_pipeline().approve(review_id)
+
+    def reject_review(self, review_id: str) -> IngestResult:
+        """Keep both memories and remember the pair (idempotent)."""
+        return self._ingest_pipeline().reject(review_id)
+
+    # -- end of ingest block -------------------------------------------------------------------
 
     # -- retrieval and lifecycle (engine/retrieval, engine/lifecycle) --------------------------
 
@@ -665,6 +814,7 @@ class MemoryEngine:
         report["redacted_records_stored"] = int(sum(
             1 for row in live.tolist() if "<REDACT:" in snapshot.contents[row]))
         return report
+
 
 def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
     record = after if after is not None else before

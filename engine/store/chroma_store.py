@@ -12,6 +12,7 @@ records with default fields (:func:`~engine.store.codec.record_from_chroma` leni
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -107,6 +108,8 @@ def _connect(spec: StoreSpec) -> Any:
                                          settings=_settings())
             client.heartbeat()
         except Exception as exc:
+            if "client" in locals():
+                _close_client(client)
             raise StoreUnavailable(
                 f"cannot reach the Chroma server at {spec.location}: {_short(exc)}. "
                 "Is `chroma run` up, and is the URL (and token) right?"
@@ -122,6 +125,18 @@ def _connect(spec: StoreSpec) -> Any:
         raise StoreUnavailable(f"cannot open the Chroma store at {path}: {_short(exc)}") from exc
 
 
+def _close_client(client: Any) -> None:
+    """Close a Chroma client, including the httpx session its HTTP client leaves open."""
+    owners = (client, getattr(client, "_admin_client", None))
+    sessions = [getattr(getattr(o, "_server", None), "_session", None) for o in owners]
+    with contextlib.suppress(Exception):  # closing must not fail during shutdown
+        client.close()
+    # chromadb 1.5's FastAPI client never closes its httpx.Client, leaking sockets.
+    for session in sessions:
+        if session is not None and hasattr(session, "close"):
+            session.close()
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
@@ -131,13 +146,16 @@ def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
     """Collections in the directory or server of ``spec`` (opens it read-only, no lock)."""
     client = _connect(StoreSpec(spec.location, spec.token, True, spec.collection))
     infos = []
-    for item in client.list_collections():
-        name = item if isinstance(item, str) else item.name
-        collection = client.get_collection(name, embedding_function=None)
-        meta = collection.metadata or {}
-        version = meta.get("schema_version")
-        infos.append(CollectionInfo(name, collection.count(), version is not None,
-                                    int(version) if isinstance(version, int) else None))
+    try:
+        for item in client.list_collections():
+            name = item if isinstance(item, str) else item.name
+            collection = client.get_collection(name, embedding_function=None)
+            meta = collection.metadata or {}
+            version = meta.get("schema_version")
+            infos.append(CollectionInfo(name, collection.count(), version is not None,
+                                        int(version) if isinstance(version, int) else None))
+    finally:
+        _close_client(client)
     return infos
 
 
@@ -340,6 +358,30 @@ class MemoryStore:
             raise RecordNotFound(missing[0])
         return [found[r] for r in record_ids]
 
+    def versions(self, record_ids: Sequence[str]) -> dict[str, int]:
+        """The stored ``version`` of each existing record, read from Chroma (not the view)."""
+        if self._collection is None or not record_ids:
+            return {}
+        try:
+            page = self._collection.get(ids=list(record_ids), include=["metadatas"])
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+        out: dict[str, int] = {}
+        for record_id, meta in zip(page["ids"], page["metadatas"], strict=True):
+            version = (meta or {}).get("version", 1)
+            out[record_id] = int(version) if isinstance(version, int | float) else 1
+        return out
+
+    def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
+        """Rebuild the columnar view from Chroma and swap it in (readers keep old snapshots)."""
+        fresh = ColumnarView(self._view.dimension)
+        old, self._view = self._view, fresh
+        try:
+            self._load_view(now_ms, progress)
+        except BaseException:
+            self._view = old
+            raise
+
     def nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[tuple[str, float]]:
         """Chroma's HNSW top-``k`` neighbours of ``vector`` as ``(id, cosine similarity)``.
 
@@ -471,9 +513,11 @@ class MemoryStore:
         self._view.remove(record_ids)
 
     def close(self) -> None:
-        """Release the lock and drop the client. Safe to call twice."""
+        """Close the client, then release the lock. Safe to call twice."""
         self._collection = None
-        self._client = None
+        client, self._client = self._client, None
+        if client is not None:
+            _close_client(client)
         if self._lock is not None:
             self._lock.release()
             self._lock = None

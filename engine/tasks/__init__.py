@@ -19,6 +19,7 @@ from engine.tasks.errors import (
     MissingAnchor,
     MissingDependency,
     MissingReference,
+    WorkspaceNotFound,
 )
 from engine.tasks.graph import OrderedCard, TaskGraph, find_cycle, priority_order
 from engine.tasks.scene import (
@@ -76,6 +77,7 @@ __all__ = [
     "ValidationReport",
     "Workspace",
     "WorkspaceChange",
+    "WorkspaceNotFound",
     "WorkspaceWatcher",
     "build_scene",
     "delta_scene",

@@ -93,7 +93,6 @@ class Card:
         body: The text after the front matter.
         body_line: 1-based file line of the body's first line.
         content_hash: SHA-256 hex of the file's bytes.
-        tokens: ``estimate_tokens(body)``.
         tags: Front matter ``tags``.
     """
 
@@ -109,8 +108,12 @@ class Card:
     body: str
     body_line: int
     content_hash: str
-    tokens: int
     tags: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        """``estimate_tokens(body)`` (computed on demand: the cold parse does not need it)."""
+        return estimate_tokens(self.body)
 
     @property
     def ref_name(self) -> str:
@@ -150,6 +153,7 @@ _INT = re.compile(r"^-?[0-9]{1,9}$")
 _YAML_SPECIAL = frozenset(
     {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "none"}
 )
+_BAD_ID = re.compile(r"[\s#@]")
 _KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*?))?[ \t]*$")
 
 
@@ -272,9 +276,12 @@ def _list_field(path: str, front: str, data: Mapping[str, object], key: str) -> 
 
 # --- body scanning -----------------------------------------------------------------------
 
+# "@" first, then a look-behind over it: a pattern that starts with a literal is scanned fast.
 _REFERENCE = re.compile(
-    r"(?<![\w@./`-])@([A-Za-z0-9_](?:[A-Za-z0-9_./-]*[A-Za-z0-9_])?)(?:#([A-Za-z0-9_][\w.-]*\w|\w))?"
+    r"@(?<![\w@./`-]@)([A-Za-z0-9_](?:[A-Za-z0-9_./-]*[A-Za-z0-9_])?)"
+    r"(?:#([A-Za-z0-9_][\w.-]*\w|\w))?"
 )
+_H1 = re.compile(r"^# +(.+?)[ #]*$", re.MULTILINE)
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
@@ -286,45 +293,96 @@ def _closes(fence: str, line: str) -> bool:
     return match is not None and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence)
 
 
+def _fence_lines(body: str) -> list[tuple[int, int, str, str]]:
+    """Fence lines as (line start, line end, marker, rest of line), in order.
+
+    Found with ``str.find`` on the two markers: a regex anchored at every line start costs
+    several times more on the cold path.
+    """
+    found: list[tuple[int, int, str, str]] = []
+    for char in "`~":
+        needle = char * 3
+        pos = body.find(needle)
+        while pos >= 0:
+            line_start = body.rfind("\n", 0, pos) + 1
+            run_end = pos
+            while run_end < len(body) and body[run_end] == char:
+                run_end += 1
+            line_end = body.find("\n", run_end)
+            line_end = len(body) if line_end < 0 else line_end
+            indent = body[line_start:pos]
+            if len(indent) <= 3 and not indent.strip(" "):
+                found.append((line_start, line_end, body[pos:run_end], body[run_end:line_end]))
+            pos = body.find(needle, line_end)
+    found.sort()
+    return found
+
+
+def _fence_spans(body: str) -> list[tuple[int, int]]:
+    """Character spans of fenced code blocks (an unclosed fence runs to the end)."""
+    spans: list[tuple[int, int]] = []
+    open_at: int | None = None
+    fence = ""
+    for line_start, line_end, marker, rest in _fence_lines(body):
+        if open_at is None:
+            open_at, fence = line_start, marker
+        elif marker[0] == fence[0] and len(marker) >= len(fence) and not rest.strip():
+            spans.append((open_at, line_end))
+            open_at = None
+    if open_at is not None:
+        spans.append((open_at, len(body)))
+    return spans
+
+
+def _in_inline_code(line: str, column: int) -> bool:
+    return any(m.start() <= column < m.end() for m in _INLINE_CODE.finditer(line))
+
+
 def _scan_references(body: str, body_line: int) -> tuple[tuple[Reference, ...], str | None]:
-    """References outside code, and the first ``# `` heading (for the title)."""
+    """References outside code, and the first ``# `` heading (for the title).
+
+    One regex pass over the body; code fences are located only when the body has one, and
+    inline code is checked only on lines with a backtick (cold-parse speed, seed 003 §6).
+    """
+    fences = _fence_spans(body) if ("```" in body or "~~~" in body) else []
+
+    def in_fence(pos: int) -> bool:
+        return any(start <= pos < end for start, end in fences)
+
+    first_h1 = next((m.group(1).strip() for m in _H1.finditer(body) if not in_fence(m.start())),
+                    None)
+    if "@" not in body:
+        return (), first_h1
     refs: list[Reference] = []
-    first_h1: str | None = None
-    if "@" not in body and "#" not in body:
-        return (), None
-    fence: str | None = None
-    for offset, line in enumerate(body.split("\n")):
-        fence_match = _FENCE.match(line) if ("`" in line or "~" in line) else None
-        if fence is not None:
-            if fence_match and _closes(fence, line):
-                fence = None
+    last_pos, last_line = 0, 0
+    for match in _REFERENCE.finditer(body):
+        pos = match.start()
+        if fences and in_fence(pos):
             continue
-        if fence_match:
-            fence = fence_match.group(1)
+        line_start = body.rfind("\n", 0, pos) + 1
+        line_end = body.find("\n", pos)
+        line = body[line_start:line_end if line_end >= 0 else len(body)]
+        if "`" in line and _in_inline_code(line, pos - line_start):
             continue
-        if first_h1 is None and line.startswith("# "):
-            first_h1 = line[2:].strip().rstrip("#").strip()
-        if "@" not in line:
-            continue
-        if "`" in line:
-            line = _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)
-        for match in _REFERENCE.finditer(line):
-            refs.append(Reference(match.group(1), match.group(2), body_line + offset))
+        last_line += body.count("\n", last_pos, pos)
+        last_pos = pos
+        refs.append(Reference(match.group(1), match.group(2), body_line + last_line))
     return tuple(refs), first_h1
 
 
-def parse_card(path: str, raw: bytes) -> Card:
+def parse_card(path: str, raw: bytes, digest: str | None = None) -> Card:
     """Parse one card file.
 
     Args:
         path: Path relative to the workspace root, ``/``-separated.
         raw: The file's bytes (UTF-8).
+        digest: ``sha256(raw).hexdigest()`` when the caller has it already.
 
     Raises:
         CardFormatError: not UTF-8, unclosed or invalid front matter, or a field of the wrong
             type or value; the message names the file, the line and the field.
     """
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = digest or hashlib.sha256(raw).hexdigest()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -340,7 +398,7 @@ def parse_card(path: str, raw: bytes) -> Card:
     front_text = front or ""
     default_id = path[:-3] if path.endswith(".md") else path
     card_id = _str_field(path, front_text, data, "id") or default_id
-    if any(ch.isspace() for ch in card_id) or "#" in card_id or "@" in card_id:
+    if _BAD_ID.search(card_id):
         raise CardFormatError(path, _field_line(front_text, "id"), "id",
                               f"must not contain spaces, '#' or '@', got {card_id!r}")
     status = _str_field(path, front_text, data, "status")
@@ -377,7 +435,6 @@ def parse_card(path: str, raw: bytes) -> Card:
         body=body,
         body_line=body_line,
         content_hash=digest,
-        tokens=estimate_tokens(body),
         tags=_list_field(path, front_text, data, "tags"),
     )
 

@@ -12,6 +12,7 @@
           + MissingDependency             ``depends_on`` names no card (file and line)
         + DuplicateCardId                 two files declare the same ``id``
         + CardNotFound                    a command names an id no card has
+        + WorkspaceNotFound               the workspace folder does not exist
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "MissingAnchor",
     "MissingDependency",
     "MissingReference",
+    "WorkspaceNotFound",
 ]
 
 
@@ -79,3 +81,11 @@ class CardNotFound(ValidationError):
     def __init__(self, card_id: str) -> None:
         super().__init__("card", card_id, "no card with this id or path in the workspace")
         self.card_id = card_id
+
+
+class WorkspaceNotFound(ValidationError):
+    """The workspace folder does not exist or is not a folder."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__("workspace", root, "is not a folder")
+        self.root = root

@@ -27,15 +27,16 @@ import difflib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import ValidationError
+import networkx as nx
+
+from engine.errors import CycleDetected, ValidationError
 from engine.redaction import Redactor
-from engine.tasks.cards import Card, compress_code_blocks
+from engine.tasks.cards import Card, Reference, compress_code_blocks
 from engine.tasks.errors import MissingAnchor, MissingReference
-from engine.tasks.graph import PRIORITY_ACTIVE, OrderedCard, priority_order
+from engine.tasks.graph import find_cycle, priority_order
 from engine.tasks.workspace import Workspace
 from engine.text import estimate_tokens
 
@@ -53,6 +54,7 @@ __all__ = [
 
 DEFAULT_BUDGET = 32_000  # seed 003 §2: "Budget: N tokens (default 32k)"
 TRUNCATION_WARNING = "> [!WARNING] Context Truncated here..."  # seed 003 §2, verbatim
+_MASK_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,32 +141,58 @@ def _header(card: Card) -> str:
     return " · ".join(facts)
 
 
-def _anchors_needed(workspace: Workspace,
-                    order: Sequence[OrderedCard]) -> dict[str, set[str] | None]:
-    """For each ordered card: None for the whole card, else the set of anchors asked for."""
-    reachable = {item.id for item in order if item.depth >= 0}
-    needed: dict[str, set[str] | None] = {}
-    for item in order:
-        if item.depth < 0:
-            needed[item.id] = None
-    for card_id in reachable:
-        card = workspace.cards[card_id]
-        for problem in workspace.link_problems(card):
-            if isinstance(problem, MissingReference):
-                raise problem
-        for ref in card.references:
+def _refs_in_scope(workspace: Workspace, card: Card,
+                   anchors: set[str] | None) -> list[Reference]:
+    """The references of ``card`` that lie in the part of it the scene includes."""
+    if anchors is None:
+        return list(card.references)
+    ranges = [(s.start, s.end) for s in (workspace.section(card, a) for a in anchors) if s]
+    return [ref for ref in card.references
+            if any(start <= ref.line - card.body_line < end for start, end in ranges)]
+
+
+def _scene_graph(workspace: Workspace,
+                 root: Card) -> tuple[nx.DiGraph, dict[str, set[str] | None]]:
+    """What the scene reaches, and which part of each card (None: all; else anchors).
+
+    A card brought in only by anchored references contributes those sections, and only the
+    references inside them are followed (seed 003 §3 applied to the traversal). Fixpoint:
+    a card's part grows when another reference asks for more of it.
+
+    Raises:
+        MissingReference, MissingAnchor: a followed reference is broken.
+    """
+    needed: dict[str, set[str] | None] = {root.id: None}
+    pending = [root.id]
+    while pending:
+        card = workspace.cards[pending.pop()]
+        for ref in _refs_in_scope(workspace, card, needed[card.id]):
             target = workspace.resolve(ref.target)
-            if target is None or target.id == card_id:
+            if target is None:
+                if "/" in ref.target:
+                    raise MissingReference(card.path, ref.line, ref.target)
                 continue
+            if target.id == card.id:
+                continue
+            before = needed.get(target.id, set())
             if ref.anchor is None:
-                needed[target.id] = None
-            elif target.id not in needed or needed[target.id] is not None:
-                anchors = needed.setdefault(target.id, set())
-                if anchors is not None:
-                    if workspace.section_text(target, ref.anchor) is None:
-                        raise MissingAnchor(card.path, ref.line, ref.target, ref.anchor)
-                    anchors.add(ref.anchor)
-    return needed
+                after: set[str] | None = None
+            else:
+                if workspace.section(target, ref.anchor) is None:
+                    raise MissingAnchor(card.path, ref.line, ref.target, ref.anchor)
+                after = None if before is None else {*before, ref.anchor}
+            if target.id not in needed or after != before:
+                needed[target.id] = after
+                pending.append(target.id)
+    graph: nx.DiGraph = nx.DiGraph()
+    graph.add_nodes_from(needed)
+    for card_id, anchors in needed.items():
+        card = workspace.cards[card_id]
+        for ref in _refs_in_scope(workspace, card, anchors):
+            target = workspace.resolve(ref.target)
+            if target is not None and target.id != card_id:
+                graph.add_edge(card_id, target.id)
+    return graph, needed
 
 
 def _content(workspace: Workspace, card: Card,
@@ -172,17 +200,23 @@ def _content(workspace: Workspace, card: Card,
     """The card's text for the scene: the whole body, or the asked-for sections in file order."""
     if anchors is None:
         return card.body.strip("\n"), ()
-    chosen: list[tuple[int, str, str]] = []
-    seen: set[int] = set()
-    for anchor in sorted(anchors):
-        section = workspace.section(card, anchor)
-        if section is None or section.start in seen:
+    found = [(section, anchor) for anchor in sorted(anchors)
+             if (section := workspace.section(card, anchor)) is not None]
+    # Widest first at each start, so a section nested in another chosen one is dropped.
+    found.sort(key=lambda item: (item[0].start, -item[0].end))
+    lines = card.body.split("\n")
+    parts: list[str] = []
+    names: list[str] = []
+    covered_to = -1
+    for section, anchor in found:
+        if section.end <= covered_to:
+            names.append(anchor)  # inside a section already included
             continue
-        seen.add(section.start)
-        text = workspace.section_text(card, anchor) or ""
-        chosen.append((section.start, anchor, text.strip("\n")))
-    chosen.sort()
-    return "\n\n".join(text for _, _, text in chosen), tuple(anchor for _, anchor, _ in chosen)
+        start = max(section.start, covered_to)
+        parts.append("\n".join(lines[start:section.end]).strip("\n"))
+        names.append(anchor)
+        covered_to = section.end
+    return "\n\n".join(parts), tuple(names)
 
 
 def _block(card: Card, title_suffix: str, content: str) -> str:
@@ -223,11 +257,15 @@ def build_scene(
     masker = redactor or Redactor()
     importance = workspace.importance(error_stack) if use_importance else {}
     global_ids = [card.id for card in workspace.cards.values() if card.is_global]
+    # seed 003 §1.1: any cycle reachable in the card-level reference DAG fails the scene.
+    cycle = find_cycle(workspace.reference_graph.succ, [active.id])
+    if cycle is not None:
+        raise CycleDetected(cycle)
+    graph, needed = _scene_graph(workspace, active)
     order = priority_order(
-        workspace.reference_graph, active.id, global_ids,
+        graph, active.id, global_ids,
         (lambda card_id: importance[card_id].score) if importance else None,
     )
-    needed = _anchors_needed(workspace, order)
 
     title = f"# SCENE: {active.id} — {active.title}\n"
     blocks: list[tuple[str, str]] = []
@@ -236,24 +274,40 @@ def build_scene(
     used = estimate_tokens(title)
     truncated = False
     over_budget = False
+    parts_of: dict[int, tuple[str, tuple[str, ...], str]] = {}  # content, anchors, suffix
+    masked: dict[int, tuple[str, int]] = {}
+
+    def prepare(position: int) -> None:
+        # Mask blocks a chunk at a time (one redaction pass per ~64 KB instead of one per
+        # card); at most one chunk beyond the truncation point is masked for nothing.
+        start = len(parts_of)
+        raw: list[str] = []
+        while len(parts_of) < len(order) and (len(parts_of) <= position
+                                              or sum(map(len, raw)) < _MASK_CHUNK):
+            index = len(parts_of)
+            card = workspace.cards[order[index].id]
+            content, anchors = _content(workspace, card, needed.get(card.id))
+            suffix = (" #" + ", #".join(anchors)) if anchors else ""
+            parts_of[index] = (content, anchors, suffix)
+            raw.append(_block(card, suffix, content))
+        for offset, result in enumerate(masker.redact_many(raw)):
+            masked[start + offset] = result
+
     for position, item in enumerate(order):
         card = workspace.cards[item.id]
-        anchors_wanted = None if item.priority == PRIORITY_ACTIVE else needed.get(item.id)
-        content, anchors = _content(workspace, card, anchors_wanted)
-        suffix = (" #" + ", #".join(anchors)) if anchors else ""
-        block = _block(card, suffix, content)
-        findings = masker.findings(block)
-        block = masker.redact(block) if findings else block
+        if position not in masked:
+            prepare(position)
+        content, anchors, suffix = parts_of[position]
+        block, found = masked[position]
         cost = estimate_tokens(block)
         compressed = False
         fits = used + cost < budget  # seed 003 §2: strict "<"
         if not fits and compress and ("```" in content or "~~~" in content):
-            small = _block(card, suffix, compress_code_blocks(content, card.path))
-            small_findings = masker.findings(small)
-            small = masker.redact(small) if small_findings else small
+            small_raw = _block(card, suffix, compress_code_blocks(content, card.path))
+            [(small, small_found)] = masker.redact_many([small_raw])
             small_cost = estimate_tokens(small)
             if small_cost < cost and (used + small_cost < budget or position == 0):
-                block, cost, findings = small, small_cost, small_findings
+                block, cost, found = small, small_cost, small_found
                 compressed = True
                 fits = used + cost < budget
         if position == 0 and not fits:
@@ -271,7 +325,7 @@ def build_scene(
         key = f"{card.id}#{','.join(anchors)}" if anchors else card.id
         blocks.append((key, block))
         included.append(SceneEntry(card.id, card.path, card.title, item.priority, item.depth,
-                                   item.importance, cost, compressed, anchors, len(findings)))
+                                   item.importance, cost, compressed, anchors, found))
     body = "\n".join(block for _, block in blocks)
     scene_hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
     parts = [title, f"<!-- scene {scene_hash[:12]} · {used}/{budget} tokens -->\n", body]
@@ -361,9 +415,22 @@ def _line_delta(old: str, new: str) -> list[str]:
     return out
 
 
-def delta_scene(workspace: Workspace, card_key: str, since: str, budget: int = DEFAULT_BUDGET,
-                *, store: SceneStore | None = None, **options: object) -> SceneDelta:
+def delta_scene(
+    workspace: Workspace,
+    card_key: str,
+    since: str,
+    budget: int = DEFAULT_BUDGET,
+    *,
+    store: SceneStore | None = None,
+    redactor: Redactor | None = None,
+    compress: bool = True,
+    use_importance: bool = True,
+    error_stack: str | None = None,
+) -> SceneDelta:
     """Build the current scene and describe only what changed since scene ``since``.
+
+    The other arguments are those of :func:`build_scene`; the new scene is stored in
+    ``store`` (default ``<workspace>/.mnemoscope/scenes``) so it can be the next base.
 
     Raises:
         ValidationError: ``since`` names no stored scene.
@@ -371,7 +438,8 @@ def delta_scene(workspace: Workspace, card_key: str, since: str, budget: int = D
     """
     store = store or SceneStore(workspace.cache_dir / "scenes")
     base = dict(store.load(since))
-    scene = build_scene(workspace, card_key, budget, **options)  # type: ignore[arg-type]  # forwarded keywords
+    scene = build_scene(workspace, card_key, budget, redactor=redactor, compress=compress,
+                        use_importance=use_importance, error_stack=error_stack)
     store.save(scene)
     current = dict(scene.blocks)
     added = [key for key in current if key not in base]

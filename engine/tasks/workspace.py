@@ -38,6 +38,7 @@ from engine.tasks.errors import (
     MissingAnchor,
     MissingDependency,
     MissingReference,
+    WorkspaceNotFound,
 )
 from engine.tasks.graph import TaskGraph, find_cycle
 
@@ -199,13 +200,15 @@ class Workspace:
         self._git_cache: tuple[float, dict[str, float] | None] | None = None
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str], **kwargs: object) -> Workspace:
-        """Build and :meth:`load` a workspace (keyword arguments as for the constructor).
+    def open(cls, root: str | os.PathLike[str], *, cache: CardCache | None = None,
+             clock: Clock | None = None, cache_dir: str | os.PathLike[str] | None = None
+             ) -> Workspace:
+        """Build and :meth:`load` a workspace (arguments as for the constructor).
 
         Raises:
-            CardNotFound: ``root`` is not a folder.
+            WorkspaceNotFound: ``root`` is not a folder.
         """
-        workspace = cls(root, **kwargs)  # type: ignore[arg-type]  # forwarded as documented
+        workspace = cls(root, cache=cache, clock=clock, cache_dir=cache_dir)
         workspace.load()
         return workspace
 
@@ -213,7 +216,7 @@ class Workspace:
 
     def _scan(self) -> dict[str, tuple[int, int]]:
         if not self.root.is_dir():
-            raise CardNotFound(str(self.root))
+            raise WorkspaceNotFound(str(self.root))
         found: dict[str, tuple[int, int]] = {}
         root = str(self.root)
         prefix = len(os.path.join(root, ""))
@@ -245,7 +248,7 @@ class Workspace:
             self._format_problems.pop(path, None)
             return cached
         try:
-            card = parse_card(path, raw)
+            card = parse_card(path, raw, digest)
         except CardFormatError as exc:
             self._format_problems[path] = exc
             return None
@@ -278,6 +281,8 @@ class Workspace:
         removed: list[str] = []
         stats = dict(self._stats)
         for path in paths:
+            if not path.endswith(".md") or any(part.startswith(".") for part in path.split("/")):
+                continue  # not a card (the scan skips these too)
             full = self.root / path
             if full.is_file():
                 stat = full.stat()
@@ -363,11 +368,15 @@ class Workspace:
         references.add_nodes_from(by_id)
         tasks = TaskGraph(card.id for card in by_id.values() if card.is_task)
         self._links = {}
+        ref_edges: list[tuple[str, str]] = []
+        dep_edges: list[tuple[str, str]] = []
         for card in by_id.values():
             links = self._links_of(card)
             self._links[card.path] = links
-            references.add_edges_from(links.refs)
-            tasks.graph.add_edges_from(links.deps)
+            ref_edges.extend(links.refs)
+            dep_edges.extend(links.deps)
+        references.add_edges_from(ref_edges)
+        tasks.graph.add_edges_from(dep_edges)
         self.reference_graph = references
         self.task_graph = tasks
 
@@ -475,6 +484,26 @@ class Workspace:
             len(self._by_path),
         )
 
+    def validate_task(self, task: str) -> list[EngineError]:
+        """Check one task (seed 003 §8.4 "Validate Task"): its file, references, dependencies,
+        and a dependency cycle through what it depends on (reported as :class:`CycleDetected`).
+
+        Raises:
+            CardNotFound: no such card.
+        """
+        card = self.card(task)
+        problems: list[EngineError] = []
+        if card.path in self._format_problems:
+            problems.append(self._format_problems[card.path])
+        problems.extend(e for e in self._duplicates
+                        if isinstance(e, DuplicateCardId) and e.card_id == card.id)
+        problems.extend(self.link_problems(card))
+        if card.id in self.task_graph:
+            cycle = find_cycle(self.task_graph.graph.succ, [card.id])
+            if cycle is not None:
+                problems.insert(0, CycleDetected(cycle))
+        return problems
+
     def check(self) -> None:
         """Raise the first problem :meth:`validate` finds (cycles first)."""
         errors = self.validate().errors()
@@ -532,6 +561,10 @@ class Workspace:
         if self._git_cache is not None and now - self._git_cache[0] < 60_000:
             return self._git_cache[1]
         result: dict[str, float] | None
+        root = self.root.resolve()
+        if not any((folder / ".git").exists() for folder in (root, *root.parents)):
+            self._git_cache = (now, None)  # not a checkout: no process to spawn
+            return None
         try:
             out = subprocess.run(
                 ["git", "-C", str(self.root), "log", f"--since={_GIT_WINDOW_DAYS}.days",

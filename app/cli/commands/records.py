@@ -1,4 +1,8 @@
-"""Record commands: ``add``, ``get``, ``list``, ``edit``, ``delete``, ``stats``, ``doctor``."""
+"""Record commands: ``add``, ``get``, ``list``, ``edit``, ``delete``, ``stats``, ``doctor``.
+
+``add`` goes through the ingest pipeline (dedup, merge, review): its JSON is the resulting
+record plus an ``ingest`` object with the decision.
+"""
 
 from __future__ import annotations
 
@@ -141,12 +145,33 @@ def _add(args: argparse.Namespace, ctx: CliContext) -> int:
     given, expires = _expiry(args, engine.clock.now())
     if given and expires is not None:
         new = NewMemory(**{**fields, "expires_at": expires})
-    record = engine.add(new)
+    result = engine.ingest(new)
     if ctx.json:
-        ctx.emit_json(record.to_json())
+        document = result.record.to_json() if result.record is not None else {}
+        document["ingest"] = {"action": result.action.value, "reason": result.reason.value,
+                              "target_id": result.target_id,
+                              "similarity": None if result.similarity is None
+                              else round(result.similarity, 6),
+                              "review_id": result.review_id}
+        ctx.emit_json(document)
     else:
-        ctx.print(f"added {record.id}")
+        ctx.print(_describe_outcome(result))
     return 0
+
+
+def _describe_outcome(result: Any) -> str:
+    action, reason = result.action.value, result.reason.value
+    if action == "inserted":
+        return f"added {result.record_id}"
+    if action in ("merged", "updated"):
+        return f"{action} into {result.target_id} ({reason})"
+    if action == "deferred":
+        return (f"deferred to review {result.review_id}: {reason}, similar to "
+                f"{result.target_id}")
+    if action == "error":
+        return f"error: {result.error}"
+    target = f" (existing {result.target_id})" if result.target_id else ""
+    return f"skipped: {reason}{target}"
 
 
 def _get(args: argparse.Namespace, ctx: CliContext) -> int:

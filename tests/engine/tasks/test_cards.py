@@ -173,3 +173,13 @@ def test_compress_code_blocks_keeps_signatures_and_summary() -> None:
     assert out.startswith("Text before.\n```typescript\n")
     assert "Text after.\n```\nshort\n```" in out
     assert len(out) < len(body)
+
+
+def test_fences_with_tildes_longer_markers_and_unclosed() -> None:
+    body = ("---\nid: X\n---\n"
+            "~~~\n@docs/in-tilde\n~~~\n"
+            "````md\n```\n@docs/in-nested\n```\n````\n"
+            "   ```\n@docs/in-indented\n   ```\n"
+            "@docs/visible\n"
+            "```\n@docs/in-unclosed\n")
+    assert [r.target for r in parse(body).references] == ["docs/visible"]

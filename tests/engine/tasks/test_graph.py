@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import CycleDetected
 from engine.tasks.graph import TaskGraph, find_cycle, priority_order
@@ -96,3 +100,15 @@ def test_task_graph_lists_cycles_canonically() -> None:
     assert tasks.all_cycles() == [["B", "C", "B"], ["X", "Y", "Z", "X"]]
     with pytest.raises(CycleDetected):
         tasks.generations()
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=20))
+@settings(max_examples=100, deadline=None)
+def test_find_cycle_agrees_with_networkx(pairs: list[tuple[int, int]]) -> None:
+    g = graph([(f"n{a}", f"n{b}") for a, b in pairs], [f"n{i}" for i in range(8)])
+    path = find_cycle(g.succ)
+    assert (path is None) == nx.is_directed_acyclic_graph(g)
+    if path is not None:
+        assert path[0] == path[-1]
+        assert len(set(path[:-1])) == len(path) - 1  # an elementary cycle
+        assert all(g.has_edge(a, b) for a, b in pairwise(path))

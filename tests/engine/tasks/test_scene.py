@@ -183,3 +183,20 @@ def test_delta_scene(make_workspace: WriteCards) -> None:
     assert again.changed == again.added == again.removed == ()
     with pytest.raises(ValidationError, match="no stored scene"):
         delta_scene(ws, "ROOT", "0123456789abcdef", store=store)
+
+
+def test_anchored_cards_follow_only_references_in_their_sections(
+        make_workspace: WriteCards) -> None:
+    ws = make_workspace({
+        "a.md": card("A", "@docs/api#Login and @docs/api#Login-errors\n"),
+        "docs/api.md": "# API\n## Login\nsee @docs/sessions\n### Login errors\n401\n"
+                       "## Admin\nsee @docs/admin\n",
+        "docs/sessions.md": "# Sessions\ncookies\n",
+        "docs/admin.md": "# Admin\nnot for this scene\n",
+    })
+    scene = build_scene(ws, "A", use_importance=False)
+    assert [(e.id, e.depth) for e in scene.included] == [
+        ("A", 0), ("docs/api", 1), ("docs/sessions", 2)]
+    assert scene.text.count("### Login errors") == 1  # nested section not repeated
+    assert scene.included[1].anchors == ("Login", "Login-errors")
+    assert "not for this scene" not in scene.text

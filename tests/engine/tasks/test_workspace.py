@@ -18,6 +18,7 @@ from engine.tasks.errors import (
     MissingAnchor,
     MissingDependency,
     MissingReference,
+    WorkspaceNotFound,
 )
 from engine.tasks.workspace import Workspace
 from tests.engine.tasks.conftest import WriteCards, card, write_files
@@ -260,3 +261,25 @@ def test_graph_view_for_the_gui(make_workspace: WriteCards) -> None:
     assert view.cycles == ()
     tasks_only = ws.graph_view(include_references=False)
     assert "docs/x" not in {n.id for n in tasks_only.nodes}
+
+
+def test_missing_workspace_and_non_card_paths(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceNotFound, match="is not a folder"):
+        Workspace.open(tmp_path / "nowhere")
+    write_files(tmp_path, {"a.md": card("A"), ".git/x.md": card("HIDDEN"), "n.txt": "x"})
+    ws = Workspace.open(tmp_path)
+    change = ws.update_paths([".git/x.md", "n.txt"])
+    assert not change.any
+    assert list(ws.cards) == ["A"]
+
+
+def test_validate_one_task(make_workspace: WriteCards) -> None:
+    ws = make_workspace({
+        "a.md": card("A", "@docs/none\n", depends_on="[B]"),
+        "b.md": card("B", depends_on="[C]"), "c.md": card("C", depends_on="[B]"),
+        "d.md": card("D", status="todo"),
+    })
+    problems = ws.validate_task("A")
+    assert [type(p) for p in problems] == [CycleDetected, MissingReference]
+    assert str(problems[0]) == "error 1002: cycle detected: B -> C -> B"
+    assert ws.validate_task("D") == []

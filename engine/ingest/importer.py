@@ -1,0 +1,226 @@
+"""File import and export around the pipeline: JSONL, conversations, atomic export.
+
+:func:`import_jsonl` parses a JSONL file (:mod:`engine.ingest.jsonl`), sends the good lines
+through batch ingest and reports every line — its decision, or why it was refused.
+:func:`import_conversation` reads a conversation (a JSON list of ``{speaker|role, content,
+ts}``), keeps the salient messages (seed 000 §1) and ingests them as episodic memories.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InputFormatError, ValidationError
+from engine.ingest.jsonl import read_jsonl, write_jsonl_atomic
+from engine.ingest.kinds import Action
+from engine.ingest.pipeline import CancelFn, IngestPipeline, IngestResult, ProgressFn
+from engine.ingest.salience import SalienceConfig, select_salient
+from engine.records import (
+    Category,
+    Layer,
+    MemoryRecord,
+    NewMemory,
+    TrustTier,
+    parse_timestamp,
+)
+
+__all__ = ["ImportReport", "LineOutcome", "export_records", "import_conversation",
+           "import_jsonl"]
+
+
+@dataclass(frozen=True, slots=True)
+class LineOutcome:
+    """What happened to one line (or conversation message) of an input file.
+
+    Attributes:
+        line: 1-based line number (message number for conversations).
+        action: inserted, updated, skipped, merged, deferred or error.
+        reason: The decision reason, or why the line was refused.
+        id: The record the outcome concerns, if any.
+        target_id: The existing record it was compared with, if any.
+        similarity: Similarity to the target, if any.
+        result: The full pipeline result (None for refused lines).
+    """
+
+    line: int
+    action: str
+    reason: str
+    id: str | None = None
+    target_id: str | None = None
+    similarity: float | None = None
+    result: IngestResult | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's per-line object."""
+        return {"line": self.line, "action": self.action, "reason": self.reason, "id": self.id,
+                "target_id": self.target_id,
+                "similarity": None if self.similarity is None else round(self.similarity, 6)}
+
+    @classmethod
+    def from_result(cls, line: int, result: IngestResult) -> LineOutcome:
+        """The outcome of a line that went through the pipeline."""
+        reason = result.error if result.action is Action.ERROR and result.error \
+            else result.reason.value
+        return cls(line, result.action.value, reason, result.record_id, result.target_id,
+                   result.similarity, result)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """Per-line outcomes of an import.
+
+    Attributes:
+        path: The file.
+        lines: Outcomes, in file order (refused lines included; lines of a cancelled chunk
+            are absent).
+        cancelled: The caller cancelled; nothing of the chunk in progress was written.
+    """
+
+    path: str
+    lines: tuple[LineOutcome, ...]
+    cancelled: bool = False
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Lines per action (every action present)."""
+        counts = {a.value: 0 for a in Action}
+        for outcome in self.lines:
+            counts[outcome.action] = counts.get(outcome.action, 0) + 1
+        return counts
+
+    @property
+    def errors(self) -> tuple[LineOutcome, ...]:
+        """The refused or failed lines."""
+        return tuple(o for o in self.lines if o.action == Action.ERROR.value)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"results": [...], "counts": {...}, "cancelled": bool}`` (the CLI's document)."""
+        return {"results": [o.to_json() for o in self.lines], "counts": self.counts,
+                "cancelled": self.cancelled}
+
+
+def _ingest_lines(pipeline: IngestPipeline, path: str,
+                  parsed: Iterable[tuple[int, NewMemory | None, str | None]],
+                  progress: ProgressFn | None, cancelled: CancelFn | None,
+                  skipped: Iterable[LineOutcome] = ()) -> ImportReport:
+    refused: list[LineOutcome] = list(skipped)
+    good: list[tuple[int, NewMemory]] = []
+    for line, memory, error in parsed:
+        if memory is None:
+            refused.append(LineOutcome(line, Action.ERROR.value, error or "invalid"))
+        else:
+            good.append((line, memory))
+    batch = pipeline.ingest_batch([m for _, m in good], progress=progress, cancelled=cancelled)
+    outcomes = refused + [LineOutcome.from_result(line, result)
+                          for (line, _), result in zip(good, batch.results, strict=False)]
+    outcomes.sort(key=lambda o: o.line)
+    return ImportReport(path, tuple(outcomes), batch.cancelled)
+
+
+def import_jsonl(pipeline: IngestPipeline, path: str | Path, *, source: str | None = None,
+                 tier: TrustTier | None = None, progress: ProgressFn | None = None,
+                 cancelled: CancelFn | None = None) -> ImportReport:
+    """Ingest a JSONL file; every line is reported (see :mod:`engine.ingest.jsonl`).
+
+    Raises:
+        InputFormatError: the file cannot be opened.
+        StoreUnavailable: a chunk could not be written (earlier chunks stay written).
+    """
+    parsed = [(p.line, p.memory, p.error) for p in read_jsonl(path, source=source, tier=tier)]
+    return _ingest_lines(pipeline, str(path), parsed, progress, cancelled)
+
+
+def _messages(path: Path) -> Iterator[tuple[int, str, str, float | None, str | None]]:
+    """(number, speaker, content, ts, error) per conversation message."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputFormatError(str(path), 0, "file", f"cannot open: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(str(path), 0, "file", f"not valid UTF-8 at byte {exc.start}"
+                               ) from exc
+    except json.JSONDecodeError as exc:
+        raise InputFormatError(str(path), exc.lineno, "file", f"not JSON: {exc.msg}") from exc
+    if isinstance(data, Mapping) and isinstance(data.get("messages"), list):
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise InputFormatError(str(path), 0, "file",
+                               "expected a JSON list of {speaker|role, content, ts} objects")
+    for number, item in enumerate(data, start=1):
+        if not isinstance(item, Mapping):
+            yield number, "", "", None, f"message {number}: expected an object"
+            continue
+        speaker = item.get("speaker", item.get("role"))
+        content = item.get("content", item.get("text"))
+        if not isinstance(speaker, str) or not speaker.strip():
+            yield number, "", "", None, f"message {number}: needs a 'speaker' or 'role' string"
+            continue
+        if not isinstance(content, str) or not content.strip():
+            yield number, "", "", None, f"message {number}: needs a non-empty 'content' string"
+            continue
+        try:
+            ts = parse_timestamp(item.get("ts"), f"message {number}.ts")
+        except ValidationError as exc:
+            yield number, "", "", None, str(exc)
+            continue
+        yield number, speaker.strip(), content.strip(), ts, None
+
+
+def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id: str = "default",
+                        progress: ProgressFn | None = None, cancelled: CancelFn | None = None,
+                        config: SalienceConfig | None = None) -> ImportReport:
+    """Turn a conversation into episodic memories of ``agent_id`` via salience selection.
+
+    Each selected message becomes ``"<speaker>: <content>"`` (layer episodic, category
+    episode, trust tier agent, source ``conversation:<file name>``, created at its ``ts``);
+    messages salience did not select are reported as ``skipped`` / ``not_salient``.
+
+    Raises:
+        InputFormatError: the file is not a JSON list of messages.
+    """
+    file = Path(path)
+    rows = list(_messages(file))
+    good = [r for r in rows if r[4] is None]
+    selected = select_salient([r[2] for r in good], config=config)
+    chosen = {s.index: s.score for s in selected}
+    parsed: list[tuple[int, NewMemory | None, str | None]] = []
+    skipped: list[LineOutcome] = []
+    for position, (number, speaker, content, ts, _) in enumerate(good):
+        if position not in chosen:
+            skipped.append(LineOutcome(number, Action.SKIPPED.value, "not_salient"))
+            continue
+        try:
+            memory = NewMemory(
+                content=f"{speaker}: {content}", agent_id=agent_id, layer=Layer.EPISODIC,
+                category=Category.EPISODE, source=f"conversation:{file.name}",
+                source_tier=TrustTier.AGENT, created_at=ts,
+                metadata={"speaker": speaker, "message": number,
+                          "salience": round(chosen[position], 6)})
+        except ValidationError as exc:
+            parsed.append((number, None, str(exc)))
+            continue
+        parsed.append((number, memory, None))
+    parsed.extend((number, None, error) for number, _, _, _, error in rows if error is not None)
+    return _ingest_lines(pipeline, str(file), parsed, progress, cancelled, skipped)
+
+
+def export_records(records: Iterable[MemoryRecord], path: str | Path, *,
+                   redact: Callable[[str], str] | None = None) -> int:
+    """Write records as JSONL atomically; ``redact`` is applied to each record's content.
+
+    Returns:
+        The number of records written.
+    """
+    def rows() -> Iterator[dict[str, Any]]:
+        for record in records:
+            row = record.to_json()
+            if redact is not None:
+                row["content"] = redact(record.content)
+                row["redacted"] = True
+            yield row
+
+    return write_jsonl_atomic(path, rows())

@@ -1,0 +1,920 @@
+"""The ingest pipeline as named stages, with a headless and a stepped driver (DESIGN 10).
+
+Stages, in order (:class:`~engine.ingest.kinds.Stage`)::
+
+    ingest-start → normalize+hash → embed → candidate-search → decision → merge/defer
+                 → persist → events
+
+Each stage is one method of :class:`_Run` that reads and extends the run's state and returns
+the data it produced (a :class:`StageReport`). The **stepped driver** (:class:`SteppedRun`)
+calls them one at a time so a caller — the GUI's slow-motion stepper — can pause between stages
+and show each stage's data; the **headless driver** (:meth:`IngestPipeline.ingest`) calls the
+same methods back to back, and **batch ingest** (:meth:`IngestPipeline.ingest_batch`) runs the
+same stages per memory while embedding and writing a chunk at a time. There is no second
+implementation for the GUI.
+
+Events of a run are collected and emitted in the ``events`` stage, after ``persist`` wrote
+the records: an event never describes a write that did not happen, and a cancelled batch chunk
+leaves neither records nor events behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.clock import Clock
+from engine.errors import EngineError, RecordNotFound, StoreUnavailable, ValidationError
+from engine.events import Event, EventBus
+from engine.ingest.contradiction import Conflict
+from engine.ingest.decision import Decision, decide
+from engine.ingest.kinds import Action, EventKind, Reason, Stage
+from engine.ingest.merge import (
+    add_provenance,
+    add_related,
+    apply_exact_update,
+    merge_records,
+    merge_weight,
+)
+from engine.ingest.policy import IngestPolicy
+from engine.ingest.review import ReviewItem, ReviewQueue, ReviewStatus
+from engine.ingest.search import BatchOverlay, CandidateSearch, SearchResult
+from engine.ingest.surprise import SurpriseScore, surprise_score
+from engine.records import MemoryRecord, NewMemory, ProvenanceEntry, RelatedLink
+from engine.store import MemoryStore
+from engine.store.view import ViewSnapshot
+from engine.text import normalize
+
+__all__ = [
+    "STAGES",
+    "BatchResult",
+    "EditRecorder",
+    "IngestPipeline",
+    "IngestResult",
+    "StageReport",
+    "SteppedRun",
+]
+
+F32 = npt.NDArray[np.float32]
+STAGES: tuple[Stage, ...] = tuple(Stage)
+
+EditRecorder = Callable[[str, Sequence[tuple[MemoryRecord | None, MemoryRecord | None]], str,
+                         str], object]
+"""``(op, [(before, after)], actor, batch_id)``: writes the edit history (undo)."""
+Embed = Callable[[Sequence[str]], F32 | None]
+"""Texts → unit vectors, or None when the model is not ready (the Jaccard path)."""
+ProgressFn = Callable[[int, int], None]
+CancelFn = Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class StageReport:
+    """What one stage did, for the stepper.
+
+    Attributes:
+        stage: The stage.
+        index: Its position (0-based) in :data:`STAGES`.
+        data: The stage's data (JSON-compatible): see ``docs/ingest.md`` per stage.
+        latency_ms: Time the stage took.
+    """
+
+    stage: Stage
+    index: int
+    data: Mapping[str, Any]
+    latency_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form."""
+        return {"stage": self.stage.value, "index": self.index, "data": dict(self.data),
+                "latency_ms": round(self.latency_ms, 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """The outcome for one incoming memory.
+
+    Attributes:
+        action: inserted, updated, skipped, merged, deferred or error.
+        reason: Why (:class:`~engine.ingest.kinds.Reason`).
+        record: The stored record the outcome concerns after the write (the new record, the
+            updated/merged target, the duplicate it was skipped against, the deferral target),
+            or None.
+        incoming_id: The id given to the incoming memory (its record id when inserted; its
+            ``merged_from`` entry when merged).
+        target_id: The existing record it was compared with, if any.
+        similarity: Similarity to the target, if any.
+        thresholds: Thresholds applied.
+        conflicts: What the contradiction guard found.
+        surprise: The surprise score (None when not computed).
+        review_id: The review item of a deferral.
+        semantic: True on the embedding path.
+        events: Events emitted for this memory (those sampling kept).
+        error: Message of an ``error`` outcome.
+    """
+
+    action: Action
+    reason: Reason
+    record: MemoryRecord | None
+    incoming_id: str
+    target_id: str | None = None
+    similarity: float | None = None
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    conflicts: tuple[Conflict, ...] = ()
+    surprise: SurpriseScore | None = None
+    review_id: str | None = None
+    semantic: bool = False
+    events: tuple[Event, ...] = ()
+    error: str | None = None
+
+    @property
+    def record_id(self) -> str | None:
+        """Id of :attr:`record`, if any."""
+        return None if self.record is None else self.record.id
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``ingest`` object of the CLI: action, reason, target_id, similarity and more."""
+        return {
+            "action": self.action.value, "reason": self.reason.value,
+            "target_id": self.target_id,
+            "similarity": None if self.similarity is None else round(self.similarity, 6),
+            "id": self.record_id, "incoming_id": self.incoming_id,
+            "review_id": self.review_id,
+            "path": "embedding" if self.semantic else "jaccard",
+            "surprise": None if self.surprise is None else round(self.surprise.surprise, 6),
+            "conflicts": [c.to_json() for c in self.conflicts],
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Outcome of a batch ingest.
+
+    Attributes:
+        results: Per-memory outcomes of the committed memories, in input order.
+        total: How many memories were given.
+        cancelled: True when the caller cancelled; the chunk in progress was not written.
+    """
+
+    results: tuple[IngestResult, ...]
+    total: int
+    cancelled: bool = False
+
+    @property
+    def committed(self) -> int:
+        """Memories whose outcome was written."""
+        return len(self.results)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Outcomes per action (every action present, zeros included)."""
+        counts = {a.value: 0 for a in Action}
+        for result in self.results:
+            counts[result.action.value] += 1
+        return counts
+
+
+# -- the unit of work ---------------------------------------------------------------------------
+
+
+@dataclass
+class _QueuedEvent:
+    kind: str
+    fields: dict[str, Any]
+    force: bool = False
+
+
+class _WriteSet:
+    """Records, edits, review items, aliases and events of one run or one batch chunk.
+
+    :meth:`flush` writes records with one ``store.write`` (all or nothing), then the edit
+    history, review items and aliases; :meth:`emit` then emits the queued events.
+    """
+
+    def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot) -> None:
+        self.pipeline = pipeline
+        self.snapshot = snapshot
+        self.overlay = BatchOverlay()
+        self.batch_id = uuid.uuid4().hex
+        self.writes: dict[str, MemoryRecord] = {}
+        self.befores: dict[str, MemoryRecord | None] = {}
+        self.vectors: dict[str, F32 | None] = {}
+        self.actors: dict[str, str] = {}
+        self.links: dict[str, list[RelatedLink]] = {}
+        self.reviews: list[tuple[_Run, dict[str, Any]]] = []
+        self.aliases: list[tuple[str, str]] = []
+        self.runs: list[_Run] = []
+
+    def get(self, record_id: str) -> MemoryRecord:
+        if record_id in self.writes:
+            return self.writes[record_id]
+        return self.pipeline.store.get(record_id)
+
+    def stage(self, record: MemoryRecord, *, before: MemoryRecord | None,
+              vector: F32 | None, actor: str) -> None:
+        if record.id not in self.befores:
+            self.befores[record.id] = before
+        self.writes[record.id] = record
+        if vector is not None or record.id not in self.vectors:
+            self.vectors[record.id] = vector
+        self.actors.setdefault(record.id, actor)
+        self.overlay.put(record, vector, new=self.befores[record.id] is None)
+
+    def link(self, record_id: str, link: RelatedLink) -> None:
+        self.links.setdefault(record_id, []).append(link)
+
+    def flush(self) -> None:
+        """Write everything staged (records all-or-nothing); raises StoreUnavailable."""
+        pipeline = self.pipeline
+        store = pipeline.store
+        top_k = pipeline.policy.dedup.related_top_k
+        # symmetric related links (seed 001): back-links onto their targets
+        missing = [i for i in self.links if i not in self.writes and i in store.view]
+        fetched = {r.id: r for r in store.get_many(missing)} if missing else {}
+        for record_id, links in self.links.items():
+            base = self.writes.get(record_id) or fetched.get(record_id)
+            if base is None:
+                continue
+            linked = add_related(base, links, top_k)
+            if linked is not base:
+                self.stage(linked, before=self.befores.get(record_id, base), vector=None,
+                           actor="ingest")
+        if self.writes:
+            records = list(self.writes.values())
+            matrix = np.zeros((len(records), store.view.dimension), dtype=np.float32)
+            for i, record in enumerate(records):
+                vector = self.vectors.get(record.id)
+                if vector is None and self.befores.get(record.id) is not None:
+                    vector = store.view.vector(record.id)  # unchanged content keeps its vector
+                if vector is not None:
+                    matrix[i] = vector
+            store.write(records, matrix)
+            created = [(None, r) for r in records if self.befores[r.id] is None]
+            updated = [(self.befores[r.id], r) for r in records if self.befores[r.id] is not None]
+            for op, pairs in (("create", created), ("update", updated)):
+                if pairs:
+                    pipeline.record_edits(op, pairs, "ingest", self.batch_id)
+        for run, spec in self.reviews:
+            item = pipeline.review.add(**spec)
+            run.review_item = item
+        pipeline.review.add_aliases(self.aliases)
+
+    def emit(self) -> None:
+        for run in self.runs:
+            run.emit_events()
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+class _Run:
+    """The state of one incoming memory moving through the stages."""
+
+    def __init__(self, pipeline: IngestPipeline, new: NewMemory, *, vector: F32 | None,
+                 precomputed: bool, writes: _WriteSet | None) -> None:
+        self.pipeline = pipeline
+        self.new = new
+        self.incoming_id = str(uuid.uuid4())
+        self.batched = writes is not None
+        self.writes = writes
+        self.vector = vector
+        self.precomputed = precomputed
+        self.index = 0
+        self.reports: list[StageReport] = []
+        self.queued: list[_QueuedEvent] = []
+        self.emitted: list[Event] = []
+        self.started = time.perf_counter()
+        self.normalized = ""
+        self.content_hash = ""
+        self.semantic = False
+        self.search: SearchResult | None = None
+        self.surprise: SurpriseScore | None = None
+        self.decision: Decision | None = None
+        self.before: MemoryRecord | None = None
+        self.after: MemoryRecord | None = None
+        self.review_item: ReviewItem | None = None
+        self.error: str | None = None
+        self.done = False
+
+    # -- driving --------------------------------------------------------------------------
+
+    @property
+    def next_stage(self) -> Stage | None:
+        return None if self.done else STAGES[self.index]
+
+    def step(self) -> StageReport:
+        if self.done:
+            raise ValidationError("stage", None, "the run is finished; no stage is left")
+        stage = STAGES[self.index]
+        handler = getattr(self, "_" + stage.name.lower())
+        began = time.perf_counter()
+        try:
+            data = handler()
+        except StoreUnavailable:
+            self._fail(stage, "the store refused the write")
+            raise
+        except EngineError as exc:
+            data = self._fail(stage, str(exc))
+        report = StageReport(stage, self.index, data, (time.perf_counter() - began) * 1000.0)
+        self.reports.append(report)
+        self.index += 1
+        if self.index >= len(STAGES) or self.error is not None:
+            self.done = True
+        return report
+
+    def _fail(self, stage: Stage, message: str) -> dict[str, Any]:
+        self.error = message
+        self.queued.append(_QueuedEvent(EventKind.ERROR, self._envelope(
+            stage, decision_reason=Reason.FAILED.value,
+            payload={"error": message, "incoming_id": self.incoming_id})))
+        if not self.batched:
+            self.emit_events()
+        elif self.writes is not None and self not in self.writes.runs:
+            self.writes.runs.append(self)
+        return {"error": message}
+
+    def _envelope(self, stage: Stage, **fields: Any) -> dict[str, Any]:
+        fields.setdefault("memory_hash", self.content_hash or None)
+        fields.setdefault("source", self.new.source)
+        fields.setdefault("agent_id", self.new.agent_id)
+        fields["stage"] = stage.value
+        return fields
+
+    # -- stages -----------------------------------------------------------------------------
+
+    def _start(self) -> dict[str, Any]:
+        new = self.new
+        data = {"incoming_id": self.incoming_id, "content": new.content,
+                "agent_id": new.agent_id, "layer": new.layer.value,
+                "privacy": new.privacy.value, "category": new.category.value,
+                "source": new.source, "tier": new.source_tier.value,
+                "confidence": new.confidence, "importance": new.importance}
+        self.queued.append(_QueuedEvent(EventKind.INGEST_START, self._envelope(
+            Stage.START, payload=dict(data))))
+        return data
+
+    def _normalize(self) -> dict[str, Any]:
+        self.normalized = normalize(self.new.content)
+        self.content_hash = self.new.content_hash
+        return {"normalized": self.normalized, "content_hash": self.content_hash}
+
+    def _embed(self) -> dict[str, Any]:
+        began = time.perf_counter()
+        error = None
+        if self.vector is None and not self.precomputed:
+            try:
+                vectors = self.pipeline.embed([self.new.content])
+            except EngineError as exc:  # a failing model must not lose the memory
+                vectors, error = None, str(exc)
+            self.vector = None if vectors is None else vectors[0]
+        self.semantic = self.vector is not None
+        latency = (time.perf_counter() - began) * 1000.0
+        data = {"path": "embedding" if self.semantic else "jaccard",
+                "model": self.pipeline.model_name() if self.semantic else None,
+                "precomputed": self.precomputed, "dimension":
+                    None if self.vector is None else int(self.vector.shape[0]),
+                "latency_ms": round(latency, 3), "error": error}
+        self.queued.append(_QueuedEvent(EventKind.EMBED_REQUEST, self._envelope(
+            Stage.EMBED, latency_ms=latency, decision_reason=data["path"],
+            payload={k: v for k, v in data.items() if k != "latency_ms"})))
+        return data
+
+    def _candidates(self) -> dict[str, Any]:
+        began = time.perf_counter()
+        pipeline = self.pipeline
+        writes = self.writes
+        snapshot = writes.snapshot if writes is not None else pipeline.store.view.snapshot()
+        self.search = pipeline.search.search(
+            self.new, self.content_hash, self.vector, snapshot,
+            overlay=writes.overlay if writes is not None else None,
+            aliases=pipeline.review.aliases(self.content_hash),
+            rejected=pipeline.review.rejected_targets(self.content_hash))
+        latency = (time.perf_counter() - began) * 1000.0
+        data = self.search.to_json()
+        best = self.search.exact.id if self.search.exact is not None else (
+            self.search.candidates[0].id if self.search.candidates else None)
+        best_sim = 1.0 if self.search.exact is not None else (
+            self.search.candidates[0].similarity if self.search.candidates else None)
+        self.queued.append(_QueuedEvent(EventKind.CANDIDATE_MATCH, self._envelope(
+            Stage.CANDIDATES, record_id=best, similarity=best_sim, latency_ms=latency,
+            payload={"method": data["method"], "path": data["path"],
+                     "hash_hit": data["hash_hit"], "candidates": data["candidates"][:5],
+                     "partition_size": data["partition_size"],
+                     "rejected": data["rejected"]})))
+        return data
+
+    def _decision(self) -> dict[str, Any]:
+        search = self.search
+        assert search is not None
+        new = self.new
+        self.surprise = surprise_score(
+            category=new.category, max_cosine=search.max_cosine, max_jaccard=search.max_jaccard,
+            same_category_count=search.same_category_count,
+            partition_size=search.surprise_partition_size,
+            exact_duplicate=search.hash_hit or search.duplicate_elsewhere)
+        pending = self.pipeline.review.pending_targets(self.content_hash)
+        self.decision = decide(
+            content=new.content, confidence=new.confidence, tier=new.source_tier,
+            category=new.category, exact=search.exact, candidates=search.candidates,
+            semantic=search.semantic, surprise=self.surprise, policy=self.pipeline.policy,
+            pending_targets=pending)
+        return {"decision": self.decision.to_json(), "surprise": self.surprise.to_json()}
+
+    def _apply(self) -> dict[str, Any]:
+        decision, search, surprise = self.decision, self.search, self.surprise
+        assert decision is not None
+        assert search is not None
+        assert surprise is not None
+        pipeline = self.pipeline
+        now = pipeline.clock.now()
+        new = self.new
+        entry = ProvenanceEntry(new.source, self.content_hash, now, new.source_tier,
+                                new.confidence)
+        self.before = self.after = None
+        review: dict[str, Any] | None = None
+        weight: float | None = None
+        if decision.action is Action.INSERTED:
+            importance = new.importance if new.importance is not None else surprise.importance
+            record = MemoryRecord.create(
+                new, now_ms=now, record_id=self.incoming_id, importance=importance,
+                embedding_model=pipeline.model_name() if self.semantic else "")
+            self.after = add_related(record, search.related, pipeline.policy.dedup.related_top_k)
+        elif decision.target_id is not None and decision.action in (
+                Action.UPDATED, Action.MERGED, Action.SKIPPED, Action.DEFERRED):
+            self.before = self._get(decision.target_id)
+            if decision.action is Action.UPDATED:
+                assert decision.new_confidence is not None
+                self.after = apply_exact_update(self.before, decision.new_confidence, entry,
+                                                now_ms=now)
+            elif decision.action is Action.MERGED:
+                incoming = MemoryRecord.create(
+                    new, now_ms=now, record_id=self.incoming_id,
+                    importance=new.importance if new.importance is not None else 0.0)
+                weight = merge_weight(self.before, incoming, pipeline.policy)
+                merged = merge_records(self.before, incoming, now_ms=now,
+                                       policy=pipeline.policy)
+                links = [link for link in search.related if link.id != self.before.id]
+                self.after = add_related(merged, links, pipeline.policy.dedup.related_top_k)
+            elif decision.action is Action.SKIPPED and decision.reason in (
+                    Reason.EQUAL_CONFIDENCE, Reason.LOWER_CONFIDENCE):
+                # DESIGN 2: a new source is still appended to provenance
+                appended = add_provenance(self.before, entry)
+                self.after = appended if appended is not self.before else None
+            elif decision.action is Action.DEFERRED:
+                review = {"reason": decision.reason.value, "target_id": decision.target_id,
+                          "similarity": decision.similarity, "content_hash": self.content_hash,
+                          "incoming_id": self.incoming_id, "incoming": new,
+                          "vector": self.vector, "conflicts": decision.conflicts,
+                          "thresholds": decision.thresholds}
+        self._review_spec = review
+        return {"action": decision.action.value,
+                "before": None if self.before is None else self.before.to_json(),
+                "after": None if self.after is None else self.after.to_json(),
+                "merge_weight": weight,
+                "review": None if review is None else {
+                    "reason": review["reason"], "target_id": review["target_id"],
+                    "similarity": review["similarity"],
+                    "conflicts": [c.to_json() for c in decision.conflicts]}}
+
+    def _get(self, record_id: str) -> MemoryRecord:
+        if self.writes is not None:
+            return self.writes.get(record_id)
+        return self.pipeline.store.get(record_id)
+
+    def _persist(self) -> dict[str, Any]:
+        pipeline = self.pipeline
+        if self.batched:
+            assert self.writes is not None
+            self._stage_into(self.writes)
+            return {"written": [], "staged": self._staged_ids(), "batched": True}
+        with pipeline.write_lock:
+            if self.before is not None and self.after is not None:
+                current = pipeline.store.get(self.before.id)
+                if current.version != self.before.version:
+                    self._apply()  # the target changed while the run was paused: redo the merge
+            writes = _WriteSet(pipeline, pipeline.store.view.snapshot())
+            self._stage_into(writes)
+            writes.flush()
+        self.writes_done = writes
+        return {"written": list(writes.writes), "staged": self._staged_ids(), "batched": False,
+                "review_id": None if self.review_item is None else self.review_item.id}
+
+    def _staged_ids(self) -> list[str]:
+        return [] if self.after is None else [self.after.id]
+
+    def _stage_into(self, writes: _WriteSet) -> None:
+        decision, search = self.decision, self.search
+        assert decision is not None
+        assert search is not None
+        if self not in writes.runs:
+            writes.runs.append(self)
+        if self.after is not None:
+            vector = self.vector if decision.action is Action.INSERTED else None
+            writes.stage(self.after, before=self.before, vector=vector, actor=self.new.source)
+            links_from = [link for link in self.after.related
+                          if link.id != self.after.id]
+            for link in links_from:
+                writes.link(link.id, RelatedLink(self.after.id, link.similarity))
+        if decision.action is Action.MERGED and decision.target_id is not None:
+            writes.aliases.append((self.content_hash, decision.target_id))
+        if self._review_spec is not None:
+            writes.reviews.append((self, self._review_spec))
+
+    def _events(self) -> dict[str, Any]:
+        self._queue_outcome()
+        kinds = [str(q.kind) for q in self.queued]
+        if not self.batched:
+            self.emit_events()
+        return {"events": kinds, "emitted": len(self.emitted), "batched": self.batched}
+
+    # -- outcome ------------------------------------------------------------------------------
+
+    def _queue_outcome(self) -> None:
+        decision, surprise = self.decision, self.surprise
+        assert decision is not None
+        total_ms = (time.perf_counter() - self.started) * 1000.0
+        common = {
+            "similarity": decision.similarity, "thresholds": dict(decision.thresholds),
+            "decision_reason": decision.reason.value, "latency_ms": total_ms,
+        }
+        payload: dict[str, Any] = {
+            "action": decision.action.value, "incoming_id": self.incoming_id,
+            "content": self.new.content, "target_id": decision.target_id,
+            "surprise": None if surprise is None else round(surprise.surprise, 6),
+        }
+        action = decision.action
+        if action is Action.INSERTED and self.after is not None:
+            record = self.after
+            self.queued.append(_QueuedEvent(EventKind.RECORD_CREATED, self._envelope(
+                Stage.PERSIST, record_id=record.id, **common,
+                payload={**payload, "id": record.id, "layer": record.layer.value,
+                         "importance": record.importance,
+                         "related": [link.id for link in record.related]})))
+        elif action in (Action.MERGED, Action.UPDATED) and self.after is not None:
+            assert self.before is not None
+            self.queued.append(_QueuedEvent(EventKind.MERGE_APPLIED, self._envelope(
+                Stage.APPLY, record_id=self.after.id, **common,
+                payload={**payload, "confidence_before": self.before.confidence,
+                         "confidence_after": self.after.confidence,
+                         "unique_sources": self.after.unique_sources,
+                         "merged_from": list(self.after.merged_from),
+                         "related": [link.id for link in self.after.related]})))
+            self.queued.append(_QueuedEvent(EventKind.RECORD_UPDATED, self._envelope(
+                Stage.PERSIST, record_id=self.after.id, **common,
+                payload={"action": action.value, "incoming_id": self.incoming_id,
+                         "version": self.after.version})))
+        elif action is Action.DEFERRED:
+            self.queued.append(_QueuedEvent(EventKind.MERGE_DEFERRED, self._envelope(
+                Stage.APPLY, record_id=decision.target_id, **common,
+                payload={**payload, "conflicts": [c.to_json() for c in decision.conflicts]})))
+        else:
+            self.queued.append(_QueuedEvent(EventKind.INGEST_SKIPPED, self._envelope(
+                Stage.DECISION, record_id=decision.target_id, **common, payload=payload)))
+
+    def emit_events(self) -> None:
+        bus = self.pipeline.events
+        review_id = None if self.review_item is None else self.review_item.id
+        for queued in self.queued:
+            fields = dict(queued.fields)
+            if review_id is not None and queued.kind == EventKind.MERGE_DEFERRED:
+                fields["payload"] = {**fields.get("payload", {}), "review_id": review_id}
+            if fields.get("memory_hash") is None:
+                fields["memory_hash"] = self.content_hash or None
+            event = bus.emit(str(queued.kind), force=queued.force, **fields)
+            if event is not None:
+                self.emitted.append(event)
+        self.queued = []
+
+    def result(self) -> IngestResult:
+        if self.error is not None:
+            return IngestResult(Action.ERROR, Reason.FAILED, None, self.incoming_id,
+                                semantic=self.semantic, events=tuple(self.emitted),
+                                error=self.error)
+        decision = self.decision
+        assert decision is not None
+        record = self.after if self.after is not None else self.before
+        return IngestResult(
+            action=decision.action, reason=decision.reason, record=record,
+            incoming_id=self.incoming_id, target_id=decision.target_id,
+            similarity=decision.similarity, thresholds=decision.thresholds,
+            conflicts=decision.conflicts, surprise=self.surprise,
+            review_id=None if self.review_item is None else self.review_item.id,
+            semantic=self.semantic, events=tuple(self.emitted))
+
+    _review_spec: dict[str, Any] | None = None
+    writes_done: _WriteSet | None = None
+
+
+# -- drivers ------------------------------------------------------------------------------------
+
+
+class SteppedRun:
+    """The stepped driver: one incoming memory, advanced a stage at a time.
+
+    Build it with :meth:`IngestPipeline.stepped` (or ``MemoryEngine.stepped``). Each
+    :meth:`step` runs the next stage and returns its :class:`StageReport`; :attr:`state` shows
+    everything known so far. Safe to step from different worker threads one call at a time
+    (the GUI's task runner): no lock is held between steps; ``persist`` takes the engine's write
+    lock and redoes the merge if the target changed while the run was paused.
+    """
+
+    def __init__(self, run: _Run, *, sleep: Callable[[float], None]) -> None:
+        self._run = run
+        self._sleep = sleep
+        self._lock = threading.Lock()
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """All stages, in order."""
+        return STAGES
+
+    @property
+    def next_stage(self) -> Stage | None:
+        """The stage :meth:`step` will run, or None when finished."""
+        return self._run.next_stage
+
+    @property
+    def done(self) -> bool:
+        """True when every stage ran (or a stage failed)."""
+        return self._run.done
+
+    @property
+    def reports(self) -> tuple[StageReport, ...]:
+        """Reports of the stages run so far."""
+        return tuple(self._run.reports)
+
+    @property
+    def incoming_id(self) -> str:
+        """The id given to the incoming memory."""
+        return self._run.incoming_id
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Everything known so far, merged from the stage reports (JSON-compatible)."""
+        merged: dict[str, Any] = {"incoming_id": self._run.incoming_id,
+                                  "next_stage": None if self.next_stage is None
+                                  else self.next_stage.value}
+        for report in self._run.reports:
+            merged[report.stage.value] = dict(report.data)
+        return merged
+
+    def step(self) -> StageReport:
+        """Run the next stage and return what it did.
+
+        Raises:
+            ValidationError: the run is already finished.
+            StoreUnavailable: the store refused the write (nothing was written).
+        """
+        with self._lock:
+            return self._run.step()
+
+    def run(self, *, pace_ms: float = 0.0,
+            sleep: Callable[[float], None] | None = None) -> IngestResult:
+        """Run the remaining stages, sleeping ``pace_ms`` between them (slow motion).
+
+        Args:
+            pace_ms: Delay between stages (the event bus's ``slow_mo_ms`` is the usual value).
+            sleep: Replaces ``time.sleep`` (tests).
+        """
+        pause = sleep or self._sleep
+        while not self.done:
+            self.step()
+            if pace_ms > 0 and not self.done:
+                pause(pace_ms / 1000.0)
+        return self.result
+
+    @property
+    def result(self) -> IngestResult:
+        """The outcome.
+
+        Raises:
+            ValidationError: stages are left to run.
+        """
+        if not self.done:
+            raise ValidationError("stage", self.next_stage, "the run is not finished")
+        return self._run.result()
+
+
+class IngestPipeline:
+    """Ingest, merge and review for one store (built once by the engine).
+
+    Args:
+        store: The record store.
+        events: The event bus.
+        review: The review queue.
+        clock: Time source.
+        policy: Thresholds and merge weights.
+        embed: Texts → unit vectors, or None while the model is not ready.
+        model_name: Name of the embedding model (stored with vectors).
+        record_edits: Writes the edit history.
+        write_lock: The engine's write lock.
+        sleep: Used for slow-motion pacing (tests pass a fake).
+    """
+
+    def __init__(self, *, store: MemoryStore, events: EventBus, review: ReviewQueue,
+                 clock: Clock, policy: IngestPolicy, embed: Embed,
+                 model_name: Callable[[], str], record_edits: EditRecorder,
+                 write_lock: threading.RLock | Any,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.store = store
+        self.events = events
+        self.review = review
+        self.clock = clock
+        self.policy = policy
+        self.embed = embed
+        self.model_name = model_name
+        self.record_edits = record_edits
+        self.write_lock = write_lock
+        self.search = CandidateSearch(store, policy)
+        self._sleep = sleep
+
+    # -- single ------------------------------------------------------------------------------
+
+    def stepped(self, new: NewMemory, *, vector: F32 | None = None) -> SteppedRun:
+        """A run of ``new`` that the caller advances stage by stage."""
+        run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=None)
+        return SteppedRun(run, sleep=self._sleep)
+
+    def ingest(self, new: NewMemory, *, vector: F32 | None = None) -> IngestResult:
+        """The headless driver: every stage back to back, under the write lock.
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write (nothing written).
+        """
+        with self.write_lock:
+            run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=None)
+            while not run.done:
+                run.step()
+        return run.result()
+
+    # -- batch -------------------------------------------------------------------------------
+
+    def ingest_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
+                     cancelled: CancelFn | None = None,
+                     vectors: F32 | None = None) -> BatchResult:
+        """Ingest many memories, embedding and writing ``policy.batch_size`` at a time.
+
+        Each memory goes through the same stages as :meth:`ingest`; later memories see earlier
+        ones of the same chunk. A chunk is written all at once (records, edit history, review
+        items), then its events are emitted.
+
+        Args:
+            progress: Called with (processed, total) after each memory.
+            cancelled: Polled before each memory; when it returns True the chunk in progress
+                is dropped (nothing of it is written) and the committed results are returned.
+            vectors: Precomputed embeddings, one row per item (benchmarks, the eval).
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay.
+        """
+        results: list[IngestResult] = []
+        total = len(items)
+        size = self.policy.batch_size
+        for start in range(0, total, size):
+            chunk = items[start:start + size]
+            if cancelled is not None and cancelled():
+                return BatchResult(tuple(results), total, cancelled=True)
+            chunk_vectors: F32 | None
+            if vectors is not None:
+                chunk_vectors = vectors[start:start + size]
+            else:
+                try:
+                    chunk_vectors = self.embed([item.content for item in chunk])
+                except EngineError:
+                    chunk_vectors = None  # per-item embedding reports the failure
+            with self.write_lock:
+                writes = _WriteSet(self, self.store.view.snapshot())
+                runs: list[_Run] = []
+                for offset, item in enumerate(chunk):
+                    if cancelled is not None and cancelled():
+                        return BatchResult(tuple(results), total, cancelled=True)
+                    vector = None if chunk_vectors is None else chunk_vectors[offset]
+                    run = _Run(self, item, vector=vector, precomputed=chunk_vectors is not None,
+                               writes=writes)
+                    while not run.done:
+                        run.step()
+                    runs.append(run)
+                    if progress is not None:
+                        progress(start + offset + 1, total)
+                writes.flush()
+            writes.emit()
+            results.extend(run.result() for run in runs)
+        return BatchResult(tuple(results), total)
+
+    # -- review ------------------------------------------------------------------------------
+
+    def approve(self, review_id: str) -> IngestResult:
+        """Apply a deferred merge (idempotent: approving twice returns the same record).
+
+        Raises:
+            RecordNotFound: no such item, or its target record was deleted (the item stays
+                pending; reject it to keep the memory as a record of its own).
+            ValidationError: the item was already rejected.
+        """
+        with self.write_lock:
+            item = self.review.get(review_id)
+            if item.status is ReviewStatus.REJECTED:
+                raise ValidationError("review", review_id, "was already rejected")
+            if item.status is ReviewStatus.APPROVED:
+                return self._resolved(item, Action.MERGED, Reason.REVIEW_APPROVED)
+            target = self.store.get(item.target_id)
+            now = self.clock.now()
+            incoming = MemoryRecord.create(
+                item.incoming, now_ms=now, record_id=item.incoming_id,
+                importance=item.incoming.importance if item.incoming.importance is not None
+                else 0.0)
+            after = merge_records(target, incoming, now_ms=now, policy=self.policy)
+            writes = _WriteSet(self, self.store.view.snapshot())
+            writes.stage(after, before=target, vector=None, actor="review")
+            writes.aliases.append((item.content_hash, target.id))
+            writes.flush()
+            self.review.resolve(review_id, ReviewStatus.APPROVED, target.id)
+        events = self._review_events(EventKind.REVIEW_APPROVED, item, after, target)
+        return IngestResult(Action.MERGED, Reason.REVIEW_APPROVED, after, item.incoming_id,
+                            item.target_id, item.similarity, item.thresholds, item.conflicts,
+                            review_id=item.id, semantic=True, events=events)
+
+    def reject(self, review_id: str) -> IngestResult:
+        """Keep both memories: store the incoming one as its own record, and remember the pair
+        so it is not asked again (idempotent).
+
+        Raises:
+            RecordNotFound: no such item.
+            ValidationError: the item was already approved.
+        """
+        with self.write_lock:
+            item = self.review.get(review_id)
+            if item.status is ReviewStatus.APPROVED:
+                raise ValidationError("review", review_id, "was already approved")
+            if item.status is ReviewStatus.REJECTED:
+                return self._resolved(item, Action.INSERTED, Reason.REVIEW_REJECTED)
+            vector = self.review.vector(review_id)
+            snapshot = self.store.view.snapshot()
+            search = self.search.search(item.incoming, item.content_hash, vector, snapshot)
+            surprise = surprise_score(
+                category=item.incoming.category, max_cosine=search.max_cosine,
+                max_jaccard=search.max_jaccard, same_category_count=search.same_category_count,
+                partition_size=search.surprise_partition_size)
+            now = self.clock.now()
+            importance = item.incoming.importance if item.incoming.importance is not None \
+                else surprise.importance
+            record = MemoryRecord.create(
+                item.incoming, now_ms=now, record_id=item.incoming_id, importance=importance,
+                embedding_model=self.model_name() if vector is not None else "")
+            links = list(search.related)
+            if item.target_id in self.store.view and all(link.id != item.target_id
+                                                         for link in links):
+                links.append(RelatedLink(item.target_id, item.similarity or 0.0))
+            record = add_related(record, links, self.policy.dedup.related_top_k)
+            writes = _WriteSet(self, snapshot)
+            writes.stage(record, before=None, vector=vector, actor="review")
+            for link in record.related:
+                writes.link(link.id, RelatedLink(record.id, link.similarity))
+            writes.flush()
+            self.review.resolve(review_id, ReviewStatus.REJECTED, record.id)
+        events = self._review_events(EventKind.REVIEW_REJECTED, item, record, None)
+        return IngestResult(Action.INSERTED, Reason.REVIEW_REJECTED, record, item.incoming_id,
+                            item.target_id, item.similarity, item.thresholds, item.conflicts,
+                            review_id=item.id, semantic=vector is not None, events=events)
+
+    def _resolved(self, item: ReviewItem, action: Action, reason: Reason) -> IngestResult:
+        record: MemoryRecord | None = None
+        if item.result_id is not None:
+            try:
+                record = self.store.get(item.result_id)
+            except RecordNotFound:
+                record = None
+        return IngestResult(action, reason, record, item.incoming_id, item.target_id,
+                            item.similarity, item.thresholds, item.conflicts, review_id=item.id)
+
+    def _review_events(self, kind: EventKind, item: ReviewItem, after: MemoryRecord,
+                       before: MemoryRecord | None) -> tuple[Event, ...]:
+        emitted: list[Event] = []
+        reason = (Reason.REVIEW_APPROVED if kind is EventKind.REVIEW_APPROVED
+                  else Reason.REVIEW_REJECTED).value
+        payload = {"review_id": item.id, "incoming_id": item.incoming_id,
+                   "target_id": item.target_id, "content": item.incoming.content,
+                   "result_id": after.id}
+        # A person's decision is an audit event: sampling never drops it.
+        for event_kind, record_id, extra in (
+            (kind, item.target_id, {}),
+            (EventKind.MERGE_APPLIED if before is not None else EventKind.RECORD_CREATED,
+             after.id, {"action": "merged" if before is not None else "inserted",
+                        "layer": after.layer.value, "importance": after.importance}),
+        ):
+            event = self.events.emit(
+                str(event_kind), record_id=record_id, memory_hash=item.content_hash,
+                source=item.incoming.source, agent_id=item.incoming.agent_id,
+                similarity=item.similarity, thresholds=dict(item.thresholds),
+                decision_reason=reason, stage=Stage.APPLY.value, payload={**payload, **extra},
+                force=True)
+            if event is not None:
+                emitted.append(event)
+        return tuple(emitted)

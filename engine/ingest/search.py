@@ -1,0 +1,349 @@
+"""Candidate search: hash cache → nearest neighbours → linear-scan fallback (seed 001 step 3).
+
+Everything is read from the engine's columnar view (DESIGN: Storage), never by looping over
+records in Python on the embedding path:
+
+1. **Hash cache**: ``view.ids_with_hash`` plus the hashes merged into records earlier
+   (``hash_aliases``) plus records written earlier in the same batch.
+2. **Nearest neighbours** (embedding path): partitions up to ``exact_search_max`` records are
+   searched exactly with one numpy matrix-vector product over the view's unit vectors, masked
+   by agent, privacy and layer codes; larger partitions ask Chroma's HNSW index
+   (``store.nearest``) for ``candidate_k × hnsw_overfetch`` neighbours and keep those of the
+   partition. If HNSW returns too few partition neighbours (a small partition inside a huge
+   store), the exact scan runs instead — the linear-scan fallback.
+3. **Jaccard path** (no model yet): token Jaccard over the partition's texts, a linear scan.
+
+Two partitions are involved (DESIGN 3 and 5): merge candidates come from the same agent,
+privacy and layer; surprise is measured against the same agent and privacy (any layer).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.ingest.decision import Candidate, ExactMatch
+from engine.ingest.policy import IngestPolicy
+from engine.records import MemoryRecord, NewMemory, RelatedLink
+from engine.store import CATEGORIES, LAYERS, PRIVACIES, MemoryStore
+from engine.store.view import ViewSnapshot
+from engine.text import jaccard, tokenize
+
+__all__ = ["BatchOverlay", "CandidateSearch", "SearchResult"]
+
+F32 = npt.NDArray[np.float32]
+_LAYER_CODE = {v: i for i, v in enumerate(LAYERS)}
+_PRIVACY_CODE = {v: i for i, v in enumerate(PRIVACIES)}
+_CATEGORY_CODE = {v: i for i, v in enumerate(CATEGORIES)}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What the candidate search found for one incoming memory.
+
+    Attributes:
+        semantic: True on the embedding path, False on the Jaccard path.
+        method: ``exact`` (numpy), ``hnsw`` (Chroma), ``linear`` (Jaccard scan) or ``none``
+            (empty partition).
+        hash_hit: The content hash is already stored in the merge partition.
+        exact: The exact-duplicate record of the merge partition, if any.
+        candidates: Merge-partition neighbours, most similar first (rejected pairs removed).
+        rejected: Ids dropped because a person rejected the pair before.
+        related: ``related`` links the record would get (similarity ≥ the related minimum).
+        partition_size: Records of the merge partition (agent, privacy, layer).
+        surprise_partition_size: Records of the surprise partition (agent, privacy).
+        same_category_count: Records of the surprise partition with the same category.
+        max_cosine: Highest cosine in the surprise partition (None on the Jaccard path).
+        max_jaccard: Highest token Jaccard against the surprise partition's neighbours.
+        duplicate_elsewhere: The hash is stored in the surprise partition (another layer).
+    """
+
+    semantic: bool
+    method: str
+    hash_hit: bool
+    exact: ExactMatch | None
+    candidates: tuple[Candidate, ...]
+    rejected: tuple[str, ...]
+    related: tuple[RelatedLink, ...]
+    partition_size: int
+    surprise_partition_size: int
+    same_category_count: int
+    max_cosine: float | None
+    max_jaccard: float
+    duplicate_elsewhere: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form for the stepper and the events."""
+        return {
+            "path": "embedding" if self.semantic else "jaccard", "method": self.method,
+            "hash_hit": self.hash_hit,
+            "exact": None if self.exact is None else {"id": self.exact.id,
+                                                      "confidence": self.exact.confidence,
+                                                      "via_alias": self.exact.via_alias},
+            "candidates": [c.to_json() for c in self.candidates],
+            "rejected": list(self.rejected),
+            "related": [link.to_json() for link in self.related],
+            "partition_size": self.partition_size,
+            "surprise_partition_size": self.surprise_partition_size,
+            "same_category_count": self.same_category_count,
+            "max_cosine": None if self.max_cosine is None else round(self.max_cosine, 6),
+            "max_jaccard": round(self.max_jaccard, 6),
+            "duplicate_elsewhere": self.duplicate_elsewhere,
+        }
+
+
+@dataclass
+class BatchOverlay:
+    """Records written earlier in the same batch but not yet in the view.
+
+    Batch ingest writes a chunk at once; until then, later memories of the chunk must still see
+    earlier ones (a file that repeats a line must not insert it twice).
+    """
+
+    records: dict[str, MemoryRecord] = field(default_factory=dict)
+    vectors: dict[str, F32] = field(default_factory=dict)
+    new_ids: list[str] = field(default_factory=list)
+    by_hash: dict[str, list[str]] = field(default_factory=dict)
+
+    def put(self, record: MemoryRecord, vector: F32 | None, *, new: bool) -> None:
+        """Remember a record written in this batch (``new``: inserted, not updated)."""
+        self.records[record.id] = record
+        if vector is not None:
+            self.vectors[record.id] = vector
+        if new and record.id not in self.new_ids:
+            self.new_ids.append(record.id)
+            self.by_hash.setdefault(record.content_hash, []).append(record.id)
+
+
+class _TokenCache:
+    """Token sets by content hash for the Jaccard path and keyword novelty (bounded LRU)."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._items: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._capacity = capacity
+
+    def tokens(self, digest: str, text: str) -> frozenset[str]:
+        found = self._items.get(digest)
+        if found is not None:
+            self._items.move_to_end(digest)
+            return found
+        tokens = frozenset(tokenize(text))
+        self._items[digest] = tokens
+        if len(self._items) > self._capacity:
+            self._items.popitem(last=False)
+        return tokens
+
+
+class CandidateSearch:
+    """Finds exact and near duplicates of an incoming memory (see the module docstring).
+
+    Args:
+        store: The record store (for the view and HNSW).
+        policy: Sizes and thresholds.
+    """
+
+    def __init__(self, store: MemoryStore, policy: IngestPolicy) -> None:
+        self._store = store
+        self._policy = policy
+        self._tokens = _TokenCache()
+
+    def search(
+        self,
+        new: NewMemory,
+        content_hash: str,
+        vector: F32 | None,
+        snapshot: ViewSnapshot,
+        *,
+        overlay: BatchOverlay | None = None,
+        aliases: Sequence[str] = (),
+        rejected: Collection[str] = (),
+    ) -> SearchResult:
+        """Search the view (and the batch overlay) for duplicates of ``new``."""
+        agent = snapshot.agent_code(new.agent_id)
+        privacy = _PRIVACY_CODE[new.privacy]
+        layer = _LAYER_CODE[new.layer]
+        if agent >= 0:
+            in_surprise = snapshot.alive & (snapshot.agent == agent) & \
+                (snapshot.privacy == privacy)
+        else:
+            in_surprise = np.zeros(snapshot.n, dtype=bool)
+        in_merge = in_surprise & (snapshot.layer == layer)
+        exact, hash_hit, elsewhere = self._exact(new, content_hash, snapshot, in_merge,
+                                                 in_surprise, overlay, aliases)
+        tokens = self._tokens.tokens(content_hash, new.content)
+        sims: npt.NDArray[Any]
+        if vector is not None:
+            rows, sims, method = self._nearest(vector, snapshot, in_surprise)
+        else:
+            rows, sims, method = self._jaccard_scan(tokens, snapshot, in_surprise)
+        merge_mask = snapshot.layer[rows] == layer if len(rows) else np.zeros(0, dtype=bool)
+        found: list[Candidate] = []
+        for row, sim in zip(rows[merge_mask].tolist(), sims[merge_mask].tolist(), strict=True):
+            if sim <= 0.0:
+                continue  # nothing in common: not a candidate
+            found.append(Candidate(snapshot.ids[row], float(sim),
+                                   CATEGORIES[int(snapshot.category[row])],
+                                   snapshot.contents[row], method))
+        max_cos = float(sims.max()) if vector is not None and len(sims) else None
+        neighbour_rows = rows[: self._policy.candidate_k].tolist()
+        max_jac = max((jaccard(tokens, self._tokens.tokens(snapshot.hashes[r],
+                                                           snapshot.contents[r]))
+                       for r in neighbour_rows), default=0.0) if vector is not None else \
+            (float(sims.max()) if len(sims) else 0.0)
+        surprise_size = int(in_surprise.sum())
+        same_category = int((in_surprise & (snapshot.category ==
+                                            _CATEGORY_CODE[new.category])).sum())
+        if overlay is not None and overlay.new_ids:
+            extra, extra_surprise, extra_same, extra_cos, extra_jac = self._overlay(
+                new, tokens, vector, overlay)
+            found.extend(extra)
+            surprise_size += extra_surprise
+            same_category += extra_same
+            if extra_cos is not None:
+                max_cos = extra_cos if max_cos is None else max(max_cos, extra_cos)
+            max_jac = max(max_jac, extra_jac)
+        found.sort(key=lambda c: (-c.similarity, c.id))
+        dropped = tuple(c.id for c in found if c.id in rejected)
+        candidates = tuple(c for c in found if c.id not in rejected)[: self._policy.candidate_k]
+        related = tuple(
+            RelatedLink(c.id, c.similarity) for c in candidates
+            if c.similarity >= self._policy.related_min_similarity
+        )[: self._policy.dedup.related_top_k]
+        return SearchResult(
+            semantic=vector is not None,
+            method=method if surprise_size else "none",
+            hash_hit=hash_hit, exact=exact, candidates=candidates, rejected=dropped,
+            related=related, partition_size=int(in_merge.sum()) + sum(
+                1 for c in found if c.found_by == "batch"),
+            surprise_partition_size=surprise_size, same_category_count=same_category,
+            max_cosine=max_cos, max_jaccard=max_jac, duplicate_elsewhere=elsewhere,
+        )
+
+    # -- hash cache --------------------------------------------------------------------------
+
+    def _exact(self, new: NewMemory, content_hash: str, snapshot: ViewSnapshot,
+               in_merge: npt.NDArray[np.bool_], in_surprise: npt.NDArray[np.bool_],
+               overlay: BatchOverlay | None, aliases: Sequence[str]
+               ) -> tuple[ExactMatch | None, bool, bool]:
+        view = self._store.view
+        elsewhere = False
+        direct = view.ids_with_hash(content_hash)
+        pending = overlay.by_hash.get(content_hash, []) if overlay is not None else []
+        for via_alias, ids in ((False, pending), (False, direct), (True, aliases)):
+            for record_id in ids:
+                if overlay is not None and record_id in overlay.records:
+                    record = overlay.records[record_id]
+                    if _same_partition(record, new, layer=True):
+                        return ExactMatch(record.id, record.confidence, via_alias), True, False
+                    elsewhere = elsewhere or _same_partition(record, new, layer=False)
+                    continue
+                row = view.row_of(record_id)
+                if row is None or row >= snapshot.n or not snapshot.alive[row]:
+                    continue
+                if in_merge[row]:
+                    stored = self._store.get(record_id)
+                    return ExactMatch(stored.id, stored.confidence, via_alias), True, False
+                elsewhere = elsewhere or (bool(in_surprise[row]) and not via_alias)
+        return None, False, elsewhere
+
+    # -- embedding path ----------------------------------------------------------------------
+
+    def _nearest(self, vector: F32, snapshot: ViewSnapshot, in_surprise: npt.NDArray[np.bool_]
+                 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32], str]:
+        mask = in_surprise & snapshot.has_vector
+        size = int(mask.sum())
+        k = self._policy.candidate_k
+        if size == 0:
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32), "exact"
+        if size > self._policy.dedup.exact_search_max:
+            found = self._hnsw(vector, snapshot, mask, k)
+            if found is not None:
+                return found[0], found[1], "hnsw"
+        rows = np.flatnonzero(mask)
+        if size * 4 < snapshot.n:
+            sims = snapshot.vectors[rows] @ vector
+        else:
+            sims = (snapshot.vectors @ vector)[rows]
+        top = _top_k(sims, 4 * k)
+        return rows[top], sims[top].astype(np.float32), "exact"
+
+    def _hnsw(self, vector: F32, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], k: int
+              ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]] | None:
+        wanted = k * self._policy.hnsw_overfetch
+        hits = self._store.nearest(vector, wanted)
+        view = self._store.view
+        rows: list[int] = []
+        sims: list[float] = []
+        for record_id, similarity in hits:
+            row = view.row_of(record_id)
+            if row is not None and row < snapshot.n and mask[row]:
+                rows.append(row)
+                sims.append(similarity)
+        if len(rows) < k and len(hits) >= wanted:
+            return None  # the partition is crowded out of HNSW's answer: scan exactly
+        return np.asarray(rows, dtype=np.intp), np.asarray(sims, dtype=np.float32)
+
+    # -- Jaccard path ------------------------------------------------------------------------
+
+    def _jaccard_scan(self, tokens: frozenset[str], snapshot: ViewSnapshot,
+                      in_surprise: npt.NDArray[np.bool_]
+                      ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], str]:
+        rows = np.flatnonzero(in_surprise)
+        if not len(rows):
+            return rows, np.zeros(0, dtype=np.float64), "linear"
+        sims = np.fromiter(
+            (jaccard(tokens, self._tokens.tokens(snapshot.hashes[r], snapshot.contents[r]))
+             for r in rows.tolist()), dtype=np.float64, count=len(rows))
+        top = _top_k(sims, 4 * self._policy.candidate_k)
+        return rows[top], sims[top], "linear"
+
+    # -- batch overlay -----------------------------------------------------------------------
+
+    def _overlay(self, new: NewMemory, tokens: frozenset[str], vector: F32 | None,
+                 overlay: BatchOverlay
+                 ) -> tuple[list[Candidate], int, int, float | None, float]:
+        found: list[Candidate] = []
+        surprise_size = same_category = 0
+        max_cos: float | None = None
+        max_jac = 0.0
+        for record_id in overlay.new_ids:
+            record = overlay.records[record_id]
+            if not _same_partition(record, new, layer=False):
+                continue
+            surprise_size += 1
+            same_category += record.category == new.category
+            other = self._tokens.tokens(record.content_hash, record.content)
+            jac = jaccard(tokens, other)
+            max_jac = max(max_jac, jac)
+            if vector is not None:
+                other_vector = overlay.vectors.get(record_id)
+                if other_vector is None:
+                    continue
+                sim = float(other_vector @ vector)
+                max_cos = sim if max_cos is None else max(max_cos, sim)
+            else:
+                sim = jac
+            if record.layer == new.layer:
+                found.append(Candidate(record.id, sim, record.category, record.content, "batch"))
+        return found, surprise_size, same_category, max_cos, max_jac
+
+
+def _same_partition(record: MemoryRecord | None, new: NewMemory, *, layer: bool) -> bool:
+    if record is None:
+        return False
+    return (record.agent_id == new.agent_id and record.privacy == new.privacy
+            and (not layer or record.layer == new.layer))
+
+
+def _top_k(values: npt.NDArray[Any], k: int) -> npt.NDArray[np.intp]:
+    """Indices of the ``k`` largest values, largest first (ties by index)."""
+    if len(values) <= k:
+        return np.argsort(-values, kind="stable")
+    part = np.argpartition(-values, k)[:k]
+    return part[np.argsort(-values[part], kind="stable")]
+

@@ -1,0 +1,136 @@
+"""The records commands through the real argument parser (in-process, plus one real process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.cli import run_cli
+
+Runner = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Runner:
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
+    store = str(tmp_path / "store")
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = run_cli(["--store", store, "--no-model", *argv], env)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+FIELDS = {"id", "content", "layer", "agent_id", "importance", "confidence", "category", "tags",
+          "privacy", "source", "source_tier", "created_at", "last_accessed", "access_count",
+          "expires_at", "content_hash", "provenance", "merged_from", "related", "redacted",
+          "metadata"}
+
+
+def test_add_get_list_edit_delete_json(cli: Runner) -> None:
+    code, out, _ = cli("--json", "add", "Alice prefers green tea", "--agent", "alice",
+                       "--layer", "semantic", "--importance", "0.7", "--confidence", "0.9",
+                       "--tags", "tea,drinks", "--privacy", "PUBLIC", "--category", "preference",
+                       "--source", "notes", "--tier", "agent")
+    assert code == 0
+    record = json.loads(out)
+    assert set(record) >= FIELDS
+    assert (record["agent_id"], record["importance"], record["tags"], record["privacy"],
+            record["category"], record["source_tier"]) == (
+        "alice", 0.7, ["tea", "drinks"], "PUBLIC", "preference", "agent")
+    code, out, _ = cli("--json", "get", record["id"])
+    assert code == 0 and json.loads(out) == record
+    code, out, _ = cli("--json", "list", "--agent", "alice")
+    listing = json.loads(out)
+    assert listing["total"] == 1 and listing["records"][0]["id"] == record["id"]
+    code, out, _ = cli("--json", "edit", record["id"], "--importance", "0.2", "--layer",
+                       "episodic", "--ttl", "3600")
+    edited = json.loads(out)
+    assert code == 0 and edited["importance"] == 0.2 and edited["layer"] == "episodic"
+    assert edited["expires_at"] is not None and edited["version"] == 2
+    code, out, _ = cli("--json", "stats")
+    assert json.loads(out)["records"] == 1
+    code, out, _ = cli("--json", "delete", record["id"])
+    assert code == 0 and json.loads(out) == {"deleted": [record["id"]]}
+    code, out, err = cli("--json", "get", record["id"])
+    assert code == 1 and "no record with id" in err
+    assert json.loads(out)["error"]["code"] == "MEMORY_RECORD_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["add", "x", "--layer", "dreams"], 2, "invalid choice: 'dreams'"),
+        (["add", "x", "--importance", "1.5"], 2, "importance must be in 0..1"),
+        (["add", "x", "--privacy", "SECRET"], 2, "invalid choice: 'SECRET'"),
+        (["add", "   "], 1, "content: must not be empty"),
+        (["add", "y" * 40_000], 1, "content: is longer than 32000 characters"),
+        (["add", "x", "--metadata", "{bad"], 1, "--metadata: not valid JSON"),
+        (["get", "no-such-id"], 1, "no record with id 'no-such-id'"),
+        (["edit", "no-such-id", "--importance", "0.1"], 1, "no record with id"),
+        (["frobnicate"], 2, "invalid choice"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_writes_nothing(cli: Runner, argv: list[str], code: int,
+                                                       message: str) -> None:
+    assert cli("add", "an existing memory")[0] == 0
+    if code == 2:
+        with pytest.raises(SystemExit) as info:
+            cli(*argv)
+        assert info.value.code == 2
+    else:
+        got, _, err = cli(*argv)
+        assert got == 1 and message in err
+    _, out, _ = cli("--json", "list")
+    assert [r["content"] for r in json.loads(out)["records"]] == ["an existing memory"]
+
+
+def test_reading_a_store_that_does_not_exist_says_so(cli: Runner) -> None:
+    code, _, err = cli("list")
+    assert code == 1 and "no Chroma store at" in err
+
+
+def test_unreachable_server_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support.chroma_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "c"), "MNEMOSCOPE_DATA_DIR": str(tmp_path)}
+    assert run_cli(["--store", url, "--no-model", "add", "x"], env) == 1
+    assert f"cannot reach the Chroma server at {url}" in capsys.readouterr().err
+
+
+def test_store_env_variable_is_the_default(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "c"), "MNEMOSCOPE_DATA_DIR": str(tmp_path),
+           "MNEMOSCOPE_STORE": str(tmp_path / "from-env")}
+    assert run_cli(["--no-model", "--json", "add", "hello"], env) == 0
+    capsys.readouterr()
+    assert (tmp_path / "from-env" / "chroma.sqlite3").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_console_script_with_real_model(tmp_path: Path) -> None:
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path),
+           "MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "c"), "MNEMOSCOPE_DATA_DIR": str(tmp_path),
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path.cwd())}
+    store = str(tmp_path / "store")
+    added = subprocess.run([sys.executable, "-m", "app", "--store", store, "--json", "add",
+                            "The deploy runs every Friday"], capture_output=True, text=True,
+                           env=env, timeout=300)
+    assert added.returncode == 0, added.stderr
+    record = json.loads(added.stdout)
+    assert record["embedding_model"] == "all-MiniLM-L6-v2"
+    doctor = subprocess.run([sys.executable, "-m", "app", "--store", store, "--json", "doctor"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    report = json.loads(doctor.stdout)
+    assert report["model"] == {**report["model"], "state": "ready", "dimension": 384}
+    assert report["store"]["records"] == 1

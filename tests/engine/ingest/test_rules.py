@@ -1,0 +1,236 @@
+"""Pure rules: the merge decision, surprise (seed 004) and the merge rules (seed 001/004)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from engine.config import DedupConfig
+from engine.ingest.decision import Candidate, ExactMatch, decide
+from engine.ingest.kinds import Action, Reason
+from engine.ingest.merge import add_provenance, add_related, merge_records, merge_weight
+from engine.ingest.policy import GrayZoneScope, IngestPolicy
+from engine.ingest.surprise import category_rarity, surprise_score
+from engine.records import (
+    Category,
+    MemoryRecord,
+    NewMemory,
+    ProvenanceEntry,
+    RelatedLink,
+    TrustTier,
+)
+
+POLICY = IngestPolicy()
+NOVEL = surprise_score(category=Category.FACT, max_cosine=0.1, max_jaccard=0.1,
+                       same_category_count=0, partition_size=1)
+DULL = surprise_score(category=Category.FACT, max_cosine=0.99, max_jaccard=0.95,
+                      same_category_count=100, partition_size=100)
+
+
+def _decide(*, similarity: float | None = None, tier: TrustTier = TrustTier.HUMAN,
+            confidence: float = 0.8, exact: ExactMatch | None = None,
+            category: Category = Category.FACT, stored_category: Category = Category.FACT,
+            stored: str = "the sky is blue", incoming: str = "the sky looks blue",
+            policy: IngestPolicy = POLICY, semantic: bool = True,
+            pending: Sequence[str] = ()) -> tuple[Action, Reason]:
+    candidates = [] if similarity is None else [
+        Candidate("r1", similarity, stored_category, stored)]
+    decision = decide(content=incoming, confidence=confidence, tier=tier, category=category,
+                      exact=exact, candidates=candidates, semantic=semantic,
+                      surprise=NOVEL,
+                      policy=policy, pending_targets=pending)
+    return decision.action, decision.reason
+
+
+class TestExactDuplicate:
+    """seed 000 §9 ``processDuplicateDecision`` with DESIGN 2."""
+
+    def test_no_hash_match_inserts(self) -> None:
+        assert _decide() == (Action.INSERTED, Reason.UNIQUE_HASH)
+
+    def test_higher_confidence_updates_with_merge_confidence(self) -> None:
+        decision = decide(content="x", confidence=0.9, tier=TrustTier.HUMAN,
+                          category=Category.FACT, exact=ExactMatch("r1", 0.8), candidates=[],
+                          semantic=True, surprise=NOVEL, policy=POLICY)
+        assert (decision.action, decision.reason) == (Action.UPDATED,
+                                                      Reason.CONFIDENCE_IMPROVED)
+        assert decision.new_confidence == 0.847059  # harmonic mean of 0.8 and 0.9, 6 dp
+
+    def test_equal_confidence_skips(self) -> None:
+        assert _decide(exact=ExactMatch("r1", 0.8), confidence=0.8) == (
+            Action.SKIPPED, Reason.EQUAL_CONFIDENCE)
+
+    def test_lower_confidence_skips(self) -> None:
+        assert _decide(exact=ExactMatch("r1", 0.8), confidence=0.7) == (
+            Action.SKIPPED, Reason.LOWER_CONFIDENCE)
+
+
+class TestNearDuplicate:
+    """Tier thresholds (seed 001), category rule (seed 004), gray zone (DESIGN 3)."""
+
+    @pytest.mark.parametrize(("tier", "similarity", "expected"), [
+        (TrustTier.HUMAN, 0.80, Action.MERGED),
+        (TrustTier.HUMAN, 0.79, Action.DEFERRED),
+        (TrustTier.AGENT, 0.85, Action.MERGED),
+        (TrustTier.AGENT, 0.84, Action.DEFERRED),
+        (TrustTier.AUTO, 0.90, Action.MERGED),
+        (TrustTier.AUTO, 0.86, Action.DEFERRED),
+        (TrustTier.HUMAN, 0.69, Action.INSERTED),
+        (TrustTier.AUTO, 0.69, Action.INSERTED),
+    ])
+    def test_tier_thresholds(self, tier: TrustTier, similarity: float,
+                             expected: Action) -> None:
+        assert _decide(similarity=similarity, tier=tier)[0] is expected
+
+    def test_gray_zone_defers(self) -> None:
+        assert _decide(similarity=0.75) == (Action.DEFERRED, Reason.GRAY_ZONE)
+
+    def test_common_floor_reviews_from_the_lowest_tier_threshold(self) -> None:
+        assert POLICY.review_floor(TrustTier.AUTO, semantic=True) == pytest.approx(0.70)
+        below = IngestPolicy(gray_zone_scope=GrayZoneScope.BELOW_THRESHOLD)
+        assert below.review_floor(TrustTier.AUTO, semantic=True) == pytest.approx(0.80)
+        assert _decide(similarity=0.75, tier=TrustTier.AUTO, policy=below)[0] is \
+            Action.INSERTED
+
+    def test_gray_zone_width_is_configurable(self) -> None:
+        narrow = IngestPolicy(dedup=DedupConfig(gray_zone=0.0))
+        assert _decide(similarity=0.79, policy=narrow)[0] is Action.INSERTED
+
+    def test_other_category_merges_only_above_0_95(self) -> None:
+        assert _decide(similarity=0.9, stored_category=Category.PREFERENCE) == (
+            Action.DEFERRED, Reason.CATEGORY_MISMATCH)
+        assert _decide(similarity=0.96, stored_category=Category.PREFERENCE)[0] is \
+            Action.MERGED
+
+    def test_contradiction_defers_even_above_threshold(self) -> None:
+        assert _decide(similarity=0.97, stored="standup at 3pm",
+                       incoming="standup at 5pm") == (Action.DEFERRED,
+                                                      Reason.POSSIBLE_CONTRADICTION)
+
+    def test_just_above_threshold_needs_lexical_support(self) -> None:
+        assert _decide(similarity=0.82, stored="A laptop computer and a computer monitor",
+                       incoming="A laptop and a PC at a workstation") == (
+            Action.DEFERRED, Reason.LOW_OVERLAP)
+        assert _decide(similarity=0.82, stored="Frank lives in Lyon",
+                       incoming="Frank resides in Lyon")[0] is Action.MERGED
+        assert _decide(similarity=0.86, stored="A laptop computer and a computer monitor",
+                       incoming="A laptop and a PC at a workstation")[0] is Action.MERGED
+        assert _decide(similarity=0.82, stored="A laptop computer and a computer monitor",
+                       incoming="A laptop and a PC at a workstation",
+                       policy=IngestPolicy(confirm_band=0.0))[0] is Action.MERGED
+
+    def test_guard_can_be_switched_off(self) -> None:
+        off = IngestPolicy(contradiction_guard=False)
+        assert _decide(similarity=0.97, stored="standup at 3pm", incoming="standup at 5pm",
+                       policy=off)[0] is Action.MERGED
+
+    def test_pending_pair_is_not_queued_twice(self) -> None:
+        assert _decide(similarity=0.75, pending=["r1"]) == (Action.SKIPPED,
+                                                           Reason.PENDING_REVIEW)
+
+    def test_jaccard_path_uses_its_own_table(self) -> None:
+        assert _decide(similarity=0.62, semantic=False)[0] is Action.MERGED
+        assert _decide(similarity=0.62, semantic=False, tier=TrustTier.AUTO)[0] is \
+            Action.DEFERRED
+
+    def test_unsurprising_new_memory_is_skipped(self) -> None:
+        decision = decide(content="x", confidence=0.8, tier=TrustTier.HUMAN,
+                          category=Category.FACT, exact=None, candidates=[], semantic=True,
+                          surprise=DULL, policy=POLICY)
+        assert (decision.action, decision.reason) == (Action.SKIPPED, Reason.NOT_NOVEL)
+
+
+class TestSurprise:
+    """seed 004 Surprise Detection."""
+
+    def test_full_example(self) -> None:
+        # seed 004 "Full Example": 0.6×0.4 + 0.3×0.6 + 0.1×0.63 = 0.483, importance 0.435
+        score = surprise_score(category=Category.PREFERENCE, max_cosine=0.6, max_jaccard=0.4,
+                               same_category_count=1, partition_size=2)
+        assert score.surprise == pytest.approx(0.24 + 0.18 + 0.1 / math.log2(3))
+        assert round(score.surprise, 3) == 0.483
+        assert round(score.importance, 3) == 0.435
+
+    @pytest.mark.parametrize(("count", "rarity"), [(0, 1.0), (1, 0.63), (10, 0.28),
+                                                   (100, 0.15)])
+    def test_category_rarity_examples(self, count: int, rarity: float) -> None:
+        assert round(category_rarity(count), 2) == rarity
+
+    def test_first_memory_is_novel_and_duplicate_is_not(self) -> None:
+        first = surprise_score(category=Category.FACT, max_cosine=None, max_jaccard=0.0,
+                               same_category_count=0, partition_size=0)
+        assert first.surprise == pytest.approx(1.0) and first.semantic_novelty is None
+        dup = surprise_score(category=Category.FACT, max_cosine=1.0, max_jaccard=1.0,
+                             same_category_count=0, partition_size=3, exact_duplicate=True)
+        assert dup.surprise == 0.0
+
+    def test_without_embeddings(self) -> None:
+        score = surprise_score(category=Category.FACT, max_cosine=None, max_jaccard=0.5,
+                               same_category_count=0, partition_size=1)
+        assert score.surprise == pytest.approx(0.8 * 0.5 + 0.2 * 1.0)
+
+
+def _record(record_id: str, *, confidence: float = 0.6, importance: float = 0.4,
+            source: str = "a", created: float = 1000.0, tags: tuple[str, ...] = ("x",),
+            tier: TrustTier = TrustTier.HUMAN, access: int = 2) -> MemoryRecord:
+    return MemoryRecord.create(
+        NewMemory(f"memory {record_id}", confidence=confidence, importance=importance,
+                  source=source, tags=tags, source_tier=tier, created_at=created,
+                  metadata={"from": record_id}),
+        now_ms=created, record_id=record_id).replace(access_count=access)
+
+
+class TestMergeRules:
+    """seed 001 merge rules + seed 004 merge algorithm (DESIGN 4)."""
+
+    def test_fields(self) -> None:
+        old = _record("old", confidence=0.6, importance=0.4, created=1000.0, tags=("x",))
+        new = _record("new", confidence=0.9, importance=0.7, created=500.0, tags=("y", "x"),
+                      source="b", access=3)
+        merged = merge_records(old, new, now_ms=5000.0, policy=POLICY)
+        assert merged.id == "old" and merged.content == old.content
+        assert merged.importance == 0.7  # max
+        assert merged.tags == ("x", "y")  # union
+        assert merged.created_at == 500.0  # earliest
+        assert merged.last_accessed == 5000.0  # now
+        assert merged.access_count == 5  # sum
+        assert merged.merged_from == ("new",)
+        assert [p.source for p in merged.provenance] == ["a", "b"]
+        assert merged.unique_sources == 2
+        assert merged.metadata == {"from": "old"}  # union; the stored value wins
+        assert merged.version == old.version + 1
+        weight = merge_weight(old, new, POLICY)
+        assert merged.confidence == round(0.6 + weight * (0.9 - 0.6), 6)
+
+    def test_weight_by_tier_and_recency(self) -> None:
+        old = _record("old", created=0.0)
+        now_human = _record("h", source="b", created=0.0, tier=TrustTier.HUMAN)
+        now_auto = _record("u", source="b", created=0.0, tier=TrustTier.AUTO)
+        later = _record("l", source="b", created=365 * 86_400_000.0, tier=TrustTier.HUMAN)
+        assert merge_weight(old, now_human, POLICY) == pytest.approx(0.5)
+        assert merge_weight(old, now_auto, POLICY) == pytest.approx(0.15)
+        assert merge_weight(old, later, POLICY) > 0.99
+
+    def test_per_source_contribution_cap(self) -> None:
+        old = _record("old", source="a", created=0.0)
+        same_source = _record("s", source="a", created=0.0)
+        other_source = _record("o", source="b", created=0.0)
+        # the same source would make up 2/2 of the provenance: its weight is halved
+        assert merge_weight(old, same_source, POLICY) == pytest.approx(
+            merge_weight(old, other_source, POLICY) * 0.5)
+
+    def test_provenance_appends_only_new_sources(self) -> None:
+        old = _record("old", source="a")
+        entry = ProvenanceEntry("a", old.content_hash, 1.0)
+        assert add_provenance(old, entry) is old
+        added = add_provenance(old, ProvenanceEntry("b", old.content_hash, 1.0))
+        assert [p.source for p in added.provenance] == ["a", "b"]
+
+    def test_related_keeps_top_k_by_similarity(self) -> None:
+        record = _record("r")
+        links = [RelatedLink(f"n{i}", i / 10) for i in range(9)] + [RelatedLink("r", 1.0)]
+        linked = add_related(record, links, top_k=3)
+        assert [link.id for link in linked.related] == ["n8", "n7", "n6"]
+        assert add_related(linked, [RelatedLink("n0", 0.0)], top_k=3) is linked

@@ -1,0 +1,59 @@
+from pathlib import Path
+
+import pytest
+
+from engine.errors import SchemaMismatch, StoreReadOnly
+from engine.ledger import Ledger
+
+V1 = "CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
+V2 = "ALTER TABLE things ADD COLUMN colour TEXT;\nCREATE INDEX things_name ON things(name);"
+
+
+def test_migrations_apply_once_in_order(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    ledger.migrate("things", [V1])
+    ledger.migrate("things", [V1, V2])
+    ledger.migrate("things", [V1, V2])  # idempotent
+    assert ledger.version("things") == 2
+    with ledger.transaction() as conn:
+        conn.execute("INSERT INTO things(name, colour) VALUES ('a', 'red')")
+    ledger.close()
+    again = Ledger(tmp_path / "l.sqlite3")
+    assert [tuple(r) for r in again.query("SELECT name, colour FROM things")] == [("a", "red")]
+    assert again.query("PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_newer_ledger_is_refused(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    ledger.migrate("things", [V1, V2])
+    with pytest.raises(SchemaMismatch, match="schema version 2, this Mnemoscope knows 1"):
+        ledger.migrate("things", [V1])
+
+
+def test_failed_transaction_writes_nothing() -> None:
+    ledger = Ledger(None)
+    ledger.migrate("things", [V1])
+    def half_write() -> None:
+        with ledger.transaction() as conn:
+            conn.execute("INSERT INTO things(name) VALUES ('half')")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        half_write()
+    assert ledger.query("SELECT COUNT(*) FROM things")[0][0] == 0
+
+
+def test_failed_migration_is_rolled_back(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    with pytest.raises(Exception, match="syntax"):
+        ledger.migrate("things", [V1 + "\nCREATE TABLE broken (;"])
+    assert ledger.version("things") == 0
+    assert ledger.query("SELECT name FROM sqlite_master WHERE name = 'things'") == []
+
+
+def test_read_only_refuses_writes(tmp_path: Path) -> None:
+    Ledger(tmp_path / "l.sqlite3").migrate("things", [V1])
+    ro = Ledger(tmp_path / "l.sqlite3", read_only=True)
+    assert ro.version("things") == 1
+    with pytest.raises(StoreReadOnly), ro.transaction():
+        pass

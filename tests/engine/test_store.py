@@ -1,0 +1,223 @@
+"""Store contract: the same tests against an embedded store and a real `chroma run` server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from engine.errors import (
+    RecordNotFound,
+    SchemaMismatch,
+    StoreLocked,
+    StoreReadOnly,
+    StoreUnavailable,
+    ValidationError,
+)
+from engine.records import MemoryRecord, NewMemory
+from engine.store import MemoryStore, StoreSpec, list_collections
+
+NOW = 1_767_225_600_000.0
+
+
+def records(n: int, agent: str = "a") -> list[MemoryRecord]:
+    return [MemoryRecord.create(NewMemory(content=f"memory number {i}", agent_id=agent,
+                                          tags=(f"t{i % 3}",), importance=(i % 10) / 10),
+                                now_ms=NOW + i)
+            for i in range(n)]
+
+
+def unit(n: int, seed: int = 0) -> npt.NDArray[np.float32]:
+    vectors = np.random.default_rng(seed).standard_normal((n, 384)).astype(np.float32)
+    normalized: npt.NDArray[np.float32] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return normalized
+
+
+@pytest.fixture(params=["embedded", "server"])
+def spec(request: pytest.FixtureRequest, tmp_path: Path, unique_collection: str) -> StoreSpec:
+    if request.param == "embedded":
+        return StoreSpec(str(tmp_path / "store"))
+    url = request.getfixturevalue("chroma_server_url")
+    return StoreSpec(url, collection=unique_collection)
+
+
+def test_write_read_update_delete(spec: StoreSpec) -> None:
+    store = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        batch = records(30)
+        vectors = unit(30)
+        store.write(batch, vectors)
+        assert store.count() == 30
+        assert store.get(batch[3].id) == batch[3]
+        assert [r.id for r in store.get_many([batch[5].id, batch[1].id])] == [batch[5].id,
+                                                                              batch[1].id]
+        stored = store.view.vector(batch[2].id)
+        assert stored is not None and np.allclose(stored, vectors[2], atol=1e-6)
+        changed = batch[0].replace(importance=0.99, version=2)
+        store.write([changed])
+        assert store.get(batch[0].id).importance == 0.99
+        assert store.view.vector(batch[0].id) is not None  # same content keeps its vector
+        store.delete([batch[1].id])
+        assert store.count() == 29
+        with pytest.raises(RecordNotFound):
+            store.get(batch[1].id)
+        with pytest.raises(RecordNotFound, match="nope"):
+            store.delete([batch[2].id, "nope"])
+        assert store.count() == 29  # nothing deleted when one id is unknown
+        neighbours = store.nearest(vectors[4], 3)
+        assert neighbours[0][0] == batch[4].id and neighbours[0][1] == pytest.approx(1.0, abs=1e-4)
+    finally:
+        store.close()
+
+
+def test_reopen_rebuilds_the_view(spec: StoreSpec) -> None:
+    store = MemoryStore.open(spec, now_ms=NOW)
+    batch = records(12, agent="bob")
+    store.write(batch, unit(12))
+    store.close()
+    again = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        snapshot = again.view.snapshot()
+        assert snapshot.count == 12
+        assert set(snapshot.ids) == {r.id for r in batch}
+        assert snapshot.has_vector.all()
+        assert snapshot.agents == ["bob"]
+        assert again.view.ids_with_hash(batch[0].content_hash) == [batch[0].id]
+    finally:
+        again.close()
+
+
+def test_batches_larger_than_chroma_max(spec: StoreSpec) -> None:
+    store = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        store._max_batch = 7  # force several batches through the public write path
+        batch = records(50)
+        store.write(batch, unit(50))
+        assert store.count() == 50
+        assert [r.id for r in store.get_many([r.id for r in batch])] == [r.id for r in batch]
+    finally:
+        store.close()
+
+
+def test_bad_vectors_write_nothing(spec: StoreSpec) -> None:
+    store = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        with pytest.raises(ValidationError, match="vectors"):
+            store.write(records(3), unit(2))
+        assert store.count() == 0
+    finally:
+        store.close()
+
+
+def test_read_only_refuses_writes(spec: StoreSpec) -> None:
+    writer = MemoryStore.open(spec, now_ms=NOW)
+    writer.write(records(2), unit(2))
+    writer.close()
+    reader = MemoryStore.open(StoreSpec(spec.location, read_only=True,
+                                        collection=spec.collection), now_ms=NOW)
+    try:
+        assert reader.read_only and reader.count() == 2
+        with pytest.raises(StoreReadOnly, match="read-only"):
+            reader.write(records(1))
+        with pytest.raises(StoreReadOnly):
+            reader.delete([])
+    finally:
+        reader.close()
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    from tests.support.chroma_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(StoreUnavailable, match=f"cannot reach the Chroma server at {url}"):
+        MemoryStore.open(StoreSpec(url))
+
+
+def test_second_process_gets_the_lock_error_and_nothing_is_damaged(tmp_path: Path) -> None:
+    location = tmp_path / "store"
+    store = MemoryStore.open(StoreSpec(str(location)), now_ms=NOW)
+    batch = records(5)
+    store.write(batch, unit(5))
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path.cwd())!r})
+        from engine.errors import StoreLocked
+        from engine.store import MemoryStore, StoreSpec
+        try:
+            MemoryStore.open(StoreSpec({str(location)!r}))
+        except StoreLocked as exc:
+            print("LOCKED", exc.holder_pid, exc)
+            reader = MemoryStore.open(StoreSpec({str(location)!r}, read_only=True))
+            print("READONLY", reader.count())
+            sys.exit(0)
+        sys.exit(1)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    import os
+
+    assert f"LOCKED {os.getpid()} store {location} is in use by PID {os.getpid()}" \
+        in result.stdout
+    assert "use a Chroma server for several processes" in result.stdout
+    assert "READONLY 5" in result.stdout
+    assert store.count() == 5
+    store.write(records(1, agent="later"))
+    store.close()
+    again = MemoryStore.open(StoreSpec(str(location)), now_ms=NOW)
+    assert again.count() == 6
+    assert {again.get(r.id).content for r in batch} == {r.content for r in batch}
+    again.close()
+
+
+def test_same_process_second_open_is_refused(tmp_path: Path) -> None:
+    store = MemoryStore.open(StoreSpec(str(tmp_path / "s")), now_ms=NOW)
+    with pytest.raises(StoreLocked):
+        MemoryStore.open(StoreSpec(str(tmp_path / "s")), now_ms=NOW)
+    store.close()
+    MemoryStore.open(StoreSpec(str(tmp_path / "s")), now_ms=NOW).close()  # released on close
+
+
+def test_foreign_collection_opens_read_only_with_its_documents(tmp_path: Path) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
+    path = tmp_path / "foreign"
+    client = chromadb.PersistentClient(path=str(path),
+                                       settings=Settings(anonymized_telemetry=False))
+    collection = client.create_collection("notes", embedding_function=None)
+    collection.add(ids=["n1", "n2"], documents=["Buy milk", "Call mum on Sunday"],
+                   metadatas=[{"author": "me", "rating": 3}, {"author": "you"}],
+                   embeddings=unit(2))
+    del client, collection
+    infos = {i.name: i for i in list_collections(StoreSpec(str(path)))}
+    assert infos["notes"].count == 2 and not infos["notes"].ours
+    store = MemoryStore.open(StoreSpec(str(path), read_only=True, collection="notes"), now_ms=NOW)
+    try:
+        assert store.foreign and store.read_only
+        record = store.get("n1")
+        assert record.content == "Buy milk"
+        assert record.metadata["foreign"] == {"author": "me", "rating": 3}
+        with pytest.raises(StoreReadOnly, match="written by another tool"):
+            store.write([record])
+    finally:
+        store.close()
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
+    path = tmp_path / "future"
+    client = chromadb.PersistentClient(path=str(path),
+                                       settings=Settings(anonymized_telemetry=False))
+    client.create_collection("mnemoscope_memories", metadata={"schema_version": 99},
+                             embedding_function=None)
+    del client
+    with pytest.raises(SchemaMismatch, match="schema version 99"):
+        MemoryStore.open(StoreSpec(str(path)), now_ms=NOW)
