@@ -1,7 +1,8 @@
 """LoCoMo retrieval evaluation: hit@k of our ranking against plain cosine top-k.
 
 For each conversation a fresh temporary store is opened and filled through the engine's normal
-ingest path (:func:`ingest`), either with turns (``"Speaker: text"``, episodic, created at the
+ingest pipeline (:func:`ingest`: ``MemoryEngine.ingest_batch``, with dedup, merges and the
+surprise gate), either with turns (``"Speaker: text"``, episodic, created at the
 session date plus one second per turn so their order survives) or with observations (semantic).
 Every question that has evidence (category 5, the adversarial questions LoCoMo marks
 unanswerable, is left out unless asked for) is retrieved with :meth:`MemoryEngine.retrieve` in
@@ -114,10 +115,21 @@ def locomo_memories(sample: Mapping[str, Any], unit: str, source: str = "locomo"
     return out
 
 
-def ingest(engine: MemoryEngine, memories: Sequence[NewMemory]) -> None:
-    """The normal ingest path (plain insert until the dedup pipeline's ``ingest_batch`` lands)."""
-    for memory in memories:
-        engine.add(memory)
+def ingest(engine: MemoryEngine, memories: Sequence[NewMemory]) -> dict[str, set[str]]:
+    """Ingest through the normal pipeline (dedup, merge, surprise); return record → dia_ids.
+
+    A memory that was inserted, merged into a record, updated a record or skipped as a
+    duplicate of a record counts for that record; one deferred to review, skipped as not novel
+    without a target, or rejected counts for none (it is not in the store).
+    """
+    result = engine.ingest_batch(list(memories))
+    covered: dict[str, set[str]] = {}
+    for memory, outcome in zip(memories, result.results, strict=False):
+        if outcome.action.value in ("deferred", "error") or outcome.record is None:
+            continue
+        covered.setdefault(outcome.record.id, set()).update(
+            str(d) for d in memory.metadata.get("dia_ids", []))
+    return covered
 
 
 def _evidence(question: Mapping[str, Any]) -> set[str]:
@@ -127,14 +139,15 @@ def _evidence(question: Mapping[str, Any]) -> set[str]:
     return found
 
 
-def _record_dia_ids(engine: MemoryEngine) -> dict[str, set[str]]:
+def _record_dia_ids(engine: MemoryEngine, covered: Mapping[str, set[str]]
+                    ) -> dict[str, set[str]]:
     snapshot = engine.store.view.snapshot()
     ids = [snapshot.ids[r] for r in snapshot.live_rows.tolist()]
     records = engine.get_many(ids)
     direct = {r.id: {str(d) for d in r.metadata.get("dia_ids", [])} for r in records}
     out: dict[str, set[str]] = {}
     for record in records:
-        dia = set(direct[record.id])
+        dia = set(direct[record.id]) | covered.get(record.id, set())
         for absorbed in record.merged_from:  # a merged record answers for what it absorbed
             dia |= direct.get(absorbed, set())
         out[record.id] = dia
@@ -183,8 +196,8 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
             engine = open_engine(tmp, clock) if open_engine else MemoryEngine.open(
                 StoreSpec(tmp), ledger_path=None, embedder=embedder, clock=clock)
             try:
-                ingest(engine, memories)
-                _ask(engine, sample, questions, result)
+                covered = ingest(engine, memories)
+                _ask(engine, sample, questions, result, covered)
             finally:
                 engine.close()
         if progress is not None:
@@ -194,8 +207,8 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
 
 
 def _ask(engine: MemoryEngine, sample: Mapping[str, Any], questions: Sequence[Mapping[str, Any]],
-         result: LocomoResult) -> None:
-    dia = _record_dia_ids(engine)
+         result: LocomoResult, covered: Mapping[str, set[str]]) -> None:
+    dia = _record_dia_ids(engine, covered)
     agent = str(sample.get("sample_id", "locomo"))
     snapshot = engine.store.view.snapshot()
     live = snapshot.live_rows
