@@ -118,6 +118,7 @@ class Lifecycle:
         self._redact = redact
         self._compacting = threading.Lock()
         self._migrated = False
+        self._last_run: dict[str, float] = {}
 
     # -- expiry, pruning, retention ------------------------------------------------------------
 
@@ -228,6 +229,40 @@ class Lifecycle:
         finally:
             self._compacting.release()
 
+    def compact_if_due(self, agent_id: str | None = None, *,
+                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+        """Compact the agents whose episodic count exceeds ``episodic_max`` (seed 002 §21).
+
+        An agent is compacted at most once per ``summarization_min_interval_ms``; enough of its
+        oldest low-importance episodes are taken to come back under ``episodic_max`` (each
+        group of sources becomes one summary, so a batch more than the excess).
+
+        Raises:
+            SummaryLocked: another compaction is running.
+        """
+        memory = self._engine.config.memory
+        now = self._engine.clock.now()
+        snapshot = self._engine.store.view.snapshot()
+        n = snapshot.n
+        episodic = snapshot.alive[:n] & (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC))
+        counts: dict[str, int] = {}
+        for code in snapshot.agent[:n][episodic].tolist():
+            name = snapshot.agents[code]
+            counts[name] = counts.get(name, 0) + 1
+        reports: list[CompactionReport] = []
+        for agent, count in sorted(counts.items()):
+            if agent_id is not None and agent != agent_id:
+                continue
+            if count <= memory.episodic_max:
+                continue
+            if now - self._last_run.get(agent, -float("inf")) < \
+                    memory.summarization_min_interval_ms:
+                continue
+            excess = count - memory.episodic_max
+            reports.extend(self.compact(agent, summarizer=summarizer,
+                                        limit=excess + memory.summarization_batch_size))
+        return reports
+
     def _compact_agent(self, agent_id: str, dry_run: bool, summarizer: Summarizer | None,
                        limit: int | None) -> CompactionReport:
         engine = self._engine
@@ -301,6 +336,7 @@ class Lifecycle:
             tasks.append(task)
         remaining = self._episodic_count(agent_id)
         if not dry_run:
+            self._last_run[agent_id] = now
             engine.events.emit(EVENT_COMPACTION, agent_id=agent_id, force=True,
                                payload={"agentId": agent_id, "removed": removed,
                                         "remaining": remaining})
