@@ -50,6 +50,8 @@ class LocomoResult:
     ours: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
     baseline: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
     by_category: dict[int, list[int]] = field(default_factory=dict)  # [n, ours@5, base@5]
+    ingest: dict[str, int] = field(default_factory=dict)
+    records: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """``{"questions": n, "ours": {"hit@1": x, ...}, "baseline": {...}}`` (+ details)."""
@@ -58,7 +60,8 @@ class LocomoResult:
                     for k in KS}
 
         return {"questions": self.questions, "unit": self.unit, "ours": rates(self.ours),
-                "baseline": rates(self.baseline),
+                "baseline": rates(self.baseline), "records": self.records,
+                "ingest": dict(sorted(self.ingest.items())),
                 "by_category": {str(c): {"questions": v[0],
                                          "ours_hit@5": round(v[1] / v[0], 4),
                                          "baseline_hit@5": round(v[2] / v[0], 4)}
@@ -115,17 +118,36 @@ def locomo_memories(sample: Mapping[str, Any], unit: str, source: str = "locomo"
     return out
 
 
-def ingest(engine: MemoryEngine, memories: Sequence[NewMemory]) -> dict[str, set[str]]:
+REVIEW_CHOICES = ("keep", "merge", "leave")
+
+
+def ingest(engine: MemoryEngine, memories: Sequence[NewMemory], *, review: str = "keep",
+           counts: dict[str, int] | None = None) -> dict[str, set[str]]:
     """Ingest through the normal pipeline (dedup, merge, surprise); return record → dia_ids.
 
     A memory that was inserted, merged into a record, updated a record or skipped as a
-    duplicate of a record counts for that record; one deferred to review, skipped as not novel
-    without a target, or rejected counts for none (it is not in the store).
+    duplicate of a record counts for that record. Memories the pipeline deferred to the review
+    queue are resolved as no human is there to: ``keep`` (reject the merge: store both, the
+    default), ``merge`` (approve it: the target absorbs them) or ``leave`` (pending: not in the
+    store, so they count for nothing).
+
+    Args:
+        counts: Receives ``{action: n}`` of the pipeline (and ``review_<choice>``).
     """
     result = engine.ingest_batch(list(memories))
     covered: dict[str, set[str]] = {}
     for memory, outcome in zip(memories, result.results, strict=False):
-        if outcome.action.value in ("deferred", "error") or outcome.record is None:
+        action = outcome.action.value
+        if counts is not None:
+            counts[action] = counts.get(action, 0) + 1
+        if action == "deferred" and outcome.review_id and review != "leave":
+            outcome = (engine.reject_review(outcome.review_id) if review == "keep"
+                       else engine.approve_review(outcome.review_id))
+            if counts is not None:
+                counts[f"review_{review}"] = counts.get(f"review_{review}", 0) + 1
+        elif action in ("deferred", "error"):
+            continue
+        if outcome.record is None:
             continue
         covered.setdefault(outcome.record.id, set()).update(
             str(d) for d in memory.metadata.get("dia_ids", []))
@@ -155,7 +177,8 @@ def _record_dia_ids(engine: MemoryEngine, covered: Mapping[str, set[str]]
 
 
 def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
-                    include_adversarial: bool = False, limit_conversations: int | None = None,
+                    include_adversarial: bool = False, review: str = "keep",
+                    limit_conversations: int | None = None,
                     limit_questions: int | None = None,
                     open_engine: Callable[[str, DeterministicClock], MemoryEngine] | None = None,
                     progress: Callable[[str], None] | None = None) -> LocomoResult:
@@ -165,6 +188,7 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
         unit: ``turns`` or ``observations``.
         embedder: The embedding model (None: Jaccard path; the baseline then scores 0).
         include_adversarial: Also ask category-5 questions.
+        review: How deferred memories are resolved (:func:`ingest`).
         limit_conversations: Only the first N conversations (tests use a tiny slice).
         limit_questions: Only the first N qualifying questions per conversation.
         open_engine: Opens an engine on a directory (default: embedded store, in-memory ledger).
@@ -196,7 +220,8 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
             engine = open_engine(tmp, clock) if open_engine else MemoryEngine.open(
                 StoreSpec(tmp), ledger_path=None, embedder=embedder, clock=clock)
             try:
-                covered = ingest(engine, memories)
+                covered = ingest(engine, memories, review=review, counts=result.ingest)
+                result.records += engine.count()
                 _ask(engine, sample, questions, result, covered)
             finally:
                 engine.close()
