@@ -341,7 +341,13 @@ def _assignment_shortcut(subject: _Subject) -> Iterable[re.Match[str]] | None:
                 done.add(word)
                 found.extend(regex.finditer(lower))
     found.sort(key=lambda match: match.start())
-    return found
+    # Like one finditer over the alternation: matches never overlap (a value that is itself a
+    # keyword, as in "api_key=password: x", does not start a second assignment).
+    kept: list[re.Match[str]] = []
+    for match in found:
+        if not kept or match.start() >= kept[-1].end():
+            kept.append(match)
+    return kept
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA",
                  "APKA")
 

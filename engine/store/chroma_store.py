@@ -358,6 +358,26 @@ class MemoryStore:
             raise RecordNotFound(missing[0])
         return [found[r] for r in record_ids]
 
+    def read_by_id(self, record_ids: Sequence[str], *, now_ms: float = 0.0) -> list[MemoryRecord]:
+        """Records read from Chroma by id, bypassing the view (documents and metadata only).
+
+        For a read-only opener following a writer in another process: its view does not know
+        the writer's new records. Missing ids are simply absent from the result.
+        """
+        if self._collection is None or not record_ids:
+            return []
+        found: list[MemoryRecord] = []
+        try:
+            for start in range(0, len(record_ids), self._max_batch):
+                page = self._collection.get(ids=list(record_ids[start:start + self._max_batch]),
+                                            include=["documents", "metadatas"])
+                found.extend(record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
+                             for i, d, m in zip(page["ids"], page["documents"],
+                                                page["metadatas"], strict=True))
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+        return found
+
     def versions(self, record_ids: Sequence[str]) -> dict[str, int]:
         """The stored ``version`` of each existing record, read from Chroma (not the view)."""
         if self._collection is None or not record_ids:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from app.cli.context import MODEL_WAIT_SECONDS, CliContext
+from app.cli.groups import eval_group
 from engine.retrieval import PressureState, Purpose, RetrievalRequest, Strategy
 
 __all__ = ["register"]
@@ -42,7 +43,7 @@ def register(subparsers: Any) -> None:
                         help="with --json: list only the top N candidates (default: all)")
     search.set_defaults(handler=_search)
 
-    locomo = _eval_group(subparsers).add_parser(
+    locomo = eval_group(subparsers).add_parser(
         "locomo", help="LoCoMo hit@k: ours vs plain cosine top-k")
     locomo.add_argument("file", help="LoCoMo JSON (a list of conversations)")
     locomo.add_argument("--unit", choices=["turns", "observations"], default="turns")
@@ -57,17 +58,6 @@ def register(subparsers: Any) -> None:
     locomo.add_argument("--questions", type=_positive, default=None, metavar="N",
                         help="only the first N questions per conversation")
     locomo.set_defaults(handler=_eval_locomo)
-
-
-def _eval_group(subparsers: Any) -> Any:
-    """The ``eval`` command's sub-parsers, shared with other command modules (``eval dedup``)."""
-    existing = subparsers.choices.get("eval")
-    if existing is not None:
-        for action in existing._actions:  # another module already created ``eval``
-            if isinstance(action, argparse._SubParsersAction):
-                return action
-    parser = subparsers.add_parser("eval", help="evaluate engine decisions on labelled data")
-    return parser.add_subparsers(dest="eval_what", metavar="WHAT", required=True)
 
 
 def _search(args: argparse.Namespace, ctx: CliContext) -> int:
