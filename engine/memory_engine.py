@@ -849,6 +849,13 @@ class MemoryEngine:
         return self._retrieval_runtime().lifecycle.compact(
             agent_id, dry_run=dry_run, summarizer=summarizer, limit=limit)
 
+    def compact_if_due(self, agent_id: str | None = None,
+                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+        """Compact agents whose episodic count exceeds ``episodic_max`` (rate-limited per agent
+        by ``summarization_min_interval_ms``)."""
+        return self._retrieval_runtime().lifecycle.compact_if_due(agent_id,
+                                                                  summarizer=summarizer)
+
     def summarization_tasks(self, agent_id: str | None = None) -> list[SummarizationTask]:
         """Summarization tasks recorded in the ledger, newest first."""
         return self._retrieval_runtime().lifecycle.tasks(agent_id)
