@@ -100,10 +100,13 @@ class TimelineData:
 
     def extend(self, events: Sequence[Event]) -> int:
         """Add events (duplicates by ``event_id`` ignored); returns how many were new."""
-        fresh = [e for e in events if e.event_id not in self._seen]
+        fresh: list[Event] = []
+        for event in events:
+            if event.event_id not in self._seen:
+                self._seen.add(event.event_id)
+                fresh.append(event)
         if not fresh:
             return 0
-        self._seen.update(e.event_id for e in fresh)
         t = np.fromiter((e.ts / 1000.0 for e in fresh), np.float64, len(fresh))
         columns = (
             np.fromiter((lane_of(e.kind) for e in fresh), np.int32, len(fresh)),

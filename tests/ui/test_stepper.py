@@ -114,8 +114,9 @@ def test_continue_pause_and_speed(qtbot: QtBot, stepper: StepperView) -> None:
     paused_at = len(stepper.run.reports)
     assert 0 < paused_at < len(Stage)
     run(qtbot, stepper.continue_run())
-    assert stepper.run.done and stepper.run.result is not None
-    assert stepper.run.result.action.value == "merged"
+    assert stepper.run.next_stage is None
+    result = stepper.run.result
+    assert result is not None and result.action.value == "merged"
 
 
 def test_stored_memory_and_import_line(qtbot: QtBot, stepper: StepperView,
