@@ -85,7 +85,7 @@ class ObserveViews:
                         break
                 self.pipeline.stage_list.setCurrentRow(
                     list(Stage).index(Stage.CANDIDATES))
-            self.pipeline.whatif_value.setValue(0.75)
+            self.pipeline.whatif_value.setValue(0.65)
             await self.pipeline.what_if()
         elif name == "review":
             await self.review.load()
@@ -98,6 +98,7 @@ class ObserveViews:
                 await self.retrieval.rescore()
         elif name == "map":
             await self.map.load()
+            await _until(lambda: self.map.data is not None, 60.0)
 
 
 async def _until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:

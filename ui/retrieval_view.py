@@ -255,14 +255,16 @@ class RetrievalView(QWidget):
         self.budget_spin.setValue(300)
         self.budget_spin.setSuffix(" tok")
         self.run_button = QPushButton("Retrieve", self)
+        query_row = QHBoxLayout()
+        query_row.addWidget(self.query_edit, 1)
+        query_row.addWidget(self.run_button)
         form = QHBoxLayout()
-        form.addWidget(self.query_edit, 3)
         for caption, widget in (("agent", self.agent_edit), ("purpose", self.purpose_box),
                                 ("strategy", self.strategy_box), ("budget", self.budget_spin),
                                 ("pressure", self.pressure_box)):
             form.addWidget(QLabel(caption, self))
             form.addWidget(widget)
-        form.addWidget(self.run_button)
+        form.addStretch(1)
 
         self.sliders: dict[str, QSlider] = {}
         self.slider_labels: dict[str, QLabel] = {}
@@ -295,7 +297,7 @@ class RetrievalView(QWidget):
                        1, 3)
         grid.addWidget(self.context, len(COMPONENTS) + 4, 0, 1, 3)
         grid.setRowStretch(len(COMPONENTS) + 4, 1)
-        weights_box.setMinimumWidth(250)
+        weights_box.setMinimumWidth(220)
         weights_box.setMaximumWidth(360)
 
         self.pinned = ScoreBars("A (pinned)", self)
@@ -320,6 +322,7 @@ class RetrievalView(QWidget):
         legend = QLabel("  ".join(
             f'<span style="color:{COMPONENT_COLORS[n]}">■</span> {n}' for n in COMPONENTS),
             self)
+        layout.addLayout(query_row)
         layout.addLayout(form)
         layout.addWidget(legend)
         layout.addWidget(body, 1)

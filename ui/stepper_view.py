@@ -195,7 +195,9 @@ class StagePanel(QWidget):
 
         def add(parent: QTreeWidget | QTreeWidgetItem, key: str, value: object) -> None:
             if isinstance(value, Mapping):
-                item = QTreeWidgetItem([key, ""])
+                summary = " · ".join(_short(value[k], 40) for k in (
+                    "id", "similarity", "category", "found_by", "kind") if k in value)
+                item = QTreeWidgetItem([key, summary])
                 for k, v in value.items():
                     add(item, str(k), v)
             elif isinstance(value, list | tuple) and value and not all(
@@ -288,7 +290,7 @@ class StepperView(QWidget):
         self.file_label = QLabel("", self)
         self.content_edit = QPlainTextEdit(self)
         self.content_edit.setPlaceholderText("Memory text to run through the pipeline")
-        self.content_edit.setMaximumHeight(90)
+        self.content_edit.setMaximumHeight(64)
         self.agent_edit = QLineEdit("default", self)
         self.layer_box = QComboBox(self)
         self.layer_box.addItems([x.value for x in Layer])
