@@ -57,8 +57,17 @@ __all__ = ["COMPONENT_COLORS", "RankRow", "RetrievalView", "ScoreBars", "context
 
 COMPONENT_COLORS = {"importance": "#bf8700", "recency": "#8250df", "semantic": "#0969da",
                     "lexical": "#1a7f37", "layer": "#bc4c00", "access": "#6e7781",
-                    "context": "#54aeff"}
+                    "context": "#54aeff", "speaker": "#a40e26"}
 MAX_ROWS = 60
+_EXTRA_COLORS = ("#a40e26", "#116329", "#6639ba", "#57606a")
+
+
+def component_color(name: str) -> str:
+    """The colour of score component ``name`` (components added later get spare colours)."""
+    if name in COMPONENT_COLORS:
+        return COMPONENT_COLORS[name]
+    index = COMPONENTS.index(name) if name in COMPONENTS else 0
+    return _EXTRA_COLORS[index % len(_EXTRA_COLORS)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +193,7 @@ class ScoreBars(QWidget):
             x = bar_x
             for j, part in enumerate(row.parts):
                 w = bar_w * part / peak
-                fill = QColor(COMPONENT_COLORS[COMPONENTS[j]])
+                fill = QColor(component_color(COMPONENTS[j]))
                 if not row.packed:
                     fill.setAlpha(90)
                 painter.fillRect(QRectF(x, y + 4, max(0.0, w), self.ROW - 8), fill)
@@ -277,7 +286,7 @@ class RetrievalView(QWidget):
             label = QLabel("", weights_box)
             label.setMinimumWidth(36)
             swatch = QLabel(name, weights_box)
-            swatch.setStyleSheet(f"color: {COMPONENT_COLORS[name]}; font-weight: 600;")
+            swatch.setStyleSheet(f"color: {component_color(name)}; font-weight: 600;")
             grid.addWidget(swatch, i, 0)
             grid.addWidget(slider, i, 1)
             grid.addWidget(label, i, 2)
@@ -320,7 +329,7 @@ class RetrievalView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         legend = QLabel("  ".join(
-            f'<span style="color:{COMPONENT_COLORS[n]}">■</span> {n}' for n in COMPONENTS),
+            f'<span style="color:{component_color(n)}">■</span> {n}' for n in COMPONENTS),
             self)
         layout.addLayout(query_row)
         layout.addLayout(form)
