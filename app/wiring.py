@@ -47,7 +47,7 @@ __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engin
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
-VIEW_NAMES = ("records",)
+VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
 
 
 def _redact(text: str) -> str:
@@ -201,7 +201,10 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         window.show()
         await shown.wait()
         if os.environ.get("MNEMOSCOPE_BENCHMARK_STARTUP"):
-            print(f"window-shown {time.perf_counter() - started:.3f}", flush=True)
+            heavy = [m for m in ("torch", "chromadb", "sentence_transformers")
+                     if m in sys.modules]
+            print(f"window-shown {time.perf_counter() - started:.3f} "
+                  f"heavy={','.join(heavy) or 'none'}", flush=True)
             if os.environ["MNEMOSCOPE_BENCHMARK_STARTUP"] == "exit":
                 return
         if embedder is not None:
@@ -276,7 +279,9 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         await _select_row(window, 2)
         variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
         for name in VIEW_NAMES:
-            window.nav.setCurrentRow(VIEW_NAMES.index(name))
+            window.nav.setCurrentRow(list(window.views).index(name))
+            if name != "records":
+                await window.observe.prepare_screenshot(name)
             await asyncio.sleep(0.2)
             window.grab().save(str(out / f"{name}.png"))
             if not variants:

@@ -751,6 +751,16 @@ class MemoryEngine:
         """Keep both memories and remember the pair (idempotent)."""
         return self._ingest_pipeline().reject(review_id)
 
+    def reopen_review(self, review_id: str) -> ReviewItem:
+        """Put a resolved review item back in the queue (undo of approve / reject in the GUI).
+
+        Only the queue entry, its rejected pair and its hash alias are reset; restore the
+        records with :meth:`restore` / :meth:`delete` (edit history keeps both).
+        """
+        pipeline = self._ingest_pipeline()
+        with pipeline.write_lock:
+            return pipeline.review.reopen(review_id)
+
     # -- end of ingest block -------------------------------------------------------------------
 
     # -- retrieval and lifecycle (engine/retrieval, engine/lifecycle) --------------------------
