@@ -12,6 +12,9 @@ Rules, in order (DESIGN decisions 2-5; seed 000 §9, seed 001, seed 004):
    * similarity ≥ threshold and the contradiction guard finds nothing → ``merged``;
    * similarity ≥ threshold but the texts disagree on a detail → ``deferred``
      (``possible_contradiction``);
+   * on the embedding path, similarity within ``confirm_band`` above the threshold but token
+     Jaccard below ``confirm_min_jaccard`` → ``deferred`` (``low_overlap``): near the
+     threshold, embedding and words must both say "same";
    * categories differ and similarity is between the tier threshold and 0.95 → ``deferred``
      (``category_mismatch``);
    * similarity in the gray zone below the threshold → ``deferred`` (``gray_zone``);
@@ -33,6 +36,7 @@ from engine.ingest.kinds import Action, Reason
 from engine.ingest.policy import IngestPolicy
 from engine.ingest.surprise import SurpriseScore
 from engine.records import Category, TrustTier
+from engine.text import jaccard, tokenize
 
 __all__ = ["Candidate", "Decision", "ExactMatch", "decide"]
 
@@ -164,6 +168,12 @@ def decide(
                 return Decision(Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION, best.id,
                                 best.similarity, thresholds, conflicts)
             if best.similarity >= effective:
+                if semantic and best.similarity < effective + policy.confirm_band:
+                    overlap = jaccard(tokenize(best.content), tokenize(content))
+                    thresholds["confirm_min_jaccard"] = policy.confirm_min_jaccard
+                    if overlap < policy.confirm_min_jaccard:
+                        return Decision(Action.DEFERRED, Reason.LOW_OVERLAP, best.id,
+                                        best.similarity, thresholds)
                 return Decision(Action.MERGED, Reason.NEAR_DUPLICATE, best.id, best.similarity,
                                 thresholds)
             reason = Reason.CATEGORY_MISMATCH if best.similarity >= threshold \

@@ -59,6 +59,10 @@ class IngestPolicy:
         hnsw_overfetch: Chroma HNSW neighbours fetched per wanted partition neighbour when the
             partition is large (other partitions' hits are filtered out afterwards).
         batch_size: Records embedded and written per chunk by batch ingest.
+        confirm_band: On the embedding path, a merge within this distance above its threshold
+            also needs lexical support (two weak signals must agree), else it goes to review
+            with reason ``low_overlap``. 0 disables the rule.
+        confirm_min_jaccard: The token Jaccard that counts as lexical support.
     """
 
     dedup: DedupConfig = field(default_factory=DedupConfig)
@@ -70,6 +74,8 @@ class IngestPolicy:
     related_min_similarity: float = 0.6
     hnsw_overfetch: int = 8
     batch_size: int = 256
+    confirm_band: float = 0.05
+    confirm_min_jaccard: float = 0.4
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gray_zone_scope", GrayZoneScope(self.gray_zone_scope))
@@ -88,6 +94,10 @@ class IngestPolicy:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigInvalid(name, value, "must be an integer >= 1")
+        for name in ("confirm_band", "confirm_min_jaccard"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                raise ConfigInvalid(name, value, "must be in 0..1")
         if not 0.0 <= self.related_min_similarity <= 1.0:
             raise ConfigInvalid("related_min_similarity", self.related_min_similarity,
                                 "must be in 0..1")

@@ -6,6 +6,8 @@ import hashlib
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import RedactionPatternInvalid
 from engine.redaction import (
@@ -75,6 +77,9 @@ SENSITIVE: list[tuple[str, str, str]] = [
     ('api_key: "q9w8e7r6t5"', "q9w8e7r6t5", "ASSIGNMENT"),
     ("client_secret=s3cr3t-value", "s3cr3t-value", "ASSIGNMENT"),
     ("secret: Tr0ub4dor&3", "Tr0ub4dor&3", "ASSIGNMENT"),
+    ("APIKEY=Zx81_abc9", "Zx81_abc9", "ASSIGNMENT"),
+    ("refresh-token => 'r1-abc-def'", "r1-abc-def", "ASSIGNMENT"),
+    ('"credentials": "u:p@ss-9"', "u:p@ss-9", "ASSIGNMENT"),
     ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
      "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ASSIGNMENT"),
     (f"the blob {RANDOM_B64} was pasted", RANDOM_B64, "HIGH_ENTROPY"),
@@ -115,6 +120,8 @@ ORDINARY: list[str] = [
     "MyVeryLongClassName1234ForTesting extends BaseTestCase",
     "Phone numbers are out of scope; prices like $1,299.99 stay.",
     "Coordinates 48.8566, 2.3522 and ratio 0.3333333333333333",
+    "monkey = 'banana' and turkey: 'roasted-2024'",
+    "tokens: 12345 and max_tokens=4096",
 ]
 
 
@@ -218,3 +225,43 @@ def test_shannon_entropy() -> None:
     assert shannon_entropy("") == 0.0
     assert shannon_entropy("aaaa") == 0.0
     assert shannon_entropy("abcd") == pytest.approx(2.0)
+
+
+def test_redact_many_equals_redact_each() -> None:
+    texts = [text for text, _, _ in SENSITIVE] + ORDINARY + [
+        "-----BEGIN EC " + "PRIVATE KEY-----\nno end line here",
+        "the next text survives a PEM block without END",
+        "",
+        "has a NUL \x00 inside " + AWS_ID,
+    ]
+    redactor = Redactor()
+    assert redactor.redact_many(texts) == [
+        (redactor.redact(t), len(redactor.findings(t))) for t in texts]
+    assert redactor.redact_many([]) == []
+
+
+_SHAPED_ALPHABET = "0123456789 -.=_+/'\"aZkQ9x\n"
+
+
+@given(st.lists(st.sampled_from([*_SHAPED_ALPHABET, "4111 1111 1111 1111", RANDOM_B64,
+                                 "Zk3Qp9Lw2Rt7Vx4Nb8Hc1Jd6", "1234-5678-9012-3456-789"]),
+                max_size=40))
+@settings(max_examples=150, deadline=None)
+def test_ascii_shortcuts_find_what_the_plain_scan_finds(pieces: list[str]) -> None:
+    # Non-ASCII text takes the plain regex scan; ASCII text the classed-text shortcut.
+    text = "".join(pieces)
+    for name in ("NUMSEQ16", "HIGH_ENTROPY"):
+        redactor = Redactor([name])
+        assert redactor.findings(text) == redactor.findings(text + "\né")
+
+
+@given(st.lists(st.sampled_from(["password", "DB_PASSWORD", "api_key", "monkey", "TOKEN",
+                                 "secret", "pwd", "=", ": ", " = ", "'", '"', "hunter2!",
+                                 "abc", "s3cr3t-value", " ", "\n", "x", "(", "None"]),
+                max_size=30))
+@settings(max_examples=150, deadline=None)
+def test_assignment_shortcut_matches_the_folded_scan(pieces: list[str]) -> None:
+    # "İ" lower-cases to two characters: such text takes the IGNORECASE regex instead.
+    text = "".join(pieces)
+    redactor = Redactor(["ASSIGNMENT"])
+    assert redactor.findings(text) == redactor.findings(text + "\nİ")

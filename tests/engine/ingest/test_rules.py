@@ -109,6 +109,18 @@ class TestNearDuplicate:
                        incoming="standup at 5pm") == (Action.DEFERRED,
                                                       Reason.POSSIBLE_CONTRADICTION)
 
+    def test_just_above_threshold_needs_lexical_support(self) -> None:
+        assert _decide(similarity=0.82, stored="A laptop computer and a computer monitor",
+                       incoming="A laptop and a PC at a workstation") == (
+            Action.DEFERRED, Reason.LOW_OVERLAP)
+        assert _decide(similarity=0.82, stored="Frank lives in Lyon",
+                       incoming="Frank resides in Lyon")[0] is Action.MERGED
+        assert _decide(similarity=0.86, stored="A laptop computer and a computer monitor",
+                       incoming="A laptop and a PC at a workstation")[0] is Action.MERGED
+        assert _decide(similarity=0.82, stored="A laptop computer and a computer monitor",
+                       incoming="A laptop and a PC at a workstation",
+                       policy=IngestPolicy(confirm_band=0.0))[0] is Action.MERGED
+
     def test_guard_can_be_switched_off(self) -> None:
         off = IngestPolicy(contradiction_guard=False)
         assert _decide(similarity=0.97, stored="standup at 3pm", incoming="standup at 5pm",
