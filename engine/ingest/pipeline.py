@@ -267,8 +267,13 @@ class _WriteSet:
         pipeline.review.add_aliases(self.aliases)
 
     def emit(self) -> None:
-        for run in self.runs:
-            run.emit_events()
+        """Emit the events of every run of this unit in one ledger transaction."""
+        batches = [run.event_items() for run in self.runs]
+        emitted = self.pipeline.events.emit_many([item for batch in batches for item in batch])
+        start = 0
+        for run, batch in zip(self.runs, batches, strict=True):
+            run.took(emitted[start:start + len(batch)])
+            start += len(batch)
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -578,19 +583,27 @@ class _Run:
             self.queued.append(_QueuedEvent(EventKind.INGEST_SKIPPED, self._envelope(
                 Stage.DECISION, record_id=decision.target_id, **common, payload=payload)))
 
-    def emit_events(self) -> None:
-        bus = self.pipeline.events
+    def event_items(self) -> list[tuple[str, dict[str, Any]]]:
+        """The queued events as ``(kind, fields)`` for :meth:`EventBus.emit_many`."""
         review_id = None if self.review_item is None else self.review_item.id
+        items: list[tuple[str, dict[str, Any]]] = []
         for queued in self.queued:
             fields = dict(queued.fields)
             if review_id is not None and queued.kind == EventKind.MERGE_DEFERRED:
                 fields["payload"] = {**fields.get("payload", {}), "review_id": review_id}
             if fields.get("memory_hash") is None:
                 fields["memory_hash"] = self.content_hash or None
-            event = bus.emit(str(queued.kind), force=queued.force, **fields)
-            if event is not None:
-                self.emitted.append(event)
+            items.append((str(queued.kind), fields))
+        return items
+
+    def took(self, events: Sequence[Event | None]) -> None:
+        """Record what :meth:`EventBus.emit_many` returned for :meth:`event_items`."""
+        self.emitted.extend(e for e in events if e is not None)
         self.queued = []
+
+    def emit_events(self) -> None:
+        """Emit the queued events in one ledger transaction."""
+        self.took(self.pipeline.events.emit_many(self.event_items()))
 
     def result(self) -> IngestResult:
         if self.error is not None:
