@@ -93,15 +93,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=400)
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="build stores under DIR and keep them (reused when present)")
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     print(f"{'records':>8} {'path':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
           f"   {'cpu p50':>8} {'cpu p99':>8}")
     for size in args.sizes:
-        directory = Path(tempfile.mkdtemp(prefix="bench-dedup-"))
+        directory = (args.keep / str(size)) if args.keep else \
+            Path(tempfile.mkdtemp(prefix="bench-dedup-"))
         try:
             began = time.perf_counter()
-            vectors, texts = build(directory / "store", size, rng)
+            saved = directory / "vectors.npy"
+            if args.keep and saved.exists():
+                vectors = np.load(saved)
+                texts = (directory / "texts.txt").read_text(encoding="utf-8").split("\n")
+            else:
+                directory.mkdir(parents=True, exist_ok=True)
+                vectors, texts = build(directory / "store", size, rng)
+                if args.keep:
+                    np.save(saved, vectors)
+                    (directory / "texts.txt").write_text("\n".join(texts), encoding="utf-8")
             build_s = time.perf_counter() - began
             configs = [("default", DedupConfig().exact_search_max), ("exact", 10 * size)]
             for _label, exact_max in configs:
@@ -111,9 +123,10 @@ def main() -> None:
                 c50, c99 = np.percentile(timings[:, 1], [50, 99])
                 print(f"{size:>8} {used:>6} {p50:>8.2f} {p95:>8.2f} {p99:>8.2f} "
                       f"{timings[:, 0].max():>8.2f}   {c50:>8.2f} {c99:>8.2f}")
-            print(f"{'':>8} (store of {size} built in {build_s:.0f} s)")
+            print(f"{'':>8} (store of {size} built or loaded in {build_s:.0f} s)")
         finally:
-            shutil.rmtree(directory, ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

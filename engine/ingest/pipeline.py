@@ -198,9 +198,9 @@ class _WriteSet:
     history, review items and aliases; :meth:`emit` then emits the queued events.
     """
 
-    def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot) -> None:
+    def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot | None) -> None:
         self.pipeline = pipeline
-        self.snapshot = snapshot
+        self.snapshot = snapshot  # what batch runs search (None: each run takes its own)
         self.overlay = BatchOverlay()
         self.batch_id = uuid.uuid4().hex
         self.writes: dict[str, MemoryRecord] = {}
@@ -395,7 +395,8 @@ class _Run:
         began = time.perf_counter()
         pipeline = self.pipeline
         writes = self.writes
-        snapshot = writes.snapshot if writes is not None else pipeline.store.view.snapshot()
+        snapshot = writes.snapshot if writes is not None and writes.snapshot is not None \
+            else pipeline.store.view.snapshot()
         self.search = pipeline.search.search(
             self.new, self.content_hash, self.vector, snapshot,
             overlay=writes.overlay if writes is not None else None,
@@ -504,10 +505,9 @@ class _Run:
                 current = pipeline.store.get(self.before.id)
                 if current.version != self.before.version:
                     self._apply()  # the target changed while the run was paused: redo the merge
-            writes = _WriteSet(pipeline, pipeline.store.view.snapshot())
+            writes = _WriteSet(pipeline, None)
             self._stage_into(writes)
             writes.flush()
-        self.writes_done = writes
         return {"written": list(writes.writes), "staged": self._staged_ids(), "batched": False,
                 "review_id": None if self.review_item is None else self.review_item.id}
 
@@ -622,7 +622,6 @@ class _Run:
             semantic=self.semantic, events=tuple(self.emitted))
 
     _review_spec: dict[str, Any] | None = None
-    writes_done: _WriteSet | None = None
 
 
 # -- drivers ------------------------------------------------------------------------------------
@@ -844,7 +843,7 @@ class IngestPipeline:
                 importance=item.incoming.importance if item.incoming.importance is not None
                 else 0.0)
             after = merge_records(target, incoming, now_ms=now, policy=self.policy)
-            writes = _WriteSet(self, self.store.view.snapshot())
+            writes = _WriteSet(self, None)
             writes.stage(after, before=target, vector=None, actor="review")
             writes.aliases.append((item.content_hash, target.id))
             writes.flush()

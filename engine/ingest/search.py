@@ -277,7 +277,10 @@ class CandidateSearch:
 
     def _hnsw(self, vector: F32, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], k: int
               ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]] | None:
-        wanted = k * self._policy.hnsw_overfetch
+        # Other partitions' records crowd HNSW's answer in proportion to their share of the
+        # store: fetch that many more (at most hnsw_overfetch times k).
+        share = -(-int(snapshot.alive.sum()) // max(1, int(mask.sum())))
+        wanted = k * max(1, min(self._policy.hnsw_overfetch, share))
         hits = self._store.nearest(vector, wanted)
         view = self._store.view
         rows: list[int] = []
