@@ -152,10 +152,23 @@ def load_settings(env: Mapping[str, str] | None = None, *,
                                 f"not valid JSON: {exc.msg}") from exc
         if not isinstance(data, dict):
             raise ConfigInvalid(str(path), type(data).__name__, "must hold a JSON object")
-        known = {f.name for f in dataclasses.fields(Settings)}
-        for key, value in data.items():
-            if key in known and key != "store_token":
-                values[key] = tuple(value) if key == "recent_stores" else value
+        types: dict[str, type | tuple[type, ...]] = {
+                 "store": str, "data_dir": str, "model_path": (str, type(None)),
+                 "load_model": bool, "redaction": bool, "sampling_rate": (int, float),
+                 "recent_stores": list, "theme": str, "version": int, "extra": dict}
+        for key, raw in data.items():
+            value: Any = raw
+            expected = types.get(key)
+            if expected is None:
+                continue  # unknown keys (and the never-saved token) are ignored
+            if not isinstance(value, expected) or (key == "sampling_rate"
+                                                   and isinstance(value, bool)):
+                raise ConfigInvalid(f"{path}: {key}", value, "has the wrong type")
+            if isinstance(raw, list):
+                if not all(isinstance(item, str) for item in raw):
+                    raise ConfigInvalid(f"{path}: {key}", raw, "must be a list of strings")
+                value = tuple(raw)
+            values[key] = value
     for name, (attr, kind) in _ENV.items():
         if name in env and env[name] != "":
             values[attr] = _env_value(name, env[name], kind)

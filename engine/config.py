@@ -199,6 +199,9 @@ _DEDUP_ENV: Mapping[str, str] = MappingProxyType({
     "MEMORY_RELATED_TOP_K": "related_top_k",
 })
 
+# MEMORY_* variables owned by other subsystems (seed 000 §3: the primary LLM provider).
+_OTHER_MEMORY_VARS = frozenset({"MEMORY_LLM_PRIMARY"})
+
 _INT = re.compile(r"^[+-]?\d+$")
 
 
@@ -235,7 +238,7 @@ def memory_config_from_env(env: Mapping[str, str]) -> MemoryConfig:
         ConfigInvalid: naming the variable and the bad value; also for unknown ``MEMORY_*``
             names (a typo should not silently do nothing).
     """
-    known = set(ENV_VARS) | set(_DEDUP_ENV)
+    known = set(ENV_VARS) | set(_DEDUP_ENV) | _OTHER_MEMORY_VARS
     for name in env:
         if name.startswith("MEMORY_") and name not in known:
             raise ConfigInvalid(name, env[name], "unknown setting; see the README for the list")

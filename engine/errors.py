@@ -25,6 +25,7 @@ was (the user can fix it)::
       + StoreUnavailable              STORE_UNAVAILABLE: unreachable server, disk full, I/O error
         + StoreLocked                 STORE_LOCKED: another process holds an embedded store
         + StoreReadOnly               STORE_READ_ONLY: a write was attempted on a read-only store
+      + EditConflict                  MEMORY_EDIT_CONFLICT: the record changed since it was read
       + SchemaMismatch                STORE_SCHEMA_MISMATCH: store written by a newer version
       + Cancelled                     OPERATION_CANCELLED: the caller cancelled long work
       + CycleDetected                 1002: carries the cycle path (seed 003)
@@ -44,6 +45,7 @@ __all__ = [
     "CircuitOpen",
     "ConfigInvalid",
     "CycleDetected",
+    "EditConflict",
     "EmbeddingFailed",
     "EmbeddingUnavailable",
     "EngineError",
@@ -214,6 +216,23 @@ class StoreReadOnly(StoreUnavailable):
     """A write was attempted on a store opened read-only."""
 
     code = "STORE_READ_ONLY"
+
+
+class EditConflict(EngineError):
+    """Optimistic concurrency: the record's version is not the one the edit was based on.
+
+    Two writers (two processes on one Chroma server, or a stale view in the app) edited the same
+    record; the second edit is refused instead of silently overwriting the first.
+    """
+
+    code = "MEMORY_EDIT_CONFLICT"
+
+    def __init__(self, record_id: str, expected: int, actual: int) -> None:
+        super().__init__(f"record {record_id} changed since it was read (version {actual}, "
+                         f"edit based on {expected}); reload it and apply the edit again")
+        self.record_id = record_id
+        self.expected = expected
+        self.actual = actual
 
 
 class SchemaMismatch(EngineError):

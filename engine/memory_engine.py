@@ -12,6 +12,7 @@ import importlib.metadata
 import platform
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,11 +27,31 @@ from engine.clock import Clock, SystemClock
 from engine.config import DedupConfig, MemoryConfig
 from engine.decay import decayed_importance
 from engine.embedding import Embedder, EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, ValidationError
+from engine.errors import Cancelled, EditConflict, ValidationError
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
+from engine.lifecycle import (
+    CompactionReport,
+    Lifecycle,
+    LifecycleReport,
+    PruneMode,
+    SummarizationTask,
+    Summarizer,
+)
+from engine.metrics import MemoryMetrics
 from engine.query import RecordPage, RecordQuery, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
+from engine.redaction import Redactor, redact_text
+from engine.retrieval import (
+    Ranking,
+    RetrievalConfig,
+    RetrievalDiagnostics,
+    RetrievalRequest,
+    RetrievedBundle,
+    Retriever,
+    ScoringWeights,
+)
+from engine.retrieval import rescore as rescore_candidates
 from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
 
 if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
@@ -43,6 +64,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         ReviewItem,
         SteppedRun,
     )
+    from engine.layers import LayerService, SpatialHit
     from engine.records import TrustTier
 
 __all__ = [
@@ -50,7 +72,9 @@ __all__ = [
     "EditEntry",
     "EngineConfig",
     "MemoryEngine",
+    "RedactionHit",
     "StoreStats",
+    "engine_config_from_env",
 ]
 
 EDITABLE_FIELDS = frozenset({"content", "importance", "confidence", "layer", "tags", "privacy",
@@ -92,6 +116,19 @@ class EngineConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     sampling_rate: float = 1.0
     redaction: bool = False
+
+
+def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
+                           redaction: bool = False) -> EngineConfig:
+    """An :class:`EngineConfig` from seed 002 ``MEMORY_*`` and dedup variables.
+
+    Raises:
+        ConfigInvalid: naming the variable and its bad value.
+    """
+    from engine.config import dedup_config_from_env, memory_config_from_env
+
+    return EngineConfig(memory=memory_config_from_env(env), dedup=dedup_config_from_env(env),
+                        sampling_rate=sampling_rate, redaction=redaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +275,22 @@ class MemoryEngine:
         """True when similarity is cosine on embeddings (else the Jaccard path)."""
         return self._embedder is not None and self._embedder.is_ready()
 
+    def refresh(self, progress: ProgressFn | None = None) -> int:
+        """Reload the columnar view from Chroma (see other writers of a server store).
+
+        For a server store only: a second process following an *embedded* store cannot reload
+        vectors (its Chroma reader keeps a stale vector segment); it uses :meth:`reread`.
+
+        Returns:
+            The record count after the reload.
+        """
+        with self._write_lock:
+            self._store.reload_view(self._clock.now(), progress)
+        return self.count()
+
     def close(self) -> None:
-        """Close the store (releasing its lock) and the ledger."""
+        """Stop background services, close the store (releasing its lock) and the ledger."""
+        self.close_layers()
         self._store.close()
         self._ledger.close()
 
@@ -379,17 +430,26 @@ class MemoryEngine:
                                    "content": stored.content})
         return stored
 
-    def update(self, record_id: str, changes: Mapping[str, Any], *,
-               actor: str = "user") -> MemoryRecord:
+    def update(self, record_id: str, changes: Mapping[str, Any], *, actor: str = "user",
+               expected_version: int | None = None) -> MemoryRecord:
         """Apply user edits to a record (validated; content changes are re-embedded).
+
+        Concurrency rule (optimistic): an edit is based on a version of the record. If the
+        stored version differs from ``expected_version`` (when given) or changes while the edit
+        is being prepared (another process on the same Chroma server wrote it), the edit is
+        refused with :class:`EditConflict` and nothing is written; both writers' successful
+        edits are in the edit history. A narrow window remains between the final version check
+        and Chroma's upsert, because Chroma has no compare-and-swap.
 
         Args:
             changes: Field → new value, for fields in :data:`EDITABLE_FIELDS`. ``expires_at``
                 takes epoch ms, ISO text or None; ``tags`` a list of strings.
+            expected_version: The version the caller saw (the GUI passes it).
 
         Raises:
             ValidationError: an unknown field or a bad value (nothing is written).
             RecordNotFound: no such record.
+            EditConflict: the record changed since it was read.
         """
         unknown = sorted(set(changes) - EDITABLE_FIELDS)
         if unknown:
@@ -397,6 +457,8 @@ class MemoryEngine:
                                   f"not editable; editable: {', '.join(sorted(EDITABLE_FIELDS))}")
         with self._write_lock:
             before = self._store.get(record_id)
+            if expected_version is not None and before.version != expected_version:
+                raise EditConflict(record_id, expected_version, before.version)
             values = dict(changes)
             if "expires_at" in values:
                 values["expires_at"] = parse_timestamp(values["expires_at"], "expires_at")
@@ -407,6 +469,9 @@ class MemoryEngine:
             if after.content_hash != before.content_hash:
                 embedded, vectors = self._embed_records([after])
                 after = embedded[0]
+            current = self._store.versions([record_id]).get(record_id)
+            if current != before.version:
+                raise EditConflict(record_id, before.version, current or 0)
             self._store.write([after], vectors)
             self._record_edits("update", [(before, after)], actor=actor)
         changed = sorted(k for k in changes if getattr(before, k, None) != getattr(after, k, None))
@@ -516,6 +581,78 @@ class MemoryEngine:
                                  row["record_id"], row["actor"], before, after))
         return out
 
+    # -- layers and introspection (engine/layers, engine/introspection) -----------------------
+    # Social summaries, pattern mining and the spatial index; see docs/layers.md.
+
+    @property
+    def layers(self) -> LayerService:
+        """The layer service of this engine, built (and hooked to the events) on first use.
+
+        It processes queued changes when asked (``flush``) or in the background after
+        :meth:`start_layers`. Build it before ingesting if summaries should follow ingest.
+        """
+        service: LayerService | None = self.__dict__.get("_layers")
+        if service is None:
+            from engine.layers import LayerContext, LayerService
+
+            with self._write_lock:
+                service = self.__dict__.get("_layers")
+                if service is None:
+                    service = LayerService(LayerContext(
+                        store=self._store, ledger=self._ledger, events=self._events,
+                        clock=self._clock, retention=self._config.memory.retention_policy,
+                        embed=self.embed_texts,
+                        model_name=lambda: self._embedder.model_name if self._embedder else "",
+                        record_edits=lambda op, pairs, actor: self._record_edits(
+                            op, pairs, actor=actor),
+                        write_lock=self._write_lock,
+                        add=self.add, ingest=self.ingest))
+                    self.__dict__["_layers"] = service
+        return service
+
+    def start_layers(self) -> LayerService:
+        """Keep the social, procedural and spatial layers current in a background thread."""
+        service = self.layers
+        service.start()
+        return service
+
+    def close_layers(self) -> None:
+        """Stop the layer service (if it was built); :meth:`close` calls this too."""
+        service: LayerService | None = self.__dict__.pop("_layers", None)
+        if service is not None:
+            service.close()
+
+    def reread(self, record_ids: Sequence[str]) -> tuple[list[MemoryRecord], list[str]]:
+        """Re-read records from Chroma into the view by id; returns (found, gone ids).
+
+        For a read-only opener following a writer in another process (``mnemoscope serve``
+        beside an agent): ids come from the writer's events in the shared ledger. Documents
+        and metadata only — a second process's Chroma reader has a stale vector segment, so
+        reloading with embeddings (:meth:`refresh`) fails there with "Error finding id".
+        Re-read records have no vector in this view, which browsing does not need.
+        """
+        ids = list(dict.fromkeys(record_ids))
+        found = self._store.read_by_id(ids, now_ms=self._clock.now())
+        present = {r.id for r in found}
+        gone = [i for i in ids if i not in present]
+        with self._write_lock:
+            self._store.view.upsert(found)
+            self._store.view.remove(gone)
+        return found, gone
+
+    def spatial_within(self, center: Sequence[float], radius: float, **filters: Any
+                       ) -> list[SpatialHit]:
+        """Records whose ``metadata.spatial`` lies within ``radius`` of ``center``, nearest first.
+
+        Filters: ``agent_id``, ``layers``, ``since``, ``until`` (epoch ms), ``limit``.
+        """
+        return self.layers.spatial_within(center, radius, **filters)
+
+    def spatial_nearest(self, center: Sequence[float], k: int, **filters: Any
+                        ) -> list[SpatialHit]:
+        """The ``k`` records with a position nearest ``center`` (same filters, no limit)."""
+        return self.layers.spatial_nearest(center, k, **filters)
+
 
     # -- ingest (engine/ingest) ----------------------------------------------------------------
     # Dedup/merge pipeline, review queue, import/export. See docs/ingest.md for the types.
@@ -616,9 +753,181 @@ class MemoryEngine:
 
     # -- end of ingest block -------------------------------------------------------------------
 
+    # -- retrieval and lifecycle (engine/retrieval, engine/lifecycle) --------------------------
+
+    def _retrieval_runtime(self) -> _RetrievalRuntime:
+        runtime: _RetrievalRuntime | None = getattr(self, "_retrieval_state", None)
+        if runtime is None:
+            with self._write_lock:
+                runtime = getattr(self, "_retrieval_state", None)
+                if runtime is None:
+                    runtime = _RetrievalRuntime(self)
+                    self._retrieval_state = runtime
+        return runtime
+
+    @property
+    def retrieval_config(self) -> RetrievalConfig:
+        """Weights and tables retrieval uses (docs/retrieval.md)."""
+        return self._retrieval_runtime().retriever.config
+
+    def set_retrieval_config(self, config: RetrievalConfig) -> None:
+        """Replace the retrieval weights and tables (takes effect on the next retrieval)."""
+        self._retrieval_runtime().retriever.config = config
+
+    def retrieve(self, request: RetrievalRequest, *, inspect: bool = False) -> RetrievedBundle:
+        """Seed 002 §9 retrieval: filter in the view, score, sort, pack, compress.
+
+        Args:
+            inspect: Look without side effects (the GUI's diagnostics): no access counting,
+                no ``memory:retrieval`` event, no metrics.
+
+        Raises:
+            TokenBudgetUndefined: ``request.max_tokens`` is None.
+        """
+        runtime = self._retrieval_runtime()
+        query_vector = None
+        embed_ms = 0.0
+        if request.query and request.query.strip():
+            started = time.perf_counter()
+            vectors = self.embed_texts([request.query])
+            embed_ms = (time.perf_counter() - started) * 1000.0
+            query_vector = vectors[0] if vectors is not None else None
+        bundle = runtime.retriever.retrieve(
+            self._store.view.snapshot(), request, now_ms=self._clock.now(),
+            memory=self._config.memory, query_vector=query_vector,
+            fetch=self._store.get_many, embed_ms=embed_ms)
+        if inspect:
+            return bundle
+        ids = [r.id for r in bundle.records]
+        self.touch(ids)
+        diagnostics = bundle.diagnostics
+        runtime.metrics.record_retrieval(diagnostics.time_ms, agent_id=request.agent_id,
+                                         compressed=diagnostics.compression_applied)
+        self._events.emit(
+            "memory:retrieval", agent_id=request.agent_id, latency_ms=diagnostics.time_ms,
+            decision_reason=bundle.strategy_applied,
+            payload={"agentId": request.agent_id, "purpose": request.purpose.value,
+                     "candidateCount": diagnostics.candidate_count, "used": len(ids),
+                     "truncated": bundle.truncated,
+                     "pressureState": request.pressure_state.value,
+                     "filteredCount": diagnostics.filtered_count,
+                     "semanticMode": diagnostics.semantic_mode.value,
+                     "totalTokens": bundle.total_tokens, "ids": ids})
+        return bundle
+
+    def rescore(self, bundle: RetrievedBundle | RetrievalDiagnostics,
+                weights: ScoringWeights) -> Ranking:
+        """Re-rank a bundle's candidates under ``weights`` without querying the store."""
+        diagnostics = bundle.diagnostics if isinstance(bundle, RetrievedBundle) else bundle
+        return rescore_candidates(diagnostics, weights)
+
+    def expire(self, dry_run: bool = False, *, agent_id: str | None = None) -> LifecycleReport:
+        """Delete records whose TTL has passed (undoable; ``memory:record:expired`` each)."""
+        return self._retrieval_runtime().lifecycle.expire(dry_run=dry_run, agent_id=agent_id)
+
+    def prune(self, mode: PruneMode | str, dry_run: bool = False, *,
+              agent_id: str | None = None) -> LifecycleReport:
+        """Seed 004 pruning: ``gentle`` (expired), ``normal`` (+ decayed < 0.01),
+        ``aggressive`` (+ bottom 10%)."""
+        return self._retrieval_runtime().lifecycle.prune(mode, dry_run=dry_run,
+                                                         agent_id=agent_id)
+
+    def enforce_retention(self, dry_run: bool = False, *,
+                          agent_id: str | None = None) -> LifecycleReport:
+        """Retire records over the seed 002 per-layer retention caps."""
+        return self._retrieval_runtime().lifecycle.enforce_retention(dry_run=dry_run,
+                                                                     agent_id=agent_id)
+
+    def compact(self, agent_id: str | None = None, dry_run: bool = False,
+                summarizer: Summarizer | None = None, *,
+                limit: int | None = None) -> list[CompactionReport]:
+        """Seed 002 §8 compaction of episodic records into semantic summaries.
+
+        Raises:
+            SummaryLocked: a compaction is already running (``MEMORY_SUMMARY_LOCKED``).
+        """
+        return self._retrieval_runtime().lifecycle.compact(
+            agent_id, dry_run=dry_run, summarizer=summarizer, limit=limit)
+
+    def compact_if_due(self, agent_id: str | None = None,
+                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+        """Compact agents whose episodic count exceeds ``episodic_max`` (rate-limited per agent
+        by ``summarization_min_interval_ms``)."""
+        return self._retrieval_runtime().lifecycle.compact_if_due(agent_id,
+                                                                  summarizer=summarizer)
+
+    def summarization_tasks(self, agent_id: str | None = None) -> list[SummarizationTask]:
+        """Summarization tasks recorded in the ledger, newest first."""
+        return self._retrieval_runtime().lifecycle.tasks(agent_id)
+
+    def redaction_scan(self, redactor: Redactor | None = None) -> list[RedactionHit]:
+        """Stored records whose content holds secret-shaped or personal text (seed 002 §14).
+
+        Args:
+            redactor: Patterns to scan with (default: the configured ``redact_patterns``).
+        """
+        redactor = redactor or Redactor(self._config.memory.redact_patterns)
+        snapshot = self._store.view.snapshot()
+        hits: list[RedactionHit] = []
+        for row in snapshot.live_rows.tolist():
+            content = snapshot.contents[row]
+            found = redactor.findings(content)
+            if not found:
+                continue
+            kinds = dict(Counter(f.kind for f in found))
+            hits.append(RedactionHit(
+                id=snapshot.ids[row], agent_id=snapshot.agents[snapshot.agent[row]],
+                kinds=kinds, secret=redactor.contains_secret(content),
+                preview=redactor.redact(content)[:160]))
+        hits.sort(key=lambda h: (not h.secret, h.id))
+        return hits
+
+    def metrics(self) -> dict[str, Any]:
+        """Seed 002 §20 metrics (records per layer, retrieval latency, task counters)."""
+        snapshot = self._store.view.snapshot()
+        live = snapshot.live_rows
+        layers = Counter(LAYERS[c].value for c in snapshot.layer[live].tolist())
+        per_agent: dict[str, Counter[str]] = {}
+        for agent, layer in zip(snapshot.agent[live].tolist(), snapshot.layer[live].tolist(),
+                                strict=True):
+            per_agent.setdefault(snapshot.agents[agent], Counter())[LAYERS[layer].value] += 1
+        zero = {layer.value: 0 for layer in Layer}
+        report = self._retrieval_runtime().metrics.report(
+            layer_counts={**zero, **layers},
+            agent_layer_counts={a: {**zero, **c} for a, c in per_agent.items()})
+        report["redacted_records_stored"] = int(sum(
+            1 for row in live.tolist() if "<REDACT:" in snapshot.contents[row]))
+        return report
+
 
 def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
     record = after if after is not None else before
     if record is None:
         raise ValidationError("edit", None, "an edit needs a record before or after")
     return record.id
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionHit:
+    """A stored record whose content matches redaction patterns (``redact-scan``)."""
+
+    id: str
+    agent_id: str
+    kinds: Mapping[str, int]
+    secret: bool
+    preview: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form (the preview is already redacted)."""
+        return {"id": self.id, "agent_id": self.agent_id, "kinds": dict(self.kinds),
+                "secret": self.secret, "preview": self.preview}
+
+
+class _RetrievalRuntime:
+    """Per-engine retrieval/lifecycle state: the retriever (and its text index), metrics,
+    and the lifecycle manager (which holds the compaction lock)."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.retriever = Retriever()
+        self.metrics = MemoryMetrics()
+        self.lifecycle = Lifecycle(engine, self.metrics, redact=redact_text)

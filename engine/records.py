@@ -251,6 +251,8 @@ def _check_metadata(metadata: Mapping[str, JSONValue]) -> None:
 
 
 def _clean_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    if not isinstance(tags, list | tuple | set | frozenset):
+        raise ValidationError("tags", tags, "must be a list of strings")
     seen: dict[str, None] = {}
     for tag in tags:
         if not isinstance(tag, str):
@@ -266,6 +268,14 @@ def _clean_tags(tags: Iterable[str]) -> tuple[str, ...]:
     if len(seen) > MAX_TAGS:
         raise ValidationError("tags", len(seen), f"at most {MAX_TAGS} tags")
     return tuple(seen)
+
+
+def _clean_metadata(metadata: object) -> dict[str, JSONValue]:
+    if not isinstance(metadata, Mapping):
+        raise ValidationError("metadata", metadata, "must be an object")
+    if not all(isinstance(key, str) for key in metadata):
+        raise ValidationError("metadata", metadata, "keys must be strings")
+    return dict(metadata)
 
 
 def _clean_content(content: object) -> str:
@@ -308,7 +318,7 @@ class NewMemory:
         object.__setattr__(self, "privacy", _enum(Privacy, self.privacy, "privacy"))
         object.__setattr__(self, "source_tier", _enum(TrustTier, self.source_tier, "source_tier"))
         object.__setattr__(self, "tags", _clean_tags(self.tags))
-        object.__setattr__(self, "metadata", dict(self.metadata))
+        object.__setattr__(self, "metadata", _clean_metadata(self.metadata))
         _check_agent(self.agent_id)
         _check_source(self.source)
         if self.importance is not None and not _is_unit(self.importance):
@@ -404,7 +414,7 @@ class MemoryRecord:
         object.__setattr__(self, "privacy", _enum(Privacy, self.privacy, "privacy"))
         object.__setattr__(self, "source_tier", _enum(TrustTier, self.source_tier, "source_tier"))
         object.__setattr__(self, "tags", _clean_tags(self.tags))
-        object.__setattr__(self, "metadata", dict(self.metadata))
+        object.__setattr__(self, "metadata", _clean_metadata(self.metadata))
         object.__setattr__(self, "provenance", tuple(self.provenance))
         object.__setattr__(self, "merged_from", tuple(self.merged_from))
         object.__setattr__(self, "related", tuple(self.related))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from typing import IO, Any
 
 from app.settings import Settings, server_ledger_path
 from engine.embedding import SentenceTransformerEmbedder
-from engine.memory_engine import EngineConfig, MemoryEngine
+from engine.memory_engine import MemoryEngine, engine_config_from_env
 from engine.store import StoreSpec
 
 __all__ = ["CliContext"]
@@ -79,8 +80,8 @@ class CliContext:
         spec = self.store_spec(read_only=read_only)
         ledger = server_ledger_path(self.settings, spec.location, spec.collection) \
             if spec.is_remote else None
-        config = EngineConfig(sampling_rate=self.settings.sampling_rate,
-                              redaction=self.settings.redaction)
+        config = engine_config_from_env(os.environ, sampling_rate=self.settings.sampling_rate,
+                                        redaction=self.settings.redaction)
         self._engine = MemoryEngine.open(spec, ledger_path=ledger, embedder=embedder,
                                          config=config)
         return self._engine

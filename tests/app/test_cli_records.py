@@ -46,6 +46,7 @@ def test_add_get_list_edit_delete_json(cli: Runner) -> None:
     assert (record["agent_id"], record["importance"], record["tags"], record["privacy"],
             record["category"], record["source_tier"]) == (
         "alice", 0.7, ["tea", "drinks"], "PUBLIC", "preference", "agent")
+    assert record.pop("ingest")["action"] == "inserted"  # add goes through the pipeline
     code, out, _ = cli("--json", "get", record["id"])
     assert code == 0 and json.loads(out) == record
     code, out, _ = cli("--json", "list", "--agent", "alice")

@@ -1,0 +1,1 @@
+"""Shared test helpers (real servers and fixtures used by several test packages)."""

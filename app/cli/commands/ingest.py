@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.cli.context import CliContext
+from app.cli.groups import eval_group
 from engine.errors import EngineError, ValidationError
 from engine.events import EventFilter
 from engine.records import TrustTier, format_timestamp, parse_timestamp
@@ -62,22 +63,11 @@ def register(subparsers: Any) -> None:
     reject.add_argument("id")
     reject.set_defaults(handler=_review_reject)
 
-    evaluation = _eval_group(subparsers)
+    evaluation = eval_group(subparsers)
     dedup = evaluation.add_parser(
         "dedup", help="merge decision quality on an STS-B-format file, per trust tier")
     dedup.add_argument("file", metavar="FILE.csv")
     dedup.set_defaults(handler=_eval_dedup)
-
-
-def _eval_group(subparsers: Any) -> Any:
-    """The ``eval`` command's sub-parsers (shared with other command modules)."""
-    existing = subparsers.choices.get("eval")
-    if existing is not None:
-        for action in existing._actions:  # another module already created ``eval``
-            if isinstance(action, argparse._SubParsersAction):
-                return action
-    parser = subparsers.add_parser("eval", help="evaluate engine decisions on labelled data")
-    return parser.add_subparsers(dest="eval_what", metavar="WHAT", required=True)
 
 
 def _ingest(args: argparse.Namespace, ctx: CliContext) -> int:

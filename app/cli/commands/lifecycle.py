@@ -1,0 +1,122 @@
+"""Lifecycle commands: ``prune``, ``compact``, ``expire``, ``retention``, ``redact-scan``,
+``metrics``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from app.cli.context import CliContext
+from engine.lifecycle import LifecycleReport, PruneMode
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the lifecycle commands to the CLI."""
+    prune = subparsers.add_parser("prune", help="seed 004 pruning: gentle, normal, aggressive")
+    prune.add_argument("--mode", choices=[m.value for m in PruneMode], required=True)
+    prune.add_argument("--agent", help="only this agent's records")
+    prune.add_argument("--dry-run", action="store_true", help="list, do not delete")
+    prune.set_defaults(handler=_prune)
+
+    expire = subparsers.add_parser("expire", help="delete records whose TTL has passed")
+    expire.add_argument("--agent")
+    expire.add_argument("--dry-run", action="store_true")
+    expire.set_defaults(handler=_expire)
+
+    retention = subparsers.add_parser("retention", help="enforce the per-layer retention caps")
+    retention.add_argument("--agent")
+    retention.add_argument("--dry-run", action="store_true")
+    retention.set_defaults(handler=_retention)
+
+    compact = subparsers.add_parser(
+        "compact", help="summarize old low-importance episodic records (seed 002 §8)")
+    compact.add_argument("--agent", help="only this agent (default: every agent)")
+    compact.add_argument("--dry-run", action="store_true", help="show the groups, change nothing")
+    compact.add_argument("--limit", type=int, default=None, metavar="N",
+                         help="compact at most N records per agent")
+    compact.set_defaults(handler=_compact)
+
+    scan = subparsers.add_parser("redact-scan",
+                                 help="list stored records holding secrets or personal data")
+    scan.set_defaults(handler=_redact_scan)
+
+    metrics = subparsers.add_parser("metrics", help="seed 002 §20 memory metrics")
+    metrics.set_defaults(handler=_metrics)
+
+
+def _report(ctx: CliContext, report: LifecycleReport) -> int:
+    if ctx.json:
+        ctx.emit_json(report.to_json())
+        return 0
+    verb = "would remove" if report.dry_run else "removed"
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.selection.by_reason().items()))
+    ctx.print(f"{report.action}: {verb} {len(report.selection)} record(s)"
+              f"{' (' + reasons + ')' if reasons else ''}; {report.remaining} in store")
+    for record_id in report.selection.ids:
+        ctx.print(f"  {record_id}  {report.selection.reasons[record_id]}")
+    return 0
+
+
+def _prune(args: argparse.Namespace, ctx: CliContext) -> int:
+    engine = ctx.open_engine(read_only=args.dry_run)
+    return _report(ctx, engine.prune(args.mode, args.dry_run, agent_id=args.agent))
+
+
+def _expire(args: argparse.Namespace, ctx: CliContext) -> int:
+    engine = ctx.open_engine(read_only=args.dry_run)
+    return _report(ctx, engine.expire(args.dry_run, agent_id=args.agent))
+
+
+def _retention(args: argparse.Namespace, ctx: CliContext) -> int:
+    engine = ctx.open_engine(read_only=args.dry_run)
+    return _report(ctx, engine.enforce_retention(args.dry_run, agent_id=args.agent))
+
+
+def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
+    engine = ctx.open_engine(read_only=args.dry_run, embed=not args.dry_run)
+    reports = engine.compact(args.agent, args.dry_run, limit=args.limit)
+    if ctx.json:
+        ctx.emit_json({"agents": [r.to_json() for r in reports]})
+        return 0
+    for report in reports:
+        groups = [t for t in report.tasks if t.status.value != "skipped"]
+        if report.dry_run:
+            ctx.print(f"{report.agent_id}: would summarize {sum(len(t.source_ids) for t in groups)}"
+                      f" record(s) in {len(groups)} group(s); {report.remaining} episodic now")
+        else:
+            ctx.print(f"{report.agent_id}: removed {report.removed} episodic record(s) into "
+                      f"{len(report.summaries)} summary record(s); "
+                      f"{report.remaining} episodic remain")
+        for task in report.tasks:
+            target = f" -> {task.summary_record_id}" if task.summary_record_id else ""
+            why = f" ({task.failure_reason})" if task.failure_reason else ""
+            ctx.print(f"  task {task.id[:8]} {task.status.value:<9} {len(task.source_ids)} "
+                      f"source(s){target}{why}")
+    return 0
+
+
+def _redact_scan(args: argparse.Namespace, ctx: CliContext) -> int:
+    hits = ctx.open_engine(read_only=True).redaction_scan()
+    if ctx.json:
+        ctx.emit_json({"count": len(hits), "records": [h.to_json() for h in hits]})
+        return 0
+    ctx.print(f"{len(hits)} record(s) with secret-shaped or personal text")
+    for hit in hits:
+        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(hit.kinds.items()))
+        ctx.print(f"  {hit.id}  [{hit.agent_id}] {'SECRET ' if hit.secret else ''}{kinds}: "
+                  f"{hit.preview}")
+    return 0
+
+
+def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
+    report = ctx.open_engine(read_only=True).metrics()
+    if ctx.json:
+        ctx.emit_json(report)
+        return 0
+    for key, value in report["aggregate"].items():
+        if not isinstance(value, dict):
+            ctx.print(f"{key:<32} {value}")
+    ctx.print(f"{'redacted_records_stored':<32} {report['redacted_records_stored']}")
+    return 0

@@ -1,0 +1,160 @@
+"""LLM commands: ``extract CONVERSATION.json`` and ``llm status``.
+
+``extract`` sends a conversation through the LLM gateway (breaker, throttle, budget, retries,
+redaction), validates the answer against the extraction schema and either prints the candidates
+(``--dry-run``) or stores the valid ones. Provider settings come from ``MNEMOSCOPE_LLM_*``
+environment variables (``engine.llm.settings``), overridden by ``--provider`` / ``--model``.
+``llm status`` prints the breaker state, the token projection of the next call and the day's
+budget, restored from the ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.cli.context import CliContext
+from app.settings import server_ledger_path
+from engine.clock import SystemClock
+from engine.events import EventBus
+from engine.ledger import LEDGER_FILENAME, Ledger
+from engine.llm import Extractor, LLMGateway, llm_settings_from_env, load_conversation
+from engine.llm.extractor import ExtractionResult
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``extract`` and ``llm status`` to the CLI."""
+    extract = subparsers.add_parser(
+        "extract", help="extract memories from a conversation with the configured LLM")
+    extract.add_argument("conversation", metavar="CONVERSATION.json",
+                         help="a JSON list of {role, content, id?}, an object with 'messages', "
+                              "or a LoCoMo sample")
+    extract.add_argument("--provider", help="openai, anthropic, ollama, vllm, lmstudio, llamacpp "
+                                            "(default: $MNEMOSCOPE_LLM_PROVIDER)")
+    extract.add_argument("--model", help="model name (default: $MNEMOSCOPE_LLM_MODEL)")
+    extract.add_argument("--agent", help="agent id for the memories (default: the file's, or "
+                                         "'default')")
+    extract.add_argument("--dry-run", action="store_true",
+                         help="print the validated candidates; store nothing")
+    extract.add_argument("--json", dest="json_here", action="store_true",
+                         default=argparse.SUPPRESS, help="print one JSON document")
+    extract.set_defaults(handler=_extract)
+
+    llm = subparsers.add_parser("llm", help="LLM gateway commands")
+    commands = llm.add_subparsers(dest="llm_command", metavar="SUBCOMMAND", required=True)
+    status = commands.add_parser("status", help="breaker, rate projection and budget")
+    status.add_argument("--provider", help="provider alias (default: $MNEMOSCOPE_LLM_PROVIDER)")
+    status.add_argument("--json", dest="json_here", action="store_true",
+                        default=argparse.SUPPRESS, help="print one JSON document")
+    status.set_defaults(handler=_status)
+
+
+def _ledger_path(ctx: CliContext) -> Path:
+    """Where the store's ledger lives (the same rule as ``MemoryEngine.open``)."""
+    spec = ctx.store_spec()
+    if spec.is_remote:
+        return server_ledger_path(ctx.settings, spec.location, spec.collection)
+    return Path(spec.location).expanduser() / LEDGER_FILENAME
+
+
+def _redactor(ctx: CliContext, *, sends_prompts: bool) -> Callable[[str], str] | None:
+    """The engine's redaction function (DESIGN decision 8), or None if it is not installed."""
+    try:
+        module = importlib.import_module("engine.redaction")
+    except ImportError:
+        if sends_prompts:
+            ctx.warn("note: engine.redaction is not available; prompts are sent unredacted")
+        return None
+    redact: Callable[[str], str] = module.redact_text
+    return redact
+
+
+def _gateway(ctx: CliContext, args: argparse.Namespace, ledger: Ledger,
+             events: EventBus | None, *, sends_prompts: bool) -> LLMGateway:
+    settings = llm_settings_from_env().with_overrides(
+        provider=getattr(args, "provider", None), model=getattr(args, "model", None))
+    redactor = _redactor(ctx, sends_prompts=sends_prompts and settings.configured)
+    gateway = LLMGateway(settings, ledger=ledger, events=events, clock=SystemClock(),
+                         redactor=redactor, redact=True)
+    ctx.on_close(gateway.close)
+    return gateway
+
+
+def _status(args: argparse.Namespace, ctx: CliContext) -> int:
+    ctx.json = ctx.json or bool(getattr(args, "json_here", False))
+    path = _ledger_path(ctx)
+    ledger = Ledger(path, read_only=True)
+    ctx.on_close(ledger.close)
+    gateway = _gateway(ctx, args, ledger, None, sends_prompts=False)
+    status = gateway.status()
+    document = status.to_json()
+    if ctx.json:
+        ctx.emit_json(document)
+        return 0
+    ctx.print(f"provider:    {status.provider or '(none configured)'}"
+              f"{' / ' + status.model if status.model else ''}")
+    ctx.print(f"breaker:     {status.breaker}")
+    throttling = " - throttling" if status.should_throttle else ""
+    ctx.print(f"rate window: {status.window_utilization_percent:.1f}% projected "
+              f"({status.projected_total:.0f} tokens){throttling}")
+    budget = "disabled" if status.budget_usd <= 0 else f"{status.budget_usd:.2f} USD"
+    ctx.print(f"budget:      {status.spent_usd:.6f} USD spent of {budget} since "
+              f"{document['window_start']}")
+    ctx.print(f"alerts:      {', '.join(f'{a}%' for a in status.alerts) or 'none'}")
+    return 0
+
+
+def _print_result(ctx: CliContext, result: ExtractionResult, stored: list[str] | None) -> None:
+    how = (f"{result.provider}/{result.model}" if result.source == "llm"
+           else f"local heuristic ({result.fallback_reason}: {result.detail})")
+    ctx.print(f"extracted {len(result.candidates)} memories via {how}")
+    for candidate in result.candidates:
+        importance = "-" if candidate.importance is None else f"{candidate.importance:.2f}"
+        ctx.print(f"  [{candidate.category.value}] {candidate.content}  "
+                  f"(importance {importance}, confidence {candidate.confidence:.2f})")
+    for item in result.invalid:
+        where = "answer" if item.index is None else f"item {item.index}"
+        field = f" {item.field}" if item.field else ""
+        ctx.print(f"  rejected {where}: {item.reason}{field} {item.detail}".rstrip())
+    if stored is not None:
+        ctx.print(f"stored {len(stored)} records")
+
+
+def _extract(args: argparse.Namespace, ctx: CliContext) -> int:
+    ctx.json = ctx.json or bool(getattr(args, "json_here", False))
+    conversation = load_conversation(args.conversation)
+    agent = args.agent or conversation.agent_id
+    if args.dry_run:
+        ledger = Ledger(_ledger_path(ctx))
+        ctx.on_close(ledger.close)
+        events = EventBus(clock=SystemClock(), ledger=ledger,
+                          sampling_rate=ctx.settings.sampling_rate,
+                          redaction=ctx.settings.redaction)
+    else:
+        engine = ctx.open_engine(embed=True)
+        ledger, events = engine.ledger, engine.events
+    gateway = _gateway(ctx, args, ledger, events, sends_prompts=True)
+    result = Extractor(gateway, events).extract(conversation, model=args.model)
+    stored: list[str] | None = None
+    if not args.dry_run:
+        # The ingest pipeline (dedup/merge/surprise) takes these when it is wired in; until then
+        # each validated candidate is added as a new record.
+        stored = []
+        source = f"extractor:{result.provider or 'heuristic'}"
+        for candidate in result.candidates:
+            record = engine.add(candidate.to_new_memory(agent_id=agent, source=source))
+            stored.append(record.id)
+    if ctx.json:
+        document = result.to_json()
+        document["dry_run"] = bool(args.dry_run)
+        document["agent_id"] = agent
+        document["stored_ids"] = stored
+        ctx.emit_json(document)
+    else:
+        _print_result(ctx, result, stored)
+    return 0

@@ -1,0 +1,44 @@
+"""Memory lifecycle: TTL expiry, seed 004 pruning, retention caps, episodic compaction.
+
+Selections (:mod:`.pruning`, :func:`.compaction.select_compaction`) are pure functions of a view
+snapshot; :class:`Lifecycle` applies them through the engine (undoable deletes, audit events),
+or only reports them on a dry run.
+"""
+
+from engine.lifecycle.compaction import (
+    PROMPT_TEMPLATE,
+    HeuristicSummarizer,
+    SummarizationTask,
+    Summarizer,
+    TaskStatus,
+    assemble_prompt,
+    group_records,
+    select_compaction,
+)
+from engine.lifecycle.manager import CompactionReport, Lifecycle, LifecycleReport
+from engine.lifecycle.pruning import (
+    PruneMode,
+    Selection,
+    select_expired,
+    select_prune,
+    select_retention,
+)
+
+__all__ = [
+    "PROMPT_TEMPLATE",
+    "CompactionReport",
+    "HeuristicSummarizer",
+    "Lifecycle",
+    "LifecycleReport",
+    "PruneMode",
+    "Selection",
+    "SummarizationTask",
+    "Summarizer",
+    "TaskStatus",
+    "assemble_prompt",
+    "group_records",
+    "select_compaction",
+    "select_expired",
+    "select_prune",
+    "select_retention",
+]

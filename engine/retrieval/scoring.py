@@ -1,0 +1,183 @@
+"""Vectorized score components over the columnar view (seed 002 §7, seed 004 ranking).
+
+Every function here takes whole numpy columns and returns arrays; nothing loops over records.
+
+Components (each in 0..1 except flagged importance, which the seed 002 boost may lift above 1):
+
+* ``importance``: seed 004 decayed importance (half-life, access boost) × ``importance_boost``
+  for records tagged important.
+* ``recency``: ``exp(-Δt / halfLife)`` from the record's recency anchor (seed 002 §7).
+* ``semantic``: cosine of query and record embeddings, clipped at 0; token Jaccard for records
+  without a vector or when the model is unavailable (seed 004 fallback).
+* ``lexical``: BM25 of the query over the candidates, divided by the best candidate's BM25.
+* ``layer``: the purpose's weight for the record's layer.
+* ``access``: seed 004 ``min(accessCount / 100, 1)``.
+* ``context``: for episodic records, the best relevance (semantic and lexical, in their weight
+  ratio) among the record's time neighbours of the same agent within ``context_window_ms``:
+  the reply to a relevant question is relevant.
+* ``speaker``: 1 when the record is a turn attributed to someone (``"Name: text"``) whom the
+  query names, else 0: "what did Caroline say…" is answered by Caroline's own turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.decay import decayed_importance
+from engine.records import Layer
+from engine.retrieval.types import COMPONENTS
+from engine.retrieval.weights import ScoringWeights
+from engine.store.view import LAYERS, ViewSnapshot
+
+__all__ = [
+    "ComponentIndex",
+    "access_frequency",
+    "combine",
+    "context_relevance",
+    "linear_recency",
+    "neighbour_matrix",
+    "recency",
+]
+
+F64 = npt.NDArray[np.float64]
+I32 = npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentIndex:
+    """Column positions of the components in a component matrix."""
+
+    importance: int = COMPONENTS.index("importance")
+    recency: int = COMPONENTS.index("recency")
+    semantic: int = COMPONENTS.index("semantic")
+    lexical: int = COMPONENTS.index("lexical")
+    layer: int = COMPONENTS.index("layer")
+    access: int = COMPONENTS.index("access")
+    context: int = COMPONENTS.index("context")
+    speaker: int = COMPONENTS.index("speaker")
+
+
+COL = ComponentIndex()
+
+
+def recency(anchor_ms: npt.ArrayLike, now_ms: float, half_life_ms: float) -> F64:
+    """Seed 002 §7 ``exp(-Δt / halfLife)`` (future anchors count as now)."""
+    delta = np.maximum(now_ms - np.asarray(anchor_ms, dtype=np.float64), 0.0)
+    result: F64 = np.exp(-delta / half_life_ms)
+    return result
+
+
+def linear_recency(age_days: npt.ArrayLike, max_age_days: float = 90.0) -> F64:
+    """Seed 004's linear recency ``max(0, 1 - age/90)`` (reference for its ranking example)."""
+    result: F64 = np.maximum(0.0, 1.0 - np.asarray(age_days, dtype=np.float64) / max_age_days)
+    return result
+
+
+def access_frequency(access_count: npt.ArrayLike, cap: float = 100.0) -> F64:
+    """Seed 004 ``min(accessCount / 100, 1)``."""
+    result: F64 = np.minimum(np.asarray(access_count, dtype=np.float64) / cap, 1.0)
+    return result
+
+
+def layer_component(layer_codes: npt.NDArray[np.int8], table: Mapping[Layer, float]) -> F64:
+    """The purpose's weight for each record's layer (codes index :data:`LAYERS`)."""
+    lookup = np.asarray([table.get(layer, 0.0) for layer in LAYERS], dtype=np.float64)
+    result: F64 = lookup[layer_codes]
+    return result
+
+
+def importance_component(snapshot: ViewSnapshot, now_ms: float, half_life_days: float,
+                         flagged: npt.NDArray[np.bool_], boost: float) -> F64:
+    """Seed 004 decayed importance with seed 002's boost for flagged records (all rows)."""
+    n = snapshot.n
+    value = decayed_importance(snapshot.importance[:n], snapshot.created_at[:n],
+                               snapshot.access_count[:n], now_ms, half_life_days)
+    result: F64 = np.where(flagged[:n], value * boost, value)
+    return result
+
+
+def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float) -> I32:
+    """For each episodic row, up to ``k`` episodic rows of the same agent before and after it.
+
+    Only episodic records have a conversational context (adjacent turns of one exchange);
+    facts in other layers that merely happen to be stored together lend nothing. Returns an
+    ``(n, 2k)`` array of row indices with ``-1`` where there is none (another agent, further
+    than ``window_ms`` away, another layer, or a dead row).
+    """
+    n = snapshot.n
+    out = np.full((n, 2 * k), -1, dtype=np.int32)
+    if n == 0 or k == 0:
+        return out
+    episodic = LAYERS.index(Layer.EPISODIC)
+    live = np.flatnonzero(snapshot.alive[:n] & (snapshot.layer[:n] == episodic))
+    created = snapshot.created_at[:n][live]
+    agent = snapshot.agent[:n][live]
+    order = live[np.lexsort((live, created, agent))]
+    t = snapshot.created_at[:n][order]
+    a = snapshot.agent[:n][order]
+    for off in range(1, k + 1):
+        if off >= len(order):
+            break
+        ok = (a[off:] == a[:-off]) & (np.abs(t[off:] - t[:-off]) <= window_ms)
+        later, earlier = order[off:][ok], order[:-off][ok]
+        out[later, off - 1] = earlier
+        out[earlier, k + off - 1] = later
+    return out
+
+
+def context_relevance(relevance: F64, neighbours: I32) -> F64:
+    """Best ``relevance`` among each row's neighbours (0 where it has none)."""
+    if neighbours.shape[1] == 0:
+        return np.zeros(len(relevance))
+    padded = np.append(relevance, 0.0)
+    result: F64 = padded[neighbours[:, 0]]
+    for column in range(1, neighbours.shape[1]):
+        np.maximum(result, padded[neighbours[:, column]], out=result)
+    return result
+
+
+def relevance_of(components: F64, weights: ScoringWeights) -> F64:
+    """Semantic and lexical mixed in their weight ratio (0..1): what neighbours lend."""
+    total = weights.semantic + weights.lexical
+    if total <= 0:
+        return np.zeros(len(components))
+    result: F64 = (weights.semantic * components[:, COL.semantic]
+                   + weights.lexical * components[:, COL.lexical]) / total
+    return result
+
+
+def combine(components: F64, weights: ScoringWeights) -> F64:
+    """Weighted sum of the component matrix (columns in :data:`COMPONENTS` order).
+
+    Column by column (fast for the column-major matrices retrieval builds; avoids BLAS threads).
+    """
+    result: F64 = np.zeros(components.shape[0], dtype=np.float64)
+    for column, weight in enumerate(weights.as_tuple()):
+        if weight:
+            result += weight * components[:, column]
+    return result
+
+
+def lexsort_rank(scores: F64, ids: Sequence[str], subset: npt.NDArray[np.intp]
+                 ) -> npt.NDArray[np.intp]:
+    """``subset`` ordered by score desc, then id asc (seed 002 §9 step 3, stable).
+
+    A numpy sort by score; only runs of exactly equal scores are re-sorted by id in Python.
+    """
+    ranked = subset[np.argsort(-scores[subset], kind="stable")]
+    if len(ranked) < 2:
+        return ranked
+    ordered = scores[ranked]
+    equal = ordered[1:] == ordered[:-1]
+    if not equal.any():
+        return ranked
+    edges = np.diff(np.concatenate(([0], equal.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        run = ranked[start:end + 1].tolist()
+        ranked[start:end + 1] = sorted(run, key=ids.__getitem__)
+    return ranked

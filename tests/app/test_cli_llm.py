@@ -1,0 +1,129 @@
+"""``extract`` and ``llm status`` through the real parser against the real LLM test server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from app.cli import run_cli
+from tests.support.llm_server import Behaviour, LLMTestServer
+
+Runner = Callable[..., tuple[int, str, str]]
+KEY = "sk-cli-SECRET-9876543210"
+
+ANSWER = json.dumps({"schemaVersion": "v1", "memories": [
+    {"content": "User works as a nurse", "category": "fact", "importance": 0.7,
+     "confidence": 0.9, "emotionalContext": None},
+    {"content": "", "category": "fact", "importance": 0.1, "confidence": 0.1},
+]})
+
+
+@pytest.fixture
+def server() -> Iterator[LLMTestServer]:
+    with LLMTestServer(default=Behaviour(content=ANSWER, input_tokens=1000,
+                                         output_tokens=1000)) as running:
+        yield running
+
+
+@pytest.fixture
+def conversation(tmp_path: Path) -> Path:
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps({"agent_id": "nurse-bot", "messages": [
+        {"id": "u1", "role": "user", "content": "I work as a nurse. Mail me at bob@example.com"},
+        {"id": "a1", "role": "assistant", "content": "Noted!"}]}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], server: LLMTestServer,
+        monkeypatch: pytest.MonkeyPatch) -> Runner:
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
+    for name, value in {"MNEMOSCOPE_LLM_PROVIDER": "openai",
+                        "MNEMOSCOPE_LLM_BASE_URL": server.base_url + "/v1",
+                        "MNEMOSCOPE_LLM_MODEL": "gpt-4o-mini",
+                        "MNEMOSCOPE_LLM_API_KEY_ENV": "CLI_TEST_LLM_KEY",
+                        "CLI_TEST_LLM_KEY": KEY,
+                        "MNEMOSCOPE_LLM_DAILY_BUDGET_USD": "0.002"}.items():
+        monkeypatch.setenv(name, value)
+    store = str(tmp_path / "store")
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = run_cli(["--store", store, "--no-model", *argv], env)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_extract_dry_run_json_then_status_from_the_ledger(cli: Runner, conversation: Path,
+                                                          server: LLMTestServer) -> None:
+    code, out, _ = cli("extract", str(conversation), "--dry-run", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["source"], doc["dry_run"], doc["agent_id"]) == ("llm", True, "nurse-bot")
+    assert [m["content"] for m in doc["memories"]] == ["User works as a nurse"]
+    assert doc["invalid"] == [{"index": 1, "reason": "invalid_field", "field": "content",
+                               "detail": "must be a non-empty string"}]
+    assert doc["stored_ids"] is None
+    # gpt-4o-mini: 1000 * 0.15/M + 1000 * 0.60/M = 0.00075 USD
+    assert doc["cost_usd"] == pytest.approx(0.00075)
+    assert server.requests[-1].headers["Authorization"] == f"Bearer {KEY}"
+    # A new process (a restart) sees the spend from the ledger.
+    code, out, _ = cli("--json", "llm", "status")
+    assert code == 0
+    status = json.loads(out)
+    assert status["spent_usd"] == pytest.approx(0.00075)
+    assert status["budget_usd"] == 0.002
+    assert status["breaker"] == "closed"
+    assert status["alerts"] == []
+    assert status["window_start"].endswith("T00:00:00.000Z")
+    assert set(status) >= {"window_utilization_percent", "projected_total", "should_throttle"}
+    assert KEY not in out
+
+
+def test_budget_spent_falls_back_and_says_why(cli: Runner, conversation: Path,
+                                             server: LLMTestServer) -> None:
+    assert cli("extract", str(conversation), "--dry-run", "--json")[0] == 0
+    assert cli("extract", str(conversation), "--dry-run", "--json")[0] == 0  # 0.0015 USD: 75 %
+    code, out, _ = cli("extract", str(conversation), "--dry-run", "--json")
+    doc = json.loads(out)
+    assert code == 0
+    assert (doc["source"], doc["fallback_reason"]) == ("heuristic", "budget_exceeded")
+    assert [m["content"] for m in doc["memories"]] == ["User work as a nurse."]
+    assert len(server.requests) == 2
+    code, out, _ = cli("llm", "status")
+    assert "alerts:      70%" in out
+    assert "breaker:     closed" in out
+
+
+def test_extract_stores_valid_candidates(cli: Runner, conversation: Path) -> None:
+    code, out, err = cli("extract", str(conversation), "--model", "gpt-4o-mini")
+    assert code == 0, err
+    assert "extracted 1 memories via openai/gpt-4o-mini" in out
+    assert "rejected item 1: invalid_field content" in out
+    assert "stored 1 records" in out
+    code, out, _ = cli("--json", "list", "--agent", "nurse-bot")
+    listing = json.loads(out)
+    assert [r["content"] for r in listing["records"]] == ["User works as a nurse"]
+    assert listing["records"][0]["source"] == "extractor:openai"
+
+
+def test_no_provider_uses_the_heuristic(cli: Runner, conversation: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MNEMOSCOPE_LLM_PROVIDER", "MNEMOSCOPE_LLM_BASE_URL", "MNEMOSCOPE_LLM_MODEL"):
+        monkeypatch.delenv(name)
+    code, out, _ = cli("--json", "extract", str(conversation), "--dry-run")
+    doc = json.loads(out)
+    assert (code, doc["source"], doc["fallback_reason"]) == (0, "heuristic", "no_provider")
+    code, out, _ = cli("llm", "status")
+    assert "provider:    (none configured)" in out
+
+
+def test_bad_input_file(cli: Runner, tmp_path: Path) -> None:
+    code, _, err = cli("extract", str(tmp_path / "missing.json"), "--dry-run")
+    assert code == 1
+    assert "missing.json" in err

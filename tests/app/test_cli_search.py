@@ -1,0 +1,101 @@
+"""CLI: search --json shape, prune/compact dry runs, redact-scan, metrics, eval locomo (slice)."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from app.cli import run_cli
+
+
+def _run(store: Path, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = run_cli(["--store", str(store), "--no-model", *args], settings_env={})
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "store"
+    for text, extra in (("User prefers TypeScript over JavaScript.", []),
+                        ("Contact me at jane.doe@example.com any time.", []),
+                        ("The cat is named Tom.", ["--layer", "episodic"])):
+        code, _ = _run(path, "add", text, "--agent", "a", *extra)
+        assert code == 0
+    return path
+
+
+def test_search_json_shape(store: Path) -> None:
+    code, out = _run(store, "--json", "search", "typescript", "--agent", "a",
+                     "--max-tokens", "12", "--inspect")
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) == {"records", "total_tokens", "truncated", "strategy_applied",
+                        "diagnostics"}
+    assert doc["records"][0]["content"].startswith("User prefers TypeScript")
+    diagnostics = doc["diagnostics"]
+    assert {"candidate_count", "filtered_count", "time_ms", "compression_applied",
+            "candidates"} <= set(diagnostics)
+    assert diagnostics["candidate_count"] == 3
+    first = diagnostics["candidates"][0]
+    assert first["packed"] is True
+    assert first["drop_reason"] is None
+    assert any(c["drop_reason"] == "budget" for c in diagnostics["candidates"])
+
+
+def test_search_human_output_and_pressure(store: Path) -> None:
+    code, out = _run(store, "search", "cat", "--pressure", "throttle", "--inspect")
+    assert code == 0
+    assert "strategy balanced:throttle" in out
+
+
+def test_search_rejects_bad_budget(store: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        _run(store, "search", "x", "--max-tokens", "0")
+    assert info.value.code == 2
+
+
+def test_prune_and_compact_dry_runs(store: Path) -> None:
+    code, out = _run(store, "--json", "prune", "--mode", "aggressive", "--dry-run")
+    assert code == 0
+    assert json.loads(out)["dry_run"] is True
+    code, out = _run(store, "--json", "compact", "--agent", "a", "--dry-run")
+    assert code == 0
+    assert json.loads(out)["agents"][0]["agent_id"] == "a"
+
+
+def test_redact_scan_and_metrics(store: Path) -> None:
+    code, out = _run(store, "--json", "redact-scan")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["count"] == 1
+    assert doc["records"][0]["kinds"] == {"EMAIL": 1}
+    assert "jane.doe" not in doc["records"][0]["preview"]
+    code, out = _run(store, "--json", "metrics")
+    assert code == 0
+    assert json.loads(out)["aggregate"]["memory_records_total"] == 3
+
+
+LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_eval_locomo_slice(tmp_path: Path) -> None:
+    path = LOCOMO if LOCOMO.exists() else Path("/work/shared/data/locomo/locomo_dev.json")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = run_cli(["--store", str(tmp_path / "unused"), "--json", "eval", "locomo",
+                        str(path), "--unit", "observations", "--conversations", "1",
+                        "--questions", "12"], settings_env={})
+    doc = json.loads(out.getvalue())
+    assert code == 0
+    assert doc["questions"] == 12
+    assert set(doc["ours"]) == {"hit@1", "hit@5", "hit@10"}
+    assert doc["ours"]["hit@10"] >= doc["ours"]["hit@1"]
+    assert doc["baseline"]["hit@5"] > 0.0

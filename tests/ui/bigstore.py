@@ -1,0 +1,56 @@
+"""Build a large store quickly, without the model: random unit vectors written in batches."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from engine.records import Layer, MemoryRecord, NewMemory, Privacy
+from engine.store import MemoryStore, StoreSpec
+
+AGENTS = ("alpha", "beta", "gamma", "delta")
+LAYERS = tuple(Layer)
+
+
+def build_store(path: Path, count: int, *, batch: int = 5000, seed: int = 7) -> float:
+    """Write ``count`` records to a new embedded store at ``path``; returns seconds taken.
+
+    Record ``i`` has content ``"memory number {i:06d} …"``, agent ``AGENTS[i % 4]``, layer
+    ``LAYERS[i % 6]``, importance ``(i % 100) / 100`` and created_at ``1e12 + i * 1000``.
+    """
+    started = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    store = MemoryStore.open(StoreSpec(str(path)))
+    try:
+        for start in range(0, count, batch):
+            records = []
+            for i in range(start, min(count, start + batch)):
+                new = NewMemory(content=f"memory number {i:06d} about topic {i % 97}",
+                                agent_id=AGENTS[i % 4], layer=LAYERS[i % 6],
+                                importance=(i % 100) / 100, confidence=0.8,
+                                privacy=Privacy.PUBLIC if i % 3 else Privacy.PRIVATE,
+                                tags=(f"t{i % 5}",), source="bench",
+                                created_at=1e12 + i * 1000.0)
+                records.append(MemoryRecord.create(new, now_ms=1e12 + i * 1000.0,
+                                                   record_id=f"r{i:06d}"))
+            vectors = rng.standard_normal((len(records), 384)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            store.write(records, vectors)
+    finally:
+        store.close()
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    import sys
+    import tempfile
+
+    target = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp()) / "big"
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    print(f"built {n} records in {build_store(target, n):.1f} s at {target}")
+    t = time.perf_counter()
+    s = MemoryStore.open(StoreSpec(str(target), read_only=True))
+    print(f"opened in {time.perf_counter() - t:.1f} s, {s.count()} records")
+    s.close()

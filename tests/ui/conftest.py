@@ -1,0 +1,126 @@
+"""GUI test fixtures: a qasync loop that pytest-qt drives, the task runner, windows on temp stores.
+
+The loop is created ``already_running``: pytest-qt's ``qtbot.waitUntil`` / ``waitSignal`` spin
+Qt's event loop, which runs the asyncio callbacks, so tests never call ``run_until_complete``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import qasync
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from engine.memory_engine import MemoryEngine
+from engine.redaction import redact_text
+from engine.store import StoreSpec, list_collections
+from ui.import_process import run_in_child
+from ui.importing import ImportSummary
+from ui.main_window import MainWindow, Preferences, WindowServices
+from ui.tasks import TaskRunner, spawn
+
+T = TypeVar("T")
+DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo" / "memories.jsonl"
+
+
+@pytest.fixture
+def qloop(qapp: QApplication) -> Iterator[qasync.QEventLoop]:
+    """An asyncio loop on Qt's event loop, set as the running loop for the test."""
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(loop)
+    yield loop
+    asyncio.events._set_running_loop(None)
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def runner() -> Iterator[TaskRunner]:
+    """The task runner, shut down after the test."""
+    made = TaskRunner()
+    yield made
+    made.shutdown()
+
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "da", "fe", "gu",
+              "ho", "ji", "ku", "ly", "mo", "ny", "pe")
+
+
+def distinct_text(number: int, words: int = 9) -> str:
+    """A sentence of made-up words sharing almost no tokens with the others (no dedup merges)."""
+    import random
+
+    rng = random.Random(number)
+    return " ".join(rng.choice(_SYLLABLES) + rng.choice(_SYLLABLES) + rng.choice(_SYLLABLES)
+                    for _ in range(words)) + f" {number}"
+
+
+def run(qtbot: QtBot, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+    """Run ``coro`` on the GUI loop and wait (spinning Qt) until it is done."""
+    task = spawn(coro)
+    qtbot.waitUntil(task.done, timeout=int(timeout * 1000))
+    return task.result()
+
+
+def open_fresh(spec: StoreSpec) -> MemoryEngine:
+    """Open like the app does: Chroma's per-process client cache dropped first."""
+    from app.wiring import forget_embedded_clients
+
+    if not spec.is_remote:
+        forget_embedded_clients()
+    return MemoryEngine.open(spec)
+
+
+def child_import(spec: StoreSpec, path: Path, agent: str | None,
+                 progress: Callable[[int, int], None],
+                 cancelled: Callable[[], bool]) -> ImportSummary:
+    """The app's out-of-process import, without the model."""
+    return run_in_child(spec, path, conversation_agent=agent, progress=progress,
+                        cancelled=cancelled)
+
+
+def services(runner: TaskRunner, **changes: Any) -> WindowServices:
+    """Window services over real embedded stores, without the model and without saving."""
+    saved: list[Preferences] = []
+    defaults: dict[str, Any] = {
+        "runner": runner,
+        "open_engine": open_fresh,
+        "list_collections": list_collections,
+        "save_preferences": saved.append,
+        "redactor": redact_text,
+        "demo_memories": DEMO,
+        "version": "test",
+    }
+    defaults.update(changes)
+    return WindowServices(**defaults)
+
+
+@pytest.fixture
+def make_window(qtbot: QtBot, qloop: qasync.QEventLoop,
+                runner: TaskRunner) -> Iterator[Callable[..., MainWindow]]:
+    """Build main windows (closed, with their stores, after the test)."""
+    made: list[MainWindow] = []
+
+    def build(**changes: Any) -> MainWindow:
+        window = MainWindow(services(runner, **changes))
+        window.resize(1100, 700)
+        window.show()
+        made.append(window)
+        return window
+
+    yield build
+    for window in made:  # close the store (releasing its lock) before the window goes
+        run(qtbot, window.close_store())
+        window.close()
+        window.deleteLater()
+
+
+def open_store(qtbot: QtBot, window: MainWindow, path: Path | str, **spec: Any) -> None:
+    """Open a store in ``window`` and wait for its first page."""
+    session = run(qtbot, window.open_store(StoreSpec(str(path), **spec)))
+    assert session is not None, window.banner_label.text()
+    qtbot.waitUntil(lambda: window.records.model.settled)

@@ -1,0 +1,115 @@
+"""Import with progress, cancel and summary; conversation import; export with redaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from tests.ui.conftest import DEMO, distinct_text, open_store, run
+from ui.dialogs import ImportProgressDialog
+from ui.main_window import MainWindow
+
+# The offscreen platform cannot size native dialog windows and says so; nothing to fix here.
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+def _write_jsonl(path: Path, count: int, *, bad_lines: tuple[int, ...] = ()) -> Path:
+    with path.open("w", encoding="utf-8") as handle:
+        for number in range(1, count + 1):
+            if number in bad_lines:
+                handle.write('{"content": ""}\n' if number % 2 else "not json\n")
+            else:
+                handle.write(json.dumps({"content": distinct_text(number),
+                                         "agent_id": "importer", "layer": "semantic",
+                                         "importance": 0.5, "tags": ["imported"]}) + "\n")
+    return path
+
+
+def test_import_summary_lists_errors_with_line_numbers(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    source = _write_jsonl(tmp_path / "in.jsonl", 40, bad_lines=(7, 20))
+    dialog = ImportProgressDialog("Import", window)
+    summary = run(qtbot, window.run_import(source, dialog=dialog))
+    assert summary is not None and not summary.cancelled
+    assert summary.counts["inserted"] == 38 and summary.counts["error"] == 2
+    assert [(p.line, p.action) for p in summary.problems] == [(7, "error"), (20, "error")]
+    assert "content" in summary.problems[0].reason  # line 7 is an empty content
+    assert "JSON" in summary.problems[1].reason or "json" in summary.problems[1].reason
+    assert not dialog.running and dialog.problems.rowCount() == 2
+    first = dialog.problems.item(0, 0)
+    assert first is not None and first.text() == "7"
+    assert "inserted: 38" in dialog.counts.text()
+    qtbot.waitUntil(lambda: window.records.model.total == 38 and window.records.model.settled)
+    dialog.accept()
+
+
+def test_cancelled_import_leaves_nothing_half_written(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    """Cancel mid-import: the store holds exactly the lines the summary reports as written."""
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    session = window.session
+    assert session is not None
+    source = _write_jsonl(tmp_path / "big.jsonl", 6000)
+    dialog = ImportProgressDialog("Import", window)
+    seen: list[int] = []
+
+    def on_progress(value: int) -> None:
+        seen.append(value)
+        if value > 600 and dialog.running and dialog.button.isEnabled():
+            dialog.button.click()  # Cancel once chunks (256 lines each) are in the store
+
+    dialog.bar.valueChanged.connect(on_progress)
+    summary = run(qtbot, window.run_import(source, dialog=dialog), timeout=120)
+    assert summary is not None and summary.cancelled
+    assert max(seen) > 600  # the cancel came after some chunks were written…
+    assert 0 < len(summary.outcomes) < 6000  # …and before the end
+    stored = run(qtbot, session.runner.run(session.engine.count))
+    assert stored == summary.written == summary.counts["inserted"]
+    ids = {o.record_id for o in summary.outcomes}
+    assert set(run(qtbot, session.runner.run(
+        lambda: [r.id for r in session.engine.get_many(sorted(i for i in ids if i))]))) == ids
+    assert "nothing of the batch in progress was written" in dialog.label.text()
+    qtbot.waitUntil(lambda: window.records.model.total == stored)
+    dialog.accept()
+
+
+def test_demo_and_conversation_import_then_redacted_export(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    dialog = ImportProgressDialog("Import", window)
+    summary = run(qtbot, window.run_import(DEMO, dialog=dialog))
+    dialog.accept()
+    demo_lines = sum(1 for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip())
+    assert summary is not None and len(summary.outcomes) == demo_lines
+    # The demo exercises the pipeline: exact duplicates are updated or skipped, paraphrases
+    # merge or go to review, everything else is inserted.
+    counts = summary.counts
+    assert counts["error"] == 0 and counts["inserted"] < demo_lines
+    assert counts["merged"] + counts["updated"] + counts["skipped"] + counts["deferred"] > 0
+    conversation = DEMO.with_name("conversation.json")
+    dialog = ImportProgressDialog("Import", window)
+    turns = run(qtbot, window.run_import(conversation, conversation_agent="travel-planner",
+                                         dialog=dialog))
+    dialog.accept()
+    assert turns is not None and turns.counts["error"] == 0 and 0 < len(turns.outcomes) <= 8
+    session = window.session
+    assert session is not None
+    stored = run(qtbot, session.runner.run(session.engine.count))
+
+    plain, masked = tmp_path / "plain.jsonl", tmp_path / "masked.jsonl"
+    assert run(qtbot, window.run_export(plain, redact=False)) == stored
+    assert run(qtbot, window.run_export(masked, redact=True)) == stored
+    plain_text, masked_text = (p.read_text(encoding="utf-8") for p in (plain, masked))
+    for secret in ("AKIAIOSFODNN7EXAMPLE", "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+                   "bill.lumbergh@initech.example"):
+        assert secret in plain_text and secret not in masked_text
+    assert "<REDACT:sha256-" in masked_text
+    assert not list(tmp_path.glob(".*.partial"))
