@@ -1,61 +1,386 @@
-"""Builds the long-lived objects once and wires them: engine, task runner, window."""
+"""Builds the long-lived objects once and wires them: engine factory, task runner, window.
+
+Three ways to run the window, all from here:
+
+* :func:`launch` — the desktop app. The window is shown first; the embedding model starts loading
+  on its own thread and the store opens on a worker once the window has painted.
+* ``--screenshot DIR`` — render every view with the demo data to ``DIR/<view>.png`` and exit
+  (``MNEMOSCOPE_SCREENSHOT_VARIANTS=1`` adds ``<view>-light``, ``-dark`` and ``-small``).
+* ``--self-test`` — open the app offscreen on a temporary store, exercise each view, print a
+  report, exit 0 (all passed) or 1.
+
+``MNEMOSCOPE_BENCHMARK_STARTUP=1`` prints ``window-shown <seconds since launch()>`` when the
+window first paints and exits (benchmarks/bench_gui.py times the whole process from outside).
+Nothing heavy (torch, chromadb, sentence-transformers) is imported before the window shows.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import os
+import shutil
 import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.settings import Settings, server_ledger_path
-from engine.embedding import SentenceTransformerEmbedder
+from app.settings import Settings, default_config_dir, save_settings, server_ledger_path
+from engine.embedding import EmbedderState, EmbedderStatus, SentenceTransformerEmbedder
 from engine.errors import EngineError
 from engine.memory_engine import EngineConfig, MemoryEngine
-from engine.store import StoreSpec
+from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 
-__all__ = ["launch"]
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+    from ui.main_window import MainWindow, Preferences
+
+__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engine"]
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
+DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
+VIEW_NAMES = ("records",)
+
+
+def _redact(text: str) -> str:
+    from engine.redaction import redact_text
+
+    return redact_text(text)
+
+
+def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None,
+                spec: StoreSpec) -> MemoryEngine:
+    """Open the engine for ``spec`` (blocking: run it on a worker)."""
+    ledger = server_ledger_path(settings, spec.location, spec.collection) \
+        if spec.is_remote else None
+    return MemoryEngine.open(
+        spec, ledger_path=ledger, embedder=embedder, redactor=_redact,
+        config=EngineConfig(redaction=settings.redaction, sampling_rate=settings.sampling_rate))
+
+
+def _list_collections(spec: StoreSpec) -> Sequence[CollectionInfo]:
+    from engine.store import list_collections
+
+    return list_collections(spec)
+
+
+def _preferences(settings: Settings) -> Preferences:
+    from ui.main_window import Preferences
+
+    gui = settings.extra.get("gui", {}) if isinstance(settings.extra, dict) else {}
+    gui = gui if isinstance(gui, dict) else {}
+    return Preferences(theme=settings.theme, recent_stores=settings.recent_stores,
+                       geometry=str(gui.get("geometry", "")),
+                       window_state=str(gui.get("window_state", "")),
+                       demo_offered=bool(gui.get("demo_offered", False)),
+                       redaction=settings.redaction)
+
+
+def _preference_saver(settings: Settings) -> Callable[[Preferences], None]:
+    config_dir = Path(os.environ["MNEMOSCOPE_CONFIG_DIR"]) \
+        if os.environ.get("MNEMOSCOPE_CONFIG_DIR") else default_config_dir()
+
+    def save(prefs: Preferences) -> None:
+        extra = dict(settings.extra)
+        extra["gui"] = {"geometry": prefs.geometry, "window_state": prefs.window_state,
+                        "demo_offered": prefs.demo_offered}
+        try:
+            save_settings(dataclasses.replace(settings, theme=prefs.theme,
+                                              recent_stores=prefs.recent_stores, extra=extra),
+                          config_dir=config_dir)
+        except OSError as exc:  # preferences are a convenience; never crash the app over them
+            print(f"warning: could not save settings in {config_dir}: {exc}", file=sys.stderr)
+
+    return save
+
+
+def _app() -> QApplication:
+    from PySide6.QtWidgets import QApplication
+
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
+    app.setApplicationName("Mnemoscope")
+    app.setOrganizationName("Mnemoscope")
+    return app
+
+
+def _version() -> str:
+    from app import __version__
+
+    return str(__version__)
 
 
 def launch(args: argparse.Namespace, settings: Settings) -> int:
     """Create the Qt application and the window, open the store off the GUI thread, run."""
+    started = time.perf_counter()
     import qasync
-    from PySide6.QtWidgets import QApplication
 
-    from ui.main_window import MainWindow
+    from ui.main_window import MainWindow, WindowServices
     from ui.tasks import TaskRunner
+    from ui.theme import apply_theme
 
-    existing = QApplication.instance()
-    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
+    app = _app()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     runner = TaskRunner()
-    window = MainWindow()
-    window.show()
-    embedder = SentenceTransformerEmbedder(settings.model_path) if settings.load_model else None
-    spec = StoreSpec(settings.store, token=settings.store_token,
-                     read_only=bool(getattr(args, "read_only", False)))
-    ledger = server_ledger_path(settings, spec.location, spec.collection) \
-        if spec.is_remote else None
-    engines: list[MemoryEngine] = []
+    special = bool(args.screenshot or args.self_test)
+    if special:
+        settings = dataclasses.replace(settings, theme="light", recent_stores=(),
+                                       extra={"gui": {"demo_offered": True}})
+    apply_theme(app, settings.theme)
+    load_model = settings.load_model and not getattr(args, "no_model", False) \
+        and not args.self_test
+    windows: list[MainWindow] = []
 
-    async def open_store() -> None:
+    def on_model_state(status: EmbedderStatus) -> None:  # called on the loading thread
+        if windows and not loop.is_closed():
+            loop.call_soon_threadsafe(windows[0].show_model_state, status)
+
+    embedder = SentenceTransformerEmbedder(settings.model_path, on_state=on_model_state) \
+        if load_model else None
+    services = WindowServices(
+        runner=runner,
+        open_engine=lambda spec: open_engine(settings, embedder, spec),
+        list_collections=_list_collections,
+        save_preferences=_preference_saver(settings) if not special else (lambda _p: None),
+        redactor=_redact,
+        preferences=_preferences(settings),
+        default_store=settings.store,
+        demo_memories=DEMO_MEMORIES if DEMO_MEMORIES.is_file() else None,
+        demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
+        version=_version(),
+    )
+    window = MainWindow(services)
+    windows.append(window)
+    hints = app.styleHints()
+    hints.colorSchemeChanged.connect(lambda _scheme: window.on_system_scheme_changed())
+    result = [0]
+
+    async def main() -> None:
+        if args.screenshot:
+            result[0] = await _screenshots(app, window, Path(args.screenshot), embedder)
+            return
+        if args.self_test:
+            result[0] = await _self_test(window)
+            return
+        shown = asyncio.Event()
+        window.first_shown.connect(shown.set)
+        window.show()
+        await shown.wait()
+        if os.environ.get("MNEMOSCOPE_BENCHMARK_STARTUP"):
+            print(f"window-shown {time.perf_counter() - started:.3f}", flush=True)
+            if os.environ["MNEMOSCOPE_BENCHMARK_STARTUP"] == "exit":
+                return
         if embedder is not None:
             embedder.start_loading()
-        try:
-            engine = await runner.run(MemoryEngine.open, spec, ledger_path=ledger,
-                                      embedder=embedder,
-                                      config=EngineConfig(redaction=settings.redaction))
-        except EngineError as exc:
-            window.show_error(str(exc))
-            return
-        engines.append(engine)
-        window.show_store(spec.location, engine.count(), engine.read_only)
-
-    with loop:
-        loop.create_task(open_store())
+        else:
+            window.show_model_state(EmbedderStatus(
+                EmbedderState.FAILED, "none", 384, "model loading is off (--no-model)"))
+        collection = getattr(args, "collection", None) or DEFAULT_COLLECTION
+        await window.open_store(StoreSpec(settings.store, token=settings.store_token,
+                                          read_only=bool(getattr(args, "read_only", False)),
+                                          collection=collection))
         closed = asyncio.Event()
         app.lastWindowClosed.connect(closed.set)
-        loop.run_until_complete(closed.wait())
-    for engine in engines:
-        engine.close()
-    runner.shutdown()
-    return 0
+        await closed.wait()
+
+    try:
+        with loop:
+            loop.run_until_complete(main())
+            loop.run_until_complete(window.close_store())
+    finally:
+        runner.shutdown()
+    return result[0]
+
+
+async def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def _demo_store(window: MainWindow, folder: Path) -> None:
+    """Open a fresh store in ``folder`` and import the demo data set into it."""
+    session = await window.open_store(StoreSpec(str(folder / "store")))
+    if session is None:
+        raise RuntimeError("could not open a temporary store")
+    from ui.dialogs import ImportProgressDialog
+
+    dialog = ImportProgressDialog("Import demo data", window)
+    summary = await window.run_import(DEMO_MEMORIES, dialog=dialog)
+    dialog.accept()
+    if summary is None or summary.counts["inserted"] + summary.counts["merged"] == 0:
+        raise RuntimeError("the demo import wrote nothing")
+    await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
+                    30, "the first page")
+
+
+async def _select_row(window: MainWindow, row: int) -> None:
+    window.records.table.selectRow(row)
+    record = window.records.model.record_at(row)
+    await _wait_for(lambda: record is not None and window.records.detail.record is not None
+                    and window.records.detail.record.id == record.id, 30, "the record detail")
+
+
+async def _screenshots(app: QApplication, window: MainWindow, out: Path,
+                       embedder: SentenceTransformerEmbedder | None) -> int:
+    from ui.theme import apply_theme
+
+    out.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="mnemoscope-shots-"))
+    try:
+        if embedder is not None:
+            embedder.start_loading()
+            await _wait_for(lambda: embedder.status().state.value in ("ready", "failed"), 180,
+                            "the embedding model")
+            window.show_model_state(embedder.status())
+        window.resize(1280, 800)
+        window.show()
+        await _demo_store(window, folder)
+        window.banner.hide()
+        await _select_row(window, 2)
+        variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
+        for name in VIEW_NAMES:
+            window.nav.setCurrentRow(VIEW_NAMES.index(name))
+            await asyncio.sleep(0.2)
+            window.grab().save(str(out / f"{name}.png"))
+            if not variants:
+                continue
+            window.grab().save(str(out / f"{name}-light.png"))
+            apply_theme(app, "dark")
+            await asyncio.sleep(0.2)
+            window.grab().save(str(out / f"{name}-dark.png"))
+            window.resize(900, 600)
+            await asyncio.sleep(0.2)
+            window.grab().save(str(out / f"{name}-small-dark.png"))
+            apply_theme(app, "light")
+            await asyncio.sleep(0.2)
+            window.grab().save(str(out / f"{name}-small.png"))
+            window.resize(1280, 800)
+        print(f"wrote {', '.join(f'{n}.png' for n in VIEW_NAMES)} to {out}")
+        return 0
+    except (EngineError, RuntimeError, TimeoutError) as exc:
+        print(f"screenshot failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await window.close_store()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _self_test(window: MainWindow) -> int:
+    """Exercise each view on a temporary store; print one line per check."""
+    from PySide6.QtCore import Qt
+
+    from engine.query import SortKey
+    from engine.records import Layer, MemoryRecord
+    from ui.records_model import COLUMNS
+
+    folder = Path(tempfile.mkdtemp(prefix="mnemoscope-selftest-"))
+    results: list[tuple[str, bool, str]] = []
+    view = window.records
+    model = view.model
+
+    def loaded(row: int) -> MemoryRecord:
+        record = model.record_at(row)
+        if record is None:
+            raise AssertionError(f"row {row} is not loaded")
+        return record
+
+    async def check(name: str, step: Callable[[], Awaitable[str]]) -> None:
+        started = time.perf_counter()
+        try:
+            detail = await step()
+            results.append((name, True, f"{detail} ({time.perf_counter() - started:.2f} s)"))
+        except Exception as exc:  # a self-test reports every failure, whatever it is
+            results.append((name, False, f"{type(exc).__name__}: {exc}"))
+            traceback.print_exc()
+
+    async def open_and_import() -> str:
+        window.show()
+        await _demo_store(window, folder)
+        return f"{model.total} records after the demo import"
+
+    async def filter_layer() -> str:
+        view.filters.layer.setCurrentText(Layer.PROCEDURAL.value)
+        await _wait_for(lambda: model.query.layer is Layer.PROCEDURAL and model.settled,
+                        15, "the filtered page")
+        layers = {loaded(r).layer for r in range(model.total) if model.is_loaded(r)}
+        if layers != {Layer.PROCEDURAL}:
+            raise AssertionError(f"layer filter shows {layers}")
+        shown = model.total
+        view.filters.clear()
+        await _wait_for(lambda: model.query.layer is None and model.settled, 15, "reset")
+        return f"procedural: {shown} of {model.total}"
+
+    async def sort_importance() -> str:
+        column = next(i for i, c in enumerate(COLUMNS) if c.sort is SortKey.IMPORTANCE)
+        view.table.sortByColumn(column, Qt.SortOrder.AscendingOrder)
+        await _wait_for(lambda: model.query.sort_by is SortKey.IMPORTANCE and model.settled,
+                        15, "the sorted page")
+        values = [loaded(r).importance for r in range(min(model.total, 50))]
+        if values != sorted(values):
+            raise AssertionError("rows are not in ascending importance")
+        return f"first importance {values[0]:.2f}, 50th {values[-1]:.2f}"
+
+    async def edit_undo() -> str:
+        session = window.session
+        assert session is not None
+        await _select_row(window, 0)
+        record = view.detail.record
+        assert record is not None
+        view.detail.importance.setValue(0.987 if record.importance != 0.987 else 0.5)
+        view.detail.save_button.click()
+        await _wait_for(lambda: session.undo_stack.count() == 1, 15, "the save")
+        saved = await session.runner.run(session.engine.get, record.id)
+        window.undo_action.trigger()
+        await _wait_for(lambda: session.pending() == 0, 15, "the undo")
+        restored = await session.runner.run(session.engine.get, record.id)
+        if restored.importance != record.importance or saved.importance == record.importance:
+            raise AssertionError(f"edit {saved.importance} / undo {restored.importance}")
+        return f"importance {record.importance} → {saved.importance} → {restored.importance}"
+
+    async def delete_undo() -> str:
+        session = window.session
+        assert session is not None
+        before = model.total
+        record = model.record_at(0)
+        assert record is not None
+        await view.delete_records([record.id])
+        await _wait_for(lambda: model.total == before - 1, 15, "the deletion")
+        window.undo_action.trigger()
+        await _wait_for(lambda: model.total == before, 15, "the undo of the deletion")
+        return f"{before} → {before - 1} → {model.total}"
+
+    async def export_redacted() -> str:
+        target = folder / "export.jsonl"
+        count = await window.run_export(target, redact=True)
+        text = target.read_text(encoding="utf-8")
+        if count != model.total or "AKIA" in text or "ghp_" in text:
+            raise AssertionError(f"export wrote {count} records; secrets present: "
+                                 f"{'AKIA' in text or 'ghp_' in text}")
+        return f"{count} records, secrets masked"
+
+    try:
+        await check("open a store and import the demo data", open_and_import)
+        if results[-1][1]:
+            await check("records: filter by layer (engine query)", filter_layer)
+            await check("records: sort by importance (engine sort)", sort_importance)
+            await check("records: edit, save, undo", edit_undo)
+            await check("records: delete, undo", delete_undo)
+            await check("export with redaction", export_redacted)
+    finally:
+        await window.close_store()
+        shutil.rmtree(folder, ignore_errors=True)
+    for name, ok, detail in results:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    failed = sum(1 for _, ok, _ in results if not ok)
+    print(f"self-test: {len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0

@@ -1,45 +1,583 @@
-"""The main window: store summary and status bar (views are added by later work)."""
+"""The main window: view navigation, menus, banner, status bar, and the open store.
+
+Only views that work are shown (Records now; later issues add theirs to :attr:`MainWindow.views`).
+The window never builds an engine itself: ``app`` hands it :class:`WindowServices` with the
+functions that do (run on workers through the task runner) and the preferences it restores.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QMainWindow, QVBoxLayout, QWidget
+import base64
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
-__all__ = ["MainWindow"]
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import Signal as QtSignal
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QPaintEvent, QUndoGroup
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.embedding import EmbedderState, EmbedderStatus
+from engine.errors import Cancelled, EngineError, StoreLocked
+from engine.memory_engine import MemoryEngine
+from engine.store import CollectionInfo, StoreSpec
+from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
+from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
+from ui.records_view import RecordsView
+from ui.session import StoreSession
+from ui.tasks import CancelFlag, TaskRunner, spawn
+from ui.theme import THEMES, apply_theme
+
+__all__ = ["MainWindow", "Preferences", "WindowServices"]
+
+
+@dataclass(frozen=True, slots=True)
+class Preferences:
+    """What the window remembers between runs (stored by ``app`` in the settings file).
+
+    Attributes:
+        theme: system, light or dark.
+        recent_stores: Most recent first (directories or server URLs).
+        geometry: Base64 of ``QMainWindow.saveGeometry``.
+        window_state: Base64 of ``QMainWindow.saveState``.
+        demo_offered: The first-launch demo offer was shown.
+        redaction: Redaction mode is on.
+    """
+
+    theme: str = "system"
+    recent_stores: tuple[str, ...] = ()
+    geometry: str = ""
+    window_state: str = ""
+    demo_offered: bool = False
+    redaction: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WindowServices:
+    """What ``app`` gives the window: the runner and the functions that touch the outside.
+
+    Every callable here blocks; the window runs them through ``runner``.
+    """
+
+    runner: TaskRunner
+    open_engine: Callable[[StoreSpec], MemoryEngine]
+    list_collections: Callable[[StoreSpec], Sequence[CollectionInfo]]
+    save_preferences: Callable[[Preferences], None]
+    redactor: Callable[[str], str]
+    preferences: Preferences = field(default_factory=Preferences)
+    default_store: str = ""
+    demo_memories: Path | None = None
+    demo_conversation: Path | None = None
+    version: str = ""
 
 
 class MainWindow(QMainWindow):
-    """Shows the open store, its record count and the embedding model state.
+    """Navigation of views, menus, the store banner and the status bar.
 
     Signals:
-        (none yet)
+        first_shown(): The window painted for the first time (startup benchmark).
+        store_opened(object): A :class:`StoreSession` is open and shown.
+        store_failed(str): Opening a store failed; the message says why.
     """
 
-    def __init__(self) -> None:
+    first_shown = QtSignal()
+    store_opened = QtSignal(object)
+    store_failed = QtSignal(str)
+
+    def __init__(self, services: WindowServices) -> None:
         super().__init__()
+        self._services = services
+        self._runner = services.runner
+        self._prefs = services.preferences
+        self._session: StoreSession | None = None
+        self._painted = False
         self.setWindowTitle("Mnemoscope")
         self.resize(1280, 800)
+        self.setMinimumSize(760, 480)
+
+        self.undo_group = QUndoGroup(self)
+        self.records = RecordsView(self._runner, self)
+        self.views: dict[str, QWidget] = {"records": self.records}
+        self.nav = QListWidget(self)
+        self.nav.setObjectName("navigation")
+        self.nav.setFixedWidth(128)
+        self.stack = QStackedWidget(self)
+        for name, view in self.views.items():
+            self.nav.addItem(QListWidgetItem(name.capitalize()))
+            self.stack.addWidget(view)
+        self.nav.setCurrentRow(0)
+        self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+
+        self.banner = QFrame(self)
+        self.banner.setObjectName("banner")
+        self.banner_label = QLabel("", self.banner)
+        self.banner_label.setWordWrap(True)
+        self.banner_button = QPushButton("", self.banner)
+        self.banner_dismiss = QPushButton("Dismiss", self.banner)
+        banner_layout = QHBoxLayout(self.banner)
+        banner_layout.setContentsMargins(10, 6, 10, 6)
+        banner_layout.addWidget(self.banner_label, 1)
+        banner_layout.addWidget(self.banner_button)
+        banner_layout.addWidget(self.banner_dismiss)
+        self.banner_dismiss.clicked.connect(self.banner.hide)
+        self.banner_button.clicked.connect(self._on_banner_button_clicked)
+        self._banner_action: Callable[[], None] | None = None
+        self.banner.hide()
+
+        body = QSplitter(Qt.Orientation.Horizontal, self)
+        body.addWidget(self.nav)
+        body.addWidget(self.stack)
+        body.setStretchFactor(1, 1)
+        body.setChildrenCollapsible(False)
         central = QWidget(self)
         layout = QVBoxLayout(central)
-        self._store_label = QLabel("Opening store…", central)
-        self._count_label = QLabel("", central)
-        for label in (self._store_label, self._count_label):
-            label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-            layout.addWidget(label)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.banner)
+        layout.addWidget(body, 1)
         self.setCentralWidget(central)
-        self._model_status = QLabel("model: loading", self)
-        self.statusBar().addPermanentWidget(self._model_status)
 
-    def show_store(self, location: str, count: int, read_only: bool) -> None:
-        """Display the open store and its record count."""
-        suffix = " (read-only)" if read_only else ""
-        self._store_label.setText(f"Store: {location}{suffix}")
-        self._count_label.setText(f"{count:,} records")
+        self.store_label = QLabel("No store", self)
+        self.count_label = QLabel("", self)
+        self.model_label = QLabel("model: —", self)
+        self.redaction_label = QLabel("", self)
+        for label in (self.store_label, self.count_label, self.model_label,
+                      self.redaction_label):
+            self.statusBar().addPermanentWidget(label)
+        self.show_redaction(self._prefs.redaction)
+        self.records.message.connect(self._on_view_message)
+        self._build_menus()
+        self._restore_window()
 
-    def show_error(self, message: str) -> None:
-        """Display an error that prevented opening the store."""
-        self._store_label.setText(message)
+    # -- menus -----------------------------------------------------------------------------
 
-    def show_model_state(self, text: str) -> None:
-        """Display the embedding model state in the status bar."""
-        self._model_status.setText(f"model: {text}")
+    def _action(self, text: str, slot: Callable[[], None],
+                shortcut: QKeySequence | QKeySequence.StandardKey | str | None = None
+                ) -> QAction:
+        made = QAction(text, self)
+        if shortcut is not None:
+            made.setShortcut(QKeySequence(shortcut))
+        made.triggered.connect(slot)
+        return made
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.open_action = self._action("&Open Store Folder…", self._on_open_folder_triggered,
+                                        QKeySequence.StandardKey.Open)
+        self.connect_action = self._action("&Connect to Chroma Server…",
+                                           self._on_connect_triggered, "Ctrl+Shift+O")
+        self.collection_action = self._action("Open Chroma &Collection (read-only)…",
+                                              self._on_open_collection_triggered, "Ctrl+Alt+O")
+        self.recent_menu = QMenu("&Recent Stores", self)
+        self.demo_action = self._action("Load &Demo Data", self._on_load_demo_triggered)
+        self.import_action = self._action("&Import JSONL…", self._on_import_triggered, "Ctrl+I")
+        self.conversation_action = self._action("Import Co&nversation…",
+                                                self._on_import_conversation_triggered,
+                                                "Ctrl+Shift+I")
+        self.export_action = self._action("&Export…", self._on_export_triggered, "Ctrl+E")
+        quit_action = self._action("&Quit", self._on_quit_triggered, QKeySequence.StandardKey.Quit)
+        for made in (self.open_action, self.connect_action, self.collection_action):
+            file_menu.addAction(made)
+        file_menu.addMenu(self.recent_menu)
+        file_menu.addSeparator()
+        for made in (self.demo_action, self.import_action, self.conversation_action,
+                     self.export_action):
+            file_menu.addAction(made)
+        file_menu.addSeparator()
+        file_menu.addAction(quit_action)
+
+        edit_menu = bar.addMenu("&Edit")
+        self.undo_action = self.undo_group.createUndoAction(self, "&Undo")
+        self.undo_action.setShortcut(QKeySequence.StandardKey.Undo)
+        self.redo_action = self.undo_group.createRedoAction(self, "&Redo")
+        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        edit_menu.addAction(self.undo_action)
+        edit_menu.addAction(self.redo_action)
+        edit_menu.addSeparator()
+        for made in (self.records.add_action, self.records.delete_action,
+                     self.records.tag_action):
+            edit_menu.addAction(made)
+        edit_menu.addMenu(self.records.layer_menu)
+        edit_menu.addSeparator()
+        edit_menu.addAction(self.records.find_action)
+
+        view_menu = bar.addMenu("&View")
+        for number, name in enumerate(self.views):
+            made = self._action(f"&{name.capitalize()}", partial(self.nav.setCurrentRow, number),
+                                f"Ctrl+{number + 1}")
+            view_menu.addAction(made)
+        view_menu.addAction(self.records.refresh_action)
+        theme_menu = view_menu.addMenu("&Theme")
+        self.theme_actions = QActionGroup(self)
+        for theme in THEMES:
+            made = theme_menu.addAction(theme.capitalize())
+            made.setCheckable(True)
+            made.setChecked(theme == self._prefs.theme)
+            made.triggered.connect(lambda _checked=False, chosen=theme: self.set_theme(chosen))
+            self.theme_actions.addAction(made)
+
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self._action("&About Mnemoscope", self._on_about_triggered))
+        self._rebuild_recent_menu()
+        self._update_actions()
+
+    def _on_quit_triggered(self) -> None:
+        self.close()
+
+    def _rebuild_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        for location in self._prefs.recent_stores:
+            made = self.recent_menu.addAction(location)
+            made.triggered.connect(
+                lambda _checked=False, where=location: self.open_location(where))
+        self.recent_menu.setEnabled(bool(self._prefs.recent_stores))
+
+    def _update_actions(self) -> None:
+        session = self._session
+        writable = session is not None and not session.read_only
+        for made in (self.import_action, self.conversation_action, self.demo_action):
+            made.setEnabled(writable)
+        self.export_action.setEnabled(session is not None)
+
+    # -- preferences and window state -------------------------------------------------------
+
+    @property
+    def preferences(self) -> Preferences:
+        """The current preferences (geometry as of the last save)."""
+        return self._prefs
+
+    def _restore_window(self) -> None:
+        if self._prefs.geometry:
+            self.restoreGeometry(QByteArray(base64.b64decode(self._prefs.geometry)))
+        if self._prefs.window_state:
+            self.restoreState(QByteArray(base64.b64decode(self._prefs.window_state)))
+
+    def _store_prefs(self, prefs: Preferences) -> None:
+        self._prefs = prefs
+        self._runner.submit(self._services.save_preferences, prefs)
+
+    def set_theme(self, theme: str) -> None:
+        """Apply and remember a theme (system, light or dark)."""
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, theme)
+        for made in self.theme_actions.actions():
+            made.setChecked(made.text().lower() == theme)
+        self._store_prefs(dataclasses.replace(self._prefs, theme=theme))
+
+    def on_system_scheme_changed(self) -> None:
+        """Re-apply the theme when following the system and its scheme changed."""
+        app = QApplication.instance()
+        if self._prefs.theme == "system" and isinstance(app, QApplication):
+            apply_theme(app, "system")
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        geometry = base64.b64encode(bytes(self.saveGeometry().data())).decode("ascii")
+        state = base64.b64encode(bytes(self.saveState().data())).decode("ascii")
+        self._store_prefs(dataclasses.replace(self._prefs, geometry=geometry,
+                                              window_state=state))
+        super().closeEvent(event)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        super().paintEvent(event)
+        if not self._painted:
+            self._painted = True
+            self.first_shown.emit()
+
+    # -- banner and status -----------------------------------------------------------------
+
+    def show_banner(self, text: str, button: str = "",
+                    action: Callable[[], None] | None = None, *, warning: bool = True) -> None:
+        """Show a message above the views, with an optional action button."""
+        self.banner_label.setText(text)
+        self._banner_action = action
+        self.banner_button.setVisible(bool(button and action))
+        self.banner_button.setText(button)
+        colour = "#fff4ce" if warning else "#ddf4ff"
+        self.banner.setStyleSheet(f"QFrame#banner {{ background: {colour}; }}"
+                                  "QFrame#banner QLabel { color: #1f2328; }")
+        self.banner.show()
+
+    def _on_banner_button_clicked(self) -> None:
+        action = self._banner_action
+        self.banner.hide()
+        if action is not None:
+            action()
+
+    def show_model_state(self, status: EmbedderStatus) -> None:
+        """Show the embedding model state: loading, ready, or fallback with the reason."""
+        if status.state is EmbedderState.READY:
+            text = f"model: ready ({status.model_name})"
+            tip = f"{status.model_name}, {status.dimension}-d"
+        elif status.state is EmbedderState.FAILED:
+            text = "model: fallback (Jaccard)"
+            tip = status.reason or "no model"
+        else:
+            text, tip = "model: loading…", f"loading {status.model_name} in the background"
+        self.model_label.setText(text)
+        self.model_label.setToolTip(tip)
+
+    def show_redaction(self, on: bool) -> None:
+        """Show whether redaction mode is on."""
+        self.redaction_label.setText("redaction: on" if on else "redaction: off")
+        self.redaction_label.setToolTip(
+            "Secrets and personal data are masked in views and exports" if on
+            else "Content is shown as stored")
+        self.records.set_redactor(self._services.redactor if on else None)
+
+    def _on_view_message(self, text: str) -> None:
+        self.statusBar().showMessage(text, 5000)
+
+    # -- stores ----------------------------------------------------------------------------
+
+    @property
+    def session(self) -> StoreSession | None:
+        """The open store."""
+        return self._session
+
+    def open_location(self, location: str, *, read_only: bool = False,
+                      token: str | None = None, collection: str | None = None) -> None:
+        """Open a directory or server URL (from a menu or the command line)."""
+        spec = StoreSpec(location, token=token, read_only=read_only) if collection is None \
+            else StoreSpec(location, token=token, read_only=read_only, collection=collection)
+        spawn(self.open_store(spec))
+
+    async def open_store(self, spec: StoreSpec) -> StoreSession | None:
+        """Open ``spec`` on a worker and show it; a locked store opens read-only with a banner.
+
+        Returns:
+            The session, or None when the store could not be opened (the banner says why).
+        """
+        self.store_label.setText(f"Opening {spec.location}…")
+        await self.close_store()
+        notes: list[str] = []
+        try:
+            try:
+                engine = await self._runner.run(self._services.open_engine, spec)
+            except StoreLocked as exc:
+                engine = await self._runner.run(self._services.open_engine,
+                                                dataclasses.replace(spec, read_only=True))
+                notes.append(f"Read-only: {exc}")
+        except EngineError as exc:
+            self.store_label.setText("No store")
+            self.show_banner(f"Could not open {spec.location}: {exc}")
+            self.store_failed.emit(str(exc))
+            return None
+        if engine.store.foreign:
+            notes.append("Read-only: this collection was written by another tool. Its documents "
+                         "and metadata are shown; Mnemoscope's own fields have default values.")
+        elif spec.read_only and not notes:
+            notes.append("Opened read-only, as asked.")
+        session = StoreSession(engine, self._runner, spec, banner=" ".join(notes), parent=self)
+        self._session = session
+        self.undo_group.addStack(session.undo_stack)
+        self.undo_group.setActiveStack(session.undo_stack)
+        session.failed.connect(self._on_session_failed)
+        session.records_changed.connect(self._on_records_changed)
+        self.records.set_session(session)
+        kind = "server" if spec.is_remote else "embedded"
+        suffix = " · read-only" if session.read_only else ""
+        name = spec.location if spec.collection == "mnemoscope_memories" \
+            else f"{spec.location} [{spec.collection}]"
+        self.store_label.setText(f"{kind}: {name}{suffix}")
+        self.store_label.setToolTip(spec.location)
+        self.show_model_state(engine.embedding_status())
+        if notes:
+            self.show_banner(" ".join(notes))
+        else:
+            self.banner.hide()
+        self._update_actions()
+        self._store_prefs(dataclasses.replace(
+            self._prefs, recent_stores=tuple(
+                [spec.location, *[r for r in self._prefs.recent_stores
+                                  if r != spec.location]][:10])))
+        self._rebuild_recent_menu()
+        await self._refresh_count()
+        self._maybe_offer_demo(session)
+        self.store_opened.emit(session)
+        return session
+
+    async def close_store(self) -> None:
+        """Close the open store (after its pending writes) on a worker."""
+        session = self._session
+        if session is None:
+            return
+        self._session = None
+        self.records.set_session(None)
+        await session.drain()
+        self.undo_group.removeStack(session.undo_stack)
+        await self._runner.run(session.engine.close)
+        session.deleteLater()
+        self._update_actions()
+
+    async def _refresh_count(self) -> None:
+        session = self._session
+        if session is None:
+            self.count_label.setText("")
+            return
+        count = await self._runner.run(session.engine.count)
+        if session is self._session:
+            self.count_label.setText(f"{count:,} records")
+
+    def _on_records_changed(self, _ids: list[str]) -> None:
+        spawn(self._refresh_count())
+
+    def _on_session_failed(self, message: str) -> None:
+        QMessageBox.warning(self, "Mnemoscope", message)
+
+    def _maybe_offer_demo(self, session: StoreSession) -> None:
+        if (self._prefs.demo_offered or session.read_only
+                or self._services.demo_memories is None
+                or session.spec.location != self._services.default_store
+                or session.engine.count() > 0):
+            return
+        self._store_prefs(dataclasses.replace(self._prefs, demo_offered=True))
+        self.show_banner("Welcome to Mnemoscope. This store is empty — load the demo data set "
+                         "(memories of several agents over all six layers, with duplicates, "
+                         "contradictions and a few fake secrets)?", "Load demo data",
+                         self._on_load_demo_triggered, warning=False)
+
+    def _on_open_folder_triggered(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a store folder")
+        if folder:
+            self.open_location(folder)
+
+    def _on_connect_triggered(self) -> None:
+        dialog = ConnectDialog(self)
+        if dialog.exec():
+            self.open_location(dialog.url.text().strip(), read_only=dialog.read_only.isChecked(),
+                               token=dialog.token.text().strip() or None,
+                               collection=dialog.collection.text().strip())
+
+    def _on_open_collection_triggered(self) -> None:
+        location, ok = QInputDialog.getText(
+            self, "Open a Chroma collection",
+            "A Chroma directory or server URL (collections are listed next):")
+        if ok and location.strip():
+            spawn(self.choose_collection(location.strip()))
+
+    async def choose_collection(self, location: str) -> None:
+        """List the collections at ``location`` on a worker, let the user pick one, open it."""
+        try:
+            found = await self._runner.run(self._services.list_collections,
+                                           StoreSpec(location, read_only=True))
+        except EngineError as exc:
+            QMessageBox.warning(self, "Open collection", f"Cannot list collections: {exc}")
+            return
+        if not found:
+            QMessageBox.information(self, "Open collection", f"No collections in {location}.")
+            return
+        dialog = CollectionDialog(location, found, self)
+        chosen = dialog.chosen() if dialog.exec() else None
+        if chosen:
+            await self.open_store(StoreSpec(location, read_only=dialog.read_only.isChecked(),
+                                            collection=chosen))
+
+    # -- import / export -------------------------------------------------------------------
+
+    def _on_load_demo_triggered(self) -> None:
+        if self._services.demo_memories is not None:
+            spawn(self.run_import(self._services.demo_memories))
+
+    def _on_import_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import memories (JSONL)", "",
+                                              "JSON Lines (*.jsonl *.ndjson);;All files (*)")
+        if path:
+            spawn(self.run_import(Path(path)))
+
+    def _on_import_conversation_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a conversation", "",
+                                              "JSON (*.json);;All files (*)")
+        if not path:
+            return
+        agent, ok = QInputDialog.getText(self, "Import a conversation",
+                                         "Agent the memories belong to:", text="assistant")
+        if ok and agent.strip():
+            spawn(self.run_import(Path(path), conversation_agent=agent.strip()))
+
+    async def run_import(self, path: Path, *, conversation_agent: str | None = None,
+                         dialog: ImportProgressDialog | None = None) -> ImportSummary | None:
+        """Import ``path`` on a worker with a progress dialog (Cancel undoes the partial run).
+
+        Returns:
+            The summary, or None when the import failed (the dialog says why).
+        """
+        session = self._session
+        if session is None or session.read_only:
+            return None
+        dialog = dialog or ImportProgressDialog(f"Import {path.name}", self)
+        flag = CancelFlag()
+        dialog.cancel_requested.connect(flag.set)
+        dialog.open()
+        progress = self._runner.progress_relay(dialog.set_progress)
+        try:
+            if conversation_agent is not None:
+                summary: ImportSummary = await session.run_write(
+                    import_conversation, session.engine, path, agent_id=conversation_agent,
+                    progress=progress, cancelled=flag.is_set)
+            else:
+                summary = await session.run_write(import_jsonl, session.engine, path,
+                                                  progress=progress, cancelled=flag.is_set)
+        except EngineError as exc:
+            dialog.fail(str(exc))
+            return None
+        dialog.finish(summary)
+        session.records_changed.emit([o.record_id for o in summary.outcomes if o.record_id])
+        return summary
+
+    def _on_export_triggered(self) -> None:
+        if self._session is None:
+            return
+        options = ExportOptionsDialog(self)
+        if not options.exec():
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export records", "memories.jsonl",
+                                              "JSON Lines (*.jsonl)")
+        if path:
+            spawn(self.run_export(Path(path), redact=options.redact.isChecked()))
+
+    async def run_export(self, path: Path, *, redact: bool) -> int | None:
+        """Export every record to ``path`` on a worker; returns the count (None on failure)."""
+        session = self._session
+        if session is None:
+            return None
+        try:
+            count: int = await self._runner.run(
+                export_records, session.engine, path,
+                redact=self._services.redactor if redact else None)
+        except Cancelled:
+            return None
+        except EngineError as exc:
+            QMessageBox.warning(self, "Export", f"Export failed: {exc}")
+            return None
+        how = "redacted" if redact else "not redacted"
+        self.statusBar().showMessage(f"Exported {count:,} records to {path} ({how})", 8000)
+        return count
+
+    def _on_about_triggered(self) -> None:
+        QMessageBox.about(
+            self, "About Mnemoscope",
+            f"<h3>Mnemoscope {self._services.version}</h3>"
+            "<p>See and steer what your LLM agents remember: browse and edit memories, "
+            "watch merge decisions, ask why a memory was retrieved.</p>"
+            "<p>Memories live in Chroma; edits are recorded and undoable.</p>")

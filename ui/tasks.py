@@ -2,20 +2,47 @@
 
 Built once in ``app`` and handed to every view (STYLE §3). Workers never touch a QObject; views
 ``await runner.run(fn, *args)`` from an ``asyncSlot`` on the GUI thread, and drop stale results
-with :class:`RequestTokens`.
+with :class:`RequestTokens`. Long work takes a :class:`CancelFlag` (polled by the worker) and a
+progress function from :meth:`TaskRunner.progress_relay`, which hands the latest
+``(done, total)`` to a GUI-thread callback without flooding the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["RequestTokens", "TaskRunner"]
+__all__ = ["CancelFlag", "RequestTokens", "TaskRunner", "spawn"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+_RUNNING: set[asyncio.Task[Any]] = set()
+
+
+def spawn(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Run a coroutine on the GUI loop from a plain slot (the typed twin of ``asyncSlot``).
+
+    The task is kept alive until done; an exception that escapes it is a bug and goes to
+    ``sys.excepthook`` (the crash reporter; pytest-qt turns it into a test failure).
+    """
+    task = asyncio.ensure_future(coro)
+    _RUNNING.add(task)
+
+    def done(finished: asyncio.Task[T]) -> None:
+        _RUNNING.discard(finished)
+        if not finished.cancelled() and finished.exception() is not None:
+            exc = finished.exception()
+            assert exc is not None
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+
+    task.add_done_callback(done)
+    return task
 
 
 class TaskRunner:
@@ -35,9 +62,52 @@ class TaskRunner:
         """Start ``fn`` on a worker without awaiting (for fire-and-forget background work)."""
         return self._pool.submit(fn, *args, **kwargs)
 
+    @staticmethod
+    def progress_relay(on_progress: Callable[[int, int], None]) -> Callable[[int, int], None]:
+        """A thread-safe ``progress(done, total)`` for workers that reports on the GUI loop.
+
+        Must be created on the GUI thread (inside the running loop). At most one delivery is
+        queued at a time; later values overwrite earlier undelivered ones, so a worker that
+        reports per record costs the GUI one callback per loop turn, not one per record.
+        """
+        loop = asyncio.get_running_loop()
+        lock = threading.Lock()
+        latest: list[tuple[int, int]] = []
+
+        def deliver() -> None:
+            with lock:
+                value = latest.pop() if latest else None
+                latest.clear()
+            if value is not None:
+                on_progress(*value)
+
+        def progress(done: int, total: int) -> None:
+            with lock:
+                queued = bool(latest)
+                latest[:] = [(done, total)]
+            if not queued:
+                loop.call_soon_threadsafe(deliver)
+
+        return progress
+
     def shutdown(self) -> None:
         """Stop accepting work and wait for running tasks."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class CancelFlag:
+    """Set on the GUI thread, polled by a worker (``cancelled=flag.is_set``)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        """Ask the worker to stop at its next check."""
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """True once cancellation was asked for."""
+        return self._event.is_set()
 
 
 class RequestTokens:

@@ -1,0 +1,119 @@
+"""Read-only helpers for the records browser: filter choices and one record's full picture.
+
+Everything here reads the columnar view, the store and the ledger; nothing writes. The GUI calls
+these on a worker thread (DESIGN: Threading) and shows the frozen results.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.decay import decayed_importance
+from engine.events import Event, EventFilter
+from engine.memory_engine import EditEntry, MemoryEngine
+from engine.records import MemoryRecord, RelatedLink
+
+__all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "record_detail"]
+
+
+@dataclass(frozen=True, slots=True)
+class Facets:
+    """The values the browser's filter choices offer, with record counts.
+
+    Attributes:
+        agents: ``(agent_id, count)``, most records first.
+        tags: ``(tag, count)``, most records first, at most ``tag_limit`` of them.
+        sources: ``(source, count)``, most records first.
+        total: Number of live records.
+    """
+
+    agents: Sequence[tuple[str, int]]
+    tags: Sequence[tuple[str, int]]
+    sources: Sequence[tuple[str, int]]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class LinkedRecord:
+    """A record id a record points at (merged-from or related), with what is known of it.
+
+    Attributes:
+        id: The linked record id.
+        similarity: The similarity of a related link (None for merged-from ids).
+        preview: The start of the linked record's content, or None when it no longer exists
+            (merged-from ids usually point at records absorbed by the merge).
+    """
+
+    id: str
+    similarity: float | None
+    preview: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDetail:
+    """Everything the detail panel shows about one record.
+
+    Attributes:
+        record: The record as stored.
+        decayed_importance: Importance after seed 004 decay, now.
+        merged_from: Ids merged into this record (seed 001), with previews where they exist.
+        related: Symmetric related links (seed 001), with previews.
+        events: The record's events from the ledger, oldest first.
+        edits: The record's edit history, newest first.
+    """
+
+    record: MemoryRecord
+    decayed_importance: float
+    merged_from: Sequence[LinkedRecord]
+    related: Sequence[LinkedRecord]
+    events: Sequence[Event]
+    edits: Sequence[EditEntry]
+
+
+_PREVIEW_CHARS = 120
+
+
+def facets(engine: MemoryEngine, *, tag_limit: int = 200) -> Facets:
+    """Agents, tags and sources present in the store, for the filter choices."""
+    snapshot = engine.store.view.snapshot()
+    live = snapshot.live_rows
+    agents = Counter(snapshot.agents[c] for c in snapshot.agent[live].tolist())
+    sources = Counter(snapshot.sources[c] for c in snapshot.source[live].tolist())
+    tags: Counter[str] = Counter()
+    for row in live.tolist():
+        tags.update(snapshot.tags[row])
+    return Facets(agents=agents.most_common(), tags=tags.most_common(tag_limit),
+                  sources=sources.most_common(), total=len(live))
+
+
+def _linked(engine: MemoryEngine, ids: Sequence[str],
+            similarity: Sequence[float | None]) -> list[LinkedRecord]:
+    view = engine.store.view
+    present = [i for i in ids if i in view]
+    previews = {r.id: r.content[:_PREVIEW_CHARS] for r in engine.get_many(present)}
+    return [LinkedRecord(i, s, previews.get(i)) for i, s in zip(ids, similarity, strict=True)]
+
+
+def record_detail(engine: MemoryEngine, record_id: str, *, event_limit: int = 200) -> RecordDetail:
+    """The full picture of ``record_id``: record, decayed importance, links, events, edits.
+
+    Raises:
+        RecordNotFound: no such record.
+    """
+    record = engine.get(record_id)
+    decayed = decayed_importance(
+        record.importance, record.created_at, record.access_count, engine.clock.now(),
+        engine.config.memory.importance_decay_half_life_days)
+    related: Sequence[RelatedLink] = record.related
+    events = engine.events.query(EventFilter(record_id=record_id, limit=event_limit))
+    return RecordDetail(
+        record=record,
+        decayed_importance=float(decayed),
+        merged_from=_linked(engine, record.merged_from, [None] * len(record.merged_from)),
+        related=_linked(engine, [link.id for link in related],
+                        [link.similarity for link in related]),
+        events=events,
+        edits=engine.edit_history(record_id, limit=event_limit),
+    )

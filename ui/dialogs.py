@@ -1,0 +1,292 @@
+"""Dialogs: connect to a server, pick a collection, add a memory, import progress, export.
+
+Dialogs collect input and show results; the engine work they trigger runs in the records view or
+the main window through the task runner, never inside a dialog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtCore import Signal as QtSignal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import ValidationError
+from engine.records import Category, Layer, NewMemory, Privacy
+from engine.store import CollectionInfo
+from ui.importing import ACTIONS, ImportSummary
+
+__all__ = [
+    "AddMemoryDialog",
+    "CollectionDialog",
+    "ConnectDialog",
+    "ExportOptionsDialog",
+    "ImportProgressDialog",
+]
+
+
+class ConnectDialog(QDialog):
+    """Chroma server URL, optional token and collection."""
+
+    def __init__(self, parent: QWidget | None = None, url: str = "http://localhost:8000") -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Connect to a Chroma server")
+        form = QFormLayout(self)
+        self.url = QLineEdit(url, self)
+        self.token = QLineEdit(self)
+        self.token.setEchoMode(QLineEdit.EchoMode.Password)
+        self.token.setPlaceholderText("optional bearer token")
+        self.collection = QLineEdit("mnemoscope_memories", self)
+        self.read_only = QCheckBox("Open read-only", self)
+        self.error = QLabel("", self)
+        self.error.setStyleSheet("color: #d1242f;")
+        form.addRow("Server URL", self.url)
+        form.addRow("Token", self.token)
+        form.addRow("Collection", self.collection)
+        form.addRow(self.read_only)
+        form.addRow(self.error)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self._on_accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    def _on_accept(self) -> None:
+        url = self.url.text().strip()
+        if not url.lower().startswith(("http://", "https://")):
+            self.error.setText("The URL must start with http:// or https://")
+            return
+        if not self.collection.text().strip():
+            self.error.setText("Name a collection")
+            return
+        self.accept()
+
+
+class CollectionDialog(QDialog):
+    """Pick one collection of a Chroma directory or server (opened read-only when foreign)."""
+
+    def __init__(self, location: str, collections: Sequence[CollectionInfo],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Open a Chroma collection")
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel(f"Collections in {location}:", self))
+        self.list = QListWidget(self)
+        for info in collections:
+            kind = f"Mnemoscope schema {info.schema_version}" if info.ours else "other tool"
+            item = QListWidgetItem(f"{info.name}  —  {info.count:,} records ({kind})")
+            item.setData(Qt.ItemDataRole.UserRole, info.name)
+            self.list.addItem(item)
+        if collections:
+            self.list.setCurrentRow(0)
+        layout.addWidget(self.list)
+        self.read_only = QCheckBox("Open read-only", self)
+        self.read_only.setChecked(True)
+        layout.addWidget(self.read_only)
+        layout.addWidget(QLabel("Collections written by other tools always open read-only.",
+                                self))
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open
+                                   | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        self.list.itemDoubleClicked.connect(lambda _item: self.accept())
+        layout.addWidget(buttons)
+
+    def chosen(self) -> str | None:
+        """The chosen collection name."""
+        item = self.list.currentItem()
+        return None if item is None else str(item.data(Qt.ItemDataRole.UserRole))
+
+
+class AddMemoryDialog(QDialog):
+    """A new memory's fields, validated inline by :class:`NewMemory` before it is accepted."""
+
+    def __init__(self, agents: Sequence[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Add a memory")
+        self.resize(520, 360)
+        form = QFormLayout(self)
+        self.content = QPlainTextEdit(self)
+        self.agent = QComboBox(self)
+        self.agent.setEditable(True)
+        self.agent.addItems(list(agents) or ["default"])
+        self.layer = QComboBox(self)
+        self.layer.addItems([layer.value for layer in Layer])
+        self.category = QComboBox(self)
+        self.category.addItems([c.value for c in Category])
+        self.privacy = QComboBox(self)
+        self.privacy.addItems([p.value for p in Privacy])
+        self.importance = QDoubleSpinBox(self)
+        self.importance.setRange(0.0, 1.0)
+        self.importance.setSingleStep(0.05)
+        self.importance.setValue(0.5)
+        self.confidence = QDoubleSpinBox(self)
+        self.confidence.setRange(0.0, 1.0)
+        self.confidence.setSingleStep(0.05)
+        self.confidence.setValue(0.8)
+        self.tags = QLineEdit(self)
+        self.tags.setPlaceholderText("comma-separated")
+        self.error = QLabel("", self)
+        self.error.setObjectName("error")
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #d1242f;")
+        for label, widget in (("Content", self.content), ("Agent", self.agent),
+                              ("Layer", self.layer), ("Category", self.category),
+                              ("Privacy", self.privacy), ("Importance", self.importance),
+                              ("Confidence", self.confidence), ("Tags", self.tags)):
+            form.addRow(label, widget)
+        form.addRow(self.error)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self._on_accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+        self.memory: NewMemory | None = None
+
+    def build(self) -> NewMemory:
+        """The memory the form describes.
+
+        Raises:
+            ValidationError: naming the bad field.
+        """
+        return NewMemory(
+            content=self.content.toPlainText(), agent_id=self.agent.currentText().strip(),
+            layer=Layer(self.layer.currentText()), category=Category(self.category.currentText()),
+            privacy=Privacy(self.privacy.currentText()), importance=self.importance.value(),
+            confidence=self.confidence.value(),
+            tags=tuple(t.strip() for t in self.tags.text().split(",") if t.strip()),
+            source="user")
+
+    def _on_accept(self) -> None:
+        try:
+            self.memory = self.build()
+        except ValidationError as exc:
+            self.error.setText(str(exc))
+            return
+        self.accept()
+
+
+class ExportOptionsDialog(QDialog):
+    """Export with or without redaction of secrets and personal data."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Export records")
+        layout = QVBoxLayout(self)
+        self.redact = QCheckBox("Redact secrets and personal data (emails, keys, tokens, …)",
+                                self)
+        self.redact.setChecked(True)  # safe default: exports leave the machine
+        layout.addWidget(self.redact)
+        layout.addWidget(QLabel("Redacted values become <REDACT:sha256-…> placeholders.", self))
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+
+class ImportProgressDialog(QDialog):
+    """Progress of an import with Cancel, then its summary (actions and problem lines).
+
+    Signals:
+        cancel_requested(): The user pressed Cancel while the import ran.
+    """
+
+    cancel_requested = QtSignal()
+
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.resize(560, 380)
+        layout = QVBoxLayout(self)
+        self.label = QLabel("Reading…", self)
+        self.bar = QProgressBar(self)
+        self.bar.setRange(0, 0)
+        self.counts = QLabel("", self)
+        self.problems = QTableWidget(0, 3, self)
+        self.problems.setHorizontalHeaderLabels(["Line", "Action", "Reason"])
+        self.problems.horizontalHeader().setStretchLastSection(True)
+        self.problems.verticalHeader().hide()
+        self.problems.hide()
+        self.button = QPushButton("Cancel", self)
+        self.button.clicked.connect(self._on_button_clicked)
+        for widget in (self.label, self.bar, self.counts, self.problems):
+            layout.addWidget(widget)
+        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignRight)
+        self._running = True
+        self.summary: ImportSummary | None = None
+
+    @property
+    def running(self) -> bool:
+        """True until :meth:`finish` or :meth:`fail`."""
+        return self._running
+
+    def set_progress(self, done: int, total: int) -> None:
+        """Show ``done`` of ``total``."""
+        self.bar.setRange(0, max(1, total))
+        self.bar.setValue(done)
+        self.label.setText(f"Imported {done:,} of {total:,} lines…")
+
+    def finish(self, summary: ImportSummary) -> None:
+        """Show the summary: counts per action and every problem line with its number."""
+        self._running = False
+        self.summary = summary
+        self.button.setText("Close")
+        self.bar.setRange(0, 1)
+        self.bar.setValue(1)
+        if summary.cancelled:
+            self.label.setText("Import cancelled — nothing was written.")
+            self.counts.setText("")
+            return
+        how = "by the ingest pipeline" if summary.pipeline else "as new records (no dedup)"
+        self.label.setText(f"Import finished ({how}).")
+        counts = summary.counts
+        self.counts.setText("   ".join(f"{name}: {counts[name]:,}" for name in ACTIONS))
+        problems = summary.problems
+        if problems:
+            self.problems.show()
+            self.problems.setRowCount(len(problems))
+            for row, item in enumerate(problems):
+                for column, value in enumerate((str(item.line), item.action, item.reason)):
+                    self.problems.setItem(row, column, QTableWidgetItem(value))
+
+    def fail(self, message: str) -> None:
+        """Show that the import failed (nothing was written)."""
+        self._running = False
+        self.button.setText("Close")
+        self.bar.setRange(0, 1)
+        self.label.setText(f"Import failed: {message}")
+
+    def _on_button_clicked(self) -> None:
+        if self._running:
+            self.button.setEnabled(False)
+            self.label.setText("Cancelling…")
+            self.cancel_requested.emit()
+        else:
+            self.accept()
+
+    def reject(self) -> None:
+        """Escape / window close: cancel while running, close when done."""
+        if self._running:
+            self._on_button_clicked()
+            return
+        super().reject()

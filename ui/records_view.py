@@ -1,0 +1,581 @@
+"""The Records view: filters, the lazily paged table, the detail/edit panel and bulk actions.
+
+Filters become a :class:`~engine.query.RecordQuery` the engine answers (numpy over the columnar
+view); the table model fetches pages of it on workers. Selecting a row fetches the record's
+detail (:func:`engine.browse.record_detail`) on a worker, dropping stale answers by token.
+Writes go through the :class:`~ui.session.StoreSession` (serialized, undoable).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from PySide6.QtCore import QDate, QDateTime, QItemSelectionModel, Qt, QTime, QTimer, QTimeZone
+from PySide6.QtCore import Signal as QtSignal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDateEdit,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QSplitter,
+    QTableView,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.browse import Facets, RecordDetail, facets, record_detail
+from engine.errors import EngineError, RecordNotFound, ValidationError
+from engine.query import RecordQuery
+from engine.records import Layer, Privacy
+from ui.dialogs import AddMemoryDialog
+from ui.record_detail import RecordDetailPanel
+from ui.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
+from ui.session import StoreSession
+from ui.tasks import RequestTokens, TaskRunner, spawn
+
+__all__ = ["FilterBar", "RecordsView"]
+
+ROW_HEIGHT = 24
+_ANY = "Any"
+
+
+def _day_start_ms(date: QDate) -> float:
+    return float(QDateTime(date, QTime(0, 0), QTimeZone.utc()).toMSecsSinceEpoch())
+
+
+class FilterBar(QWidget):
+    """Filter inputs; emits the query they describe (debounced for typing).
+
+    Signals:
+        query_changed(object): A :class:`RecordQuery` with the new filters (page fields unset).
+    """
+
+    query_changed = QtSignal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(250)
+        self._debounce.timeout.connect(self._emit)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        self.text = QLineEdit(self)
+        self.text.setPlaceholderText("Search content…")
+        self.text.setClearButtonEnabled(True)
+        self.agent = QComboBox(self)
+        self.agent.setMinimumContentsLength(8)
+        self.agent.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.agent.addItem(_ANY)
+        self.layer = QComboBox(self)
+        self.layer.addItems([_ANY, *(layer.value for layer in Layer)])
+        self.privacy = QComboBox(self)
+        self.privacy.addItems([_ANY, *(p.value for p in Privacy)])
+        top.addWidget(self.text, 3)
+        for label, widget in (("Agent", self.agent), ("Layer", self.layer),
+                              ("Privacy", self.privacy)):
+            top.addWidget(QLabel(label, self))
+            top.addWidget(widget, 1)
+        bottom = QHBoxLayout()
+        bottom.setContentsMargins(0, 0, 0, 0)
+        self.tags = QLineEdit(self)
+        self.tags.setPlaceholderText("Tags (all of, comma-separated)")
+        self.tags.setClearButtonEnabled(True)
+        self.importance_min = self._unit(0.0)
+        self.importance_max = self._unit(1.0)
+        self.dates = QCheckBox("Created", self)
+        self.date_from = QDateEdit(self)
+        self.date_to = QDateEdit(self)
+        today = QDate.currentDate()
+        for edit, value in ((self.date_from, today.addDays(-30)), (self.date_to, today)):
+            edit.setCalendarPopup(True)
+            edit.setDisplayFormat("yyyy-MM-dd")
+            edit.setDate(value)
+            edit.setEnabled(False)
+        self.clear_button = QToolButton(self)
+        self.clear_button.setText("Clear")
+        self.clear_button.setToolTip("Clear all filters")
+        bottom.addWidget(self.tags, 2)
+        bottom.addWidget(QLabel("Importance", self))
+        bottom.addWidget(self.importance_min)
+        bottom.addWidget(QLabel("–", self))
+        bottom.addWidget(self.importance_max)
+        bottom.addWidget(self.dates)
+        bottom.addWidget(self.date_from)
+        bottom.addWidget(QLabel("–", self))
+        bottom.addWidget(self.date_to)
+        bottom.addWidget(self.clear_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addLayout(top)
+        layout.addLayout(bottom)
+        self.text.textChanged.connect(self._debounce.start)
+        self.tags.textChanged.connect(self._debounce.start)
+        for combo in (self.agent, self.layer, self.privacy):
+            combo.currentIndexChanged.connect(self._emit)
+        for spin in (self.importance_min, self.importance_max):
+            spin.valueChanged.connect(self._debounce.start)
+        self.dates.toggled.connect(self._on_dates_toggled)
+        self.date_from.dateChanged.connect(self._emit)
+        self.date_to.dateChanged.connect(self._emit)
+        self.clear_button.clicked.connect(self.clear)
+
+    def _unit(self, value: float) -> QDoubleSpinBox:
+        spin = QDoubleSpinBox(self)
+        spin.setRange(0.0, 1.0)
+        spin.setSingleStep(0.05)
+        spin.setDecimals(2)
+        spin.setValue(value)
+        return spin
+
+    def set_agents(self, agents: Sequence[tuple[str, int]]) -> None:
+        """Offer these agents (keeping the current choice when still present)."""
+        current = self.agent.currentText()
+        self.agent.blockSignals(True)
+        self.agent.clear()
+        self.agent.addItem(_ANY)
+        for agent, count in agents:
+            self.agent.addItem(f"{agent} ({count:,})", agent)
+        index = self.agent.findData(current) if current != _ANY else 0
+        self.agent.setCurrentIndex(max(0, index))
+        self.agent.blockSignals(False)
+
+    def query(self) -> RecordQuery:
+        """The filters as a query (sort and page left at their defaults)."""
+        agent = self.agent.currentData()
+        layer = self.layer.currentText()
+        privacy = self.privacy.currentText()
+        low, high = self.importance_min.value(), self.importance_max.value()
+        dated = self.dates.isChecked()
+        return RecordQuery(
+            agent_id=agent if isinstance(agent, str) else None,
+            layer=None if layer == _ANY else Layer(layer),
+            privacy=None if privacy == _ANY else Privacy(privacy),
+            tags=tuple(t.strip() for t in self.tags.text().split(",") if t.strip()),
+            text=self.text.text().strip() or None,
+            importance_min=low if low > 0.0 else None,
+            importance_max=high if high < 1.0 else None,
+            created_from=_day_start_ms(self.date_from.date()) if dated else None,
+            created_to=_day_start_ms(self.date_to.date().addDays(1)) - 1 if dated else None,
+        )
+
+    def clear(self) -> None:
+        """Reset every filter (one query, not one per widget)."""
+        widgets = (self.text, self.tags, self.agent, self.layer, self.privacy,
+                   self.importance_min, self.importance_max, self.dates)
+        for widget in widgets:
+            widget.blockSignals(True)
+        self.text.clear()
+        self.tags.clear()
+        for combo in (self.agent, self.layer, self.privacy):
+            combo.setCurrentIndex(0)
+        self.importance_min.setValue(0.0)
+        self.importance_max.setValue(1.0)
+        self.dates.setChecked(False)
+        self._on_dates_toggled(False, emit=False)
+        for widget in widgets:
+            widget.blockSignals(False)
+        self._emit()
+
+    def _on_dates_toggled(self, on: bool, emit: bool = True) -> None:
+        self.date_from.setEnabled(on)
+        self.date_to.setEnabled(on)
+        if emit:
+            self._emit()
+
+    def _emit(self) -> None:
+        self._debounce.stop()
+        self.query_changed.emit(self.query())
+
+
+class RecordsView(QWidget):
+    """Browse, filter, sort and edit the records of the open store.
+
+    Signals:
+        message(str): A short status message for the status bar.
+        total_changed(int): Rows matching the filters.
+    """
+
+    message = QtSignal(str)
+    total_changed = QtSignal(int)
+
+    def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._runner = runner
+        self._session: StoreSession | None = None
+        self._details = RequestTokens()
+        self._facet_tokens = RequestTokens()
+        self._pending_select: str | None = None
+        self._agents: list[str] = []
+        self.model = RecordTableModel(runner, self)
+
+        self.filters = FilterBar(self)
+        self.toolbar = QToolBar("Records", self)
+        self.table = QTableView(self)
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.setSortingEnabled(True)
+        self.table.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        vertical = self.table.verticalHeader()
+        vertical.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        vertical.setDefaultSectionSize(ROW_HEIGHT)
+        vertical.setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setHighlightSections(False)
+        for number, column in enumerate(COLUMNS):
+            self.table.setColumnWidth(number, column.width)
+        header.setSortIndicator(self.model.sort_section(), Qt.SortOrder.DescendingOrder)
+        self.detail = RecordDetailPanel(self)
+        self.count_label = QLabel("", self)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        splitter.addWidget(self.table)
+        splitter.addWidget(self.detail)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        splitter.setSizes([720, 420])
+        self.splitter = splitter
+        top = QHBoxLayout()
+        top.addWidget(self.toolbar, 1)
+        top.addWidget(self.count_label)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 4)
+        layout.addWidget(self.filters)
+        layout.addLayout(top)
+        layout.addWidget(splitter, 1)
+        self._build_actions()
+
+        self.filters.query_changed.connect(self._on_query_changed)
+        self.model.total_changed.connect(self._on_total_changed)
+        self.model.reloaded.connect(self._on_model_reloaded)
+        self.model.page_loaded.connect(self._on_page_loaded)
+        self.model.load_failed.connect(self.message)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.table.verticalScrollBar().valueChanged.connect(self._on_scrolled)
+        self.detail.save_requested.connect(self._on_save_requested)
+        self.detail.navigate.connect(self.go_to_record)
+        self.set_session(None)
+
+    def _build_actions(self) -> None:
+        def action(text: str, slot: Callable[[], None],
+                   shortcut: QKeySequence | QKeySequence.StandardKey | str | None = None,
+                   tip: str = "") -> QAction:
+            made = QAction(text, self)
+            if shortcut is not None:
+                made.setShortcut(QKeySequence(shortcut))
+                made.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            made.setToolTip(tip or text)
+            made.triggered.connect(slot)
+            return made
+
+        self.add_action = action("Add memory…", self._on_add_triggered, "Ctrl+N",
+                                 "Add a memory (Ctrl+N)")
+        self.delete_action = action("Delete", self._on_delete_triggered,
+                                    QKeySequence.StandardKey.Delete,
+                                    "Delete the selected records (Del)")
+        self.tag_action = action("Tag…", self._on_tag_triggered, "Ctrl+T",
+                                 "Add tags to the selected records (Ctrl+T)")
+        self.refresh_action = action("Refresh", self.refresh, QKeySequence.StandardKey.Refresh,
+                                     "Reload the records (F5)")
+        self.find_action = action("Find", self._on_find_triggered, QKeySequence.StandardKey.Find)
+        self.layer_menu = QMenu("Move to layer", self)
+        self.layer_actions: list[QAction] = []
+        for layer in Layer:
+            made = self.layer_menu.addAction(layer.value)
+            made.triggered.connect(lambda _checked=False, chosen=layer: self._on_relayer(chosen))
+            self.layer_actions.append(made)
+        layer_button = QToolButton(self)
+        layer_button.setText("Move to layer")
+        layer_button.setMenu(self.layer_menu)
+        layer_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.layer_button = layer_button
+        for made in (self.add_action, self.delete_action, self.tag_action):
+            self.toolbar.addAction(made)
+        self.toolbar.addWidget(layer_button)
+        self.toolbar.addSeparator()
+        self.toolbar.addAction(self.refresh_action)
+        self.addAction(self.find_action)
+
+    # -- session ---------------------------------------------------------------------------
+
+    @property
+    def session(self) -> StoreSession | None:
+        """The open store."""
+        return self._session
+
+    def set_session(self, session: StoreSession | None) -> None:
+        """Show the records of ``session`` (None: no store open)."""
+        if self._session is not None:
+            self._session.records_changed.disconnect(self._on_records_changed)
+        self._session = session
+        self.detail.show_detail(None)
+        if session is not None:
+            session.records_changed.connect(self._on_records_changed)
+        self._update_actions()
+        self.detail.set_read_only(session is None or session.read_only)
+        self.model.set_engine(session.engine if session is not None else None)
+        self.refresh_facets()
+
+    def set_redactor(self, redact: Callable[[str], str] | None) -> None:
+        """Mask content in the table and detail (redaction mode)."""
+        self.model.set_redactor(redact)
+        self.detail.set_redactor(redact)
+        self._load_detail()
+
+    def _update_actions(self) -> None:
+        writable = self._session is not None and not self._session.read_only
+        selected = bool(self.selected_ids())
+        self.add_action.setEnabled(writable)
+        for made in (self.delete_action, self.tag_action):
+            made.setEnabled(writable and selected)
+        self.layer_button.setEnabled(writable and selected)
+        self.refresh_action.setEnabled(self._session is not None)
+
+    def refresh(self) -> None:
+        """Re-run the current query and refresh the filter choices."""
+        self.model.reload()
+        self.refresh_facets()
+
+    def refresh_facets(self) -> None:
+        """Fetch agents (with counts) for the agent filter, on a worker."""
+        if self._session is None:
+            self.filters.set_agents([])
+            return
+        spawn(self._load_facets(self._session))
+
+    async def _load_facets(self, session: StoreSession) -> None:
+        token = self._facet_tokens.next_token()
+        try:
+            found: Facets = await self._runner.run(facets, session.engine)
+        except EngineError as exc:
+            self.message.emit(f"Could not read the filter choices: {exc}")
+            return
+        if self._facet_tokens.is_current(token) and session is self._session:
+            self._agents = [agent for agent, _ in found.agents]
+            self.filters.set_agents(found.agents)
+
+    # -- table -----------------------------------------------------------------------------
+
+    def selected_ids(self) -> list[str]:
+        """Ids of the selected rows whose records are loaded."""
+        rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
+        ids = []
+        for row in rows:
+            record = self.model.record_at(row)
+            if record is not None:
+                ids.append(record.id)
+        return ids
+
+    def _on_query_changed(self, query: RecordQuery) -> None:
+        current = self.model.query
+        self.model.set_query(RecordQuery(
+            agent_id=query.agent_id, layer=query.layer, privacy=query.privacy, tags=query.tags,
+            text=query.text, importance_min=query.importance_min,
+            importance_max=query.importance_max, created_from=query.created_from,
+            created_to=query.created_to, sort_by=current.sort_by,
+            descending=current.descending))
+
+    def _on_total_changed(self, total: int) -> None:
+        self.count_label.setText(f"{total:,} records")
+        self.total_changed.emit(total)
+
+    def _on_model_reloaded(self) -> None:
+        self.count_label.setText(f"{self.model.total:,} records")
+        self._on_scrolled()
+        if self._pending_select is not None:
+            self._select_loaded(self._pending_select)
+        elif self.detail.record is not None:
+            row = self.model.row_of(self.detail.record.id)
+            if row is not None:
+                self._select_row(row)
+            else:
+                self._load_detail()
+        self._update_actions()
+
+    def _on_page_loaded(self, _page: int) -> None:
+        if self._pending_select is not None:
+            self._select_loaded(self._pending_select)
+
+    def _on_scrolled(self, _value: int = 0) -> None:
+        viewport = self.table.viewport().rect()
+        first = self.table.rowAt(viewport.top())
+        last = self.table.rowAt(viewport.bottom())
+        first = 0 if first < 0 else first
+        last = first + max(1, viewport.height() // ROW_HEIGHT) if last < 0 else last
+        self.model.ensure_rows(first, last)
+
+    def _select_row(self, row: int) -> None:
+        selection = self.table.selectionModel()
+        index = self.model.index(row, 0)
+        selection.setCurrentIndex(
+            index, QItemSelectionModel.SelectionFlag.ClearAndSelect
+            | QItemSelectionModel.SelectionFlag.Rows)
+        self.table.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+
+    def _select_loaded(self, record_id: str) -> None:
+        row = self.model.row_of(record_id)
+        if row is not None:
+            self._pending_select = None
+            self._select_row(row)
+
+    def go_to_record(self, record_id: str) -> None:
+        """Show ``record_id``: select its row when loaded, else clear filters and look it up."""
+        row = self.model.row_of(record_id)
+        if row is not None:
+            self._select_row(row)
+            return
+        self._pending_select = record_id
+        spawn(self._show_record(record_id))
+
+    async def _show_record(self, record_id: str) -> None:
+        """Load the detail of a record that is not on a loaded page (and say where it is)."""
+        await self._load_detail_for(record_id)
+        if self._pending_select == record_id and self.detail.record is not None:
+            self.message.emit("The linked record is not on a loaded page; its detail is shown.")
+
+    def _on_selection_changed(self) -> None:
+        self._update_actions()
+        index = self.table.selectionModel().currentIndex()
+        record_id = self.model.data(index, ROLE_RECORD_ID) if index.isValid() else None
+        if isinstance(record_id, str):
+            self._pending_select = None
+            if self.detail.record is None or self.detail.record.id != record_id:
+                spawn(self._load_detail_for(record_id))
+
+    def _load_detail(self) -> None:
+        if self.detail.record is not None:
+            spawn(self._load_detail_for(self.detail.record.id))
+
+    async def _load_detail_for(self, record_id: str) -> None:
+        session = self._session
+        if session is None:
+            return
+        token = self._details.next_token()
+        try:
+            detail: RecordDetail = await self._runner.run(record_detail, session.engine,
+                                                          record_id)
+        except RecordNotFound:
+            if self._details.is_current(token):
+                self.detail.show_detail(None)
+            return
+        except EngineError as exc:
+            self.message.emit(f"Could not read record {record_id}: {exc}")
+            return
+        if self._details.is_current(token) and session is self._session:
+            self.detail.show_detail(detail)
+
+    def _on_records_changed(self, ids: list[str]) -> None:
+        self.model.reload()
+        self.refresh_facets()
+        if self.detail.record is not None and self.detail.record.id in ids:
+            self._load_detail()
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _on_save_requested(self, record_id: str, changes: dict[str, object]) -> None:
+        if self._session is not None:
+            spawn(self._save(self._session, record_id, changes))
+
+    async def _save(self, session: StoreSession, record_id: str,
+                    changes: dict[str, object]) -> None:
+        if "expires_at" in changes and isinstance(changes["expires_at"], float) \
+                and not math.isfinite(changes["expires_at"]):
+            self.detail.show_error("expires_at", "expires_at: must be finite")
+            return
+        try:
+            await session.update(record_id, changes)
+        except ValidationError as exc:
+            self.detail.show_error(exc.field, str(exc))
+            return
+        except EngineError as exc:
+            self.detail.show_error("", f"Not saved: {exc}")
+            return
+        self.detail.clear_error()
+        self.message.emit(f"Saved {', '.join(sorted(changes))}")
+
+    def _on_add_triggered(self) -> None:
+        if self._session is None or self._session.read_only:
+            return
+        dialog = AddMemoryDialog(self._agents, self)
+        if dialog.exec() and dialog.memory is not None:
+            spawn(self._add(self._session, dialog))
+
+    async def _add(self, session: StoreSession, dialog: AddMemoryDialog) -> None:
+        assert dialog.memory is not None
+        try:
+            record = await session.add(dialog.memory)
+        except EngineError as exc:
+            QMessageBox.warning(self, "Add memory", f"Not added: {exc}")
+            return
+        self._pending_select = record.id
+        self.message.emit("Memory added")
+
+    def _on_delete_triggered(self) -> None:
+        ids = self.selected_ids()
+        if not ids or self._session is None or self._session.read_only:
+            return
+        noun = "this record" if len(ids) == 1 else f"these {len(ids):,} records"
+        answer = QMessageBox.question(
+            self, "Delete", f"Delete {noun}? You can undo this (Edit → Undo).",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        if answer == QMessageBox.StandardButton.Yes:
+            spawn(self.delete_records(ids))
+
+    async def delete_records(self, ids: Sequence[str]) -> None:
+        """Delete ``ids`` (after confirmation by the caller); undoable."""
+        if self._session is None:
+            return
+        try:
+            deleted = await self._session.delete(ids)
+        except EngineError as exc:
+            QMessageBox.warning(self, "Delete", f"Not deleted: {exc}")
+            return
+        self.detail.show_detail(None)
+        self.message.emit(f"Deleted {len(deleted):,} records")
+
+    def _on_relayer(self, layer: Layer) -> None:
+        ids = self.selected_ids()
+        if ids and self._session is not None and not self._session.read_only:
+            spawn(self._bulk(self._session.relayer(ids, layer), f"Moved to {layer.value}"))
+
+    def _on_tag_triggered(self) -> None:
+        ids = self.selected_ids()
+        if not ids or self._session is None or self._session.read_only:
+            return
+        text, ok = QInputDialog.getText(self, "Tag records",
+                                        f"Tags to add to {len(ids):,} records (comma-separated):")
+        tags = [t.strip() for t in text.split(",") if t.strip()]
+        if ok and tags:
+            spawn(self._bulk(self._session.add_tags(ids, tags), f"Tagged {len(ids):,}"))
+
+    async def _bulk(self, work: Coroutine[Any, Any, None], done: str) -> None:
+        try:
+            await work
+        except EngineError as exc:
+            QMessageBox.warning(self, "Records", f"Not changed: {exc}")
+            return
+        self.message.emit(done)
+
+    def _on_find_triggered(self) -> None:
+        self.filters.text.setFocus()
+        self.filters.text.selectAll()

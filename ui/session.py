@@ -1,0 +1,195 @@
+"""The open store as the views see it: the engine, its writes, and undo/redo.
+
+Every write runs on a worker through the task runner, one at a time (an asyncio lock keeps undo,
+redo and edits in order), and is recorded by the engine in the ledger's ``edits`` table. The
+:class:`QUndoStack` holds one :class:`RecordsCommand` per user action with the same
+before/after records the engine wrote to the ledger, so undo writes the "before" records back
+(``engine.restore``, itself recorded in the ledger) and redo the "after" ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from PySide6.QtCore import QObject
+from PySide6.QtCore import Signal as QtSignal
+from PySide6.QtGui import QUndoCommand, QUndoStack
+
+from engine.errors import EngineError
+from engine.memory_engine import MemoryEngine
+from engine.records import Layer, MemoryRecord, NewMemory
+from engine.store import StoreSpec
+from ui.tasks import TaskRunner
+
+__all__ = ["EditPair", "RecordsCommand", "StoreSession"]
+
+EditPair = tuple[MemoryRecord | None, MemoryRecord | None]
+T = TypeVar("T")
+
+
+class RecordsCommand(QUndoCommand):
+    """An undoable change to records: ``(before, after)`` pairs from the edit history.
+
+    ``before`` None means the action created the record; ``after`` None means it deleted it.
+    The first :meth:`redo` (run by ``QUndoStack.push``) does nothing: the change is already in
+    the store when the command is pushed.
+    """
+
+    def __init__(self, session: StoreSession, text: str, pairs: Sequence[EditPair]) -> None:
+        super().__init__(text)
+        self._session = session
+        self._pairs = list(pairs)
+        self._applied = True
+
+    @property
+    def pairs(self) -> Sequence[EditPair]:
+        """The ``(before, after)`` pairs."""
+        return self._pairs
+
+    def undo(self) -> None:
+        self._applied = False
+        restore = [before for before, _ in self._pairs if before is not None]
+        delete = [after.id for before, after in self._pairs if before is None and after]
+        self._session.schedule_apply(restore, delete, f"Undo {self.text()}")
+
+    def redo(self) -> None:
+        if self._applied:
+            return
+        self._applied = True
+        restore = [after for _, after in self._pairs if after is not None]
+        delete = [before.id for before, after in self._pairs if after is None and before]
+        self._session.schedule_apply(restore, delete, f"Redo {self.text()}")
+
+
+def _update_many(engine: MemoryEngine, ids: Sequence[str],
+                 changes: Callable[[MemoryRecord], Mapping[str, Any]]) -> list[EditPair]:
+    pairs: list[EditPair] = []
+    for record in engine.get_many(list(ids)):
+        values = changes(record)
+        after = engine.update(record.id, values)
+        pairs.append((record, after))
+    return pairs
+
+
+def _apply(engine: MemoryEngine, restore: Sequence[MemoryRecord], delete: Sequence[str]) -> None:
+    present = [i for i in delete if i in engine.store.view]
+    if present:
+        engine.delete(present, reason="undo")
+    if restore:
+        engine.restore(list(restore))
+
+
+class StoreSession(QObject):
+    """One open store: the engine, serialized writes and the undo stack.
+
+    Signals:
+        records_changed(list): Records were written or deleted (their ids).
+        failed(str): A write failed; the message says what and why.
+        busy_changed(bool): A write started or finished.
+    """
+
+    records_changed = QtSignal(list)
+    failed = QtSignal(str)
+    busy_changed = QtSignal(bool)
+
+    def __init__(self, engine: MemoryEngine, runner: TaskRunner, spec: StoreSpec, *,
+                 banner: str = "", parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.runner = runner
+        self.spec = spec
+        self.banner = banner
+        self.undo_stack = QUndoStack(self)
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._busy = 0
+
+    @property
+    def read_only(self) -> bool:
+        """True when the store refuses writes."""
+        return self.engine.read_only
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def run_write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a writing engine call on a worker, after the writes queued before it."""
+        async with self._lock:
+            self._busy += 1
+            self.busy_changed.emit(True)
+            try:
+                return await self.runner.run(fn, *args, **kwargs)
+            finally:
+                self._busy -= 1
+                self.busy_changed.emit(self._busy > 0)
+
+    async def update(self, record_id: str, changes: Mapping[str, Any]) -> MemoryRecord:
+        """Edit one record (validated by the engine; content re-embedded on the worker).
+
+        Raises:
+            ValidationError: a bad value (nothing was written).
+        """
+        pairs: list[EditPair] = await self.run_write(
+            _update_many, self.engine, [record_id], lambda _record: changes)
+        self._push(f"Edit {', '.join(sorted(changes))}", pairs)
+        after = pairs[0][1]
+        assert after is not None
+        return after
+
+    async def add(self, new: NewMemory) -> MemoryRecord:
+        """Add a memory."""
+        record: MemoryRecord = await self.run_write(self.engine.add, new)
+        self._push("Add memory", [(None, record)])
+        return record
+
+    async def delete(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """Delete records (undoable)."""
+        deleted: list[MemoryRecord] = await self.run_write(self.engine.delete, list(record_ids))
+        noun = "record" if len(deleted) == 1 else "records"
+        self._push(f"Delete {len(deleted)} {noun}", [(r, None) for r in deleted])
+        return deleted
+
+    async def relayer(self, record_ids: Sequence[str], layer: Layer) -> None:
+        """Move records to ``layer`` (undoable as one step)."""
+        pairs = await self.run_write(_update_many, self.engine, list(record_ids),
+                                  lambda _record: {"layer": layer})
+        self._push(f"Move {len(pairs)} to {layer.value}", pairs)
+
+    async def add_tags(self, record_ids: Sequence[str], tags: Sequence[str]) -> None:
+        """Add ``tags`` to records (undoable as one step)."""
+        pairs = await self.run_write(_update_many, self.engine, list(record_ids),
+                                  lambda record: {"tags": [*record.tags, *tags]})
+        self._push(f"Tag {len(pairs)} with {', '.join(tags)}", pairs)
+
+    def _push(self, text: str, pairs: Sequence[EditPair]) -> None:
+        if pairs:
+            self.undo_stack.push(RecordsCommand(self, text, pairs))
+        self.records_changed.emit([record.id for before, after in pairs
+                                   for record in (after or before,) if record is not None])
+
+    # -- undo / redo -----------------------------------------------------------------------
+
+    def schedule_apply(self, restore: Sequence[MemoryRecord], delete: Sequence[str],
+                       what: str) -> None:
+        """Write ``restore`` back and delete ``delete`` on a worker, after earlier writes."""
+        task = asyncio.ensure_future(self._apply(list(restore), list(delete), what))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _apply(self, restore: list[MemoryRecord], delete: list[str], what: str) -> None:
+        try:
+            await self.run_write(_apply, self.engine, restore, delete)
+        except EngineError as exc:
+            self.failed.emit(f"{what} failed: {exc}")
+            return
+        self.records_changed.emit([r.id for r in restore] + delete)
+
+    async def drain(self) -> None:
+        """Wait for scheduled undo/redo writes (before closing the store)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def pending(self) -> int:
+        """Undo/redo writes still running."""
+        return len(self._tasks)
