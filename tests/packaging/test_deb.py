@@ -10,6 +10,7 @@ at a closed port either way, ``HF_HUB_OFFLINE=1`` and a fresh HOME.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -139,13 +140,13 @@ def test_layout_has_app_link_desktop_entry_and_icons(unpacked: Path) -> None:
 
 
 def test_no_cuda_or_test_payload_in_the_bundle(unpacked: Path) -> None:
-    sys.path.insert(0, str(ROOT / "packaging"))
-    try:
-        from size_report import cuda_libraries
-    finally:
-        sys.path.remove(str(ROOT / "packaging"))
+    # packaging/ is a folder of scripts, not a package: load size_report.py by path.
+    spec = importlib.util.spec_from_file_location("size_report", ROOT / "packaging/size_report.py")
+    assert spec is not None and spec.loader is not None
+    size_report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(size_report)
     bundle = unpacked / INSTALL
-    assert cuda_libraries(bundle) == []
+    assert size_report.cuda_libraries(bundle) == []
     internal = bundle / "_internal"
     for unwanted in ("torch/include", "torch/test", "torch/bin/test_api", "onnxruntime",
                      "kubernetes", "PySide6/Qt/lib/libQt6WebEngineCore.so.6",
