@@ -202,7 +202,10 @@ class TestConversation:
         assert engine.get(by_line[21].id or "").content == \
             "user: I love the new garden we planted"
         assert by_line[22].action == "error" and "content" in by_line[22].reason
-        assert by_line[30].action == "skipped" and by_line[30].reason == "not_salient"
+        # 39 routine lines tie on score; seed 000 §1 breaks ties with the RNG, so which of them
+        # fall outside the top K is not fixed — but some must.
+        not_salient = [o for o in report.lines if o.reason == "not_salient"]
+        assert not_salient and all(o.action == "skipped" for o in not_salient)
         record = engine.get(by_line[1].id or "")
         assert (record.layer.value, record.category.value, record.agent_id) == (
             "episodic", "episode", "quinn")
