@@ -122,7 +122,22 @@ def _connect(spec: StoreSpec) -> Any:
         path.mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=str(path), settings=_settings())
     except Exception as exc:
+        _forget_failed_system(str(path))
         raise StoreUnavailable(f"cannot open the Chroma store at {path}: {_short(exc)}") from exc
+
+
+def _forget_failed_system(identifier: str) -> None:
+    """Drop Chroma's cached system for a path whose opening failed.
+
+    chromadb 1.5 caches one system per path per process *before* starting it; when the start
+    fails (read-only filesystem, disk full) the broken system stays cached and every later
+    open of that path in the process fails with "'RustBindingsAPI' object has no attribute
+    'bindings'", even once the cause is gone (tests/reliability/test_disk.py).
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient._identifier_to_system.pop(identifier, None)
+    SharedSystemClient._identifier_to_refcount.pop(identifier, None)
 
 
 def _close_client(client: Any) -> None:
@@ -142,6 +157,9 @@ def _short(exc: BaseException) -> str:
     return text[:300]
 
 
+CLAIMS_SUFFIX = "__claims"
+
+
 def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
     """Collections in the directory or server of ``spec`` (opens it read-only, no lock)."""
     client = _connect(StoreSpec(spec.location, spec.token, True, spec.collection))
@@ -149,6 +167,8 @@ def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
     try:
         for item in client.list_collections():
             name = item if isinstance(item, str) else item.name
+            if name.endswith(CLAIMS_SUFFIX):
+                continue  # the edit-claims side collection of a store (claim_version)
             collection = client.get_collection(name, embedding_function=None)
             meta = collection.metadata or {}
             version = meta.get("schema_version")
@@ -371,6 +391,33 @@ class MemoryStore:
             version = (meta or {}).get("version", 1)
             out[record_id] = int(version) if isinstance(version, int | float) else 1
         return out
+
+    def claim_version(self, record_id: str, version: int, token: str) -> bool:
+        """Claim the right to write ``version`` of a record (server stores; compare-and-swap).
+
+        Chroma has no compare-and-swap, but its ``add`` is first-writer-wins: adding an id that
+        exists is ignored. Each writer adds ``<record_id>@<version>`` with its own ``token`` to
+        the side collection ``<collection>__claims`` and reads it back; only the writer whose
+        token is stored may write that version (tests/reliability/test_two_writers.py). An
+        embedded store is written by one process (the store lock), so every claim succeeds.
+
+        Raises:
+            StoreUnavailable: the server could not be reached.
+        """
+        if not self._spec.is_remote or self._client is None:
+            return True
+        key = f"{record_id}@{version}"
+        try:
+            claims = self._client.get_or_create_collection(
+                f"{self._spec.collection}{CLAIMS_SUFFIX}", embedding_function=None,
+                metadata={"mnemoscope_claims": 1})
+            claims.add(ids=[key], documents=[token], embeddings=[[1.0]])
+            stored = claims.get(ids=[key], include=["documents"])
+        except Exception as exc:
+            raise StoreUnavailable(f"claiming {key} on {self.location} failed: {_short(exc)}"
+                                   ) from exc
+        documents = stored.get("documents") or []
+        return bool(documents) and documents[0] == token
 
     def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
         """Rebuild the columnar view from Chroma and swap it in (readers keep old snapshots)."""

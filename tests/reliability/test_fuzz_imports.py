@@ -157,7 +157,7 @@ def test_llm_output_is_repaired_or_refused_never_crashes(text: str) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(item, min_size=1, max_size=4, unique_by=lambda i: i["content"].strip()),
+@given(st.lists(item, min_size=1, max_size=4, unique_by=lambda i: str(i["content"]).strip()),
        st.sampled_from(["plain", "fenced", "prose", "unclosed"]))
 def test_good_llm_answers_survive_common_damage(items: list[dict[str, Any]], damage: str) -> None:
     text = json.dumps({"schemaVersion": SCHEMA_VERSION, "memories": items})
@@ -172,7 +172,7 @@ def test_good_llm_answers_survive_common_damage(items: list[dict[str, Any]], dam
     valid, invalid = validate_extraction(json.loads(fixed))
     assert not invalid, invalid
     kept = {c.content for c in valid}
-    assert kept == {i["content"].strip() for i in items}
+    assert kept == {str(i["content"]).strip() for i in items}
 
 
 # -- markdown cards ----------------------------------------------------------------------------
