@@ -32,6 +32,7 @@ def _hash_counts(url: str, collection: str, ledger: Path) -> tuple[int, Counter[
         engine.close()
 
 
+@pytest.mark.slow
 def test_outage_is_reported_nothing_half_written_and_a_retry_completes(tmp_path: Path) -> None:
     data, port, collection = tmp_path / "chroma", free_port(), "outage"
     items = [NewMemory(text, agent_id="outage") for text in texts(RECORDS)]

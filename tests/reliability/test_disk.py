@@ -53,6 +53,7 @@ def _open(path: Path, *, read_only: bool = False) -> MemoryEngine:
                              embedder=HashingEmbedder())
 
 
+@pytest.mark.slow
 def test_full_disk_is_a_clear_error_and_loses_nothing(small_fs: Path) -> None:
     store = small_fs / "store"
     # long records of words no other record shares: every one is inserted, none merged
@@ -101,6 +102,7 @@ def test_full_disk_is_a_clear_error_and_loses_nothing(small_fs: Path) -> None:
         engine.close()
 
 
+@pytest.mark.slow
 def test_read_only_store_directory_is_a_clear_error_and_loses_nothing(tmp_path: Path) -> None:
     store = tmp_path / "store"
     engine = _open(store)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from engine.clock import DeterministicClock
 from engine.errors import EditConflict
 from engine.memory_engine import MemoryEngine
@@ -22,6 +24,7 @@ from tests.support.fakes import HashingEmbedder
 EDITS_EACH = 15
 
 
+@pytest.mark.slow
 def test_concurrent_increments_lose_nothing(chroma_server_url: str, unique_collection: str,
                                             tmp_path: Path) -> None:
     spec = StoreSpec(chroma_server_url, collection=unique_collection)
