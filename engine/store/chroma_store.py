@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,7 @@ def _short(exc: BaseException) -> str:
 
 
 CLAIMS_SUFFIX = "__claims"
+CLAIM_STALE_SECONDS = 60.0
 
 
 def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
@@ -392,14 +394,18 @@ class MemoryStore:
             out[record_id] = int(version) if isinstance(version, int | float) else 1
         return out
 
-    def claim_version(self, record_id: str, version: int, token: str) -> bool:
+    def claim_version(self, record_id: str, version: int, token: str, *,
+                      stale_after_s: float = CLAIM_STALE_SECONDS) -> bool:
         """Claim the right to write ``version`` of a record (server stores; compare-and-swap).
 
         Chroma has no compare-and-swap, but its ``add`` is first-writer-wins: adding an id that
         exists is ignored. Each writer adds ``<record_id>@<version>`` with its own ``token`` to
         the side collection ``<collection>__claims`` and reads it back; only the writer whose
-        token is stored may write that version (tests/reliability/test_two_writers.py). An
-        embedded store is written by one process (the store lock), so every claim succeeds.
+        token is stored may write that version (tests/reliability/test_two_writers.py). The
+        caller has just checked that the stored version is ``version - 1``: a claim on
+        ``version`` older than ``stale_after_s`` therefore belongs to a writer that died
+        between claiming and writing, and is replaced once. An embedded store is written by
+        one process (the store lock), so every claim succeeds.
 
         Raises:
             StoreUnavailable: the server could not be reached.
@@ -411,13 +417,23 @@ class MemoryStore:
             claims = self._client.get_or_create_collection(
                 f"{self._spec.collection}{CLAIMS_SUFFIX}", embedding_function=None,
                 metadata={"mnemoscope_claims": 1})
-            claims.add(ids=[key], documents=[token], embeddings=[[1.0]])
-            stored = claims.get(ids=[key], include=["documents"])
+            for attempt in range(2):
+                claims.add(ids=[key], documents=[token], embeddings=[[1.0]],
+                           metadatas=[{"at": time.time()}])
+                stored = claims.get(ids=[key], include=["documents", "metadatas"])
+                documents = stored.get("documents") or []
+                if documents and documents[0] == token:
+                    return True
+                metas = stored.get("metadatas") or [{}]
+                at = (metas[0] or {}).get("at")
+                if attempt or not isinstance(at, int | float) or \
+                        time.time() - float(at) < stale_after_s:
+                    return False
+                claims.delete(ids=[key])  # a dead writer's claim: replace it once
         except Exception as exc:
             raise StoreUnavailable(f"claiming {key} on {self.location} failed: {_short(exc)}"
                                    ) from exc
-        documents = stored.get("documents") or []
-        return bool(documents) and documents[0] == token
+        return False
 
     def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
         """Rebuild the columnar view from Chroma and swap it in (readers keep old snapshots)."""

@@ -74,3 +74,24 @@ def test_concurrent_increments_lose_nothing(chroma_server_url: str, unique_colle
     finally:
         for engine in writers:
             engine.close()
+
+
+@pytest.mark.slow
+def test_a_dead_writers_claim_does_not_block_the_record(chroma_server_url: str,
+                                                        unique_collection: str,
+                                                        tmp_path: Path) -> None:
+    spec = StoreSpec(chroma_server_url, collection=unique_collection)
+    engine = MemoryEngine.open(spec, ledger_path=tmp_path / "w.sqlite3",
+                               embedder=HashingEmbedder(), clock=DeterministicClock(1e12))
+    try:
+        record = engine.add(NewMemory("claimed then abandoned", agent_id="race"))
+        # a writer claimed version 2 and died before writing it
+        assert engine.store.claim_version(record.id, 2, "dead-writer")
+        assert not engine.store.claim_version(record.id, 2, "live-writer")  # fresh: refused
+        with pytest.raises(EditConflict):
+            engine.update(record.id, {"importance": 0.3}, expected_version=1)
+        # once the claim is stale it is replaced and the edit goes through
+        assert engine.store.claim_version(record.id, 2, "live-writer", stale_after_s=0.0)
+        assert not engine.store.claim_version(record.id, 2, "third", stale_after_s=3600.0)
+    finally:
+        engine.close()
