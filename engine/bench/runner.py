@@ -23,12 +23,14 @@ from engine.bench.suites import (
 )
 from engine.bench.types import BenchReport
 
-__all__ = ["SUITES", "BenchOptions", "GuiSuite", "run_bench"]
+__all__ = ["SUITES", "BenchOptions", "GuiSuite", "TimelineSuite", "run_bench"]
 
 SUITES = ("dedup", "retrieval", "ingest", "workspace", "gui", "timeline")
 
 # The GUI benchmarks need Qt; the app passes them in: (largest store or None, log) -> result.
 GuiSuite = Callable[[Path | None, int, Callable[[str], None]], SuiteResult]
+# The timeline benchmark (Qt too): (events, frames, log) -> result.
+TimelineSuite = Callable[[int, int, Callable[[str], None]], SuiteResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class BenchOptions:
         cards: Workspace cards.
         repeat: Workspace parses timed.
         gui_runs: Start-up / first-page runs.
+        timeline_events: Events in the timeline benchmark.
+        timeline_frames: Pan/zoom frames timed.
     """
 
     sizes: tuple[int, ...] = (10_000, 100_000)
@@ -57,12 +61,14 @@ class BenchOptions:
     cards: int = 500
     repeat: int = 30
     gui_runs: int = 5
+    timeline_events: int = 100_000
+    timeline_frames: int = 120
 
     @classmethod
     def quick_run(cls, sizes: tuple[int, ...] = (300, 600)) -> BenchOptions:
         """A smoke run at tiny sizes (the suite's report test)."""
         return cls(sizes=sizes, quick=True, queries=20, runs=20, turns=40, cards=40, repeat=3,
-                   gui_runs=1)
+                   gui_runs=1, timeline_events=2000, timeline_frames=12)
 
     def wants(self, suite: str) -> bool:
         """Whether ``suite`` is selected."""
@@ -70,12 +76,14 @@ class BenchOptions:
 
 
 def run_bench(options: BenchOptions, *, gui: GuiSuite | None = None,
+              timeline: TimelineSuite | None = None,
               log: Callable[[str], None] | None = None, root: Path = ROOT) -> BenchReport:
     """Run the selected suites and return the report (nothing is written to docs here).
 
     Args:
         options: Sizes and repetitions.
         gui: The Qt-side suite (start-up, first page), from the app; None = not run.
+        timeline: The Qt-side timeline suite, from the app; None = not run.
         log: Progress lines (also kept in the report).
         root: The checkout whose ``benchmarks/`` scripts are driven.
     """
@@ -126,7 +134,11 @@ def run_bench(options: BenchOptions, *, gui: GuiSuite | None = None,
             say(f"workspace of {options.cards} cards")
             results.append(workspace_suite(options.cards, options.repeat, say))
         if options.wants("timeline"):
-            results.append(SuiteResult(rows=[timeline_row()]))
+            if timeline is None:
+                results.append(SuiteResult(rows=[timeline_row()]))
+            else:
+                say(f"timeline frames with {options.timeline_events:,} events")
+                results.append(timeline(options.timeline_events, options.timeline_frames, say))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     rows = tuple(row for result in results for row in result.rows)

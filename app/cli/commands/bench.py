@@ -25,9 +25,11 @@ from engine.bench.suites import (
     FIRST_PAGE_TARGET,
     ROOT,
     STARTUP_TARGET,
+    TIMELINE_TARGET,
     SuiteResult,
     load_script,
     missing_row,
+    timeline_row,
 )
 from engine.bench.types import judged
 
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.only:
         options = BenchOptions(**{**_fields(options), "only": args.only})
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    report = run_bench(options, gui=gui_suite, log=ctx.warn)
+    report = run_bench(options, gui=gui_suite, timeline=timeline_suite, log=ctx.warn)
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     plots: list[tuple[str, str]] = []
@@ -160,6 +162,52 @@ def gui_suite(store: Path | None, runs: int, log: Any) -> SuiteResult:
                  "" if size == 100_000 else "; target is for 100K records"),
         load=load_average()[0])))
     log(f"first page at {size}: median {stats.median:.0f} ms")
+    return result
+
+
+def timeline_suite(events: int, frames: int, log: Any) -> SuiteResult:
+    """Pan/zoom frame time through benchmarks/bench_timeline.py (``synthetic``, ``frames``)."""
+    try:
+        script = load_script("bench_timeline")
+    except ImportError as exc:
+        return SuiteResult(rows=[timeline_row(f"benchmarks/bench_timeline.py cannot be "
+                                              f"imported here: {exc}")])
+    if script is None:
+        return SuiteResult(rows=[timeline_row()])
+    from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        _keep.append(QApplication([]))
+    runner = script.TaskRunner()
+    try:
+        t, lanes, items = script.synthetic(events)
+        empty = script.TimelineView(runner)
+        empty.resize(1280, 720)
+        empty.show()
+        script.frames(empty, 12)  # warm-up
+        baseline = [v for vs in script.frames(empty, frames).values() for v in vs]
+        view = script.TimelineView(runner)
+        view.resize(1280, 720)
+        view.show()
+        view.data.set_arrays(t, lanes, items)
+        view.add_events([], fit=True)
+        script.frames(view, 12)  # warm-up
+        measured = [v for vs in script.frames(view, frames).values() for v in vs]
+        empty.close()
+        view.close()
+    finally:
+        runner.shutdown()
+    stats, base = Stats.of(measured), Stats.of(baseline)
+    result = SuiteResult(series={"timeline": measured})
+    result.rows.append(judged(BenchRow(
+        key="timeline", what="timeline pan/zoom frame (set range + rebin + full paint)",
+        size=events, unit="ms", stats=stats, baseline="the same frame, empty timeline",
+        baseline_stats=base, ratio=stats.median / base.median if base.median > 0 else math.nan,
+        target=TIMELINE_TARGET if events >= 100_000 else None,
+        note="1280×720 offscreen; zoom in, pan, zoom out" + (
+            "" if events >= 100_000 else "; the goal is for 100K events"),
+        load=load_average()[0])))
+    log(f"timeline: frame median {stats.median:.1f} ms")
     return result
 
 
