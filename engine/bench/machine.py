@@ -14,7 +14,8 @@ from typing import Any
 
 __all__ = ["MachineInfo", "collect_machine_info", "load_average"]
 
-_PACKAGES = ("numpy", "chromadb", "torch", "sentence-transformers", "PySide6")
+_PACKAGES = ("numpy", "chromadb", "torch", "sentence-transformers", "PySide6-Essentials",
+             "pyqtgraph")
 
 
 def load_average() -> tuple[float, float, float]:

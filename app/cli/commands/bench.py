@@ -253,9 +253,15 @@ def _budget_plot(rows: list[BenchRow], path: Path) -> None:
     painter = QPainter(image)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.drawText(QRectF(0, 5, width, 25), Qt.AlignmentFlag.AlignCenter,
-                     "Measured figure as % of the DESIGN budget")
-    span = width - left - 40
-    scale_max = max(2.0, max(_share(r) for r in rows) * 1.05)
+                     "Measured figure as % of the DESIGN budget (log scale)")
+    span = width - left - 90
+    low = 0.1  # log scale from 10 % of the budget
+    high = max(2.0, max(min(_share(r), 1e6) for r in rows) * 1.2)
+
+    def x_of(share: float) -> float:
+        share = min(max(share, low), high)
+        return left + span * math.log10(share / low) / math.log10(high / low)
+
     for i, row in enumerate(rows):
         y = top + i * bar_h
         share = _share(row)
@@ -264,16 +270,16 @@ def _budget_plot(rows: list[BenchRow], path: Path) -> None:
         painter.setPen(QColor("black"))
         painter.drawText(QRectF(5, y, left - 10, bar_h - 6),
                          Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
-        length = span * min(share, scale_max) / scale_max
-        painter.fillRect(QRectF(left, y + 4, length, bar_h - 12), colour)
-        painter.drawText(QRectF(left + length + 4, y, 90, bar_h - 6),
+        end = x_of(share)
+        painter.fillRect(QRectF(left, y + 4, end - left, bar_h - 12), colour)
+        painter.drawText(QRectF(end + 4, y, 90, bar_h - 6),
                          Qt.AlignmentFlag.AlignVCenter, f"{share * 100:.0f} %")
-    x100 = left + span * 1.0 / scale_max
+    x100 = x_of(1.0)
     painter.setPen(QPen(QColor("black"), 2, Qt.PenStyle.DashLine))
     painter.drawLine(int(x100), top - 5, int(x100), height - 40)
     painter.setPen(QColor("black"))
-    painter.drawText(QRectF(x100 - 50, height - 38, 100, 20), Qt.AlignmentFlag.AlignCenter,
-                     "100 % = budget")
+    painter.drawText(QRectF(x100 - 80, height - 38, 160, 20), Qt.AlignmentFlag.AlignCenter,
+                     "100 % = budget (log scale)")
     painter.end()
     if not image.save(str(path)):
         raise OSError(f"could not write the plot {path}")
