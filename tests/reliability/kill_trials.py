@@ -97,8 +97,9 @@ def _kill_during_ingest(store: Path, count: int, batch: int,
     """Start the driver, SIGKILL it at a random moment; (acknowledged count, seconds)."""
     chunks = max(2, (count + batch - 1) // batch)
     kill_after_acks = rng.randrange(0, chunks - 1)  # 0 = during the first chunk
-    extra_delay = rng.uniform(0.0, 0.6)
+    fraction = rng.random()  # where inside the next chunk: decisions, Chroma write, ledger
     began = time.monotonic()
+    last = began
     child = subprocess.Popen([sys.executable, "-m", "tests.reliability.driver", str(store),
                               str(count), "--batch", str(batch)], cwd=ROOT, env=_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -106,13 +107,17 @@ def _kill_during_ingest(store: Path, count: int, batch: int,
     acked = 0
     acks = 0
     try:
+        chunk_s = 1.0
         for line in child.stdout:
+            now = time.monotonic()
             if line.startswith("ack "):
                 acked = int(line.split()[1])
                 acks += 1
+                chunk_s = now - last  # how long the chunk took, to spread the kill over one
+            last = now
             if (line.startswith("open") and kill_after_acks == 0) or (
                     line.startswith("ack ") and acks >= kill_after_acks):
-                time.sleep(extra_delay)
+                time.sleep(fraction * chunk_s)
                 break
         child.send_signal(signal.SIGKILL)
         killed = time.monotonic() - began
