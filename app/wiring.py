@@ -47,7 +47,7 @@ __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engin
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
-VIEW_NAMES = ("records",)
+VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
 
 
 def _redact(text: str) -> str:
@@ -279,7 +279,9 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         await _select_row(window, 2)
         variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
         for name in VIEW_NAMES:
-            window.nav.setCurrentRow(VIEW_NAMES.index(name))
+            window.nav.setCurrentRow(list(window.views).index(name))
+            if name != "records":
+                await window.observe.prepare_screenshot(name)
             await asyncio.sleep(0.2)
             window.grab().save(str(out / f"{name}.png"))
             if not variants:

@@ -42,6 +42,7 @@ from engine.memory_engine import MemoryEngine
 from engine.store import CollectionInfo, StoreSpec
 from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
+from ui.observe import ObserveViews
 from ui.records_view import RecordsView
 from ui.session import StoreSession
 from ui.tasks import CancelFlag, TaskRunner, spawn
@@ -137,6 +138,10 @@ class MainWindow(QMainWindow):
         self.undo_group = QUndoGroup(self)
         self.records = RecordsView(self._runner, self)
         self.views: dict[str, QWidget] = {"records": self.records}
+        self.observe = ObserveViews.build(self._runner, self)  # issue 8
+        self.views.update(self.observe.views())
+        self.observe.map.record_selected.connect(self.show_record)
+        self.observe.connect_messages(self._on_view_message)
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(112)
@@ -365,6 +370,12 @@ class MainWindow(QMainWindow):
             "Secrets and personal data are masked in views and exports" if on
             else "Content is shown as stored")
         self.records.set_redactor(self._services.redactor if on else None)
+        self.observe.set_redactor(self._services.redactor if on else None)
+
+    def show_record(self, record_id: str) -> None:
+        """Switch to the records view and select ``record_id``."""
+        self.nav.setCurrentRow(list(self.views).index("records"))
+        self.records.go_to_record(record_id)
 
     def _on_view_message(self, text: str) -> None:
         self.statusBar().showMessage(text, 5000)
@@ -416,6 +427,7 @@ class MainWindow(QMainWindow):
         session.failed.connect(self._on_session_failed)
         session.records_changed.connect(self._on_records_changed)
         self.records.set_session(session)
+        self.observe.set_session(session)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
@@ -451,6 +463,7 @@ class MainWindow(QMainWindow):
             return
         self._session = None
         self.records.set_session(None)
+        self.observe.set_session(None)
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
         await self._runner.run(session.engine.close)
@@ -585,6 +598,7 @@ class MainWindow(QMainWindow):
         bulk_import = self._services.bulk_import
         assert bulk_import is not None
         self.records.set_session(None)
+        self.observe.set_session(None)
         self.store_label.setText(f"Importing into {session.spec.location}…")
         await session.drain()
         await self._runner.run(session.engine.close)
@@ -604,6 +618,7 @@ class MainWindow(QMainWindow):
             self._update_actions()
             return None
         self.records.set_session(session)
+        self.observe.set_session(session)
         self.store_label.setText(self._store_text(session))
         _freeze_long_lived_objects()
         if summary is not None:
