@@ -25,7 +25,9 @@ from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import Category, Layer, NewMemory, TrustTier
 from engine.store import StoreSpec
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/locomo/locomo_dev.json"
+_DATA = Path("shared/data/locomo/locomo_dev.json")  # ../shared beside the checkout
+DEFAULT_DATA = next((p / _DATA for p in Path(__file__).resolve().parents if (p / _DATA).is_file()),
+                    _DATA)
 
 
 def load_turns(path: Path, limit: int) -> list[tuple[str, str]]:

@@ -66,6 +66,15 @@ class LatencySummary:
             values = sorted(self._values)
         return _percentile(values, p)
 
+    # The seed's own method names (seed 000 §11 getPercentile / getSummary).
+    def get_percentile(self, p: float) -> float:
+        """Seed 000 §11 ``getPercentile``: the same as :meth:`percentile`."""
+        return self.percentile(p)
+
+    def get_summary(self) -> PercentileSummary:
+        """Seed 000 §11 ``getSummary``: the same as :meth:`summary`."""
+        return self.summary()
+
     def summary(self) -> PercentileSummary:
         """p50/p90/p95/p99, min, max, count and mean."""
         with self._lock:

@@ -426,6 +426,9 @@ class _Run:
             partition_size=search.surprise_partition_size,
             exact_duplicate=search.hash_hit or search.duplicate_elsewhere)
         pending = self.pipeline.review.pending_targets(self.content_hash)
+        if self.writes is not None:  # deferred earlier in this chunk, not yet in the ledger
+            pending |= {spec["target_id"] for _, spec in self.writes.reviews
+                        if spec["content_hash"] == self.content_hash}
         self.decision = decide(
             content=new.content, confidence=new.confidence, tier=new.source_tier,
             category=new.category, exact=search.exact, candidates=search.candidates,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from engine.embedding import SentenceTransformerEmbedder
@@ -15,11 +13,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[SentenceTransformerEmbedder]:
+def model() -> SentenceTransformerEmbedder:
     embedder = SentenceTransformerEmbedder()
     embedder.start_loading()
     assert embedder.wait_ready(300), embedder.status().reason
-    yield embedder
+    return embedder
 
 
 @pytest.mark.parametrize(("stored", "paraphrase", "auto_reason"), [
