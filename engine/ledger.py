@@ -14,6 +14,7 @@ run in ``BEGIN IMMEDIATE`` transactions that commit or roll back whole.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -136,14 +137,30 @@ class Ledger:
                 raise StoreUnavailable(f"ledger {self._path}: {exc}") from exc
             try:
                 yield self._conn
+            except sqlite3.Error as exc:  # a write in the body failed (disk full, I/O error)
+                self._rollback()
+                raise StoreUnavailable(f"ledger {self._path}: {exc}; nothing was committed"
+                                       ) from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreUnavailable(f"ledger {self._path}: commit failed: {exc}; nothing "
+                                       "was committed") from exc
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction, if SQLite has not already done so.
+
+        On some errors (SQLITE_FULL, SQLITE_IOERR) SQLite rolls the transaction back itself; a
+        second ROLLBACK would raise "no transaction is active" and hide the real error.
+        """
+        if self._conn.in_transaction:
+            # if even that fails the connection is unusable; the original error is what matters
+            with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-                raise StoreUnavailable(f"ledger {self._path}: commit failed: {exc}") from exc
 
     def query(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """Run a read query and return all rows.

@@ -438,8 +438,9 @@ class MemoryEngine:
         stored version differs from ``expected_version`` (when given) or changes while the edit
         is being prepared (another process on the same Chroma server wrote it), the edit is
         refused with :class:`EditConflict` and nothing is written; both writers' successful
-        edits are in the edit history. A narrow window remains between the final version check
-        and Chroma's upsert, because Chroma has no compare-and-swap.
+        edits are in the edit history. Chroma has no compare-and-swap, so on a server the new
+        version is claimed first (:meth:`MemoryStore.claim_version`, first writer wins); a
+        writer that loses the claim gets :class:`EditConflict`.
 
         Args:
             changes: Field → new value, for fields in :data:`EDITABLE_FIELDS`. ``expires_at``
@@ -472,6 +473,10 @@ class MemoryEngine:
             current = self._store.versions([record_id]).get(record_id)
             if current != before.version:
                 raise EditConflict(record_id, before.version, current or 0)
+            # Chroma has no compare-and-swap: on a server, two writers can both pass the
+            # check above; only the one that claims the new version writes it.
+            if not self._store.claim_version(record_id, after.version, uuid.uuid4().hex):
+                raise EditConflict(record_id, before.version, after.version)
             self._store.write([after], vectors)
             self._record_edits("update", [(before, after)], actor=actor)
         changed = sorted(k for k in changes if getattr(before, k, None) != getattr(after, k, None))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,22 @@ def _connect(spec: StoreSpec) -> Any:
         path.mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=str(path), settings=_settings())
     except Exception as exc:
+        _forget_failed_system(str(path))
         raise StoreUnavailable(f"cannot open the Chroma store at {path}: {_short(exc)}") from exc
+
+
+def _forget_failed_system(identifier: str) -> None:
+    """Drop Chroma's cached system for a path whose opening failed.
+
+    chromadb 1.5 caches one system per path per process *before* starting it; when the start
+    fails (read-only filesystem, disk full) the broken system stays cached and every later
+    open of that path in the process fails with "'RustBindingsAPI' object has no attribute
+    'bindings'", even once the cause is gone (tests/reliability/test_disk.py).
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient._identifier_to_system.pop(identifier, None)
+    SharedSystemClient._identifier_to_refcount.pop(identifier, None)
 
 
 def _close_client(client: Any) -> None:
@@ -143,6 +159,10 @@ def _short(exc: BaseException) -> str:
     return text[:300]
 
 
+CLAIMS_SUFFIX = "__claims"
+CLAIM_STALE_SECONDS = 60.0
+
+
 def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
     """Collections in the directory or server of ``spec`` (opens it read-only, no lock)."""
     client = _connect(StoreSpec(spec.location, spec.token, True, spec.collection))
@@ -150,6 +170,8 @@ def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
     try:
         for item in client.list_collections():
             name = item if isinstance(item, str) else item.name
+            if name.endswith(CLAIMS_SUFFIX):
+                continue  # the edit-claims side collection of a store (claim_version)
             collection = client.get_collection(name, embedding_function=None)
             meta = collection.metadata or {}
             version = meta.get("schema_version")
@@ -409,6 +431,47 @@ class MemoryStore:
             version = (meta or {}).get("version", 1)
             out[record_id] = int(version) if isinstance(version, int | float) else 1
         return out
+
+    def claim_version(self, record_id: str, version: int, token: str, *,
+                      stale_after_s: float = CLAIM_STALE_SECONDS) -> bool:
+        """Claim the right to write ``version`` of a record (server stores; compare-and-swap).
+
+        Chroma has no compare-and-swap, but its ``add`` is first-writer-wins: adding an id that
+        exists is ignored. Each writer adds ``<record_id>@<version>`` with its own ``token`` to
+        the side collection ``<collection>__claims`` and reads it back; only the writer whose
+        token is stored may write that version (tests/reliability/test_two_writers.py). The
+        caller has just checked that the stored version is ``version - 1``: a claim on
+        ``version`` older than ``stale_after_s`` therefore belongs to a writer that died
+        between claiming and writing, and is replaced once. An embedded store is written by
+        one process (the store lock), so every claim succeeds.
+
+        Raises:
+            StoreUnavailable: the server could not be reached.
+        """
+        if not self._spec.is_remote or self._client is None:
+            return True
+        key = f"{record_id}@{version}"
+        try:
+            claims = self._client.get_or_create_collection(
+                f"{self._spec.collection}{CLAIMS_SUFFIX}", embedding_function=None,
+                metadata={"mnemoscope_claims": 1})
+            for attempt in range(2):
+                claims.add(ids=[key], documents=[token], embeddings=[[1.0]],
+                           metadatas=[{"at": time.time()}])
+                stored = claims.get(ids=[key], include=["documents", "metadatas"])
+                documents = stored.get("documents") or []
+                if documents and documents[0] == token:
+                    return True
+                metas = stored.get("metadatas") or [{}]
+                at = (metas[0] or {}).get("at")
+                if attempt or not isinstance(at, int | float) or \
+                        time.time() - float(at) < stale_after_s:
+                    return False
+                claims.delete(ids=[key])  # a dead writer's claim: replace it once
+        except Exception as exc:
+            raise StoreUnavailable(f"claiming {key} on {self.location} failed: {_short(exc)}"
+                                   ) from exc
+        return False
 
     def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
         """Rebuild the columnar view from Chroma and swap it in (readers keep old snapshots)."""

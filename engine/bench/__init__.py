@@ -1,0 +1,26 @@
+"""Benchmark runner behind ``mnemoscope bench`` (issue 12).
+
+Measurement only: no Qt (the GUI benchmarks and the PNG plots are driven from
+``app/cli/commands/bench.py``). The scripts under ``benchmarks/`` stay the owners of their
+workloads; :mod:`engine.bench.suites` imports them by path and calls their functions.
+"""
+
+from engine.bench.machine import MachineInfo, collect_machine_info, load_average
+from engine.bench.report import render_markdown, report_to_json
+from engine.bench.runner import BenchOptions, run_bench
+from engine.bench.types import BenchReport, BenchRow, Stats, Target, percentile
+
+__all__ = [
+    "BenchOptions",
+    "BenchReport",
+    "BenchRow",
+    "MachineInfo",
+    "Stats",
+    "Target",
+    "collect_machine_info",
+    "load_average",
+    "percentile",
+    "render_markdown",
+    "report_to_json",
+    "run_bench",
+]

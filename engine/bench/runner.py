@@ -1,0 +1,150 @@
+"""The benchmark run: every suite in turn, machine info and load, one :class:`BenchReport`."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from engine.bench.machine import collect_machine_info, load_average
+from engine.bench.suites import (
+    ROOT,
+    SuiteResult,
+    dedup_suite,
+    ingest_suite,
+    retrieval_suite,
+    stall_row,
+    timeline_row,
+    workspace_suite,
+)
+from engine.bench.types import BenchReport
+
+__all__ = ["SUITES", "BenchOptions", "GuiSuite", "TimelineSuite", "run_bench"]
+
+SUITES = ("dedup", "retrieval", "ingest", "workspace", "gui", "timeline")
+
+# The GUI benchmarks need Qt; the app passes them in: (largest store or None, log) -> result.
+GuiSuite = Callable[[Path | None, int, Callable[[str], None]], SuiteResult]
+# The timeline benchmark (Qt too): (events, frames, log) -> result.
+TimelineSuite = Callable[[int, int, Callable[[str], None]], SuiteResult]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    """What to run and how big.
+
+    Attributes:
+        sizes: Record counts for dedup and retrieval; the largest store is reused for the
+            first-page benchmark.
+        quick: Smoke run: few repetitions, small ingest and workspace.
+        only: Suites to run (subset of :data:`SUITES`); empty = all.
+        queries: Dedup decisions timed per size.
+        runs: Retrievals timed per size.
+        turns: Dialogue turns for the ingest benchmark.
+        cards: Workspace cards.
+        repeat: Workspace parses timed.
+        gui_runs: Start-up / first-page runs.
+        timeline_events: Events in the timeline benchmark.
+        timeline_frames: Pan/zoom frames timed.
+    """
+
+    sizes: tuple[int, ...] = (10_000, 100_000)
+    quick: bool = False
+    only: tuple[str, ...] = ()
+    queries: int = 400
+    runs: int = 200
+    turns: int = 2000
+    cards: int = 500
+    repeat: int = 30
+    gui_runs: int = 5
+    timeline_events: int = 100_000
+    timeline_frames: int = 120
+
+    @classmethod
+    def quick_run(cls, sizes: tuple[int, ...] = (300, 600)) -> BenchOptions:
+        """A smoke run at tiny sizes (the suite's report test)."""
+        return cls(sizes=sizes, quick=True, queries=20, runs=20, turns=40, cards=40, repeat=3,
+                   gui_runs=1, timeline_events=2000, timeline_frames=12)
+
+    def wants(self, suite: str) -> bool:
+        """Whether ``suite`` is selected."""
+        return not self.only or suite in self.only
+
+
+def run_bench(options: BenchOptions, *, gui: GuiSuite | None = None,
+              timeline: TimelineSuite | None = None,
+              log: Callable[[str], None] | None = None, root: Path = ROOT) -> BenchReport:
+    """Run the selected suites and return the report (nothing is written to docs here).
+
+    Args:
+        options: Sizes and repetitions.
+        gui: The Qt-side suite (start-up, first page), from the app; None = not run.
+        timeline: The Qt-side timeline suite, from the app; None = not run.
+        log: Progress lines (also kept in the report).
+        root: The checkout whose ``benchmarks/`` scripts are driven.
+    """
+    lines: list[str] = []
+
+    def say(text: str) -> None:
+        stamp = f"[{time.strftime('%H:%M:%S')} load {load_average()[0]:.1f}] {text}"
+        lines.append(stamp)
+        if log is not None:
+            log(stamp)
+
+    machine = collect_machine_info(root)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    began = time.perf_counter()
+    sizes = sorted(set(options.sizes))
+    results: list[SuiteResult] = []
+    workdir = Path(tempfile.mkdtemp(prefix="mnemoscope-bench-"))
+    try:
+        if options.wants("dedup"):
+            say(f"dedup decision at {sizes}")
+            results.append(dedup_suite(sizes, options.queries, workdir, say))
+        if options.wants("retrieval"):
+            say(f"retrieval at {sizes}")
+            results.append(retrieval_suite(sizes, options.runs, say))
+        if options.wants("ingest"):
+            say(f"ingest of {options.turns} turns with the real model")
+            results.append(ingest_suite(options.turns, say))
+        if options.wants("gui"):
+            stores = {k: v for r in results for k, v in r.stores.items()}
+            largest = stores[max(stores)] if stores else None
+            if gui is None:
+                from engine.bench.suites import (
+                    FIRST_PAGE_TARGET,
+                    STARTUP_TARGET,
+                    missing_row,
+                )
+                reason = "GUI suite not available (needs the app and Qt)"
+                results.append(SuiteResult(rows=[
+                    missing_row("startup", "window shown after launch", 0, "ms",
+                                STARTUP_TARGET, reason),
+                    missing_row("first-page", "first page of records", 0, "ms",
+                                FIRST_PAGE_TARGET, reason)]))
+            else:
+                say(f"GUI start-up and first page ({largest})")
+                results.append(gui(largest, options.gui_runs, say))
+            results.append(SuiteResult(rows=[stall_row()]))
+        if options.wants("workspace"):
+            say(f"workspace of {options.cards} cards")
+            results.append(workspace_suite(options.cards, options.repeat, say))
+        if options.wants("timeline"):
+            if timeline is None:
+                results.append(SuiteResult(rows=[timeline_row()]))
+            else:
+                say(f"timeline frames with {options.timeline_events:,} events")
+                results.append(timeline(options.timeline_events, options.timeline_frames, say))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    rows = tuple(row for result in results for row in result.rows)
+    series = {k: v for result in results for k, v in result.series.items()}
+    machine = replace(machine, load_end=load_average())
+    say("done")
+    return BenchReport(machine=machine, rows=rows, started_at=started_at,
+                       duration_s=time.perf_counter() - began, sizes=tuple(sizes),
+                       quick=options.quick, series=series, log=tuple(lines))
