@@ -201,7 +201,10 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         window.show()
         await shown.wait()
         if os.environ.get("MNEMOSCOPE_BENCHMARK_STARTUP"):
-            print(f"window-shown {time.perf_counter() - started:.3f}", flush=True)
+            heavy = [m for m in ("torch", "chromadb", "sentence_transformers")
+                     if m in sys.modules]
+            print(f"window-shown {time.perf_counter() - started:.3f} "
+                  f"heavy={','.join(heavy) or 'none'}", flush=True)
             if os.environ["MNEMOSCOPE_BENCHMARK_STARTUP"] == "exit":
                 return
         if embedder is not None:

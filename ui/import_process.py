@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -124,8 +125,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(json.dumps(message) + "\n")
         sys.stdout.flush()
 
+    last = [0.0]
+
     def progress(done: int, total: int) -> None:
-        emit({"progress": [done, total]})
+        now = time.monotonic()
+        if done >= total or now - last[0] >= 0.1:  # ten updates a second are plenty
+            last[0] = now
+            emit({"progress": [done, total]})
 
     embedder = None
     if args.model is not None:

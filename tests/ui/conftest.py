@@ -107,7 +107,8 @@ def make_window(qtbot: QtBot, qloop: qasync.QEventLoop,
 
     def build(**changes: Any) -> MainWindow:
         window = MainWindow(services(runner, **changes))
-        window.resize(1100, 700)
+        if "preferences" not in changes:  # else the window restores its saved geometry
+            window.resize(1100, 700)
         window.show()
         made.append(window)
         return window

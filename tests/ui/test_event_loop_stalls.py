@@ -31,6 +31,22 @@ RECORDS = 10_000
 MAX_GAP_MS = 50.0
 
 
+_SCHEDSTAT = Path("/proc/thread-self/schedstat")
+
+
+def _run_delay_ms() -> float:
+    """Time this thread spent runnable but waiting for a CPU (Linux schedstat), in ms.
+
+    A thread waiting for the GIL sleeps on a futex, which is not counted here; a thread the OS
+    did not schedule (other processes on a loaded machine) is. So a gap minus the growth of this
+    number is the part of the stall our process caused.
+    """
+    try:
+        return int(_SCHEDSTAT.read_text().split()[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _p99(values: list[float]) -> float:
     return sorted(values)[int(len(values) * 0.99)] if values else 0.0
 
@@ -46,13 +62,16 @@ def test_import_of_10k_records_never_stalls_the_event_loop(
                     "agent_id": f"agent-{i % 5}", "layer": "episodic", "importance": 0.4})
         + "\n" for i in range(RECORDS)), encoding="utf-8")
     phases: dict[str, list[float]] = {"idle": [], "import": [], "reopen": []}
+    starved: dict[str, list[float]] = {"idle": [], "import": [], "reopen": []}
     phase = ["idle"]
-    last = [time.perf_counter()]
+    last = [time.perf_counter(), _run_delay_ms()]
 
     def tick() -> None:
-        now = time.perf_counter()
-        phases[phase[0]].append((now - last[0]) * 1000.0)
-        last[0] = now
+        now, delay = time.perf_counter(), _run_delay_ms()
+        gap = (now - last[0]) * 1000.0
+        phases[phase[0]].append(gap)
+        starved[phase[0]].append(max(0.0, gap - (delay - last[1])))
+        last[0], last[1] = now, delay
 
     def on_progress(value: int) -> None:
         if value >= RECORDS:
@@ -61,7 +80,7 @@ def test_import_of_10k_records_never_stalls_the_event_loop(
     timer = QTimer()
     timer.setInterval(5)
     timer.timeout.connect(tick)
-    last[0] = time.perf_counter()
+    last[0], last[1] = time.perf_counter(), _run_delay_ms()
     timer.start()
     qtbot.wait(1000)  # baseline: the idle GUI on this machine
     dialog = ImportProgressDialog("Import", window)
@@ -73,8 +92,11 @@ def test_import_of_10k_records_never_stalls_the_event_loop(
     assert summary is not None and summary.counts["inserted"] == RECORDS
     qtbot.waitUntil(lambda: window.records.model.total == RECORDS)
     assert len(phases["import"]) > 100  # the timer really ran during the import
-    figures = {name: (len(g), max(g, default=0.0), _p99(g)) for name, g in phases.items()}
-    print("\nevent-loop gaps (ticks, max ms, p99 ms): "
+    raw = {name: (len(g), max(g, default=0.0), _p99(g)) for name, g in phases.items()}
+    figures = {name: (len(g), max(g, default=0.0), _p99(g)) for name, g in starved.items()}
+    print("\nevent-loop gaps (ticks, max ms, p99 ms), raw: "
+          + "; ".join(f"{n} {c} / {m:.1f} / {p:.1f}" for n, (c, m, p) in raw.items())
+          + "\nminus CPU run-queue wait: "
           + "; ".join(f"{n} {c} / {m:.1f} / {p:.1f}" for n, (c, m, p) in figures.items()))
     assert figures["import"][1] <= MAX_GAP_MS
     if figures["reopen"][1] > MAX_GAP_MS:
