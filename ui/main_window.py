@@ -43,6 +43,7 @@ from engine.store import CollectionInfo, StoreSpec
 from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.records_view import RecordsView
+from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import CancelFlag, TaskRunner, spawn
 from ui.theme import THEMES, apply_theme
@@ -135,6 +136,8 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(760, 480)
 
         self.undo_group = QUndoGroup(self)
+        # issue 9: one app-wide redaction state; every view renders through redaction.show
+        self.redaction = Redaction(self._prefs.redaction, services.redactor, self)
         self.records = RecordsView(self._runner, self)
         self.views: dict[str, QWidget] = {"records": self.records}
         self.nav = QListWidget(self)
@@ -187,6 +190,7 @@ class MainWindow(QMainWindow):
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
         self._build_menus()
+        self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
 
     # -- menus -----------------------------------------------------------------------------
@@ -248,6 +252,17 @@ class MainWindow(QMainWindow):
                                 f"Ctrl+{number + 1}")
             view_menu.addAction(made)
         view_menu.addAction(self.records.refresh_action)
+        self.redaction_action = self._action("&Redaction Mode", self.redaction.toggle,
+                                             "Ctrl+Shift+R")
+        self.redaction_action.setCheckable(True)
+        self.redaction_action.setChecked(self.redaction.enabled)
+        self.redaction_action.setToolTip("Mask secrets and personal data in every view, "
+                                         "copy and export (Ctrl+Shift+R)")
+        view_menu.addAction(self.redaction_action)
+        self.main_toolbar = self.addToolBar("Main")
+        self.main_toolbar.setObjectName("main_toolbar")
+        self.main_toolbar.setMovable(False)
+        self.main_toolbar.addAction(self.redaction_action)
         theme_menu = view_menu.addMenu("&Theme")
         self.theme_actions = QActionGroup(self)
         for theme in THEMES:
@@ -365,6 +380,12 @@ class MainWindow(QMainWindow):
             "Secrets and personal data are masked in views and exports" if on
             else "Content is shown as stored")
         self.records.set_redactor(self._services.redactor if on else None)
+        self.redaction_label.setStyleSheet("color: #cf222e; font-weight: 600;" if on else "")
+
+    def _on_redaction_changed(self, on: bool) -> None:
+        self.redaction_action.setChecked(on)
+        self.show_redaction(on)
+        self._store_prefs(dataclasses.replace(self._prefs, redaction=on))
 
     def _on_view_message(self, text: str) -> None:
         self.statusBar().showMessage(text, 5000)
@@ -621,13 +642,15 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(self, "Export records", "memories.jsonl",
                                               "JSON Lines (*.jsonl)")
         if path:
-            spawn(self.run_export(Path(path), redact=options.redact.isChecked()))
+            spawn(self.run_export(Path(path), redact=options.redact.isChecked()
+                                  or self.redaction.enabled))
 
     async def run_export(self, path: Path, *, redact: bool) -> int | None:
         """Export every record to ``path`` on a worker; returns the count (None on failure)."""
         session = self._session
         if session is None:
             return None
+        redact = redact or self.redaction.enabled  # issue 9: redaction mode masks exports too
         try:
             count: int = await self._runner.run(
                 export_records, session.engine, path,
