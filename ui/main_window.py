@@ -41,6 +41,7 @@ from engine.errors import EngineError, StoreLocked
 from engine.memory_engine import MemoryEngine
 from engine.store import CollectionInfo, StoreSpec
 from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
+from ui.fate_view import FateView
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
@@ -139,7 +140,8 @@ class MainWindow(QMainWindow):
         # issue 9: one app-wide redaction state; every view renders through redaction.show
         self.redaction = Redaction(self._prefs.redaction, services.redactor, self)
         self.records = RecordsView(self._runner, self)
-        self.views: dict[str, QWidget] = {"records": self.records}
+        self.fate = FateView(self._runner, self.redaction, self)
+        self.views: dict[str, QWidget] = {"records": self.records, "fate": self.fate}
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(112)
@@ -189,6 +191,7 @@ class MainWindow(QMainWindow):
             self.statusBar().addPermanentWidget(label)
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
+        self.fate.open_record.connect(self._on_open_record_requested)
         self._build_menus()
         self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
@@ -387,6 +390,10 @@ class MainWindow(QMainWindow):
         self.show_redaction(on)
         self._store_prefs(dataclasses.replace(self._prefs, redaction=on))
 
+    def _on_open_record_requested(self, record_id: str) -> None:
+        self.nav.setCurrentRow(list(self.views).index("records"))
+        self.records.go_to_record(record_id)
+
     def _on_view_message(self, text: str) -> None:
         self.statusBar().showMessage(text, 5000)
 
@@ -437,6 +444,7 @@ class MainWindow(QMainWindow):
         session.failed.connect(self._on_session_failed)
         session.records_changed.connect(self._on_records_changed)
         self.records.set_session(session)
+        self.fate.set_session(session)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
@@ -472,6 +480,7 @@ class MainWindow(QMainWindow):
             return
         self._session = None
         self.records.set_session(None)
+        self.fate.set_session(None)
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
         await self._runner.run(session.engine.close)
