@@ -33,8 +33,6 @@ def shown_texts(window: QMainWindow) -> list[str]:
             texts.append(widget.toPlainText())
         elif isinstance(widget, QAbstractItemView):
             model = widget.model()
-            if model is None:
-                continue
             try:
                 columns = model.columnCount(QModelIndex())
             except TypeError:  # list models keep columnCount private: one column

@@ -69,5 +69,5 @@ def test_no_secret_in_any_widget_clipboard_or_export(
     assert not any(s in exported for s in SECRETS)
 
     window.redaction_action.trigger()
-    assert not window.redaction.enabled
+    assert not window.redaction.is_enabled()
     qtbot.waitUntil(lambda: bool(leaks(window, SECRETS)), timeout=5000)
