@@ -125,6 +125,8 @@ class RecordFate:
         steps: What happened, oldest first.
         forecast: Decay forecast while alive.
         warnings: Batches that retired it with more than the mass limit.
+        content: Its last known content (the record, its edit history, or the ingest event
+            of a memory that was merged before being stored); "" when unknown.
     """
 
     record_id: str
@@ -133,13 +135,14 @@ class RecordFate:
     steps: tuple[FateStep, ...]
     forecast: DecayForecast | None
     warnings: tuple[MassRetirement, ...]
+    content: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"record_id": self.record_id, "status": self.status,
                 "survivor_id": self.survivor_id, "steps": [s.to_json() for s in self.steps],
                 "forecast": None if self.forecast is None else self.forecast.to_json(),
-                "warnings": [w.to_json() for w in self.warnings]}
+                "warnings": [w.to_json() for w in self.warnings], "content": self.content}
 
 
 def _threshold(event: Event) -> float | None:
@@ -360,5 +363,23 @@ def record_fate(engine: MemoryEngine, record_id: str, *,
     forecast = forecast_decay(engine, record_id)
     if forecast is not None:
         status = "alive"
-    return RecordFate(record_id, status, survivor, steps, forecast, tuple(warnings))
+    return RecordFate(record_id, status, survivor, steps, forecast, tuple(warnings),
+                      _last_content(engine, record_id, mentions))
+
+
+def _last_content(engine: MemoryEngine, record_id: str, mentions: list[Event]) -> str:
+    try:
+        return engine.get(record_id).content
+    except RecordNotFound:
+        pass
+    for entry in engine.edit_history(record_id, limit=50):  # newest first
+        record = entry.after or entry.before
+        if record is not None:
+            return record.content
+    for event in reversed(mentions):
+        payload = event.payload or {}
+        content = payload.get("content")
+        if payload.get("incoming_id") == record_id and isinstance(content, str):
+            return content
+    return ""
 

@@ -47,20 +47,9 @@ class LoadedFate:
 
 
 def load_fate(engine: MemoryEngine, record_id: str, mass_limit: int) -> LoadedFate:
-    """Worker: the fate of ``record_id`` and its last known content (from the edit history)."""
+    """Worker: the fate of ``record_id`` and how many mass retirements the store holds."""
     fate = record_fate(engine, record_id, mass_limit=mass_limit)
-    content = ""
-    for entry in engine.edit_history(record_id, limit=50):  # newest first
-        record = entry.after or entry.before
-        if record is not None:
-            content = record.content
-            break
-    if not content:
-        try:
-            content = engine.get(record_id).content
-        except EngineError:
-            content = ""
-    return LoadedFate(fate, content, len(mass_retirements(engine, mass_limit)))
+    return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)))
 
 
 class FateView(QWidget):
