@@ -46,6 +46,7 @@ from ui.importing import ImportSummary, export_records, import_conversation, imp
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
 from ui.session import StoreSession
+from ui.task_graph_view import TaskGraphView
 from ui.tasks import CancelFlag, TaskRunner, spawn
 from ui.theme import THEMES, apply_theme
 
@@ -141,7 +142,9 @@ class MainWindow(QMainWindow):
         self.redaction = Redaction(self._prefs.redaction, services.redactor, self)
         self.records = RecordsView(self._runner, self)
         self.fate = FateView(self._runner, self.redaction, self)
-        self.views: dict[str, QWidget] = {"records": self.records, "fate": self.fate}
+        self.tasks_view = TaskGraphView(self.redaction, self)
+        self.views: dict[str, QWidget] = {"records": self.records, "fate": self.fate,
+                                          "tasks": self.tasks_view}
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(112)
@@ -335,6 +338,7 @@ class MainWindow(QMainWindow):
         state = base64.b64encode(bytes(self.saveState().data())).decode("ascii")
         self._store_prefs(dataclasses.replace(self._prefs, geometry=geometry,
                                               window_state=state))
+        self.tasks_view.shutdown()
         super().closeEvent(event)
 
     def paintEvent(self, event: QPaintEvent) -> None:

@@ -37,7 +37,8 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     view.show_button.click()
     qtbot.waitUntil(lambda: view.fate is not None)
     assert view.status_label.text() == f"{second.incoming_id}: merged → {survivor}"
-    stories = [view.steps.topLevelItem(i).text(2) for i in range(view.steps.topLevelItemCount())]
+    items = [view.steps.topLevelItem(i) for i in range(view.steps.topLevelItemCount())]
+    stories = [item.text(2) for item in items if item is not None]
     assert any(f"merged into {survivor}" in s and "similarity 0.870" in s for s in stories)
     assert "Bob always has black coffee" in view.content_label.text()
     assert view.open_button.isVisible()

@@ -58,7 +58,8 @@ def test_model_state_and_redaction_in_the_status_bar(
 def test_only_working_views_are_listed_and_shortcuts_exist(
         make_window: Callable[..., MainWindow]) -> None:
     window = make_window()
-    assert [window.nav.item(i).text() for i in range(window.nav.count())] == ["Records", "Fate"]
+    names = [window.nav.item(i).text() for i in range(window.nav.count())]
+    assert names == ["Records", "Fate", "Tasks"]
     assert window.undo_action.shortcut().toString() == "Ctrl+Z"
     assert window.import_action.shortcut().toString() == "Ctrl+I"
     assert window.records.add_action.shortcut().toString() == "Ctrl+N"
