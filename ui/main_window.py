@@ -45,6 +45,7 @@ from ui.fate_view import FateView
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
+from ui.scan_view import ScanView
 from ui.session import StoreSession
 from ui.task_graph_view import TaskGraphView
 from ui.tasks import CancelFlag, TaskRunner, spawn
@@ -143,8 +144,9 @@ class MainWindow(QMainWindow):
         self.records = RecordsView(self._runner, self)
         self.fate = FateView(self._runner, self.redaction, self)
         self.tasks_view = TaskGraphView(self.redaction, self)
-        self.views: dict[str, QWidget] = {"records": self.records, "fate": self.fate,
-                                          "tasks": self.tasks_view}
+        self.scan = ScanView(self._runner, self.redaction, self)
+        self.views: dict[str, QWidget] = {"records": self.records, "secrets": self.scan,
+                                          "fate": self.fate, "tasks": self.tasks_view}
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(112)
@@ -195,6 +197,8 @@ class MainWindow(QMainWindow):
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
         self.fate.open_record.connect(self._on_open_record_requested)
+        self.scan.open_record.connect(self._on_open_record_requested)
+        self.scan.message.connect(self._on_view_message)
         self._build_menus()
         self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
@@ -449,6 +453,7 @@ class MainWindow(QMainWindow):
         session.records_changed.connect(self._on_records_changed)
         self.records.set_session(session)
         self.fate.set_session(session)
+        self.scan.set_session(session)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
@@ -485,6 +490,7 @@ class MainWindow(QMainWindow):
         self._session = None
         self.records.set_session(None)
         self.fate.set_session(None)
+        self.scan.set_session(None)
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
         await self._runner.run(session.engine.close)

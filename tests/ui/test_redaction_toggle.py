@@ -71,3 +71,33 @@ def test_no_secret_in_any_widget_clipboard_or_export(
     window.redaction_action.trigger()
     assert not window.redaction.is_enabled()
     qtbot.waitUntil(lambda: bool(leaks(window, SECRETS)), timeout=5000)
+
+
+def test_scan_view_lists_jumps_and_redacts_in_place_undoably(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    ids = plant(tmp_path / "store")
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    view = window.scan
+    qtbot.waitUntil(lambda: len(view.hits) == 4)
+    assert {h.id for h in view.hits} == set(ids)
+    previews = [h.preview for h in view.hits]  # redacted by the engine, even with mode off
+    assert not any(s in p for s in SECRETS for p in previews)
+    row = next(i for i in range(view.table.topLevelItemCount())
+               if (item := view.table.topLevelItem(i)) is not None and item.text(0) == ids[2])
+    target = view.table.topLevelItem(row)
+    assert target is not None
+    target.setSelected(True)
+    view.open_button.click()
+    assert window.stack.currentWidget() is window.records
+    qtbot.waitUntil(lambda: window.records.detail.record is not None
+                    and window.records.detail.record.id == ids[2])
+    assert run(qtbot, view.redact_selected()) == 1
+    session = window.session
+    assert session is not None
+    redacted = session.engine.get(ids[2])
+    assert redacted.redacted and SECRETS[2] not in redacted.content
+    qtbot.waitUntil(lambda: len(view.hits) == 3)  # rescanned after the write
+    window.undo_action.trigger()
+    qtbot.waitUntil(lambda: session.pending() == 0 and len(view.hits) == 4)
+    assert SECRETS[2] in session.engine.get(ids[2]).content
