@@ -39,6 +39,7 @@ from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
+    from engine.llm import LLMGateway
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
 
@@ -48,6 +49,19 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
 VIEW_NAMES = ("records",)
+
+
+def _make_gateway(engine: MemoryEngine) -> LLMGateway:
+    """Issue 9: the LLM gateway for the Budget view, on the store's ledger and event bus.
+
+    Settings come from the ``MNEMOSCOPE_LLM_*`` environment (``engine.llm.settings``); the key
+    from its environment variable or the OS keyring, never from settings.json. Prompts are
+    redacted before sending (DESIGN decision 8).
+    """
+    from engine.llm import LLMGateway, llm_settings_from_env
+
+    return LLMGateway(llm_settings_from_env(), ledger=engine.ledger, events=engine.events,
+                      clock=engine.clock, redactor=_redact, redact=True)
 
 
 def _redact(text: str) -> str:
@@ -182,6 +196,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_path, load_model),
+        make_gateway=_make_gateway,
     )
     window = MainWindow(services)
     windows.append(window)

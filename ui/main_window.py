@@ -38,8 +38,10 @@ from PySide6.QtWidgets import (
 
 from engine.embedding import EmbedderState, EmbedderStatus
 from engine.errors import EngineError, StoreLocked
+from engine.llm import LLMGateway
 from engine.memory_engine import MemoryEngine
 from engine.store import CollectionInfo, StoreSpec
+from ui.budget_view import BudgetView
 from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
 from ui.fate_view import FateView
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
@@ -111,6 +113,8 @@ class WindowServices:
     demo_conversation: Path | None = None
     version: str = ""
     bulk_import: BulkImport | None = None
+    make_gateway: Callable[[MemoryEngine], LLMGateway | None] | None = None
+    """Issue 9: builds the LLM gateway on the open engine's ledger and events (worker)."""
 
 
 class MainWindow(QMainWindow):
@@ -145,8 +149,11 @@ class MainWindow(QMainWindow):
         self.fate = FateView(self._runner, self.redaction, self)
         self.tasks_view = TaskGraphView(self.redaction, self)
         self.scan = ScanView(self._runner, self.redaction, self)
+        self.budget = BudgetView(self._runner, self)
+        self._gateway: LLMGateway | None = None
         self.views: dict[str, QWidget] = {"records": self.records, "secrets": self.scan,
-                                          "fate": self.fate, "tasks": self.tasks_view}
+                                          "fate": self.fate, "budget": self.budget,
+                                          "tasks": self.tasks_view}
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(112)
@@ -454,6 +461,7 @@ class MainWindow(QMainWindow):
         self.records.set_session(session)
         self.fate.set_session(session)
         self.scan.set_session(session)
+        await self._attach_gateway(session.engine)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
@@ -473,6 +481,23 @@ class MainWindow(QMainWindow):
         self.store_opened.emit(session)
         return session
 
+    async def _attach_gateway(self, engine: MemoryEngine | None) -> None:
+        """Build (worker) the LLM gateway on ``engine``'s ledger for the Budget view."""
+        old, self._gateway = self._gateway, None
+        if old is not None:
+            await self._runner.run(old.close)
+        make = self._services.make_gateway
+        if engine is None or make is None:
+            self.budget.set_gateway(None, None, None, None)
+            return
+        try:
+            gateway = await self._runner.run(make, engine)
+        except EngineError as exc:
+            self.budget.provider_label.setText(f"LLM provider not usable: {exc}")
+            return
+        self._gateway = gateway
+        self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
+
     @staticmethod
     def _store_text(session: StoreSession) -> str:
         spec = session.spec
@@ -491,6 +516,7 @@ class MainWindow(QMainWindow):
         self.records.set_session(None)
         self.fate.set_session(None)
         self.scan.set_session(None)
+        await self._attach_gateway(None)
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
         await self._runner.run(session.engine.close)

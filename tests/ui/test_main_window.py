@@ -59,7 +59,7 @@ def test_only_working_views_are_listed_and_shortcuts_exist(
         make_window: Callable[..., MainWindow]) -> None:
     window = make_window()
     names = [window.nav.item(i).text() for i in range(window.nav.count())]
-    assert names == ["Records", "Secrets", "Fate", "Tasks"]
+    assert names == ["Records", "Secrets", "Fate", "Budget", "Tasks"]
     assert window.undo_action.shortcut().toString() == "Ctrl+Z"
     assert window.import_action.shortcut().toString() == "Ctrl+I"
     assert window.records.add_action.shortcut().toString() == "Ctrl+N"
