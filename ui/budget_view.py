@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QListWidget,
-    QPushButton,
     QSizePolicy,
     QTreeWidget,
     QTreeWidgetItem,
@@ -153,11 +152,9 @@ class BudgetView(QWidget):
 
     Signals:
         refreshed(object): A :class:`BudgetSnapshot` was shown.
-        configure_requested(): The user asked for the provider settings dialog.
     """
 
     refreshed = Signal(object)
-    configure_requested = Signal()
     _event_arrived = Signal(object)  # emitted on the emitting thread → queued to the GUI
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
@@ -171,8 +168,6 @@ class BudgetView(QWidget):
         self._dirty = False
         self.snapshot: BudgetSnapshot | None = None
         self.provider_label = QLabel("No LLM provider configured.", self)
-        self.settings_button = QPushButton("Provider settings…", self)
-        self.settings_button.clicked.connect(self.configure_requested.emit)
         self.spend = Gauge((70.0, 90.0, 100.0), self)
         self.spend_label = QLabel("", self)
         self.tokens_gauge = Gauge((THROTTLE_PERCENT,), self)
@@ -201,7 +196,6 @@ class BudgetView(QWidget):
         calls_layout.addWidget(self.calls)
         top = QGridLayout()
         top.addWidget(self.provider_label, 0, 0)
-        top.addWidget(self.settings_button, 0, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(gauges)
@@ -253,8 +247,10 @@ class BudgetView(QWidget):
         self.snapshot = snapshot
         status = snapshot.status
         self.provider_label.setText(
-            f"{status.provider or '—'} · {status.model or '—'} · latency p50 "
-            f"{status.latency_p50_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms")
+            f"{status.provider} · {status.model} · latency p50 {status.latency_p50_ms:.0f} ms, "
+            f"p95 {status.latency_p95_ms:.0f} ms" if status.configured else
+            "No LLM provider configured (MNEMOSCOPE_LLM_* environment, docs/llm.md); "
+            "history from this store's ledger is shown.")
         spend = snapshot.spend_percent
         self.spend.set_value(spend, f"${status.spent_usd:.4f} of ${status.budget_usd:.2f} "
                                     f"({spend:.0f} %)")

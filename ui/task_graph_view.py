@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import networkx as nx
-from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QPainter, QPen, QWheelEvent
+from PySide6.QtCore import QEvent, QPointF, Qt, Signal
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QPainter,
+    QPen,
+    QResizeEvent,
+    QShowEvent,
+    QWheelEvent,
+)
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsRectItem,
@@ -171,6 +179,7 @@ class TaskGraphView(QWidget):
         self._files_changed.connect(self._on_files_changed)
 
         side = QWidget(self)
+        side.setMaximumWidth(380)
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(6, 0, 0, 0)
         side_layout.addWidget(self.card_label)
@@ -268,9 +277,26 @@ class TaskGraphView(QWidget):
     # -- drawing ---------------------------------------------------------------------------
 
     def fit(self) -> None:
-        """Fit the whole graph in the view."""
-        self.canvas.fitInView(self.graphics.itemsBoundingRect(),
-                              Qt.AspectRatioMode.KeepAspectRatio)
+        """Fit the whole graph in the view (not enlarged past 1:1)."""
+        bounds = self.graphics.itemsBoundingRect().adjusted(-20, -20, 20, 20)
+        self.canvas.resetTransform()
+        if bounds.width() > self.canvas.viewport().width() \
+                or bounds.height() > self.canvas.viewport().height():
+            self.canvas.fitInView(bounds, Qt.AspectRatioMode.KeepAspectRatio)
+        self.canvas.centerOn(bounds.center())
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.fit()  # the canvas has its real size only once shown
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.fit()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self._graph is not None:
+            self._draw(self._graph)  # edge colours follow the light / dark theme
 
     def _draw(self, graph: GraphView) -> None:
         self._graph = graph
