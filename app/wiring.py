@@ -48,8 +48,8 @@ __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engin
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
-VIEW_NAMES = ("records",)
-SHOTS = (("records", "records"), ("secrets", "redaction-scan"), ("fate", "fate"),
+VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
+SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), ("fate", "fate"),
          ("budget", "budget"), ("tasks", "tasks"))
 """Issue 9: (view, file name) pairs rendered by ``--screenshot``."""
 
@@ -331,6 +331,8 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         await _prepare_steer_views(window, folder)
         for view, name in SHOTS:
             window.nav.setCurrentRow(list(window.views).index(view))
+            if view in VIEW_NAMES and view != "records":
+                await window.observe.prepare_screenshot(view)
             await asyncio.sleep(0.2)
             window.grab().save(str(out / f"{name}.png"))
             if not variants:

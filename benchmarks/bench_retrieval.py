@@ -7,24 +7,33 @@ real store). Prints medians and p95/p99 (seed 000 §11 percentiles) and the rati
 baseline: one numpy matvec over the same vectors (the floor of any cosine ranking).
 
     python benchmarks/bench_retrieval.py [--sizes 2000,10000,100000] [--runs 200]
+
+BLAS runs single-threaded here (``OPENBLAS_NUM_THREADS=1`` etc., set before numpy loads unless
+already set): on a shared 2-core machine a multi-threaded BLAS matvec of 2K × 384 took 6-15 ms
+waiting for its threads, single-threaded 0.05 ms. Set ``MNEMOSCOPE_BENCH_BLAS_THREADS`` to
+compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, os.environ.get("MNEMOSCOPE_BENCH_BLAS_THREADS", "1"))
+
+import numpy as np  # noqa: E402  (BLAS threads are set first)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.config import MemoryConfig
-from engine.metrics import LatencySummary
-from engine.records import Layer, MemoryRecord, NewMemory
-from engine.retrieval import RetrievalRequest, Retriever
-from engine.store.view import ColumnarView
+from engine.config import MemoryConfig  # noqa: E402  (BLAS threads are set first)
+from engine.metrics import LatencySummary  # noqa: E402  (BLAS threads are set first)
+from engine.records import Layer, MemoryRecord, NewMemory  # noqa: E402  (BLAS threads are set first)
+from engine.retrieval import RetrievalRequest, Retriever  # noqa: E402  (BLAS threads are set first)
+from engine.store.view import ColumnarView  # noqa: E402  (BLAS threads are set first)
 
 _TEXT = ("alpha beta gamma delta cafe jazz deploy database migration cat dog tea coffee "
          "paint lake sunrise support group counselor swim kids work career friend "
@@ -57,6 +66,9 @@ def main() -> None:
     args = parser.parse_args()
     memory = MemoryConfig()
     rng = np.random.default_rng(1)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}, load average {load:.1f}, "
+          f"{os.cpu_count()} cores; times exclude query embedding and record fetch")
     print(f"{'candidates':>10} {'agent':>6} {'median ms':>10} {'p95 ms':>8} {'p99 ms':>8} "
           f"{'matvec p95':>10} {'ratio':>6}")
     for n in (int(s) for s in args.sizes.split(",")):

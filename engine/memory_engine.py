@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         ReviewItem,
         SteppedRun,
     )
+    from engine.layers import LayerService, SpatialHit
     from engine.records import TrustTier
 
 __all__ = [
@@ -277,6 +278,9 @@ class MemoryEngine:
     def refresh(self, progress: ProgressFn | None = None) -> int:
         """Reload the columnar view from Chroma (see other writers of a server store).
 
+        For a server store only: a second process following an *embedded* store cannot reload
+        vectors (its Chroma reader keeps a stale vector segment); it uses :meth:`reread`.
+
         Returns:
             The record count after the reload.
         """
@@ -285,7 +289,8 @@ class MemoryEngine:
         return self.count()
 
     def close(self) -> None:
-        """Close the store (releasing its lock) and the ledger."""
+        """Stop background services, close the store (releasing its lock) and the ledger."""
+        self.close_layers()
         self._store.close()
         self._ledger.close()
 
@@ -576,6 +581,78 @@ class MemoryEngine:
                                  row["record_id"], row["actor"], before, after))
         return out
 
+    # -- layers and introspection (engine/layers, engine/introspection) -----------------------
+    # Social summaries, pattern mining and the spatial index; see docs/layers.md.
+
+    @property
+    def layers(self) -> LayerService:
+        """The layer service of this engine, built (and hooked to the events) on first use.
+
+        It processes queued changes when asked (``flush``) or in the background after
+        :meth:`start_layers`. Build it before ingesting if summaries should follow ingest.
+        """
+        service: LayerService | None = self.__dict__.get("_layers")
+        if service is None:
+            from engine.layers import LayerContext, LayerService
+
+            with self._write_lock:
+                service = self.__dict__.get("_layers")
+                if service is None:
+                    service = LayerService(LayerContext(
+                        store=self._store, ledger=self._ledger, events=self._events,
+                        clock=self._clock, retention=self._config.memory.retention_policy,
+                        embed=self.embed_texts,
+                        model_name=lambda: self._embedder.model_name if self._embedder else "",
+                        record_edits=lambda op, pairs, actor: self._record_edits(
+                            op, pairs, actor=actor),
+                        write_lock=self._write_lock,
+                        add=self.add, ingest=self.ingest))
+                    self.__dict__["_layers"] = service
+        return service
+
+    def start_layers(self) -> LayerService:
+        """Keep the social, procedural and spatial layers current in a background thread."""
+        service = self.layers
+        service.start()
+        return service
+
+    def close_layers(self) -> None:
+        """Stop the layer service (if it was built); :meth:`close` calls this too."""
+        service: LayerService | None = self.__dict__.pop("_layers", None)
+        if service is not None:
+            service.close()
+
+    def reread(self, record_ids: Sequence[str]) -> tuple[list[MemoryRecord], list[str]]:
+        """Re-read records from Chroma into the view by id; returns (found, gone ids).
+
+        For a read-only opener following a writer in another process (``mnemoscope serve``
+        beside an agent): ids come from the writer's events in the shared ledger. Documents
+        and metadata only — a second process's Chroma reader has a stale vector segment, so
+        reloading with embeddings (:meth:`refresh`) fails there with "Error finding id".
+        Re-read records have no vector in this view, which browsing does not need.
+        """
+        ids = list(dict.fromkeys(record_ids))
+        found = self._store.read_by_id(ids, now_ms=self._clock.now())
+        present = {r.id for r in found}
+        gone = [i for i in ids if i not in present]
+        with self._write_lock:
+            self._store.view.upsert(found)
+            self._store.view.remove(gone)
+        return found, gone
+
+    def spatial_within(self, center: Sequence[float], radius: float, **filters: Any
+                       ) -> list[SpatialHit]:
+        """Records whose ``metadata.spatial`` lies within ``radius`` of ``center``, nearest first.
+
+        Filters: ``agent_id``, ``layers``, ``since``, ``until`` (epoch ms), ``limit``.
+        """
+        return self.layers.spatial_within(center, radius, **filters)
+
+    def spatial_nearest(self, center: Sequence[float], k: int, **filters: Any
+                        ) -> list[SpatialHit]:
+        """The ``k`` records with a position nearest ``center`` (same filters, no limit)."""
+        return self.layers.spatial_nearest(center, k, **filters)
+
 
     # -- ingest (engine/ingest) ----------------------------------------------------------------
     # Dedup/merge pipeline, review queue, import/export. See docs/ingest.md for the types.
@@ -674,6 +751,16 @@ class MemoryEngine:
         """Keep both memories and remember the pair (idempotent)."""
         return self._ingest_pipeline().reject(review_id)
 
+    def reopen_review(self, review_id: str) -> ReviewItem:
+        """Put a resolved review item back in the queue (undo of approve / reject in the GUI).
+
+        Only the queue entry, its rejected pair and its hash alias are reset; restore the
+        records with :meth:`restore` / :meth:`delete` (edit history keeps both).
+        """
+        pipeline = self._ingest_pipeline()
+        with pipeline.write_lock:
+            return pipeline.review.reopen(review_id)
+
     # -- end of ingest block -------------------------------------------------------------------
 
     # -- retrieval and lifecycle (engine/retrieval, engine/lifecycle) --------------------------
@@ -771,6 +858,13 @@ class MemoryEngine:
         """
         return self._retrieval_runtime().lifecycle.compact(
             agent_id, dry_run=dry_run, summarizer=summarizer, limit=limit)
+
+    def compact_if_due(self, agent_id: str | None = None,
+                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+        """Compact agents whose episodic count exceeds ``episodic_max`` (rate-limited per agent
+        by ``summarization_min_interval_ms``)."""
+        return self._retrieval_runtime().lifecycle.compact_if_due(agent_id,
+                                                                  summarizer=summarizer)
 
     def summarization_tasks(self, agent_id: str | None = None) -> list[SummarizationTask]:
         """Summarization tasks recorded in the ledger, newest first."""

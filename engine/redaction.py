@@ -327,27 +327,33 @@ _ASSIGNMENT_ROOTS = {
 
 
 def _assignment_shortcut(subject: _Subject) -> Iterable[re.Match[str]] | None:
-    """One literal-first scan per keyword present, instead of an alternation at every position."""
+    """One literal-first scan per keyword present, instead of an alternation at every position.
+
+    Emulates ``finditer`` over the alternation exactly: the leftmost match wins, a tie goes to
+    the keyword listed first, and scanning resumes at the end of the match.
+    """
     lower = subject.lower
     if not subject.lower_aligned:
         return None
+    present = [root for root in _ASSIGNMENT_ROOTS if root in lower]
+    if not present:
+        return []
+    regexes = [regex for word, regex in _ASSIGNMENT_EACH
+               if any(root in word for root in present) and word in lower]
     found: list[re.Match[str]] = []
-    done: set[str] = set()
-    for root, words in _ASSIGNMENT_ROOTS.items():
-        if root not in lower:
-            continue
-        for word, regex in words:
-            if word not in done and (word == root or word in lower):
-                done.add(word)
-                found.extend(regex.finditer(lower))
-    found.sort(key=lambda match: match.start())
-    # Like one finditer over the alternation: matches never overlap (a value that is itself a
-    # keyword, as in "api_key=password: x", does not start a second assignment).
-    kept: list[re.Match[str]] = []
-    for match in found:
-        if not kept or match.start() >= kept[-1].end():
-            kept.append(match)
-    return kept
+    position = 0
+    while True:
+        best: re.Match[str] | None = None
+        for regex in regexes:
+            match = regex.search(lower, position)
+            if match is not None and (best is None or match.start() < best.start()):
+                best = match
+        if best is None:
+            return found
+        found.append(best)
+        position = best.end() if best.end() > best.start() else best.start() + 1
+
+
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA",
                  "APKA")
 

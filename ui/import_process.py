@@ -8,7 +8,8 @@ window closes its engine (releasing the store lock), this module runs the import
 Progress comes back as JSON lines on the child's stdout; Cancel is a line on its stdin.
 
 Protocol (one JSON object per line on stdout): ``{"progress": [done, total]}`` while it runs,
-then ``{"summary": {...}}`` or ``{"error": "message"}``.
+then ``{"outcomes": [[line, action, record_id, reason], ...]}`` lines (200 per line) and
+``{"summary": {"source", "cancelled"}}``, or ``{"error": "message"}``.
 """
 
 from __future__ import annotations
@@ -36,16 +37,13 @@ CancelFn = Callable[[], bool]
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def _summary_to_json(summary: ImportSummary) -> dict[str, Any]:
-    return {"source": summary.source, "cancelled": summary.cancelled,
-            "outcomes": [[o.line, o.action, o.record_id, o.reason] for o in summary.outcomes]}
+_OUTCOMES_PER_LINE = 200
+"""Outcomes travel in small lines: ``json.loads`` holds the GIL for a whole line."""
 
 
-def _summary_from_json(data: dict[str, Any]) -> ImportSummary:
-    return ImportSummary(str(data["source"]),
-                         [LineOutcome(int(line), str(action), record_id, str(reason))
-                          for line, action, record_id, reason in data["outcomes"]],
-                         bool(data["cancelled"]))
+def _outcome_from_json(item: list[Any]) -> LineOutcome:
+    line, action, record_id, reason = item
+    return LineOutcome(int(line), str(action), record_id, str(reason))
 
 
 def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None = None,
@@ -73,12 +71,15 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
                                  stderr=errors, text=True, env=env, cwd=_ROOT)
         assert child.stdin is not None and child.stdout is not None
         result: dict[str, Any] | None = None
+        outcomes: list[LineOutcome] = []
         asked = False
         try:
             for line in child.stdout:
                 message = json.loads(line) if line.startswith("{") else {}
                 if "progress" in message and progress is not None:
                     progress(int(message["progress"][0]), int(message["progress"][1]))
+                elif "outcomes" in message:
+                    outcomes.extend(_outcome_from_json(item) for item in message["outcomes"])
                 elif "summary" in message or "error" in message:
                     result = message
                 if not asked and cancelled is not None and cancelled():
@@ -96,7 +97,8 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
                                f"(exit {child.returncode}): {stderr[-500:]}")
     if "error" in result:
         raise EngineError(str(result["error"]))
-    return _summary_from_json(result["summary"])
+    return ImportSummary(str(result["summary"]["source"]), outcomes,
+                         bool(result["summary"]["cancelled"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,7 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     except EngineError as exc:
         emit({"error": str(exc)})
         return 1
-    emit({"summary": _summary_to_json(summary)})
+    rows = [[o.line, o.action, o.record_id, o.reason] for o in summary.outcomes]
+    for start in range(0, len(rows), _OUTCOMES_PER_LINE):
+        emit({"outcomes": rows[start:start + _OUTCOMES_PER_LINE]})
+    emit({"summary": {"source": summary.source, "cancelled": summary.cancelled}})
     return 0
 
 

@@ -45,6 +45,7 @@ from ui.budget_view import BudgetView
 from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
 from ui.fate_view import FateView
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
+from ui.observe import ObserveViews
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
 from ui.scan_view import ScanView
@@ -146,14 +147,19 @@ class MainWindow(QMainWindow):
         # issue 9: one app-wide redaction state; every view renders through redaction.show
         self.redaction = Redaction(self._prefs.redaction, services.redactor, self)
         self.records = RecordsView(self._runner, self)
+        self.views: dict[str, QWidget] = {"records": self.records}
+        self.observe = ObserveViews.build(self._runner, self)  # issue 8
+        self.views.update(self.observe.views())
+        self.observe.map.record_selected.connect(self.show_record)
+        self.observe.connect_messages(self._on_view_message)
+        # issue 9
         self.fate = FateView(self._runner, self.redaction, self)
         self.tasks_view = TaskGraphView(self.redaction, self)
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
         self._gateway: LLMGateway | None = None
-        self.views: dict[str, QWidget] = {"records": self.records, "secrets": self.scan,
-                                          "fate": self.fate, "budget": self.budget,
-                                          "tasks": self.tasks_view}
+        self.views.update({"secrets": self.scan, "fate": self.fate, "budget": self.budget,
+                           "tasks": self.tasks_view})
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(112)
@@ -203,8 +209,8 @@ class MainWindow(QMainWindow):
             self.statusBar().addPermanentWidget(label)
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
-        self.fate.open_record.connect(self._on_open_record_requested)
-        self.scan.open_record.connect(self._on_open_record_requested)
+        self.fate.open_record.connect(self.show_record)
+        self.scan.open_record.connect(self.show_record)
         self.scan.message.connect(self._on_view_message)
         self._build_menus()
         self.redaction.changed.connect(self._on_redaction_changed)
@@ -398,6 +404,7 @@ class MainWindow(QMainWindow):
             "Secrets and personal data are masked in views and exports" if on
             else "Content is shown as stored")
         self.records.set_redactor(self._services.redactor if on else None)
+        self.observe.set_redactor(self._services.redactor if on else None)
         self.redaction_label.setStyleSheet("color: #cf222e; font-weight: 600;" if on else "")
 
     def _on_redaction_changed(self, on: bool) -> None:
@@ -405,7 +412,8 @@ class MainWindow(QMainWindow):
         self.show_redaction(on)
         self._store_prefs(dataclasses.replace(self._prefs, redaction=on))
 
-    def _on_open_record_requested(self, record_id: str) -> None:
+    def show_record(self, record_id: str) -> None:
+        """Switch to the records view and select ``record_id``."""
         self.nav.setCurrentRow(list(self.views).index("records"))
         self.records.go_to_record(record_id)
 
@@ -459,6 +467,7 @@ class MainWindow(QMainWindow):
         session.failed.connect(self._on_session_failed)
         session.records_changed.connect(self._on_records_changed)
         self.records.set_session(session)
+        self.observe.set_session(session)
         self.fate.set_session(session)
         self.scan.set_session(session)
         await self._attach_gateway(session.engine)
@@ -514,6 +523,7 @@ class MainWindow(QMainWindow):
             return
         self._session = None
         self.records.set_session(None)
+        self.observe.set_session(None)
         self.fate.set_session(None)
         self.scan.set_session(None)
         await self._attach_gateway(None)
@@ -651,6 +661,7 @@ class MainWindow(QMainWindow):
         bulk_import = self._services.bulk_import
         assert bulk_import is not None
         self.records.set_session(None)
+        self.observe.set_session(None)
         self.store_label.setText(f"Importing into {session.spec.location}…")
         await session.drain()
         await self._runner.run(session.engine.close)
@@ -670,6 +681,7 @@ class MainWindow(QMainWindow):
             self._update_actions()
             return None
         self.records.set_session(session)
+        self.observe.set_session(session)
         self.store_label.setText(self._store_text(session))
         _freeze_long_lived_objects()
         if summary is not None:

@@ -19,11 +19,12 @@ The rules are deliberately general (no word lists tuned to one data set):
 * ``color``    — both texts state colours and they differ ("blue car" / "red car").
 * ``name``     — each text names someone or something (a capitalized word that is not a
   function word) that the other does not mention: a substituted name. Inflected forms
-  (Syria/Syrian) and title-case headlines, where capitals say nothing, are not counted.
+  (Syria/Syrian), short forms (Mel/Melanie), discourse words (Thanks, Wow), sentence-initial
+  -ing/-ly/-ed words and title-case headlines, where capitals say nothing, are not counted.
 
 A detail stated by only one text (a number, a time) is extra information, not a contradiction;
 the merge keeps the stored text (seed 001 merge rules), so such pairs still merge.
-* ``mood``     — one text is a question and the other a statement.
+* ``mood``     — one single-sentence text is a question and the other a statement.
 
 Each rule reports what it saw on each side, so the review queue can show the user *why*.
 """
@@ -73,6 +74,7 @@ class TextFacts:
     names: frozenset[str]
     words: frozenset[str]
     question: bool
+    single_sentence: bool
 
 
 _NUMBER_WORDS: Mapping[str, float] = {
@@ -136,7 +138,9 @@ having and or but so yet if then than as at by for from in into of on onto off o
 up with within without about above after again against all any both each few more most other
 some such no nor not only own same too very just also now once because before below between
 during through under until while many much every several another one two three four five six
-seven eight nine ten
+seven eight nine ten i'm i've i'd i'll you're you've we're we've they're it's that's
+there's what's let's hey hi hello oh ok okay yes yeah yep no nope wow thanks thank please
+sorry well sure great cool awesome nice congrats congratulations anyway also maybe
 """
 _FUNCTION_WORDS = frozenset(_FUNCTION_WORD_LIST.split())
 
@@ -166,6 +170,19 @@ def _stem(word: str) -> str:
 
 def _words_of(text: str) -> list[tuple[str, int]]:
     return [(m.group(0), m.start()) for m in _WORD.finditer(text)]
+
+
+_VERB_ENDINGS = ("ing", "ly", "ed")
+_SENTENCE_END = re.compile(r"(^|[.!?:;\"“”(\[])\s*$")
+
+
+def _sentence_start(text: str, start: int) -> bool:
+    """True when the word at ``start`` opens a sentence (a capital there says little)."""
+    return bool(_SENTENCE_END.search(text[:start]))
+
+
+def _sentences(text: str) -> int:
+    return max(1, len([p for p in re.split(r"[.!?]+(?:\s|$)", text.strip()) if p.strip()]))
 
 
 def _is_title_case(words: list[tuple[str, int]]) -> bool:
@@ -211,20 +228,22 @@ def extract_facts(text: str) -> TextFacts:
             times.add(_MONTH_ABBR[bare.rstrip(".")])
     names: set[str] = set()
     if not _is_title_case(words):
-        for word, _start in words:
+        for word, start in words:
             key = word.lower().replace("’", "'")
             if (word[0].isupper() and len(word) > 1
                     and key not in _FUNCTION_WORDS and key not in _NUMBER_WORDS
-                    and key not in _MONTHS and key not in _WEEKDAYS):
+                    and key not in _MONTHS and key not in _WEEKDAYS
+                    and not (_sentence_start(text, start) and key.endswith(_VERB_ENDINGS))):
                 names.add(word.lower().replace("’", "'").removesuffix("'s"))
     question = text.strip().endswith("?")
+    single = _sentences(text) == 1
     return TextFacts(
         numbers=frozenset(numbers), times=frozenset(times), negations=negations,
         colors=frozenset("gray" if w == "grey" else w for w in lower if w in _COLORS),
         stems=frozenset(_stem(w.replace("'", "")) for w in lower),
         names=frozenset(names),
         words=frozenset(w.removesuffix("'s") for w in lower) | frozenset(lower),
-        question=question,
+        question=question, single_sentence=single,
     )
 
 
@@ -283,7 +302,7 @@ def find_conflicts(existing: str, incoming: str) -> tuple[Conflict, ...]:
     names_b = _unmatched_names(b.names, a)
     if names_a and names_b:
         conflicts.append(_conflict("name", names_a, names_b))
-    if a.question != b.question:
+    if a.question != b.question and a.single_sentence and b.single_sentence:
         conflicts.append(Conflict("mood", ("question" if a.question else "statement",),
                                   ("question" if b.question else "statement",)))
     return tuple(conflicts)
@@ -304,9 +323,12 @@ def _unmatched_names(names: frozenset[str], other: TextFacts) -> set[str]:
 def _mentioned(word: str, other: TextFacts) -> bool:
     if word in other.words or _stem(word) in other.stems:
         return True
-    if len(word) < 4:
+    if len(word) < 3:
         return False
-    return any(len(w) >= 4 and w[:4] == word[:4] for w in other.words)
+    # Syria / Syrian (a shared stem of four letters), Mel / Melanie (a short form)
+    return any((len(w) >= 4 and len(word) >= 4 and w[:4] == word[:4])
+               or (len(w) >= 3 and (w.startswith(word) or word.startswith(w)))
+               for w in other.words)
 
 
 def _conflict(kind: str, left: Iterable[str], right: Iterable[str]) -> Conflict:

@@ -198,9 +198,9 @@ class _WriteSet:
     history, review items and aliases; :meth:`emit` then emits the queued events.
     """
 
-    def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot) -> None:
+    def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot | None) -> None:
         self.pipeline = pipeline
-        self.snapshot = snapshot
+        self.snapshot = snapshot  # what batch runs search (None: each run takes its own)
         self.overlay = BatchOverlay()
         self.batch_id = uuid.uuid4().hex
         self.writes: dict[str, MemoryRecord] = {}
@@ -267,8 +267,13 @@ class _WriteSet:
         pipeline.review.add_aliases(self.aliases)
 
     def emit(self) -> None:
-        for run in self.runs:
-            run.emit_events()
+        """Emit the events of every run of this unit in one ledger transaction."""
+        batches = [run.event_items() for run in self.runs]
+        emitted = self.pipeline.events.emit_many([item for batch in batches for item in batch])
+        start = 0
+        for run, batch in zip(self.runs, batches, strict=True):
+            run.took(emitted[start:start + len(batch)])
+            start += len(batch)
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -390,7 +395,8 @@ class _Run:
         began = time.perf_counter()
         pipeline = self.pipeline
         writes = self.writes
-        snapshot = writes.snapshot if writes is not None else pipeline.store.view.snapshot()
+        snapshot = writes.snapshot if writes is not None and writes.snapshot is not None \
+            else pipeline.store.view.snapshot()
         self.search = pipeline.search.search(
             self.new, self.content_hash, self.vector, snapshot,
             overlay=writes.overlay if writes is not None else None,
@@ -420,6 +426,9 @@ class _Run:
             partition_size=search.surprise_partition_size,
             exact_duplicate=search.hash_hit or search.duplicate_elsewhere)
         pending = self.pipeline.review.pending_targets(self.content_hash)
+        if self.writes is not None:  # deferred earlier in this chunk, not yet in the ledger
+            pending |= {spec["target_id"] for _, spec in self.writes.reviews
+                        if spec["content_hash"] == self.content_hash}
         self.decision = decide(
             content=new.content, confidence=new.confidence, tier=new.source_tier,
             category=new.category, exact=search.exact, candidates=search.candidates,
@@ -499,10 +508,9 @@ class _Run:
                 current = pipeline.store.get(self.before.id)
                 if current.version != self.before.version:
                     self._apply()  # the target changed while the run was paused: redo the merge
-            writes = _WriteSet(pipeline, pipeline.store.view.snapshot())
+            writes = _WriteSet(pipeline, None)
             self._stage_into(writes)
             writes.flush()
-        self.writes_done = writes
         return {"written": list(writes.writes), "staged": self._staged_ids(), "batched": False,
                 "review_id": None if self.review_item is None else self.review_item.id}
 
@@ -578,19 +586,27 @@ class _Run:
             self.queued.append(_QueuedEvent(EventKind.INGEST_SKIPPED, self._envelope(
                 Stage.DECISION, record_id=decision.target_id, **common, payload=payload)))
 
-    def emit_events(self) -> None:
-        bus = self.pipeline.events
+    def event_items(self) -> list[tuple[str, dict[str, Any]]]:
+        """The queued events as ``(kind, fields)`` for :meth:`EventBus.emit_many`."""
         review_id = None if self.review_item is None else self.review_item.id
+        items: list[tuple[str, dict[str, Any]]] = []
         for queued in self.queued:
             fields = dict(queued.fields)
             if review_id is not None and queued.kind == EventKind.MERGE_DEFERRED:
                 fields["payload"] = {**fields.get("payload", {}), "review_id": review_id}
             if fields.get("memory_hash") is None:
                 fields["memory_hash"] = self.content_hash or None
-            event = bus.emit(str(queued.kind), force=queued.force, **fields)
-            if event is not None:
-                self.emitted.append(event)
+            items.append((str(queued.kind), fields))
+        return items
+
+    def took(self, events: Sequence[Event | None]) -> None:
+        """Record what :meth:`EventBus.emit_many` returned for :meth:`event_items`."""
+        self.emitted.extend(e for e in events if e is not None)
         self.queued = []
+
+    def emit_events(self) -> None:
+        """Emit the queued events in one ledger transaction."""
+        self.took(self.pipeline.events.emit_many(self.event_items()))
 
     def result(self) -> IngestResult:
         if self.error is not None:
@@ -609,7 +625,6 @@ class _Run:
             semantic=self.semantic, events=tuple(self.emitted))
 
     _review_spec: dict[str, Any] | None = None
-    writes_done: _WriteSet | None = None
 
 
 # -- drivers ------------------------------------------------------------------------------------
@@ -831,7 +846,7 @@ class IngestPipeline:
                 importance=item.incoming.importance if item.incoming.importance is not None
                 else 0.0)
             after = merge_records(target, incoming, now_ms=now, policy=self.policy)
-            writes = _WriteSet(self, self.store.view.snapshot())
+            writes = _WriteSet(self, None)
             writes.stage(after, before=target, vector=None, actor="review")
             writes.aliases.append((item.content_hash, target.id))
             writes.flush()

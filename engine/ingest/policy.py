@@ -56,8 +56,9 @@ class IngestPolicy:
             counts fully).
         candidate_k: Nearest neighbours examined per incoming memory.
         related_min_similarity: Neighbours at least this similar become ``related`` links.
-        hnsw_overfetch: Chroma HNSW neighbours fetched per wanted partition neighbour when the
-            partition is large (other partitions' hits are filtered out afterwards).
+        hnsw_overfetch: At most this many Chroma HNSW neighbours are fetched per wanted
+            partition neighbour when the partition is large (other partitions' hits are filtered
+            out afterwards); the factor used is the store's size over the partition's.
         batch_size: Records embedded and written per chunk by batch ingest.
         confirm_band: On the embedding path, a merge within this distance above its threshold
             also needs lexical support (two weak signals must agree), else it goes to review

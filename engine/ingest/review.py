@@ -227,6 +227,24 @@ class ReviewQueue:
                              (item.content_hash, item.target_id, now))
         return self.get(item_id)
 
+    def reopen(self, item_id: str) -> ReviewItem:
+        """Put a resolved item back in the queue (the GUI's undo of approve / reject).
+
+        Forgets what the decision remembered: the rejected pair and the merged-hash alias of
+        this item's content and target. The caller restores the records themselves
+        (``MemoryEngine.restore`` / ``delete``, which keep their own edit history).
+        """
+        item = self.get(item_id)
+        with self._ledger.transaction() as conn:
+            conn.execute("UPDATE review_items SET status = ?, resolved_at = NULL,"
+                         " result_id = NULL WHERE id = ?",
+                         (ReviewStatus.PENDING.value, item_id))
+            conn.execute("DELETE FROM review_rejections WHERE content_hash = ? AND"
+                         " target_id = ?", (item.content_hash, item.target_id))
+            conn.execute("DELETE FROM hash_aliases WHERE content_hash = ? AND record_id = ?",
+                         (item.content_hash, item.target_id))
+        return self.get(item_id)
+
     # -- pair memory -------------------------------------------------------------------------
 
     def rejected_targets(self, content_hash: str) -> set[str]:

@@ -32,7 +32,8 @@ from engine.lifecycle.pruning import (
     select_prune,
     select_retention,
 )
-from engine.records import Category, Layer, NewMemory, TrustTier
+from engine.records import Category, Layer, MemoryRecord, NewMemory, TrustTier
+from engine.store.view import LAYERS
 
 if TYPE_CHECKING:
     from engine.memory_engine import MemoryEngine
@@ -117,6 +118,7 @@ class Lifecycle:
         self._redact = redact
         self._compacting = threading.Lock()
         self._migrated = False
+        self._last_run: dict[str, float] = {}
 
     # -- expiry, pruning, retention ------------------------------------------------------------
 
@@ -227,6 +229,40 @@ class Lifecycle:
         finally:
             self._compacting.release()
 
+    def compact_if_due(self, agent_id: str | None = None, *,
+                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+        """Compact the agents whose episodic count exceeds ``episodic_max`` (seed 002 §21).
+
+        An agent is compacted at most once per ``summarization_min_interval_ms``; enough of its
+        oldest low-importance episodes are taken to come back under ``episodic_max`` (each
+        group of sources becomes one summary, so a batch more than the excess).
+
+        Raises:
+            SummaryLocked: another compaction is running.
+        """
+        memory = self._engine.config.memory
+        now = self._engine.clock.now()
+        snapshot = self._engine.store.view.snapshot()
+        n = snapshot.n
+        episodic = snapshot.alive[:n] & (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC))
+        counts: dict[str, int] = {}
+        for code in snapshot.agent[:n][episodic].tolist():
+            name = snapshot.agents[code]
+            counts[name] = counts.get(name, 0) + 1
+        reports: list[CompactionReport] = []
+        for agent, count in sorted(counts.items()):
+            if agent_id is not None and agent != agent_id:
+                continue
+            if count <= memory.episodic_max:
+                continue
+            if now - self._last_run.get(agent, -float("inf")) < \
+                    memory.summarization_min_interval_ms:
+                continue
+            excess = count - memory.episodic_max
+            reports.extend(self.compact(agent, summarizer=summarizer,
+                                        limit=excess + memory.summarization_batch_size))
+        return reports
+
     def _compact_agent(self, agent_id: str, dry_run: bool, summarizer: Summarizer | None,
                        limit: int | None) -> CompactionReport:
         engine = self._engine
@@ -238,8 +274,8 @@ class Lifecycle:
                                  window_ms=memory.episodic_window_ms,
                                  keep_recent=memory.episodic_keep_recent, limit=limit)
         records = engine.get_many([snapshot.ids[r] for r in rows])
-        groups = [g for g in group_records(records, gap_ms=GROUP_GAP_MS,
-                                           batch_size=memory.summarization_batch_size)]
+        groups = group_records(records, gap_ms=GROUP_GAP_MS,
+                               batch_size=memory.summarization_batch_size)
         fallback = HeuristicSummarizer()
         chosen: Summarizer = summarizer or fallback
         tasks: list[SummarizationTask] = []
@@ -300,13 +336,14 @@ class Lifecycle:
             tasks.append(task)
         remaining = self._episodic_count(agent_id)
         if not dry_run:
+            self._last_run[agent_id] = now
             engine.events.emit(EVENT_COMPACTION, agent_id=agent_id, force=True,
                                payload={"agentId": agent_id, "removed": removed,
                                         "remaining": remaining})
         return CompactionReport(agent_id, dry_run, tuple(tasks), removed, remaining,
                                 tuple(summaries))
 
-    def _synthesize(self, group: Sequence[Any], agent_id: str, chosen: Summarizer,
+    def _synthesize(self, group: Sequence[MemoryRecord], agent_id: str, chosen: Summarizer,
                     fallback: Summarizer) -> tuple[str, str]:
         prompt = assemble_prompt(group, agent_id)
         if self._redact is not None:
@@ -328,8 +365,6 @@ class Lifecycle:
     def _episodic_count(self, agent_id: str) -> int:
         snapshot = self._engine.store.view.snapshot()
         n = snapshot.n
-        from engine.store.view import LAYERS
-
         mask = snapshot.alive[:n] & (snapshot.agent[:n] == snapshot.agent_code(agent_id)) & \
             (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC))
         return int(mask.sum())

@@ -113,12 +113,10 @@ def select_prune(snapshot: ViewSnapshot, mode: PruneMode, now_ms: float, *,
     if mode is PruneMode.AGGRESSIVE:
         remaining = scope & ~expired & ~low
         for code in np.unique(snapshot.agent[:n][scope]).tolist():
-            rows = np.flatnonzero(remaining & (snapshot.agent[:n] == code))
+            agent_rows = scope & (snapshot.agent[:n] == code)
+            rows = np.flatnonzero(remaining & agent_rows)
             # seed 004: floor(count × 0.1) of the agent's memories, lowest decayed importance
-            count = int(np.floor((len(rows) + int((scope & (snapshot.agent[:n] == code)
-                                                   & (expired | low)).sum()))
-                                 * AGGRESSIVE_FRACTION))
-            count = min(count, len(rows))
+            count = min(int(np.floor(int(agent_rows.sum()) * AGGRESSIVE_FRACTION)), len(rows))
             if count <= 0:
                 continue
             keyed = sorted(rows.tolist(), key=lambda r: (float(value[r]),

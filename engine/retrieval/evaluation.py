@@ -1,7 +1,8 @@
 """LoCoMo retrieval evaluation: hit@k of our ranking against plain cosine top-k.
 
 For each conversation a fresh temporary store is opened and filled through the engine's normal
-ingest path (:func:`ingest`), either with turns (``"Speaker: text"``, episodic, created at the
+ingest pipeline (:func:`ingest`: ``MemoryEngine.ingest_batch``, with dedup, merges and the
+surprise gate), either with turns (``"Speaker: text"``, episodic, created at the
 session date plus one second per turn so their order survives) or with observations (semantic).
 Every question that has evidence (category 5, the adversarial questions LoCoMo marks
 unanswerable, is left out unless asked for) is retrieved with :meth:`MemoryEngine.retrieve` in
@@ -49,6 +50,8 @@ class LocomoResult:
     ours: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
     baseline: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
     by_category: dict[int, list[int]] = field(default_factory=dict)  # [n, ours@5, base@5]
+    ingest: dict[str, int] = field(default_factory=dict)
+    records: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """``{"questions": n, "ours": {"hit@1": x, ...}, "baseline": {...}}`` (+ details)."""
@@ -57,7 +60,8 @@ class LocomoResult:
                     for k in KS}
 
         return {"questions": self.questions, "unit": self.unit, "ours": rates(self.ours),
-                "baseline": rates(self.baseline),
+                "baseline": rates(self.baseline), "records": self.records,
+                "ingest": dict(sorted(self.ingest.items())),
                 "by_category": {str(c): {"questions": v[0],
                                          "ours_hit@5": round(v[1] / v[0], 4),
                                          "baseline_hit@5": round(v[2] / v[0], 4)}
@@ -114,10 +118,40 @@ def locomo_memories(sample: Mapping[str, Any], unit: str, source: str = "locomo"
     return out
 
 
-def ingest(engine: MemoryEngine, memories: Sequence[NewMemory]) -> None:
-    """The normal ingest path (plain insert until the dedup pipeline's ``ingest_batch`` lands)."""
-    for memory in memories:
-        engine.add(memory)
+REVIEW_CHOICES = ("keep", "merge", "leave")
+
+
+def ingest(engine: MemoryEngine, memories: Sequence[NewMemory], *, review: str = "keep",
+           counts: dict[str, int] | None = None) -> dict[str, set[str]]:
+    """Ingest through the normal pipeline (dedup, merge, surprise); return record → dia_ids.
+
+    A memory that was inserted, merged into a record, updated a record or skipped as a
+    duplicate of a record counts for that record. Memories the pipeline deferred to the review
+    queue are resolved as no human is there to: ``keep`` (reject the merge: store both, the
+    default), ``merge`` (approve it: the target absorbs them) or ``leave`` (pending: not in the
+    store, so they count for nothing).
+
+    Args:
+        counts: Receives ``{action: n}`` of the pipeline (and ``review_<choice>``).
+    """
+    result = engine.ingest_batch(list(memories))
+    covered: dict[str, set[str]] = {}
+    for memory, outcome in zip(memories, result.results, strict=False):
+        action = outcome.action.value
+        if counts is not None:
+            counts[action] = counts.get(action, 0) + 1
+        if action == "deferred" and outcome.review_id and review != "leave":
+            outcome = (engine.reject_review(outcome.review_id) if review == "keep"
+                       else engine.approve_review(outcome.review_id))
+            if counts is not None:
+                counts[f"review_{review}"] = counts.get(f"review_{review}", 0) + 1
+        elif action in ("deferred", "error"):
+            continue
+        if outcome.record is None:
+            continue
+        covered.setdefault(outcome.record.id, set()).update(
+            str(d) for d in memory.metadata.get("dia_ids", []))
+    return covered
 
 
 def _evidence(question: Mapping[str, Any]) -> set[str]:
@@ -127,14 +161,15 @@ def _evidence(question: Mapping[str, Any]) -> set[str]:
     return found
 
 
-def _record_dia_ids(engine: MemoryEngine) -> dict[str, set[str]]:
+def _record_dia_ids(engine: MemoryEngine, covered: Mapping[str, set[str]]
+                    ) -> dict[str, set[str]]:
     snapshot = engine.store.view.snapshot()
     ids = [snapshot.ids[r] for r in snapshot.live_rows.tolist()]
     records = engine.get_many(ids)
     direct = {r.id: {str(d) for d in r.metadata.get("dia_ids", [])} for r in records}
     out: dict[str, set[str]] = {}
     for record in records:
-        dia = set(direct[record.id])
+        dia = set(direct[record.id]) | covered.get(record.id, set())
         for absorbed in record.merged_from:  # a merged record answers for what it absorbed
             dia |= direct.get(absorbed, set())
         out[record.id] = dia
@@ -142,7 +177,8 @@ def _record_dia_ids(engine: MemoryEngine) -> dict[str, set[str]]:
 
 
 def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
-                    include_adversarial: bool = False, limit_conversations: int | None = None,
+                    include_adversarial: bool = False, review: str = "keep",
+                    limit_conversations: int | None = None,
                     limit_questions: int | None = None,
                     open_engine: Callable[[str, DeterministicClock], MemoryEngine] | None = None,
                     progress: Callable[[str], None] | None = None) -> LocomoResult:
@@ -152,6 +188,7 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
         unit: ``turns`` or ``observations``.
         embedder: The embedding model (None: Jaccard path; the baseline then scores 0).
         include_adversarial: Also ask category-5 questions.
+        review: How deferred memories are resolved (:func:`ingest`).
         limit_conversations: Only the first N conversations (tests use a tiny slice).
         limit_questions: Only the first N qualifying questions per conversation.
         open_engine: Opens an engine on a directory (default: embedded store, in-memory ledger).
@@ -183,8 +220,9 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
             engine = open_engine(tmp, clock) if open_engine else MemoryEngine.open(
                 StoreSpec(tmp), ledger_path=None, embedder=embedder, clock=clock)
             try:
-                ingest(engine, memories)
-                _ask(engine, sample, questions, result)
+                covered = ingest(engine, memories, review=review, counts=result.ingest)
+                result.records += engine.count()
+                _ask(engine, sample, questions, result, covered)
             finally:
                 engine.close()
         if progress is not None:
@@ -194,8 +232,8 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
 
 
 def _ask(engine: MemoryEngine, sample: Mapping[str, Any], questions: Sequence[Mapping[str, Any]],
-         result: LocomoResult) -> None:
-    dia = _record_dia_ids(engine)
+         result: LocomoResult, covered: Mapping[str, set[str]]) -> None:
+    dia = _record_dia_ids(engine, covered)
     agent = str(sample.get("sample_id", "locomo"))
     snapshot = engine.store.view.snapshot()
     live = snapshot.live_rows

@@ -17,6 +17,7 @@ keyword matching forgiving enough to help semantic search (seed 003 §7 hybrid s
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Sequence
 
@@ -45,6 +46,9 @@ didn't you're i've i'll i'd we're they're he's she's can't isn't wasn't also rea
 oh hey hi wow gonna got get lot lots thing things much many
 """
 STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+# A conversational turn attributed to a speaker: "Caroline: ...", "Dr. Ada Lovelace: ..."
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
 
 _SUFFIXES = ("ational", "ization", "fulness", "ousness", "iveness", "ingly", "ments", "ement",
              "ation", "ness", "ment", "ings", "edly", "ing", "ies", "ied", "ers", "est",
@@ -79,6 +83,12 @@ def terms(text: str) -> list[str]:
     return [stem(t) for t in tokenize(text) if t not in STOP_WORDS]
 
 
+def speaker_terms(text: str) -> tuple[str, ...]:
+    """Index terms of the speaker a ``"Name: text"`` turn is attributed to (empty if none)."""
+    match = _SPEAKER.match(text)
+    return tuple(dict.fromkeys(terms(match.group(1)))) if match else ()
+
+
 class TextIndex:
     """An inverted index over a view's rows, kept in sync by :meth:`sync`.
 
@@ -93,6 +103,9 @@ class TextIndex:
         self._postings: dict[str, dict[int, int]] = {}
         self._cache: dict[str, tuple[npt.NDArray[np.intp], F64]] = {}
         self._row_terms: list[tuple[str, ...]] = []
+        self._speakers: dict[str, dict[int, None]] = {}
+        self._speaker_cache: dict[str, npt.NDArray[np.intp]] = {}
+        self._row_speaker: list[tuple[str, ...]] = []
         self._length = np.zeros(0, dtype=np.float64)
         self._unique = np.zeros(0, dtype=np.float64)
         self._flagged = np.zeros(0, dtype=bool)
@@ -135,6 +148,7 @@ class TextIndex:
         self.rebuilds += 1
         self._hashes, self._tags, self._row_terms = [], [], []
         self._postings, self._cache = {}, {}
+        self._speakers, self._row_speaker, self._speaker_cache = {}, [], {}
         n = snapshot.n
         self._length = np.zeros(n, dtype=np.float64)
         self._unique = np.zeros(n, dtype=np.float64)
@@ -161,19 +175,28 @@ class TextIndex:
         for word, tf in counts.items():
             self._postings.setdefault(word, {})[row] = tf
             self._cache.pop(word, None)
+        speaker = speaker_terms(content)
+        for word in speaker:
+            self._speakers.setdefault(word, {})[row] = None
+            self._speaker_cache.pop(word, None)
         if row == len(self._hashes):
             self._hashes.append(digest)
             self._tags.append(tags)
             self._row_terms.append(tuple(counts))
+            self._row_speaker.append(speaker)
         else:
             self._hashes[row] = digest
             self._tags[row] = tags
             self._row_terms[row] = tuple(counts)
+            self._row_speaker[row] = speaker
         self._length[row] = len(words)
         self._unique[row] = len(counts)
         self._flagged[row] = any(t.lower() in FLAG_TAGS for t in tags)
 
     def _unindex(self, row: int) -> None:
+        for word in self._row_speaker[row]:
+            self._speakers.get(word, {}).pop(row, None)
+            self._speaker_cache.pop(word, None)
         for word in self._row_terms[row]:
             posting = self._postings.get(word)
             if posting is not None:
@@ -232,6 +255,19 @@ class TextIndex:
                 idf = math.log(1.0 + (live - df + 0.5) / (df + 0.5))
                 scores[rows] += idf * tfs * (k1 + 1.0) / (tfs + norm[rows])
         return scores
+
+    def speaker_match(self, query_terms: Sequence[str], n: int) -> F64:
+        """1.0 for rows whose ``"Name:"`` speaker the query names, else 0.0 (first ``n`` rows)."""
+        out = np.zeros(n, dtype=np.float64)
+        with self._lock:
+            for word in dict.fromkeys(query_terms):
+                index = self._speaker_cache.get(word)
+                if index is None:
+                    rows = self._speakers.get(word, {})
+                    index = np.fromiter(rows.keys(), dtype=np.intp, count=len(rows))
+                    self._speaker_cache[word] = index
+                out[index[index < n]] = 1.0
+        return out
 
     def jaccard(self, query_terms: Sequence[str], n: int) -> F64:
         """Token Jaccard (on index terms) of the query with each of the first ``n`` rows."""

@@ -323,6 +323,7 @@ class Retriever:
             semantic = self.index.jaccard(query_terms, n)
             mode = SemanticMode.JACCARD
         components[:, COL.semantic] = semantic
+        components[:, COL.speaker] = self.index.speaker_match(query_terms, n)
         bm25 = self.index.bm25(query_terms, eligible, k1=self.config.bm25_k1,
                                b=self.config.bm25_b)
         best = float(bm25.max()) if n else 0.0

@@ -15,6 +15,8 @@ Components (each in 0..1 except flagged importance, which the seed 002 boost may
 * ``context``: for episodic records, the best relevance (semantic and lexical, in their weight
   ratio) among the record's time neighbours of the same agent within ``context_window_ms``:
   the reply to a relevant question is relevant.
+* ``speaker``: 1 when the record is a turn attributed to someone (``"Name: text"``) whom the
+  query names, else 0: "what did Caroline say…" is answered by Caroline's own turns.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class ComponentIndex:
     layer: int = COMPONENTS.index("layer")
     access: int = COMPONENTS.index("access")
     context: int = COMPONENTS.index("context")
+    speaker: int = COMPONENTS.index("speaker")
 
 
 COL = ComponentIndex()

@@ -85,7 +85,7 @@ class SemanticMode(StrEnum):
 
 # Score components in a fixed order (columns of the component matrix).
 COMPONENTS: tuple[str, ...] = (
-    "importance", "recency", "semantic", "lexical", "layer", "access", "context")
+    "importance", "recency", "semantic", "lexical", "layer", "access", "context", "speaker")
 
 # Code order of DropReason in the per-candidate array; -1 = packed.
 _DROP_CODES: tuple[DropReason, ...] = tuple(DropReason)

@@ -41,6 +41,7 @@ class ScoringWeights:
     layer: float = 0.03
     access: float = 0.02
     context: float = 0.35
+    speaker: float = 0.08
 
     def __post_init__(self) -> None:
         for name in COMPONENTS:
@@ -79,10 +80,10 @@ class ScoringWeights:
 # query. ``summary`` leans on recency and layer (episodes to condense), ``navigation`` on layer
 # (spatial/procedural). See docs/retrieval.md.
 DEFAULT_PURPOSE_WEIGHTS: Mapping[Purpose, ScoringWeights] = MappingProxyType({
-    Purpose.REASONING: ScoringWeights(0.08, 0.04, 0.49, 0.21, 0.03, 0.02, 0.35),
-    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.46, 0.20, 0.06, 0.02, 0.33),
-    Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.38, 0.16, 0.23, 0.02, 0.19),
-    Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.32, 0.14, 0.18, 0.02, 0.16),
+    Purpose.REASONING: ScoringWeights(0.08, 0.04, 0.49, 0.21, 0.03, 0.02, 0.35, 0.08),
+    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.46, 0.20, 0.06, 0.02, 0.33, 0.08),
+    Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.38, 0.16, 0.23, 0.02, 0.19, 0.04),
+    Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.32, 0.14, 0.18, 0.02, 0.16, 0.04),
 })
 
 _L = Layer
@@ -101,7 +102,7 @@ DEFAULT_LAYER_WEIGHTS: Mapping[Purpose, Mapping[Layer, float]] = MappingProxyTyp
 _STRATEGY_COMPONENTS: Mapping[Strategy, tuple[str, ...]] = MappingProxyType({
     Strategy.RECENCY: ("recency",),
     Strategy.IMPORTANCE: ("importance",),
-    Strategy.SEMANTIC: ("semantic", "lexical", "context"),
+    Strategy.SEMANTIC: ("semantic", "lexical", "context", "speaker"),
 })
 
 

@@ -32,6 +32,7 @@ from engine.errors import (
     ValidationError,
 )
 from engine.records import MemoryRecord
+from engine.store import view_cache
 from engine.store.codec import SCHEMA_VERSION, record_from_chroma, record_to_chroma
 from engine.store.lock import StoreLock, read_lock_holder
 from engine.store.view import ColumnarView
@@ -175,6 +176,10 @@ class MemoryStore:
         self._foreign = foreign
         self._lock = lock
         self._max_batch = 1000
+        # The persisted view (embedded stores): valid until this session's first write.
+        self._cache_dir = None if spec.is_remote else Path(spec.location).expanduser()
+        self._view_from_cache = False
+        self._dirty = False
         if client is not None:
             try:
                 self._max_batch = max(1, int(client.get_max_batch_size()))
@@ -197,6 +202,9 @@ class MemoryStore:
         if not spec.is_remote and not spec.read_only:
             lock = StoreLock(Path(spec.location).expanduser())
             lock.acquire()
+        directory = None if spec.is_remote else Path(spec.location).expanduser()
+        # Chroma touches chroma.sqlite3 when its client opens: fingerprint the file first.
+        stamp = view_cache.fingerprint(directory) if directory is not None else None
         try:
             client = _connect(spec)
             collection, foreign = cls._collection_for(client, spec, dimension)
@@ -204,7 +212,17 @@ class MemoryStore:
             view = ColumnarView(dimension)
             store = cls(spec, client, collection, view, read_only=read_only, foreign=foreign,
                         lock=lock)
-            store._load_view(now_ms, progress)
+            cached = None
+            if directory is not None and stamp is not None and not foreign \
+                    and collection is not None:
+                cached = view_cache.load_view(directory, dimension, stamp)
+            if cached is not None:
+                store._view = cached
+                store._view_from_cache = True
+                if progress is not None:
+                    progress(len(cached), len(cached))
+            else:
+                store._load_view(now_ms, progress)
             return store
         except BaseException:
             if lock is not None:
@@ -358,6 +376,26 @@ class MemoryStore:
             raise RecordNotFound(missing[0])
         return [found[r] for r in record_ids]
 
+    def read_by_id(self, record_ids: Sequence[str], *, now_ms: float = 0.0) -> list[MemoryRecord]:
+        """Records read from Chroma by id, bypassing the view (documents and metadata only).
+
+        For a read-only opener following a writer in another process: its view does not know
+        the writer's new records. Missing ids are simply absent from the result.
+        """
+        if self._collection is None or not record_ids:
+            return []
+        found: list[MemoryRecord] = []
+        try:
+            for start in range(0, len(record_ids), self._max_batch):
+                page = self._collection.get(ids=list(record_ids[start:start + self._max_batch]),
+                                            include=["documents", "metadatas"])
+                found.extend(record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
+                             for i, d, m in zip(page["ids"], page["documents"],
+                                                page["metadatas"], strict=True))
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+        return found
+
     def versions(self, record_ids: Sequence[str]) -> dict[str, int]:
         """The stored ``version`` of each existing record, read from Chroma (not the view)."""
         if self._collection is None or not record_ids:
@@ -406,6 +444,9 @@ class MemoryStore:
         if self._read_only:
             why = "it was written by another tool" if self._foreign else "it is open read-only"
             raise StoreReadOnly(f"cannot write to {self.location}: {why}")
+        if not self._dirty and self._cache_dir is not None:
+            view_cache.invalidate(self._cache_dir)  # before the store changes: crash-safe
+        self._dirty = True
 
     def write(self, records: Sequence[MemoryRecord],
               vectors: npt.NDArray[np.float32] | None = None) -> None:
@@ -513,11 +554,15 @@ class MemoryStore:
         self._view.remove(record_ids)
 
     def close(self) -> None:
-        """Close the client, then release the lock. Safe to call twice."""
+        """Close the client, save the view (embedded, writable), release the lock. Idempotent."""
         self._collection = None
         client, self._client = self._client, None
         if client is not None:
             _close_client(client)
+            if self._cache_dir is not None and not self._read_only:
+                with contextlib.suppress(OSError):  # a cache we cannot write is only slower
+                    view_cache.save_view(self._view, self._cache_dir,
+                                         arrays_current=self._view_from_cache and not self._dirty)
         if self._lock is not None:
             self._lock.release()
             self._lock = None

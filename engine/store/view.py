@@ -156,6 +156,34 @@ class ColumnarView:
         self._has_vec: B = grow(get("_has_vec"), (capacity,), np.bool_, False)
         self._vectors: F32 = grow(get("_vectors"), (capacity, self._dim), np.float32)
 
+    @classmethod
+    def from_columns(cls, dimension: int, columns: dict[str, Any], *, ids: list[str],
+                     contents: list[str], hashes: list[str], tags: list[tuple[str, ...]],
+                     agents: list[str], sources: list[str]) -> ColumnarView:
+        """Rebuild a view from saved live columns (see :mod:`engine.store.view_cache`)."""
+        view = cls(dimension, capacity=max(16, len(ids) * 2))
+        n = len(ids)
+        targets: dict[str, Any] = {"agent": view._agent, "source": view._source,
+                                   "layer": view._layer,
+                   "privacy": view._privacy, "tier": view._tier, "category": view._category,
+                   "importance": view._importance, "confidence": view._confidence,
+                   "created_at": view._created, "last_accessed": view._accessed,
+                   "access_count": view._access_count, "expires_at": view._expires,
+                   "recency_anchor": view._anchor, "token_estimate": view._tokens,
+                   "has_vector": view._has_vec, "vectors": view._vectors}
+        for name, target in targets.items():
+            target[:n] = columns[name]
+        view._alive[:n] = True
+        view._n = n
+        view._ids, view._contents, view._hashes, view._tags = ids, contents, hashes, tags
+        view._rows = {record_id: row for row, record_id in enumerate(ids)}
+        for row, digest in enumerate(hashes):
+            view._by_hash.setdefault(digest, set()).add(row)
+        view._agents, view._sources = list(agents), list(sources)
+        view._agent_code = {a: i for i, a in enumerate(view._agents)}
+        view._source_code = {s: i for i, s in enumerate(view._sources)}
+        return view
+
     # -- reading ---------------------------------------------------------------------------
 
     @property

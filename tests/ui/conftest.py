@@ -120,8 +120,9 @@ def make_window(qtbot: QtBot, qloop: qasync.QEventLoop,
         window.deleteLater()
 
 
-def open_store(qtbot: QtBot, window: MainWindow, path: Path | str, **spec: Any) -> None:
+def open_store(qtbot: QtBot, window: MainWindow, path: Path | str, *, timeout: float = 30.0,
+               **spec: Any) -> None:
     """Open a store in ``window`` and wait for its first page."""
-    session = run(qtbot, window.open_store(StoreSpec(str(path), **spec)))
+    session = run(qtbot, window.open_store(StoreSpec(str(path), **spec)), timeout=timeout)
     assert session is not None, window.banner_label.text()
     qtbot.waitUntil(lambda: window.records.model.settled)

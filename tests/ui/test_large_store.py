@@ -44,7 +44,7 @@ def test_page_to_the_end_of_a_100k_store(qtbot: QtBot, make_window: Callable[...
                                          store_100k: Path) -> None:
     window = make_window()
     started = time.perf_counter()
-    open_store(qtbot, window, store_100k, read_only=True)
+    open_store(qtbot, window, store_100k, read_only=True, timeout=600)
     opened = time.perf_counter() - started
     view, model = window.records, window.records.model
     assert model.total == model.rowCount() == COUNT

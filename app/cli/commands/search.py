@@ -50,6 +50,9 @@ def register(subparsers: Any) -> None:
     locomo.add_argument("--k", type=_positive, default=5, help="k shown in the summary line")
     locomo.add_argument("--include-adversarial", action="store_true",
                         help="also ask category-5 (unanswerable) questions")
+    locomo.add_argument("--review", choices=["keep", "merge", "leave"], default="keep",
+                        help="resolve memories the pipeline deferred to review: keep both "
+                             "(default), merge, or leave pending (lost to the eval)")
     locomo.add_argument("--conversations", type=_positive, default=None, metavar="N",
                         help="only the first N conversations")
     locomo.add_argument("--questions", type=_positive, default=None, metavar="N",
@@ -93,7 +96,7 @@ def _eval_locomo(args: argparse.Namespace, ctx: CliContext) -> int:
                      "ranking on token Jaccard, the cosine baseline scores 0")
             embedder = None
     result = evaluate_locomo(args.file, unit=args.unit, embedder=embedder,
-                             include_adversarial=args.include_adversarial,
+                             include_adversarial=args.include_adversarial, review=args.review,
                              limit_conversations=args.conversations,
                              limit_questions=args.questions, progress=ctx.warn)
     document = result.to_json()

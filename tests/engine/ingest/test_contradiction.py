@@ -38,6 +38,10 @@ def test_conflicting_details_are_found(stored: str, incoming: str, kind: str) ->
     ("Two blasts hit Syria capital", "Two blasts rock Syrian capital"),
     ("The dogs play in the snow", "The two dogs are playing fetch in the snow"),
     ("Shinzo Abe Selected as Japan's Prime Minister", "Shinzo Abe is Japan's prime minister"),
+    # dialogue: discourse words, short names, sentence-initial verbs, multi-sentence turns
+    ("Caroline: Thanks, Mel! My goal is a loving home.",
+     "Caroline: Wow, Melanie! My goal is to give kids a loving home."),
+    ("Melanie: That's great. How was the trip?", "Melanie: Taking the trip was great."),
 ])
 def test_paraphrases_and_extra_details_pass(stored: str, incoming: str) -> None:
     assert find_conflicts(stored, incoming) == ()

@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import InputFormatError
 from engine.events import EventFilter
-from engine.ingest import Action, IngestPolicy
+from engine.ingest import Action, IngestPolicy, Reason
 from engine.ingest.salience import SalienceConfig, select_salient
 from engine.memory_engine import MemoryEngine
 from engine.records import NewMemory, TrustTier
@@ -119,6 +119,17 @@ class TestBatch:
         assert engine.count() == 2 and not result.cancelled
         merged = engine.get(result.results[0].record_id or "")
         assert merged.merged_from == (result.results[1].incoming_id,)
+
+    def test_a_deferral_is_queued_once_per_batch(self, engine: MemoryEngine,
+                                                 table: TableEmbedder) -> None:
+        table.pair("Uma's locker is number 14", "Uma's locker is number 41", 0.97)
+        items = [NewMemory("Uma's locker is number 14"), NewMemory("Uma's locker is number 41"),
+                 NewMemory("Uma's locker is number 41")]
+        result = engine.ingest_batch(items)
+        assert [(r.action, r.reason) for r in result.results][1:] == [
+            (Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION),
+            (Action.SKIPPED, Reason.PENDING_REVIEW)]
+        assert len(engine.review_queue()) == 1
 
     def test_cancel_leaves_nothing_half_written(self, engine: MemoryEngine) -> None:
         engine.set_ingest_policy(IngestPolicy(batch_size=4))

@@ -172,3 +172,20 @@ def test_prune_on_an_empty_store(tmp_path: Path, mode: str) -> None:
         assert len(eng.prune(mode).selection) == 0
     finally:
         eng.close()
+
+
+def test_compact_if_due_respects_episodic_max_and_interval(tmp_path: Path) -> None:
+    eng = _engine(tmp_path / "s", episodic_max=6, episodic_keep_recent=2,
+                  summarization_batch_size=3, summarization_min_interval_ms=60_000)
+    try:
+        write(eng, _episodes(5))
+        assert eng.compact_if_due() == []  # 5 <= episodic_max: not due
+        write(eng, [make_record(20 + i, f"Bob went hiking on trail {i}. It rained.",
+                                layer=Layer.EPISODIC, importance=0.3, age_days=30 + i,
+                                tags=("hike",)) for i in range(5)])
+        reports = eng.compact_if_due()
+        assert len(reports) == 1 and reports[0].removed > 0
+        assert reports[0].remaining <= 6
+        assert eng.compact_if_due() == []  # within the minimum interval
+    finally:
+        eng.close()

@@ -140,7 +140,7 @@ def test_drop_reasons_for_filter_ttl_and_privacy(engine: MemoryEngine) -> None:
     line = bundle.to_json()["diagnostics"]["candidates"][0]
     assert set(line) == {"id", "score", "components", "packed", "drop_reason", "tokens"}
     assert set(line["components"]) == {"importance", "recency", "semantic", "lexical", "layer",
-                                       "access", "context"}
+                                       "access", "context", "speaker"}
     assert bundle.diagnostics.filtered_count == 4
 
 
@@ -216,3 +216,17 @@ def test_context_component_lends_relevance_to_episodic_neighbours(engine: Memory
     lines = {c.id: c for c in bundle.diagnostics.candidates}
     assert lines["r001"].components["context"] > 0.0
     assert lines["r002"].components["context"] == 0.0  # days apart: no shared context
+
+
+def test_speaker_component_favours_the_named_speakers_turns(engine: MemoryEngine) -> None:
+    write(engine, [
+        make_record(0, "Caroline: I started a pottery class last week", layer=Layer.EPISODIC),
+        make_record(1, "Melanie: Caroline told me about pottery", layer=Layer.EPISODIC,
+                    age_days=5.0),
+        make_record(2, "Caroline said the lake was cold", layer=Layer.EPISODIC, age_days=9.0),
+    ])
+    bundle = engine.retrieve(RetrievalRequest(max_tokens=1000, query="What did Caroline start?"),
+                             inspect=True)
+    lines = {c.id: c.components["speaker"] for c in bundle.diagnostics.candidates}
+    assert lines == {"r000": 1.0, "r001": 0.0, "r002": 0.0}
+    assert bundle.records[0].id == "r000"

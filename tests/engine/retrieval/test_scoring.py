@@ -143,6 +143,17 @@ def test_bm25_incremental_sync_matches_a_rebuild() -> None:
     assert fresh.rebuilds == 0  # built by appending, then one row re-indexed
 
 
+def test_speaker_terms_and_match() -> None:
+    from engine.retrieval.lexical import speaker_terms
+
+    assert speaker_terms("Caroline: hi") == ("caroline",)
+    assert speaker_terms("Dr. Ada Lovelace: notes") == ("dr", "ada", "lovelace")
+    assert speaker_terms("the deploy: failed") == ()
+    index = TextIndex()
+    index.sync(_snapshot(["Caroline: hi", "Melanie: hi Caroline", "Caroline rests"]))  # type: ignore[arg-type]
+    assert index.speaker_match(terms("did Caroline say hi"), 3).tolist() == [1.0, 0.0, 0.0]
+
+
 def test_jaccard_on_index_terms() -> None:
     index = TextIndex()
     index.sync(_snapshot(["user prefers typescript", "user likes typescript"]))  # type: ignore[arg-type]

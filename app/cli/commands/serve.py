@@ -1,0 +1,92 @@
+"""``mnemoscope serve``: the read-only introspection API for a store (docs/api.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from typing import Any
+
+from app.cli.context import CliContext
+from engine.errors import ConfigInvalid
+from engine.introspection.server import (
+    TOKEN_ENV,
+    IntrospectionServer,
+    ServerLimits,
+    is_loopback,
+)
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve`` command."""
+    serve = subparsers.add_parser(
+        "serve", help="serve a read-only HTTP JSON API to inspect a store (or a live agent)",
+        description="Serve the read-only introspection API for the selected store. An "
+                    "embedded store in use by an agent is opened read-only and followed as "
+                    "the agent writes. A bearer token is required on every request: "
+                    f"${TOKEN_ENV}, or a fresh one printed at start.")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="interface to bind (default 127.0.0.1; others need --allow-remote)")
+    serve.add_argument("--port", type=int, default=8765, help="TCP port (0 = any free port)")
+    serve.add_argument("--allow-remote", action="store_true",
+                       help="permit binding a non-loopback address (no TLS: use a tunnel)")
+    redaction = serve.add_mutually_exclusive_group()
+    redaction.add_argument("--redaction", dest="redaction", action="store_true", default=None,
+                           help="redact every response (default: the settings' redaction)")
+    redaction.add_argument("--no-redaction", dest="redaction", action="store_false")
+    serve.add_argument("--writable", action="store_true",
+                       help="open the store for writing (this process becomes the agent's "
+                            "engine; layer summaries are kept current); default read-only")
+    serve.add_argument("--refresh", type=float, default=2.0, metavar="SECONDS",
+                       help="read-only: shortest time between view reloads (default 2)")
+    serve.add_argument("--rate", type=float, default=20.0, metavar="PER_SECOND",
+                       help="requests per second per client (default 20)")
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
+    if not 0 <= args.port <= 65535:
+        raise ConfigInvalid("--port", args.port, "must be in 0..65535")
+    if not is_loopback(args.host) and not args.allow_remote:
+        raise ConfigInvalid("--host", args.host, "a non-loopback address exposes the agent's "
+                            "memory to the network; add --allow-remote to do it on purpose")
+    if args.refresh < 0:
+        raise ConfigInvalid("--refresh", args.refresh, "must be >= 0")
+    ctx.load_model = ctx.load_model and args.writable  # reading needs no embeddings
+    engine = ctx.open_engine(read_only=not args.writable)
+    token = os.environ.get(TOKEN_ENV) or None
+    server = IntrospectionServer(
+        engine, host=args.host, port=args.port, token=token, allow_remote=args.allow_remote,
+        redaction=args.redaction, refresh_interval_s=args.refresh,
+        limits=ServerLimits(rate_per_s=args.rate, burst=max(1, int(args.rate * 3))))
+    if args.writable:
+        engine.start_layers()
+    done = threading.Event()
+
+    def _stop(_signum: int, _frame: object) -> None:
+        done.set()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server.start()
+    shown_token = "(from $" + TOKEN_ENV + ")" if token else server.token
+    if ctx.json:
+        ctx.emit_json({"url": server.url, "token": None if token else server.token,
+                       "token_from_env": bool(token), "mode": server.source.mode,
+                       "redaction": server.redaction, "pid": os.getpid()})
+        ctx.stdout.flush()
+    else:
+        ctx.print(f"Mnemoscope introspection API ({server.source.mode}) at {server.url}")
+        ctx.print(f"Token: {shown_token}")
+        ctx.print(f"Redaction: {'on' if server.redaction else 'off'}. Ctrl+C stops.")
+        ctx.stdout.flush()
+    try:
+        done.wait()
+    finally:
+        server.stop()
+        engine.close_layers()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

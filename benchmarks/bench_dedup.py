@@ -1,0 +1,139 @@
+"""Dedup-decision latency (hash cache + nearest neighbours + rules), excluding embedding.
+
+Synthetic records with random unit vectors (no model) are written straight to a fresh embedded
+store; then incoming memories — half near-duplicates of stored records (perturbed vectors), half
+unrelated — are run through the pipeline's stages up to the decision with precomputed vectors,
+and the time from ``ingest-start`` through ``decision`` is measured per memory, as wall time
+and as process CPU time (all threads; on a shared machine the CPU time is the better estimate
+of the uncontended latency). The last column is the CPU cost of the columnar view's
+``snapshot()`` alone (it copies the id/content/hash/tag lists), which a single ingest takes
+once. Nothing is written (the runs stop before ``merge/defer``).
+
+Usage: ``python benchmarks/bench_dedup.py [--sizes 10000 100000] [--queries 400]``
+Prints a table: store size, search path (numpy exact / Chroma HNSW), wall p50 / p95 / p99 / max
+and CPU p50 / p99 in ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from engine.clock import DeterministicClock
+from engine.config import DedupConfig
+from engine.ingest import IngestPolicy, Stage
+from engine.memory_engine import EngineConfig, MemoryEngine
+from engine.records import MemoryRecord, NewMemory
+from engine.store import StoreSpec
+
+DIM = 384
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+         "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
+         "sierra", "tango", "uniform", "victor", "whiskey", "xray"]
+
+
+def _text(rng: np.random.Generator, i: int) -> str:
+    return f"record {i} " + " ".join(rng.choice(WORDS, size=8))
+
+
+def build(path: Path, size: int, rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
+    vectors = rng.standard_normal((size, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = [_text(rng, i) for i in range(size)]
+    engine = MemoryEngine.open(StoreSpec(str(path)), clock=DeterministicClock(1.7e12))
+    try:
+        chunk = 5000
+        for start in range(0, size, chunk):
+            records = [MemoryRecord.create(NewMemory(t), now_ms=1.7e12, importance=0.5,
+                                           embedding_model="synthetic")
+                       for t in texts[start:start + chunk]]
+            engine.store.write(records, vectors[start:start + chunk])
+    finally:
+        engine.close()
+    return vectors, texts
+
+
+def measure(path: Path, vectors: np.ndarray, texts: list[str], queries: int,
+            exact_max: int, rng: np.random.Generator) -> tuple[str, np.ndarray]:
+    """(search path used, [[wall ms, process CPU ms, view-snapshot CPU ms]] per decision)."""
+    config = EngineConfig(dedup=DedupConfig(exact_search_max=exact_max), sampling_rate=0.0)
+    engine = MemoryEngine.open(StoreSpec(str(path)), clock=DeterministicClock(1.8e12),
+                               config=config)
+    engine.set_ingest_policy(IngestPolicy(dedup=config.dedup))
+    timings: list[tuple[float, float, float]] = []
+    try:
+        pipeline = engine._ingest_pipeline()  # the benchmark drives stages with its own vectors
+        for q in range(queries + 20):
+            if q % 2 == 0:
+                source = int(rng.integers(len(texts)))
+                noise = rng.standard_normal(DIM).astype(np.float32) * 0.02
+                vector = vectors[source] + noise
+                text = texts[source] + " again"
+            else:
+                vector = rng.standard_normal(DIM).astype(np.float32)
+                text = _text(rng, 10_000_000 + q)
+            vector /= np.linalg.norm(vector)
+            run = pipeline.stepped(NewMemory(text), vector=vector)
+            wall, cpu = time.perf_counter(), time.process_time()
+            while run.next_stage is not Stage.APPLY:  # ingest-start .. decision
+                run.step()
+            elapsed = (time.perf_counter() - wall) * 1000.0, (time.process_time() - cpu) * 1000.0
+            snap_cpu = time.process_time()
+            engine.store.view.snapshot()  # what the candidate stage's snapshot alone costs
+            snap_ms = (time.process_time() - snap_cpu) * 1000.0
+            if q >= 20:  # warm-up excluded
+                timings.append((*elapsed, snap_ms))
+        path_used = str(run.state[Stage.CANDIDATES.value]["method"])
+    finally:
+        engine.close()
+    return path_used, np.asarray(timings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=400)
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="build stores under DIR and keep them (reused when present)")
+    args = parser.parse_args()
+    rng = np.random.default_rng(7)
+    print(f"{'records':>8} {'path':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+          f"   {'cpu p50':>8} {'cpu p99':>8} {'snapshot':>9}")
+    for size in args.sizes:
+        directory = (args.keep / str(size)) if args.keep else \
+            Path(tempfile.mkdtemp(prefix="bench-dedup-"))
+        try:
+            began = time.perf_counter()
+            saved = directory / "vectors.npy"
+            if args.keep and saved.exists():
+                vectors = np.load(saved)
+                texts = (directory / "texts.txt").read_text(encoding="utf-8").split("\n")
+            else:
+                directory.mkdir(parents=True, exist_ok=True)
+                vectors, texts = build(directory / "store", size, rng)
+                if args.keep:
+                    np.save(saved, vectors)
+                    (directory / "texts.txt").write_text("\n".join(texts), encoding="utf-8")
+            build_s = time.perf_counter() - began
+            configs = [("default", DedupConfig().exact_search_max), ("exact", 10 * size)]
+            for _label, exact_max in configs:
+                used, timings = measure(directory / "store", vectors, texts, args.queries,
+                                        exact_max, rng)
+                p50, p95, p99 = np.percentile(timings[:, 0], [50, 95, 99])
+                c50, c99 = np.percentile(timings[:, 1], [50, 99])
+                print(f"{size:>8} {used:>6} {p50:>8.2f} {p95:>8.2f} {p99:>8.2f} "
+                      f"{timings[:, 0].max():>8.2f}   {c50:>8.2f} {c99:>8.2f} "
+                      f"{np.percentile(timings[:, 2], 50):>9.2f}")
+            print(f"{'':>8} (store of {size} built or loaded in {build_s:.0f} s)")
+        finally:
+            if not args.keep:
+                shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

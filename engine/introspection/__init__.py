@@ -1,0 +1,27 @@
+"""The read-only introspection API: inspect a live agent's memory over local HTTP JSON.
+
+* :mod:`.server`    the HTTP server (auth, limits, routes), :func:`serve_in_thread`
+* :mod:`.source`    the reads behind it (live in-process, or following a store read-only)
+* :mod:`.documents` JSON shaping and response redaction
+* :mod:`.client`    a small read-only client (httpx) with reconnecting event streams — import
+  it from ``engine.introspection.client``; the server itself needs only the standard library
+
+``docs/api.md`` documents the endpoints.
+"""
+
+from engine.introspection.server import (
+    IntrospectionServer,
+    ServerLimits,
+    is_loopback,
+    serve_in_thread,
+)
+from engine.introspection.source import API_VERSION, EngineSource
+
+__all__ = [
+    "API_VERSION",
+    "EngineSource",
+    "IntrospectionServer",
+    "ServerLimits",
+    "is_loopback",
+    "serve_in_thread",
+]

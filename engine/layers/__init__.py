@@ -1,0 +1,48 @@
+"""Layer handlers: social summaries, procedural pattern mining, the spatial index and adapter.
+
+* :mod:`.social`     one summary per counterpart (sentiment trend, last contact, count)
+* :mod:`.procedural` the pattern miner over episodic records (steps, success rate)
+* :mod:`.spatial`    positions: radius / nearest queries, the physics-event adapter
+* :mod:`.service`    the event hook that keeps them current and writes the derived records
+* :mod:`.schema`     the ledger tables holding the evidence
+
+``docs/layers.md`` describes the metadata conventions and where each thing is stored.
+"""
+
+from engine.layers.procedural import Episode, EpisodeEvidence, Pattern, mine_patterns
+from engine.layers.service import (
+    EVENT_PATTERN,
+    EVENT_SOCIAL_SUMMARY,
+    LayerContext,
+    LayerService,
+    PatternHistoryPoint,
+)
+from engine.layers.social import SentimentPoint, SocialObservation, SocialSummary, summarize
+from engine.layers.spatial import (
+    SpatialAdapter,
+    SpatialEvent,
+    SpatialEventKind,
+    SpatialHit,
+    SpatialIndex,
+)
+
+__all__ = [
+    "EVENT_PATTERN",
+    "EVENT_SOCIAL_SUMMARY",
+    "Episode",
+    "EpisodeEvidence",
+    "LayerContext",
+    "LayerService",
+    "Pattern",
+    "PatternHistoryPoint",
+    "SentimentPoint",
+    "SocialObservation",
+    "SocialSummary",
+    "SpatialAdapter",
+    "SpatialEvent",
+    "SpatialEventKind",
+    "SpatialHit",
+    "SpatialIndex",
+    "mine_patterns",
+    "summarize",
+]

@@ -1,0 +1,92 @@
+"""``mnemoscope serve`` through the real CLI: an agent process writes, ``serve`` follows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from app.cli import run_cli
+from engine.introspection.client import ApiUnauthorized, IntrospectionClient
+from engine.memory_engine import MemoryEngine
+from engine.records import NewMemory
+from engine.store import StoreSpec
+
+TOKEN = "cli-test-token-0123456789"
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOSCOPE_")}
+    env.update({"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+                "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data"), "MNEMOSCOPE_API_TOKEN": TOKEN,
+                "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    return env
+
+
+def _read_json_document(stream: IO[str], deadline: float) -> dict[str, object]:
+    text = ""
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        text += line
+        if line.rstrip() == "}":
+            document: dict[str, object] = json.loads(text)
+            return document
+    raise AssertionError(f"no JSON document from serve: {text!r}")
+
+
+def test_serve_follows_an_agent_in_another_process(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    agent = MemoryEngine.open(StoreSpec(str(store)))  # the agent holds the store's lock
+    agent.add(NewMemory("the agent's first memory"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "--store", str(store), "--no-model", "--json", "serve",
+         "--port", "0", "--refresh", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+    try:
+        assert process.stdout is not None
+        started = _read_json_document(process.stdout, time.monotonic() + 120)
+        assert started["mode"] == "read-only" and started["token_from_env"] is True
+        assert started["token"] is None  # a token from the environment is never echoed
+        url = str(started["url"])
+        assert url.startswith("http://127.0.0.1:")
+        with IntrospectionClient(url, TOKEN) as client:
+            assert client.snapshot()["store"]["records"] == 1
+            agent.add(NewMemory("written while serve runs"))
+            page = client.records()
+            assert page["total"] == 2
+            assert {r["content"] for r in page["records"]} >= {"written while serve runs"}
+            kinds = [e["kind"] for e in client.events(after=0)["events"]]
+            assert kinds.count("memory:record:created") == 2
+        with IntrospectionClient(url, "not-the-token-0123456789") as stranger, \
+                pytest.raises(ApiUnauthorized):
+            stranger.snapshot()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+        if process.stderr is not None:
+            process.stderr.close()
+        agent.close()
+
+
+def test_serve_refuses_a_public_bind_without_the_flag(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
+    code = run_cli(["--store", str(tmp_path / "store"), "--no-model", "serve", "--host",
+                    "0.0.0.0", "--port", "0"], env)
+    assert code == 1
+    assert "--allow-remote" in capsys.readouterr().err

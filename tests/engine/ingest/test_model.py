@@ -1,0 +1,50 @@
+"""The pipeline with the real model (all-MiniLM-L6-v2): paraphrases and trust tiers."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.embedding import SentenceTransformerEmbedder
+from engine.ingest import Action, Reason
+from engine.records import NewMemory, TrustTier
+from tests.engine.ingest.conftest import EngineFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.model]
+
+
+@pytest.fixture(scope="module")
+def model() -> SentenceTransformerEmbedder:
+    embedder = SentenceTransformerEmbedder()
+    embedder.start_loading()
+    assert embedder.wait_ready(300), embedder.status().reason
+    return embedder
+
+
+@pytest.mark.parametrize(("stored", "paraphrase", "auto_reason"), [
+    # cosine 0.85: above the human threshold, in the auto tier's gray zone
+    ("The team deploys to production on Fridays", "The team ships to production every Friday",
+     Reason.GRAY_ZONE),
+    # cosine 0.94 with little word overlap: merges from a person, reviewed from an importer
+    ("Alice is allergic to peanuts", "Alice has a peanut allergy", Reason.LOW_OVERLAP),
+])
+def test_paraphrase_merges_at_human_tier_not_at_auto(
+        make_engine: EngineFactory, model: SentenceTransformerEmbedder, stored: str,
+        paraphrase: str, auto_reason: Reason) -> None:
+    outcomes = {}
+    for tier in (TrustTier.HUMAN, TrustTier.AUTO):
+        engine = make_engine(embedder=model, name=f"store-{tier.value}")
+        assert engine.ingest(NewMemory(stored)).action is Action.INSERTED
+        outcomes[tier] = engine.ingest(NewMemory(paraphrase, source_tier=tier))
+    assert outcomes[TrustTier.HUMAN].action is Action.MERGED
+    assert (outcomes[TrustTier.AUTO].action, outcomes[TrustTier.AUTO].reason) == (
+        Action.DEFERRED, auto_reason)
+    assert outcomes[TrustTier.AUTO].semantic
+
+
+def test_contradiction_with_the_real_model(make_engine: EngineFactory,
+                                           model: SentenceTransformerEmbedder) -> None:
+    engine = make_engine(embedder=model)
+    engine.ingest(NewMemory("The weekly standup is at 3pm"))
+    result = engine.ingest(NewMemory("The weekly standup is at 5pm"))
+    assert result.similarity is not None and result.similarity > 0.9
+    assert (result.action, result.reason) == (Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION)

@@ -1,0 +1,108 @@
+"""The persisted view: fast re-open, and never stale (invalidated before writes, fingerprinted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from engine.records import MemoryRecord, NewMemory
+from engine.store import MemoryStore, StoreSpec, view_cache
+
+NOW = 1_767_225_600_000.0
+
+
+def records(n: int, start: int = 0) -> list[MemoryRecord]:
+    return [MemoryRecord.create(NewMemory(content=f"cached memory {i}", agent_id=f"a{i % 3}",
+                                          tags=(f"t{i % 2}",)), now_ms=NOW + i)
+            for i in range(start, start + n)]
+
+
+def vectors(n: int, seed: int = 0) -> npt.NDArray[np.float32]:
+    v = np.random.default_rng(seed).standard_normal((n, 384)).astype(np.float32)
+    unit: npt.NDArray[np.float32] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
+
+
+def same_view(a: MemoryStore, b: MemoryStore) -> None:
+    sa, sb = a.view.snapshot(), b.view.snapshot()
+    order_a = {sa.ids[r]: r for r in sa.live_rows.tolist()}
+    order_b = {sb.ids[r]: r for r in sb.live_rows.tolist()}
+    assert order_a.keys() == order_b.keys()
+    for record_id, ra in order_a.items():
+        rb = order_b[record_id]
+        assert sa.contents[ra] == sb.contents[rb] and sa.tags[ra] == sb.tags[rb]
+        assert sa.agents[sa.agent[ra]] == sb.agents[sb.agent[rb]]
+        assert sa.importance[ra] == sb.importance[rb] and sa.created_at[ra] == sb.created_at[rb]
+        assert np.allclose(sa.vectors[ra], sb.vectors[rb], atol=1e-6)
+
+
+def test_reopen_loads_the_saved_view_and_matches_chroma(store_dir: Path) -> None:
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    batch = records(40)
+    store.write(batch, vectors(40))
+    store.delete([batch[3].id])
+    store.close()
+    assert (store_dir / view_cache.CACHE_META).exists()
+    cached = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert cached._view_from_cache and cached.count() == 39
+    assert cached.view.ids_with_hash(batch[5].content_hash) == [batch[5].id]
+    view_cache.invalidate(store_dir)
+    fresh = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert not fresh._view_from_cache
+    same_view(cached, fresh)
+    cached.close()
+    fresh.close()
+
+
+def test_first_write_invalidates_before_touching_the_store(store_dir: Path) -> None:
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    store.write(records(5), vectors(5))
+    store.close()
+    again = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    assert again._view_from_cache
+    again.write(records(2, start=5), vectors(2, seed=1))
+    # A crash from here on must not leave a cache that misses these records.
+    assert not (store_dir / view_cache.CACHE_META).exists()
+    again.close()
+    third = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    assert third._view_from_cache and third.count() == 7
+    third.close()
+
+
+def test_another_writer_makes_the_cache_stale(store_dir: Path) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    store.write(records(3), vectors(3))
+    store.close()
+    client = chromadb.PersistentClient(path=str(store_dir),
+                                       settings=Settings(anonymized_telemetry=False))
+    collection = client.get_collection("mnemoscope_memories", embedding_function=None)
+    extra = records(1, start=100)[0]
+    from engine.store.codec import record_to_chroma
+
+    collection.add(ids=[extra.id], documents=[extra.content],
+                   metadatas=[record_to_chroma(extra)], embeddings=vectors(1, seed=2))
+    client.close()  # type: ignore[attr-defined]  # chromadb's ClientAPI stub lacks close()
+    reopened = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    assert not reopened._view_from_cache and reopened.count() == 4
+    reopened.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_damaged_cache_falls_back_to_chroma(store_dir: Path, damage: str) -> None:
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    store.write(records(6), vectors(6))
+    store.close()
+    target = store_dir / (view_cache.CACHE_ARRAYS if damage == "truncate"
+                          else view_cache.CACHE_META)
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"{not json")
+    # Keep the fingerprint valid so only the damage can make the cache unusable.
+    reopened = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert not reopened._view_from_cache and reopened.count() == 6
+    reopened.close()

@@ -1,0 +1,103 @@
+"""Retrieval diagnostics: component bars, the budget cut line against the engine's diagnostics,
+live re-ranking by weight sliders, side-by-side pin, redacted context, no access counting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pytestqt.qtbot import QtBot
+
+from engine.records import NewMemory
+from engine.redaction import redact_text
+from engine.retrieval import DropReason
+from engine.retrieval.types import COMPONENTS
+from tests.ui.conftest import run
+from tests.ui.observe_fixtures import session
+from ui.retrieval_view import RetrievalView, cut_index
+from ui.session import StoreSession
+from ui.tasks import TaskRunner
+
+__all__ = ["session"]
+
+DAY = 86_400_000.0
+TEXTS = ("Tokyo flights leave from gate 12 every morning",
+         "The hotel in Tokyo has a rooftop pool and a gym",
+         "Sam's API key is sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c for the Tokyo booking tool",
+         "Lunch with Priya on Friday at the ramen place near the office",
+         "The Kyoto train pass costs 300 dollars and covers the shinkansen",
+         "Seat maps for long flights show the window seats in blue")
+
+
+@pytest.fixture
+def view(qtbot: QtBot, runner: TaskRunner, session: StoreSession) -> RetrievalView:
+    now = session.engine.clock.now()
+    for i, text in enumerate(TEXTS):
+        session.engine.ingest(NewMemory(content=text, created_at=now - (i + 1) * 7 * DAY))
+    made = RetrievalView(runner)
+    qtbot.addWidget(made)
+    made.set_session(session)
+    made.query_edit.setText("flights to Tokyo")
+    made.budget_spin.setValue(40)
+    return made
+
+
+def test_bars_and_budget_cut_match_the_engine(qtbot: QtBot, view: RetrievalView,
+                                              session: StoreSession) -> None:
+    before = session.engine.store.view.snapshot().access_count.copy()
+    bundle = run(qtbot, view.retrieve())
+    assert bundle is not None
+    diag = bundle.diagnostics
+    engine_lines = diag.candidates
+    rows = view.live.rows
+    assert [r.id for r in rows] == [c.id for c in engine_lines]
+    assert [r.packed for r in rows] == [c.packed for c in engine_lines]
+    expected_cut = next(i for i, c in enumerate(engine_lines)
+                        if c.drop_reason is DropReason.BUDGET)
+    assert view.live.cut == expected_cut == cut_index(rows)
+    assert [r.id for r in rows if r.packed] == [r.id for r in bundle.records]
+    assert view.live.used == bundle.total_tokens <= 40
+    for row, line in zip(rows, engine_lines, strict=True):  # segments add up to the score
+        assert sum(row.parts) == pytest.approx(line.score, abs=1e-6)
+    assert all(view.sliders[n].value() == round(diag.weights[n] * 100) for n in COMPONENTS)
+    # inspection never counts accesses
+    after = session.engine.store.view.snapshot().access_count
+    assert np.array_equal(before, after)
+    assert "budget" in view.summary.text()
+
+
+def test_weight_slider_reranks_without_requery(qtbot: QtBot, view: RetrievalView,
+                                               session: StoreSession,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = run(qtbot, view.retrieve())
+    assert bundle is not None
+    first = [r.id for r in view.live.rows]
+
+    def no_store(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("re-ranking must not query the store")
+
+    monkeypatch.setattr(session.engine, "retrieve", no_store)
+    for name, slider in view.sliders.items():
+        slider.setValue(100 if name == "recency" else 0)
+    qtbot.waitUntil(lambda: view.rescores >= 1, timeout=5000)
+    ranked = [r.id for r in view.live.rows]
+    assert ranked != first
+    diag = bundle.diagnostics
+    recency = {diag.ids[r]: diag.components[r, COMPONENTS.index("recency")]
+               for r in diag.rows.tolist()}
+    assert [recency[i] for i in ranked] == sorted((recency[i] for i in ranked), reverse=True)
+    view.pin()
+    assert view.pinned_area.isVisibleTo(view)
+    assert [r.id for r in view.pinned.rows] == ranked
+    view.reset_weights()
+    assert [r.id for r in view.live.rows] == first  # B back to the engine's weights, A kept
+    assert [r.id for r in view.pinned.rows] == ranked
+
+
+def test_context_preview_is_redacted_when_on(qtbot: QtBot, view: RetrievalView) -> None:
+    view.budget_spin.setValue(500)
+    assert run(qtbot, view.retrieve()) is not None
+    assert "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c" in view.context.toPlainText()
+    view.set_redactor(redact_text)
+    shown = view.context.toPlainText()
+    assert "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c" not in shown
+    assert shown.startswith("Relevant memories:") and "Tokyo" in shown

@@ -1,0 +1,166 @@
+"""The slow-mo stepper: a paraphrase merge, a gray-zone deferral and a contradiction, stage by
+stage, with each stage's panel checked; Continue with a delay; the threshold what-if."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pytestqt.qtbot import QtBot
+
+from engine.ingest.kinds import Stage
+from tests.ui.conftest import run
+from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
+from ui.session import StoreSession
+from ui.stepper_view import StepperView, memory_from_json
+from ui.tasks import TaskRunner
+from ui.timeline_view import TimelineView
+from ui.whatif import threshold_what_if
+
+__all__ = ["session"]
+
+
+@pytest.fixture
+def stepper(qtbot: QtBot, runner: TaskRunner, session: StoreSession) -> StepperView:
+    view = StepperView(runner)
+    qtbot.addWidget(view)
+    view.set_session(session)
+    return view
+
+
+def step_all(qtbot: QtBot, view: StepperView, text: str) -> None:
+    view.content_edit.setPlainText(text)
+    assert run(qtbot, view.start())
+    assert view.run is not None
+    for stage in Stage:
+        assert view.run.next_stage is stage
+        report = run(qtbot, view.step())
+        assert report is not None and report.stage is stage
+        assert view.stage_list.currentRow() == report.index
+        assert "not run yet" not in view.panels[stage].headline.text()
+
+
+def test_paraphrase_merge_stage_by_stage(qtbot: QtBot, stepper: StepperView,
+                                         session: StoreSession, runner: TaskRunner) -> None:
+    timeline = TimelineView(runner)
+    qtbot.addWidget(timeline)
+    timeline.set_session(session)
+    stepper.run_finished.connect(timeline.highlight_run)
+    with qtbot.waitSignal(stepper.run_finished, timeout=20000):
+        step_all(qtbot, stepper, PARAPHRASE)
+    panels = stepper.panels
+    assert "hash" in panels[Stage.NORMALIZE].headline.text()
+    assert "path jaccard" in panels[Stage.EMBED].headline.text()
+    bars = panels[Stage.CANDIDATES].bars
+    assert bars is not None and bars.candidates
+    assert bars.candidates[0][1] >= bars.threshold > bars.floor
+    assert "merged because near_duplicate" in panels[Stage.DECISION].headline.text()
+    assert "contradiction check: none found" in panels[Stage.DECISION].headline.text()
+    diff = {name: (old, new) for name, old, new in panels[Stage.APPLY].diff_rows()}
+    assert diff["content"][0] == diff["content"][1] == BASE  # the stored text is kept
+    assert diff["version"] == ("1", "2")
+    assert "merge-applied" in panels[Stage.EVENTS].headline.text()
+    assert session.engine.count() == 1  # merged into the stored record
+    # the timeline receives the run's events (live tail) and highlights them
+    assert stepper.run is not None
+    incoming = stepper.run.incoming_id
+    qtbot.waitUntil(lambda: timeline.highlight_run(incoming) >= 5, timeout=5000)
+    kinds = {timeline.data.events[int(i)].kind for i in timeline.data.matching(incoming)}
+    assert {"ingest-start", "embed-request", "candidate-match", "merge-applied"} <= kinds
+
+
+def test_gray_zone_deferral(qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:
+    step_all(qtbot, stepper, GRAY)
+    bars = stepper.panels[Stage.CANDIDATES].bars
+    assert bars is not None
+    assert bars.floor <= bars.candidates[0][1] < bars.threshold  # inside the gray zone
+    assert "deferred because gray_zone" in stepper.panels[Stage.DECISION].headline.text()
+    assert "deferred" in stepper.panels[Stage.APPLY].headline.text()
+    assert len(session.engine.review_queue()) == 1
+    assert "deferred (gray_zone)" in stepper.status_label.text()
+
+
+def test_contradiction_goes_to_review(qtbot: QtBot, stepper: StepperView,
+                                      session: StoreSession) -> None:
+    step_all(qtbot, stepper, CONTRADICTION)
+    headline = stepper.panels[Stage.DECISION].headline.text()
+    assert "deferred because possible_contradiction" in headline
+    assert "antonym" in headline and "long" in headline and "short" in headline
+    items = session.engine.review_queue()
+    assert [i.reason for i in items] == ["possible_contradiction"]
+
+
+def test_continue_pause_and_speed(qtbot: QtBot, stepper: StepperView) -> None:
+    stepper.speed.setValue(30)
+    stepper.content_edit.setPlainText(PARAPHRASE)
+    assert run(qtbot, stepper.start())
+    assert stepper.continue_button.isEnabled() and not stepper.pause_button.isEnabled()
+    task_done: list[bool] = []
+
+    async def go() -> None:
+        await stepper.continue_run()
+        task_done.append(True)
+
+    from ui.tasks import spawn
+
+    spawn(go())
+    qtbot.waitUntil(lambda: stepper.pause_button.isEnabled(), timeout=5000)
+    stepper.pause()  # stops between stages
+    qtbot.waitUntil(lambda: bool(task_done), timeout=10000)
+    assert stepper.run is not None and not stepper.run.done
+    paused_at = len(stepper.run.reports)
+    assert 0 < paused_at < len(Stage)
+    run(qtbot, stepper.continue_run())
+    assert stepper.run.next_stage is None
+    result = stepper.run.result
+    assert result is not None and result.action.value == "merged"
+
+
+def test_stored_memory_and_import_line(qtbot: QtBot, stepper: StepperView,
+                                       session: StoreSession, tmp_path: Path) -> None:
+    record_id = session.engine.store.view.snapshot().ids[0]
+    assert run(qtbot, stepper.load_stored(record_id))
+    assert stepper.content_edit.toPlainText() == BASE
+    path = tmp_path / "in.jsonl"
+    path.write_text("not json\n" + json.dumps({"content": GRAY, "agent_id": "travel",
+                                               "layer": "episodic"}) + "\n", "utf-8")
+    assert run(qtbot, stepper.open_file(path)) == 2
+    assert stepper.next_line()  # the bad first line is reported and skipped
+    assert stepper.content_edit.toPlainText() == GRAY
+    assert stepper.agent_edit.text() == "travel" and stepper.layer_box.currentText() == \
+        "episodic"
+    assert stepper.new_memory().source == "import:in.jsonl"
+    assert not stepper.next_line()
+    assert memory_from_json('{"content": "x", "importance": 0.5}', "s").importance == 0.5
+
+
+def test_what_if_is_read_only_and_exact() -> None:
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=8)
+    vectors = [base, base + rng.normal(scale=0.35, size=8), rng.normal(size=8)]
+    unit = np.asarray([v / np.linalg.norm(v) for v in vectors], np.float32)
+    sims = unit @ unit.T
+    from types import SimpleNamespace
+
+    snapshot: Any = SimpleNamespace(
+        n=3, alive=np.ones(3, bool), has_vector=np.ones(3, bool), vectors=unit,
+        agent=np.zeros(3, np.int32), privacy=np.zeros(3, np.int8), layer=np.zeros(3, np.int8),
+        ids=["a", "b", "c"], contents=["A", "B", "C"])
+    s01 = float(sims[0, 1])
+    lowered = threshold_what_if(snapshot, old=min(0.99, s01 + 0.01), new=s01 - 0.01)
+    assert [(p.a, p.b, p.verdict) for p in lowered.pairs] == [("a", "b", "merge")]
+    raised = threshold_what_if(snapshot, old=s01 - 0.01, new=min(0.99, s01 + 0.01))
+    assert [p.verdict for p in raised.pairs] == ["split"]
+    assert threshold_what_if(snapshot, 0.9, 0.9).total == 0
+
+
+def test_what_if_in_the_view(qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:
+    before = session.engine.count()
+    stepper.whatif_value.setValue(0.6)
+    result = run(qtbot, stepper.what_if())
+    assert result is not None and result.old == 0.85 and result.new == 0.6
+    assert "0.85 → 0.60" in stepper.whatif_summary.text()
+    assert session.engine.count() == before  # read-only

@@ -1,0 +1,110 @@
+"""The voyeur timeline: history from the ledger, the live tail, filters, binned lanes, click."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtTest import QTest
+from pytestqt.qtbot import QtBot
+
+from engine.events import Event
+from engine.records import NewMemory
+from engine.redaction import redact_text
+from tests.ui.conftest import run
+from tests.ui.observe_fixtures import PARAPHRASE, session
+from ui.session import StoreSession
+from ui.tasks import TaskRunner
+from ui.timeline_data import LANES, TimelineData, TimelineFilter, lane_of
+from ui.timeline_view import TimelineView
+
+__all__ = ["session"]
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+def synthetic(n: int) -> list[Event]:
+    kinds = ("ingest-start", "candidate-match", "merge-applied", "merge-deferred")
+    return [Event(event_id=f"e{i}", kind=kinds[i % 4], ts=1.0e12 + i * 10.0,
+                  record_id=f"r{i % 7}", source="import:a" if i % 2 else "user",
+                  decision_reason="gray_zone" if i % 4 == 3 else None) for i in range(n)]
+
+
+def test_bins_count_every_visible_event_once() -> None:
+    data = TimelineData()
+    events = synthetic(1000)
+    assert data.extend(events[500:]) == 500
+    assert data.extend(events[:500] + events[:10]) == 500  # out of order, duplicates ignored
+    assert np.all(np.diff(data.t) >= 0)
+    x0, x1 = data.span()
+    edges, counts = data.bins(x0, x1 + 1, 37)
+    assert len(edges) == 38 and counts.sum() == 1000
+    assert counts[lane_of("merge-deferred")].sum() == 250
+    assert counts[LANES.index("other")].sum() == 0
+    data.set_filter(TimelineFilter(decision="gray"))
+    assert data.bins(x0, x1 + 1, 10)[1].sum() == 250
+    data.set_filter(TimelineFilter(kinds=frozenset({"ingest-start"}), source="import"))
+    assert data.bins(x0, x1 + 1, 10)[1].sum() == 0  # even i only: source "user"
+    data.set_filter(TimelineFilter(record_id="r3"))
+    assert data.bins(x0, x1 + 1, 10)[1].sum() == len([i for i in range(1000) if i % 7 == 3])
+    data.set_filter(TimelineFilter())
+    mid = (x0 + x1) / 2
+    assert data.bins(mid, x1 + 1, 5)[1].sum() == 500  # only the visible half is counted
+
+
+def test_history_live_tail_filters_and_click(qtbot: QtBot, runner: TaskRunner,
+                                             session: StoreSession) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.resize(1000, 500)
+    view.show()
+    view.set_session(session)
+    qtbot.waitUntil(lambda: len(view.data) == 4, timeout=5000)  # the fixture's ingest
+    assert "4 events" in view.count_label.text()
+    first_seq = max(e.seq for e in view.data.events)
+    rebins = view.rebins
+    run(qtbot, view._runner.run(session.engine.ingest, NewMemory(content=PARAPHRASE)))
+    qtbot.waitUntil(lambda: len(view.data) > 4, timeout=5000)  # live tail, batched
+    assert view.rebins > rebins
+    assert any(e.kind == "merge-applied" and e.seq > first_seq for e in view.data.events)
+    assert sum(view.lane_counts()) == len(view.data)
+    view.kind_box.setCurrentText("merge-applied")
+    assert view.lane_counts()[lane_of("merge-applied")] == 1
+    assert sum(view.lane_counts()) == 1
+    view.kind_box.setCurrentIndex(0)
+    view.decision_edit.setText("near_duplicate")
+    assert 0 < sum(view.lane_counts()) < len(view.data)
+    view.decision_edit.clear()
+
+    # click the merge-applied event: its fields are shown
+    index = next(i for i, e in enumerate(view.data.events) if e.kind == "merge-applied")
+    box = view.plot.getViewBox()
+    view.plot.setXRange(view.data.t[index] - 1, view.data.t[index] + 1, padding=0)
+    scene = box.mapViewToScene(QPointF(view.data.t[index], lane_of("merge-applied") + 0.5))
+    point = view.plot.mapFromScene(scene)
+    with qtbot.waitSignal(view.event_selected, timeout=3000) as blocker:
+        QTest.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert blocker.args[0].kind == "merge-applied"
+    assert '"kind": "merge-applied"' in view.detail.toPlainText()
+    assert '"merged_from"' in view.detail.toPlainText()
+    view.set_redactor(redact_text)  # details re-rendered through the redactor
+    assert '"kind": "merge-applied"' in view.detail.toPlainText()
+
+
+def test_zoom_keeps_items_and_follows(qtbot: QtBot, runner: TaskRunner) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.resize(900, 400)
+    items = list(view.plot.getPlotItem().items)
+    view.add_events(synthetic(5000), fit=True)
+    for factor in (0.5, 0.1, 0.01):
+        x0, x1 = view.data.span()
+        mid = (x0 + x1) / 2
+        view.plot.setXRange(mid - (x1 - x0) * factor, mid + (x1 - x0) * factor, padding=0)
+        view.rebin()
+        assert list(view.plot.getPlotItem().items) == items  # created once, setData only
+        assert 0 < sum(view.lane_counts()) <= 5000
+    later = [Event(event_id=f"late{i}", kind="error", ts=1.0e12 + 60_000.0 + i)
+             for i in range(3)]
+    view.add_events(later)
+    x0, x1 = view.plot.getViewBox().viewRange()[0]
+    assert x0 <= view.data.t[-1] <= x1  # the live tail keeps the newest in view
