@@ -14,14 +14,13 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from app.cli.context import CliContext
 from engine.errors import EngineError
 
 __all__ = ["build_parser", "run_cli"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser with every discovered command group."""
+def build_parser(*, with_commands: bool = True) -> argparse.ArgumentParser:
+    """The parser; ``with_commands=False`` gives the global and app options only (fast)."""
     from app import __version__
     from app.cli import commands
 
@@ -48,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="open the app offscreen on a temporary store, exercise each view, "
                           "exit 0 or 1 with a report")
     gui.add_argument("--read-only", action="store_true", help="open the store read-only")
+    if not with_commands:
+        return parser
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"app.cli.commands.{info.name}")
@@ -63,8 +64,13 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
 
     from app.settings import load_settings
 
-    parser = build_parser()
-    args = parser.parse_args(list(argv))
+    # Launching the window must not pay for importing every command module: when the
+    # arguments are app options only, parse them with the small parser.
+    quick, rest = build_parser(with_commands=False).parse_known_args(list(argv))
+    if not rest and not any(a in ("-h", "--help", "--version") for a in argv):
+        args = quick
+    else:
+        args = build_parser().parse_args(list(argv))
     try:
         settings = load_settings(settings_env)
         overrides = {}
@@ -80,6 +86,8 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
         from app.gui import run_gui
 
         return run_gui(args, settings)
+    from app.cli.context import CliContext  # the engine facade: only commands need it
+
     ctx = CliContext(settings, json=args.json, load_model=not args.no_model,
                      collection=args.collection)
     try:
