@@ -146,8 +146,13 @@ class RecordFate:
 
 
 def _threshold(event: Event) -> float | None:
-    values = [v for v in (event.thresholds or {}).values() if isinstance(v, int | float)]
-    return float(min(values)) if values else None
+    """The threshold the decision compared the similarity with (seed 001: ``effective``)."""
+    thresholds = event.thresholds or {}
+    for key in ("effective", "threshold", "tier"):
+        value = thresholds.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+    return None
 
 
 def _fmt_sim(event: Event) -> str:
