@@ -39,6 +39,7 @@ from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
+    from engine.llm import LLMGateway
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
 
@@ -48,6 +49,22 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
 VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
+SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), ("fate", "fate"),
+         ("budget", "budget"), ("tasks", "tasks"))
+"""Issue 9: (view, file name) pairs rendered by ``--screenshot``."""
+
+
+def _make_gateway(engine: MemoryEngine) -> LLMGateway:
+    """Issue 9: the LLM gateway for the Budget view, on the store's ledger and event bus.
+
+    Settings come from the ``MNEMOSCOPE_LLM_*`` environment (``engine.llm.settings``); the key
+    from its environment variable or the OS keyring, never from settings.json. Prompts are
+    redacted before sending (DESIGN decision 8).
+    """
+    from engine.llm import LLMGateway, llm_settings_from_env
+
+    return LLMGateway(llm_settings_from_env(), ledger=engine.ledger, events=engine.events,
+                      clock=engine.clock, redactor=_redact, redact=True)
 
 
 def _redact(text: str) -> str:
@@ -182,6 +199,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_path, load_model),
+        make_gateway=_make_gateway,
     )
     window = MainWindow(services)
     windows.append(window)
@@ -260,6 +278,38 @@ async def _select_row(window: MainWindow, row: int) -> None:
                     and window.records.detail.record.id == record.id, 30, "the record detail")
 
 
+async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
+    """Fill the issue 9 views for screenshots: a scan, a merged record's fate, the demo
+    workspace with a task selected."""
+    from engine.events import EventFilter
+
+    session = window.session
+    if session is None:
+        return
+    hits = await window.scan.scan()
+    if hits:
+        item = window.scan.table.topLevelItem(0)
+        if item is not None:
+            item.setSelected(True)
+    merges = await window._runner.run(session.engine.events.query,
+                                      EventFilter(kinds=["merge-applied"], limit=1))
+    incoming = merges[0].payload.get("incoming_id") if merges else None
+    if isinstance(incoming, str):
+        window.fate.id_edit.setText(incoming)
+        await window.fate.load(incoming)
+    workspace = folder / "workspace"
+    shutil.copytree(ASSETS / "demo_workspace", workspace,
+                    ignore=shutil.ignore_patterns(".mnemoscope"))
+    graph = await window.tasks_view.open_workspace(workspace)
+    if graph is not None:
+        busiest = max((n for n in graph.nodes if n.is_task), default=None,
+                      key=lambda n: sum(1 for e in graph.edges if n.id in (e.source, e.target)))
+        if busiest is not None:
+            window.tasks_view.select(busiest.id)
+            await window.tasks_view.preview_scene()
+    await window.budget.refresh()
+
+
 async def _screenshots(app: QApplication, window: MainWindow, out: Path,
                        embedder: SentenceTransformerEmbedder | None) -> int:
     from ui.theme import apply_theme
@@ -278,10 +328,11 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         window.banner.hide()
         await _select_row(window, 2)
         variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
-        for name in VIEW_NAMES:
-            window.nav.setCurrentRow(list(window.views).index(name))
-            if name != "records":
-                await window.observe.prepare_screenshot(name)
+        await _prepare_steer_views(window, folder)
+        for view, name in SHOTS:
+            window.nav.setCurrentRow(list(window.views).index(view))
+            if view in VIEW_NAMES and view != "records":
+                await window.observe.prepare_screenshot(view)
             await asyncio.sleep(0.2)
             window.grab().save(str(out / f"{name}.png"))
             if not variants:
@@ -297,7 +348,7 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             await asyncio.sleep(0.2)
             window.grab().save(str(out / f"{name}-small.png"))
             window.resize(1280, 800)
-        print(f"wrote {', '.join(f'{n}.png' for n in VIEW_NAMES)} to {out}")
+        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)} to {out}")
         return 0
     except (EngineError, RuntimeError, TimeoutError) as exc:
         print(f"screenshot failed: {exc}", file=sys.stderr)

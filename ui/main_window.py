@@ -38,13 +38,19 @@ from PySide6.QtWidgets import (
 
 from engine.embedding import EmbedderState, EmbedderStatus
 from engine.errors import EngineError, StoreLocked
+from engine.llm import LLMGateway
 from engine.memory_engine import MemoryEngine
 from engine.store import CollectionInfo, StoreSpec
+from ui.budget_view import BudgetView
 from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
+from ui.fate_view import FateView
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.observe import ObserveViews
 from ui.records_view import RecordsView
+from ui.redaction import Redaction
+from ui.scan_view import ScanView
 from ui.session import StoreSession
+from ui.task_graph_view import TaskGraphView
 from ui.tasks import CancelFlag, TaskRunner, spawn
 from ui.theme import THEMES, apply_theme
 
@@ -108,6 +114,8 @@ class WindowServices:
     demo_conversation: Path | None = None
     version: str = ""
     bulk_import: BulkImport | None = None
+    make_gateway: Callable[[MemoryEngine], LLMGateway | None] | None = None
+    """Issue 9: builds the LLM gateway on the open engine's ledger and events (worker)."""
 
 
 class MainWindow(QMainWindow):
@@ -136,12 +144,22 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(760, 480)
 
         self.undo_group = QUndoGroup(self)
+        # issue 9: one app-wide redaction state; every view renders through redaction.show
+        self.redaction = Redaction(self._prefs.redaction, services.redactor, self)
         self.records = RecordsView(self._runner, self)
         self.views: dict[str, QWidget] = {"records": self.records}
         self.observe = ObserveViews.build(self._runner, self)  # issue 8
         self.views.update(self.observe.views())
         self.observe.map.record_selected.connect(self.show_record)
         self.observe.connect_messages(self._on_view_message)
+        # issue 9
+        self.fate = FateView(self._runner, self.redaction, self)
+        self.tasks_view = TaskGraphView(self.redaction, self)
+        self.scan = ScanView(self._runner, self.redaction, self)
+        self.budget = BudgetView(self._runner, self)
+        self._gateway: LLMGateway | None = None
+        self.views.update({"secrets": self.scan, "fate": self.fate, "budget": self.budget,
+                           "tasks": self.tasks_view})
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(112)
@@ -191,7 +209,11 @@ class MainWindow(QMainWindow):
             self.statusBar().addPermanentWidget(label)
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
+        self.fate.open_record.connect(self.show_record)
+        self.scan.open_record.connect(self.show_record)
+        self.scan.message.connect(self._on_view_message)
         self._build_menus()
+        self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
 
     # -- menus -----------------------------------------------------------------------------
@@ -253,6 +275,17 @@ class MainWindow(QMainWindow):
                                 f"Ctrl+{number + 1}")
             view_menu.addAction(made)
         view_menu.addAction(self.records.refresh_action)
+        self.redaction_action = self._action("&Redaction Mode", self.redaction.toggle,
+                                             "Ctrl+Shift+R")
+        self.redaction_action.setCheckable(True)
+        self.redaction_action.setChecked(self.redaction.enabled)
+        self.redaction_action.setToolTip("Mask secrets and personal data in every view, "
+                                         "copy and export (Ctrl+Shift+R)")
+        view_menu.addAction(self.redaction_action)
+        self.main_toolbar = self.addToolBar("Main")
+        self.main_toolbar.setObjectName("main_toolbar")
+        self.main_toolbar.setMovable(False)
+        self.main_toolbar.addAction(self.redaction_action)
         theme_menu = view_menu.addMenu("&Theme")
         self.theme_actions = QActionGroup(self)
         for theme in THEMES:
@@ -322,6 +355,7 @@ class MainWindow(QMainWindow):
         state = base64.b64encode(bytes(self.saveState().data())).decode("ascii")
         self._store_prefs(dataclasses.replace(self._prefs, geometry=geometry,
                                               window_state=state))
+        self.tasks_view.shutdown()
         super().closeEvent(event)
 
     def paintEvent(self, event: QPaintEvent) -> None:
@@ -371,6 +405,12 @@ class MainWindow(QMainWindow):
             else "Content is shown as stored")
         self.records.set_redactor(self._services.redactor if on else None)
         self.observe.set_redactor(self._services.redactor if on else None)
+        self.redaction_label.setStyleSheet("color: #cf222e; font-weight: 600;" if on else "")
+
+    def _on_redaction_changed(self, on: bool) -> None:
+        self.redaction_action.setChecked(on)
+        self.show_redaction(on)
+        self._store_prefs(dataclasses.replace(self._prefs, redaction=on))
 
     def show_record(self, record_id: str) -> None:
         """Switch to the records view and select ``record_id``."""
@@ -428,6 +468,9 @@ class MainWindow(QMainWindow):
         session.records_changed.connect(self._on_records_changed)
         self.records.set_session(session)
         self.observe.set_session(session)
+        self.fate.set_session(session)
+        self.scan.set_session(session)
+        await self._attach_gateway(session.engine)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
@@ -447,6 +490,23 @@ class MainWindow(QMainWindow):
         self.store_opened.emit(session)
         return session
 
+    async def _attach_gateway(self, engine: MemoryEngine | None) -> None:
+        """Build (worker) the LLM gateway on ``engine``'s ledger for the Budget view."""
+        old, self._gateway = self._gateway, None
+        if old is not None:
+            await self._runner.run(old.close)
+        make = self._services.make_gateway
+        if engine is None or make is None:
+            self.budget.set_gateway(None, None, None, None)
+            return
+        try:
+            gateway = await self._runner.run(make, engine)
+        except EngineError as exc:
+            self.budget.provider_label.setText(f"LLM provider not usable: {exc}")
+            return
+        self._gateway = gateway
+        self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
+
     @staticmethod
     def _store_text(session: StoreSession) -> str:
         spec = session.spec
@@ -464,6 +524,9 @@ class MainWindow(QMainWindow):
         self._session = None
         self.records.set_session(None)
         self.observe.set_session(None)
+        self.fate.set_session(None)
+        self.scan.set_session(None)
+        await self._attach_gateway(None)
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
         await self._runner.run(session.engine.close)
@@ -636,13 +699,15 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(self, "Export records", "memories.jsonl",
                                               "JSON Lines (*.jsonl)")
         if path:
-            spawn(self.run_export(Path(path), redact=options.redact.isChecked()))
+            spawn(self.run_export(Path(path), redact=options.redact.isChecked()
+                                  or self.redaction.enabled))
 
     async def run_export(self, path: Path, *, redact: bool) -> int | None:
         """Export every record to ``path`` on a worker; returns the count (None on failure)."""
         session = self._session
         if session is None:
             return None
+        redact = redact or self.redaction.enabled  # issue 9: redaction mode masks exports too
         try:
             count: int = await self._runner.run(
                 export_records, session.engine, path,

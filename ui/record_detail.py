@@ -59,6 +59,7 @@ class RecordDetailPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._record: MemoryRecord | None = None
+        self._detail: RecordDetail | None = None
         self._read_only = False
         self._redact: Callable[[str], str] | None = None
         layout = QVBoxLayout(self)
@@ -175,11 +176,17 @@ class RecordDetailPanel(QWidget):
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask content shown outside the edit box (None: show as stored)."""
         self._redact = redact
+        # issue 9: while masked, the content box shows the masked text and is not editable
+        # (changes() then never sends it); re-render what is shown.
+        if self._detail is not None and self._record is not None:
+            self.show_detail(self._detail)
+        self._update_enabled()
 
     def _update_enabled(self) -> None:
         editable = self._record is not None and not self._read_only
         for widget in self._editors.values():
             widget.setEnabled(editable)
+        self.content.setReadOnly(self._redact is not None)
         self.save_button.setEnabled(editable)
         self.revert_button.setEnabled(editable)
 
@@ -187,6 +194,7 @@ class RecordDetailPanel(QWidget):
         """Show ``detail`` (None: clear the panel)."""
         self.clear_error()
         self._record = detail.record if detail is not None else None
+        self._detail = detail
         record = self._record
         if detail is None or record is None:
             self._title.setText("No record selected")
@@ -205,7 +213,7 @@ class RecordDetailPanel(QWidget):
         self._update_enabled()
 
     def _fill_form(self, record: MemoryRecord) -> None:
-        self.content.setPlainText(record.content)
+        self.content.setPlainText(self._show(record.content))
         self.layer.setCurrentText(record.layer.value)
         self.privacy.setCurrentText(record.privacy.value)
         self.importance.setValue(record.importance)
@@ -282,7 +290,7 @@ class RecordDetailPanel(QWidget):
             return {}
         out: dict[str, Any] = {}
         content = self.content.toPlainText()
-        if content.strip() != record.content:
+        if self._redact is None and content.strip() != record.content:
             out["content"] = content
         if self.layer.currentText() != record.layer.value:
             out["layer"] = self.layer.currentText()

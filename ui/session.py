@@ -162,6 +162,15 @@ class StoreSession(QObject):
                                   lambda record: {"tags": [*record.tags, *tags]})
         self._push(f"Tag {len(pairs)} with {', '.join(tags)}", pairs)
 
+    async def redact(self, record_ids: Sequence[str],
+                     redactor: Callable[[str], str]) -> list[MemoryRecord]:
+        """Redact records' content in place (issue 9 scan view; undoable as one step)."""
+        pairs: list[EditPair] = await self.run_write(_redact_many, self.engine,
+                                                     list(record_ids), redactor)
+        noun = "record" if len(pairs) == 1 else "records"
+        self._push(f"Redact {len(pairs)} {noun}", pairs)
+        return [after for _before, after in pairs if after is not None]
+
     def _push(self, text: str, pairs: Sequence[EditPair]) -> None:
         if pairs:
             self.undo_stack.push(RecordsCommand(self, text, pairs))
@@ -193,3 +202,13 @@ class StoreSession(QObject):
     def pending(self) -> int:
         """Undo/redo writes still running."""
         return len(self._tasks)
+
+
+def _redact_many(engine: MemoryEngine, record_ids: list[str],
+                 redactor: Callable[[str], str]) -> list[EditPair]:
+    """Worker: ``engine.set_redacted`` for each id, with the before/after pairs for undo."""
+    pairs: list[EditPair] = []
+    for record_id in record_ids:
+        before = engine.get(record_id)
+        pairs.append((before, engine.set_redacted(record_id, redactor)))
+    return pairs

@@ -59,7 +59,8 @@ def test_only_working_views_are_listed_and_shortcuts_exist(
         make_window: Callable[..., MainWindow]) -> None:
     window = make_window()
     assert [window.nav.item(i).text() for i in range(window.nav.count())] == [
-        "Records", "Timeline", "Pipeline", "Review", "Retrieval", "Map"]  # + issue 8
+        "Records", "Timeline", "Pipeline", "Review", "Retrieval", "Map",  # + issue 8
+        "Secrets", "Fate", "Budget", "Tasks"]  # + issue 9
     assert window.undo_action.shortcut().toString() == "Ctrl+Z"
     assert window.import_action.shortcut().toString() == "Ctrl+I"
     assert window.records.add_action.shortcut().toString() == "Ctrl+N"

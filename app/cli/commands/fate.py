@@ -1,0 +1,50 @@
+"""``fate ID``: why did this memory disappear? (issue 9; see :mod:`engine.fate`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from app.cli.context import CliContext
+from engine.fate import DEFAULT_MASS_LIMIT, record_fate
+from engine.records import format_timestamp
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``fate`` command to the CLI."""
+    fate = subparsers.add_parser(
+        "fate", help="the story of a record id from the ledger (merged, pruned, compacted, …)")
+    fate.add_argument("id", help="a record id, alive or gone (merged, deleted, compacted)")
+    fate.add_argument("--json", dest="fate_json", action="store_true",
+                      help="print one JSON document (same as the global --json)")
+    fate.add_argument("--mass-limit", type=int, default=DEFAULT_MASS_LIMIT, metavar="N",
+                      help=f"warn when one batch retired more than N records "
+                           f"(default {DEFAULT_MASS_LIMIT})")
+    fate.set_defaults(handler=_fate)
+
+
+def _fate(args: argparse.Namespace, ctx: CliContext) -> int:
+    engine = ctx.open_engine(read_only=True)
+    fate = record_fate(engine, args.id, mass_limit=args.mass_limit)
+    if ctx.json or args.fate_json:
+        ctx.emit_json(fate.to_json())
+        return 0
+    survivor = f" → {fate.survivor_id}" if fate.survivor_id else ""
+    ctx.print(f"{fate.record_id}: {fate.status}{survivor}")
+    for step in fate.steps:
+        ctx.print(f"  {format_timestamp(step.ts)}  {step.text}")
+    if fate.forecast is not None:
+        forecast = fate.forecast
+        when = ("now (below the floor)" if forecast.already_below
+                else format_timestamp(forecast.below_at) if forecast.below_at is not None
+                else "never")
+        ctx.print(f"  decayed importance {forecast.decayed_now:.3f} (stored "
+                  f"{forecast.importance:.2f}); below the floor {forecast.floor} at {when}")
+    for warning in fate.warnings:
+        ctx.print(f"  WARNING: {warning.actor} retired {warning.count} records at once "
+                  f"(batch {warning.batch})")
+    if not fate.steps and fate.forecast is None:
+        ctx.print("  the ledger has no trace of this id")
+    return 0

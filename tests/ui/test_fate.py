@@ -1,0 +1,48 @@
+"""Fate view (issue 9): the fate of a merged record names the survivor and can jump to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from engine.ingest.kinds import Action
+from engine.memory_engine import MemoryEngine
+from engine.records import NewMemory
+from engine.store import StoreSpec
+from tests.engine.ingest.conftest import TableEmbedder
+from tests.ui.conftest import open_store
+from ui.main_window import MainWindow
+
+
+def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
+                                          make_window: Callable[..., MainWindow]) -> None:
+    table = TableEmbedder()
+    stored, paraphrase = "Bob takes his coffee black", "Bob always has black coffee"
+    table.pair(stored, paraphrase, 0.87)
+    engine = MemoryEngine.open(StoreSpec(str(tmp_path / "store")), embedder=table)
+    try:
+        first = engine.ingest(NewMemory(stored))
+        second = engine.ingest(NewMemory(paraphrase))
+    finally:
+        engine.close()
+    assert second.action is Action.MERGED and first.record is not None
+    survivor = first.record.id
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    window.nav.setCurrentRow(list(window.views).index("fate"))
+    view = window.fate
+    view.id_edit.setText(second.incoming_id)
+    view.show_button.click()
+    qtbot.waitUntil(lambda: view.fate is not None)
+    assert view.status_label.text() == f"{second.incoming_id}: merged → {survivor}"
+    items = [view.steps.topLevelItem(i) for i in range(view.steps.topLevelItemCount())]
+    stories = [item.text(2) for item in items if item is not None]
+    assert any(f"merged into {survivor}" in s and "similarity 0.870" in s for s in stories)
+    assert "Bob always has black coffee" in view.content_label.text()
+    assert view.open_button.isVisible()
+    view.open_button.click()  # → the Records view shows the survivor
+    assert window.stack.currentWidget() is window.records
+    qtbot.waitUntil(lambda: window.records.detail.record is not None
+                    and window.records.detail.record.id == survivor)
