@@ -137,8 +137,7 @@ def test_eval_dedup_shape(cli: Runner, tmp_path: Path) -> None:
 @pytest.mark.model
 def test_eval_dedup_meets_the_goal_on_stsb_dev(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    if STS is None:
-        pytest.skip("the STS-B dev file (../shared/data/stsb/sts-dev.csv) is not present")
+    assert STS is not None, "the STS-B dev file (../shared/data/stsb/sts-dev.csv) is missing"
     env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
            "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
     assert run_cli(["--json", "eval", "dedup", str(STS)], env) == 0
