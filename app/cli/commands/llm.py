@@ -141,19 +141,24 @@ def _extract(args: argparse.Namespace, ctx: CliContext) -> int:
     gateway = _gateway(ctx, args, ledger, events, sends_prompts=True)
     result = Extractor(gateway, events).extract(conversation, model=args.model)
     stored: list[str] | None = None
+    decisions: list[dict[str, object]] | None = None
     if not args.dry_run:
-        # The ingest pipeline (dedup/merge/surprise) takes these when it is wired in; until then
-        # each validated candidate is added as a new record.
-        stored = []
+        # Valid candidates go through the ingest pipeline (dedup, merge, surprise, review), in
+        # one batch: an extraction that fails validation has already stopped above, so a
+        # half-extracted conversation never reaches the store.
         source = f"extractor:{result.provider or 'heuristic'}"
-        for candidate in result.candidates:
-            record = engine.add(candidate.to_new_memory(agent_id=agent, source=source))
-            stored.append(record.id)
+        batch = engine.ingest_batch([c.to_new_memory(agent_id=agent, source=source)
+                                     for c in result.candidates])
+        stored = [o.record.id for o in batch.results if o.record is not None]
+        decisions = [{"action": o.action, "reason": o.reason, "id": o.record.id
+                      if o.record is not None else None, "target_id": o.target_id,
+                      "similarity": o.similarity} for o in batch.results]
     if ctx.json:
         document = result.to_json()
         document["dry_run"] = bool(args.dry_run)
         document["agent_id"] = agent
         document["stored_ids"] = stored
+        document["ingest"] = decisions
         ctx.emit_json(document)
     else:
         _print_result(ctx, result, stored)
