@@ -404,7 +404,8 @@ class MemoryEngine:
                       "read_only": self._store.read_only, "foreign": self._store.foreign,
                       "collection": self._store.spec.collection, "records": self.count(),
                       "lock_holder": self._store.lock_holder()},
-            "ledger": {"path": str(self._ledger.path) if self._ledger.path else ":memory:"},
+            "ledger": {"path": str(self._ledger.path) if self._ledger.path else ":memory:",
+                       "records_without_history": len(self.records_without_history())},
             "model": {"state": status.state.value, "name": status.model_name,
                       "dimension": status.dimension, "reason": status.reason,
                       "load_seconds": status.load_seconds},
@@ -568,6 +569,33 @@ class MemoryEngine:
                  for before, after in pairs],
             )
         return batch
+
+    def records_without_history(self) -> list[str]:
+        """Ids of stored records that have no row in the edit history.
+
+        A record reaches Chroma before its ledger rows; a process killed between the two (a
+        crash, kill -9) leaves such records. Nothing is lost, but their history is empty until
+        :meth:`reconcile_history` adds it.
+        """
+        if self._ledger.version("records") == 0:
+            return []
+        known = {row["record_id"] for row in
+                 self._ledger.query("SELECT DISTINCT record_id FROM edits")}
+        snapshot = self._store.view.snapshot()
+        return [snapshot.ids[r] for r in snapshot.live_rows.tolist()
+                if snapshot.ids[r] not in known]
+
+    def reconcile_history(self) -> int:
+        """Add a ``create`` history row (actor ``reconciled``) for each record that has none.
+
+        Returns:
+            How many records were reconciled.
+        """
+        missing = self.records_without_history()
+        for start in range(0, len(missing), 500):
+            records = self._store.get_many(missing[start:start + 500])
+            self._record_edits("create", [(None, r) for r in records], actor="reconciled")
+        return len(missing)
 
     def edit_history(self, record_id: str | None = None, *, limit: int = 200) -> list[EditEntry]:
         """Edit history, newest first, optionally for one record."""

@@ -136,3 +136,20 @@ def test_read_only_engine_refuses_edits(store_dir: Path, clock: DeterministicClo
         assert reader.count() == 1
     finally:
         reader.close()
+
+
+def test_records_left_without_history_are_found_and_reconciled(engine: MemoryEngine) -> None:
+    from engine.records import MemoryRecord
+
+    kept = engine.add(NewMemory(content="written with its history"))
+    # What a kill -9 between the store write and the ledger write leaves behind:
+    orphan = MemoryRecord.create(NewMemory(content="written without history"), now_ms=1.0)
+    engine.store.write([orphan])
+    assert engine.records_without_history() == [orphan.id]
+    assert engine.doctor()["ledger"]["records_without_history"] == 1
+    assert engine.reconcile_history() == 1
+    assert engine.records_without_history() == []
+    entry = engine.edit_history(orphan.id)[0]
+    assert (entry.op, entry.actor, entry.after) == ("create", "reconciled", orphan)
+    assert [e.op for e in engine.edit_history(kept.id)] == ["create"]
+    assert engine.reconcile_history() == 0

@@ -100,6 +100,8 @@ def register(subparsers: Any) -> None:
 
     doctor = subparsers.add_parser(
         "doctor", help="versions, store location, lock holder, model state")
+    doctor.add_argument("--repair", action="store_true",
+                        help="add the missing history rows of records a crash left without one")
     doctor.set_defaults(handler=_doctor)
 
 
@@ -259,6 +261,9 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
         engine = ctx.open_engine(read_only=False, embed=True)
     except StoreLocked:
         engine = ctx.open_engine(read_only=True, embed=True)
+    if args.repair:
+        repaired = engine.reconcile_history()
+        ctx.warn(f"reconciled the history of {repaired} record(s)")
     report = engine.doctor()
     if ctx.json:
         ctx.emit_json(report)
@@ -270,7 +275,10 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
               f"{store['records']} records{', read-only' if store['read_only'] else ''})")
     holder = store["lock_holder"]
     ctx.print(f"lock holder            {holder or '-'}")
-    ctx.print(f"ledger                 {report['ledger']['path']}")
+    orphans = report["ledger"]["records_without_history"]
+    hint = "; run doctor --repair" if orphans else ""
+    ctx.print(f"ledger                 {report['ledger']['path']} "
+              f"({orphans} records without history{hint})")
     model = report["model"]
     ctx.print(f"model                  {model['name']}: {model['state']}, "
               f"{model['dimension']} dims {model['reason']}".rstrip())
