@@ -25,11 +25,13 @@ def build_parser(*, with_commands: bool = True) -> argparse.ArgumentParser:
     from app.cli import commands
 
     parser = argparse.ArgumentParser(
-        prog="mnemoscope",
+        prog="mnemoscope", add_help=with_commands,
         description="See and steer what your LLM agent remembers. Without a command, opens "
                     "the desktop app.",
     )
-    parser.add_argument("--version", action="version", version=f"mnemoscope {__version__}")
+    if with_commands:
+        parser.add_argument("--version", action="version",
+                            version=f"mnemoscope {__version__}")
     parser.add_argument("--store", metavar="PATH|URL",
                         help="store directory or Chroma server URL "
                              "(default: $MNEMOSCOPE_STORE or the per-user store)")
@@ -66,11 +68,10 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
 
     # Launching the window must not pay for importing every command module: when the
     # arguments are app options only, parse them with the small parser.
-    quick, rest = build_parser(with_commands=False).parse_known_args(list(argv))
-    if not rest and not any(a in ("-h", "--help", "--version") for a in argv):
-        args = quick
-    else:
-        args = build_parser().parse_args(list(argv))
+    asks_help = any(a in ("-h", "--help", "--version") for a in argv)
+    quick, rest = (None, argv) if asks_help else \
+        build_parser(with_commands=False).parse_known_args(list(argv))
+    args = quick if quick is not None and not rest else build_parser().parse_args(list(argv))
     try:
         settings = load_settings(settings_env)
         overrides = {}

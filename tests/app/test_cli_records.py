@@ -135,3 +135,15 @@ def test_console_script_with_real_model(tmp_path: Path) -> None:
     report = json.loads(doctor.stdout)
     assert report["model"] == {**report["model"], "state": "ready", "dimension": 384}
     assert report["store"]["records"] == 1
+
+
+def test_help_lists_commands_and_command_help_is_its_own(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The GUI launch path parses app options with a small parser; help must not go through it.
+    with pytest.raises(SystemExit) as top:
+        run_cli(["--help"], {})
+    assert top.value.code == 0
+    assert "ingest" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        run_cli(["list", "-h"], {})
+    assert "usage: mnemoscope list" in capsys.readouterr().out
