@@ -305,20 +305,7 @@ class EventBus:
 
     def _persist(self, event: Event) -> Event:
         assert self._ledger is not None
-        with self._ledger.transaction() as conn:
-            cursor = conn.execute(
-                "INSERT INTO events(event_id, kind, ts, record_id, memory_hash, stage, similarity,"
-                " thresholds, source, latency_ms, decision_reason, agent_id, payload)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (event.event_id, event.kind, event.ts, event.record_id, event.memory_hash,
-                 event.stage, event.similarity, json.dumps(dict(event.thresholds)), event.source,
-                 event.latency_ms, event.decision_reason, event.agent_id,
-                 json.dumps(dict(event.payload), default=str)),
-            )
-            seq = int(cursor.lastrowid or 0)
-        from dataclasses import replace
-
-        return replace(event, seq=seq)
+        return _persist_many(self._ledger, [event])[0]
 
     def query(self, flt: EventFilter | None = None) -> list[Event]:
         """Events from the ledger matching ``flt``, oldest first (or newest first if asked)."""

@@ -27,7 +27,7 @@ from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
-from ui.theme import plot_colors
+from ui.theme import apply_plot_theme
 from ui.timeline_view import current_theme
 
 __all__ = ["MapData", "MapView"]
@@ -267,11 +267,7 @@ class MapView(QWidget):
 
     def apply_theme(self, name: str) -> None:
         """Plot colours of theme ``name``."""
-        background, foreground = plot_colors(name)
-        self.plot.setBackground(background)
-        for axis in ("left", "bottom"):
-            self.plot.getAxis(axis).setTextPen(foreground)
-            self.plot.getAxis(axis).setPen(foreground)
+        apply_plot_theme(self.plot, name)
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:

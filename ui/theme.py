@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
@@ -68,6 +69,15 @@ def apply_theme(app: QApplication, choice: str) -> str:
 def is_dark(app: QApplication) -> bool:
     """True when the applied theme is dark."""
     return bool(app.property("mnemoscope_theme") == "dark")
+
+
+def apply_plot_theme(plot: Any, name: str) -> None:
+    """Colour a pyqtgraph ``PlotWidget``'s background and left/bottom axes for theme ``name``."""
+    background, foreground = plot_colors(name)
+    plot.setBackground(background)
+    for axis in ("left", "bottom"):
+        plot.getAxis(axis).setTextPen(foreground)
+        plot.getAxis(axis).setPen(foreground)
 
 
 def plot_colors(name: str) -> tuple[str, str]:

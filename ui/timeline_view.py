@@ -37,7 +37,7 @@ from engine.events import Event, EventFilter
 from ui.event_tail import EventTail
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
-from ui.theme import plot_colors
+from ui.theme import apply_plot_theme
 from ui.timeline_data import LANES, TimelineData, TimelineFilter
 
 __all__ = ["HISTORY_LIMIT", "LANE_COLORS", "TimelineView"]
@@ -324,11 +324,7 @@ class TimelineView(QWidget):
 
     def apply_theme(self, name: str) -> None:
         """Plot colours of theme ``name``."""
-        background, foreground = plot_colors(name)
-        self.plot.setBackground(background)
-        for axis in ("left", "bottom"):
-            self.plot.getAxis(axis).setTextPen(foreground)
-            self.plot.getAxis(axis).setPen(foreground)
+        apply_plot_theme(self.plot, name)
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:
