@@ -14,6 +14,7 @@ excerpt of the server's error body with the key scrubbed out; request headers ne
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import re
@@ -164,7 +165,7 @@ def _retry_after_ms(headers: httpx.Headers) -> float | None:
     return max(0.0, (moment - datetime.now(UTC)).total_seconds() * 1000.0)
 
 
-class _HttpProvider:
+class _HttpProvider(abc.ABC):
     """Shared HTTP plumbing: client, headers, error mapping, SSE parsing."""
 
     name: str
@@ -183,15 +184,18 @@ class _HttpProvider:
         """Close the connection pool."""
         self._client.close()
 
-    # -- hooks -------------------------------------------------------------------------------
+    # -- hooks: each wire protocol (OpenAI, Anthropic) defines these -------------------------
+    @abc.abstractmethod
     def _path(self) -> str:
-        raise NotImplementedError
+        """The endpoint path under the base URL."""
 
+    @abc.abstractmethod
     def _headers(self, key: str | None) -> dict[str, str]:
-        raise NotImplementedError
+        """Request headers, with the API key if there is one."""
 
+    @abc.abstractmethod
     def _body(self, request: ChatRequest, model: str, stream: bool) -> dict[str, Any]:
-        raise NotImplementedError
+        """The JSON request body."""
 
     # -- shared ------------------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
