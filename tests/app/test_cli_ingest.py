@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from app.cli import run_cli
+from tests.app.conftest import Runner
 
-Runner = Callable[..., tuple[int, str, str]]
 STS = next((p / "shared" / "data" / "stsb" / "sts-dev.csv"
             for p in Path(__file__).resolve().parents
             if (p / "shared" / "data" / "stsb" / "sts-dev.csv").is_file()), None)
-
-
-@pytest.fixture
-def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Runner:
-    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
-           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
-    store = str(tmp_path / "store")
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = run_cli(["--store", store, "--no-model", *argv], env)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _jsonl(path: Path, rows: list[dict[str, object]], extra: bytes = b"") -> str:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from app.cli import run_cli
+from tests.app.conftest import Runner
 from tests.support.llm_server import Behaviour, LLMTestServer
 
-Runner = Callable[..., tuple[int, str, str]]
 KEY = "sk-cli-SECRET-9876543210"
 
 ANSWER = json.dumps({"schemaVersion": "v1", "memories": [
@@ -38,10 +37,8 @@ def conversation(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], server: LLMTestServer,
-        monkeypatch: pytest.MonkeyPatch) -> Runner:
-    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
-           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
+def cli(cli: Runner, server: LLMTestServer, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """The shared runner, with an LLM provider pointing at the test server."""
     for name, value in {"MNEMOSCOPE_LLM_PROVIDER": "openai",
                         "MNEMOSCOPE_LLM_BASE_URL": server.base_url + "/v1",
                         "MNEMOSCOPE_LLM_MODEL": "gpt-4o-mini",
@@ -49,14 +46,7 @@ def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], server: LLMTestServe
                         "CLI_TEST_LLM_KEY": KEY,
                         "MNEMOSCOPE_LLM_DAILY_BUDGET_USD": "0.002"}.items():
         monkeypatch.setenv(name, value)
-    store = str(tmp_path / "store")
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = run_cli(["--store", store, "--no-model", *argv], env)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return cli
 
 
 def test_extract_dry_run_json_then_status_from_the_ledger(cli: Runner, conversation: Path,

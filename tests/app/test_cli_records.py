@@ -5,29 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from app.cli import run_cli
-
-Runner = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Runner:
-    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
-           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
-    store = str(tmp_path / "store")
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = run_cli(["--store", store, "--no-model", *argv], env)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
+from tests.app.conftest import Runner
 
 FIELDS = {"id", "content", "layer", "agent_id", "importance", "confidence", "category", "tags",
           "privacy", "source", "source_tier", "created_at", "last_accessed", "access_count",
