@@ -537,10 +537,8 @@ class MemoryStore:
             has[:] = np.linalg.norm(vectors, axis=1) > 0
         for i, record in enumerate(records):
             if not has[i]:
-                kept = self._view.vector(record.id)
-                row = self._view.row_of(record.id)
-                if kept is not None and row is not None and \
-                        self._view.snapshot().hashes[row] == record.content_hash:
+                kept = self._view.vector(record.id, content_hash=record.content_hash)
+                if kept is not None:
                     matrix[i] = kept
                     has[i] = True
         previous = self._previous_state([r.id for r in records])

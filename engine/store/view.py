@@ -209,11 +209,18 @@ class ColumnarView:
         with self._lock:
             return [self._ids[row] for row in sorted(self._by_hash.get(digest, ()))]
 
-    def vector(self, record_id: str) -> F32 | None:
-        """A copy of the record's embedding, or None when it has none yet."""
+    def vector(self, record_id: str, *, content_hash: str | None = None) -> F32 | None:
+        """A copy of the record's embedding, or None when it has none yet.
+
+        Args:
+            content_hash: Only return the vector if the stored content still has this hash
+                (a write without a new vector may keep the old one only for unchanged content).
+        """
         with self._lock:
             row = self._rows.get(record_id)
             if row is None or not self._has_vec[row]:
+                return None
+            if content_hash is not None and self._hashes[row] != content_hash:
                 return None
             vector: F32 = self._vectors[row].copy()
             return vector
