@@ -541,7 +541,10 @@ class MemoryStore:
                 if kept is not None:
                     matrix[i] = kept
                     has[i] = True
-        previous = self._previous_state([r.id for r in records])
+        # Rollback restores the batches this call already wrote; a single-batch call has none,
+        # so only a multi-batch call pays for reading the previous state.
+        previous = self._previous_state([r.id for r in records]) \
+            if len(records) > self._max_batch else {}
         written: list[int] = []
         try:
             for start in range(0, len(records), self._max_batch):
