@@ -199,6 +199,7 @@ class MemoryEngine:
         config: EngineConfig | None = None,
         redactor: Callable[[str], str] | None = None,
         progress: ProgressFn | None = None,
+        defer_view: bool = False,
     ) -> MemoryEngine:
         """Open the store of ``spec`` with its ledger.
 
@@ -208,6 +209,9 @@ class MemoryEngine:
             embedder: The embedding model (None: Jaccard path only).
             redactor: The redaction function for redaction mode and exports.
             progress: Called with (loaded, total) while the view loads.
+            defer_view: Return once Chroma is open even when the columnar view must be read
+                from it (no usable view cache); :meth:`load_view` reads it then. Meanwhile
+                :meth:`count` and :meth:`preview_records` work and everything else waits.
 
         Raises:
             StoreLocked, StoreUnavailable, SchemaMismatch: see :meth:`MemoryStore.open`.
@@ -215,7 +219,7 @@ class MemoryEngine:
         clock = clock or SystemClock()
         config = config or EngineConfig()
         store = MemoryStore.open(spec, dimension=config.memory.embedding_dim,
-                                 now_ms=clock.now(), progress=progress)
+                                 now_ms=clock.now(), progress=progress, defer_view=defer_view)
         try:
             if ledger_path is None and not spec.is_remote:
                 ledger_path = Path(spec.location).expanduser() / LEDGER_FILENAME
@@ -286,6 +290,24 @@ class MemoryEngine:
         """
         with self._write_lock:
             self._store.reload_view(self._clock.now(), progress)
+        return self.count()
+
+    @property
+    def view_ready(self) -> bool:
+        """False while a deferred view is still to be read (``open(defer_view=True)``)."""
+        return self._store.view_ready
+
+    def load_view(self, progress: ProgressFn | None = None,
+                  cancelled: CancelFn | None = None) -> int:
+        """Read the columnar view deferred by ``open(defer_view=True)`` (no-op when ready).
+
+        Blocking: run it on a worker. Returns the record count.
+
+        Raises:
+            Cancelled: ``cancelled()`` turned true or the engine was closed; close it.
+            StoreUnavailable: Chroma failed; close the engine.
+        """
+        self._store.load_view(self._clock.now(), progress, cancelled)
         return self.count()
 
     def close(self) -> None:
@@ -367,6 +389,24 @@ class MemoryEngine:
             np.asarray([r.created_at for r in records]),
             np.asarray([r.access_count for r in records]), now, half_life)
         return RecordPage(records, len(rows), query.offset, [float(d) for d in decayed])
+
+    def preview_records(self, offset: int = 0, limit: int = 100) -> RecordPage:
+        """A page of records newest-written first, straight from Chroma (no view needed).
+
+        The records browser shows these while a deferred view loads; filters and sorting need
+        the view (:meth:`list_records`).
+        """
+        if offset < 0 or not 1 <= limit <= 10_000:
+            raise ValidationError("preview page", (offset, limit),
+                                  "offset must be >= 0 and limit in 1..10000")
+        now = self._clock.now()
+        records, total = self._store.preview(offset, limit, now_ms=now)
+        decayed = decayed_importance(
+            np.asarray([r.importance for r in records]),
+            np.asarray([r.created_at for r in records]),
+            np.asarray([r.access_count for r in records]), now,
+            self._config.memory.importance_decay_half_life_days)
+        return RecordPage(records, total, offset, [float(d) for d in decayed])
 
     def stats(self) -> StoreStats:
         """Counts by layer, agent and privacy, pending embeddings and expired records."""
