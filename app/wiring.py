@@ -87,14 +87,19 @@ def forget_embedded_clients() -> None:
 
 def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None,
                 spec: StoreSpec) -> MemoryEngine:
-    """Open the engine for ``spec`` (blocking: run it on a worker)."""
+    """Open the engine for ``spec`` (blocking: run it on a worker).
+
+    The columnar view is deferred when it must be read from Chroma: the window shows the first
+    page at once and indexes the store in the background (``StoreSession.start_indexing``).
+    """
     if not spec.is_remote:
         forget_embedded_clients()
     ledger = server_ledger_path(settings, spec.location, spec.collection) \
         if spec.is_remote else None
     return MemoryEngine.open(
         spec, ledger_path=ledger, embedder=embedder, redactor=_redact,
-        config=EngineConfig(redaction=settings.redaction, sampling_rate=settings.sampling_rate))
+        config=EngineConfig(redaction=settings.redaction, sampling_rate=settings.sampling_rate),
+        defer_view=True)
 
 
 def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path: Path,

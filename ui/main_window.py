@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
+    QProgressBar,
     QPushButton,
     QStackedWidget,
     QVBoxLayout,
@@ -204,9 +205,18 @@ class MainWindow(QMainWindow):
         self.count_label = QLabel("", self)
         self.model_label = QLabel("model: —", self)
         self.redaction_label = QLabel("", self)
-        for label in (self.store_label, self.count_label, self.model_label,
-                      self.redaction_label):
-            self.statusBar().addPermanentWidget(label)
+        # Indexing a store opened without a usable view cache: progress and Cancel.
+        self.index_label = QLabel("", self)
+        self.index_bar = QProgressBar(self)
+        self.index_bar.setFixedWidth(140)
+        self.index_bar.setTextVisible(False)
+        self.index_cancel = QPushButton("Cancel", self)
+        self.index_cancel.setToolTip("Stop indexing and close the store")
+        self.index_cancel.clicked.connect(self._on_index_cancel_clicked)
+        for widget in (self.index_label, self.index_bar, self.index_cancel, self.store_label,
+                       self.count_label, self.model_label, self.redaction_label):
+            self.statusBar().addPermanentWidget(widget)
+        self._show_indexing(None)
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
         self.fate.open_record.connect(self.show_record)
@@ -313,10 +323,11 @@ class MainWindow(QMainWindow):
 
     def _update_actions(self) -> None:
         session = self._session
-        writable = session is not None and not session.read_only
+        indexed = session is not None and not session.indexing
+        writable = indexed and session is not None and not session.read_only
         for made in (self.import_action, self.conversation_action, self.demo_action):
             made.setEnabled(writable)
-        self.export_action.setEnabled(session is not None)
+        self.export_action.setEnabled(indexed)
 
     # -- preferences and window state -------------------------------------------------------
 
@@ -466,11 +477,10 @@ class MainWindow(QMainWindow):
         self.undo_group.setActiveStack(session.undo_stack)
         session.failed.connect(self._on_session_failed)
         session.records_changed.connect(self._on_records_changed)
-        self.records.set_session(session)
-        self.observe.set_session(session)
-        self.fate.set_session(session)
-        self.scan.set_session(session)
-        await self._attach_gateway(session.engine)
+        session.indexing_progress.connect(self._on_indexing_progress)
+        session.indexing_finished.connect(
+            lambda ready, opened=session: self._on_indexing_finished(opened, ready))
+        self._show_session(session)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
@@ -484,11 +494,73 @@ class MainWindow(QMainWindow):
                 [spec.location, *[r for r in self._prefs.recent_stores
                                   if r != spec.location]][:10])))
         self._rebuild_recent_menu()
-        await self._refresh_count()
+        await self._attach_gateway(session.engine)
+        if session is self._session:
+            await self._refresh_count()
+        if session is not self._session:
+            return None  # closed meanwhile (indexing cancelled or failed; the banner says)
         self._maybe_offer_demo(session)
         _freeze_long_lived_objects()
         self.store_opened.emit(session)
         return session
+
+    def _show_session(self, session: StoreSession) -> None:
+        """Records at once (a preview while indexing); the other views once indexed."""
+        self.records.set_session(session)
+        if session.indexing:
+            self._show_indexing(session)
+            session.start_indexing()
+        else:
+            self._set_view_sessions(session)
+
+    def _set_view_sessions(self, session: StoreSession | None) -> None:
+        """The views that need the store's columnar view (all but Records)."""
+        self.observe.set_session(session)
+        self.fate.set_session(session)
+        self.scan.set_session(session)
+
+    def _show_indexing(self, session: StoreSession | None) -> None:
+        """Show (or hide, None) the status bar's indexing progress and Cancel."""
+        for widget in (self.index_label, self.index_bar, self.index_cancel):
+            widget.setVisible(session is not None)
+        if session is not None:
+            self.index_label.setText("Indexing records…")
+            self.index_bar.setRange(0, 0)  # busy until the first progress report
+            self.index_cancel.setEnabled(True)
+
+    def _on_indexing_progress(self, done: int, total: int) -> None:
+        self.index_label.setText(f"Indexing {done:,} / {total:,} records…")
+        self.index_bar.setRange(0, max(1, total))
+        self.index_bar.setValue(done)
+
+    def _on_index_cancel_clicked(self) -> None:
+        if self._session is not None:
+            self.index_cancel.setEnabled(False)
+            self.index_label.setText("Cancelling…")
+            self._session.cancel_indexing()
+
+    def _on_indexing_finished(self, session: StoreSession, ready: bool) -> None:
+        if session is not self._session:
+            return
+        self._show_indexing(None)
+        if ready:
+            self._set_view_sessions(session)
+            self._update_actions()
+            _freeze_long_lived_objects()
+            return
+        spawn(self._abandon(session))
+
+    async def _abandon(self, session: StoreSession) -> None:
+        """Close a store whose indexing failed or was cancelled, and say so."""
+        location = session.spec.location
+        await self.close_store()
+        self.store_label.setText("No store")
+        self.count_label.setText("")
+        if session.indexing_cancelled:
+            self.show_banner(f"Opening {location} was cancelled before its records were "
+                             "indexed.", warning=False)
+        else:
+            self.show_banner(f"Could not index {location}: {session.indexing_error}")
 
     async def _attach_gateway(self, engine: MemoryEngine | None) -> None:
         """Build (worker) the LLM gateway on ``engine``'s ledger for the Budget view."""
@@ -522,10 +594,10 @@ class MainWindow(QMainWindow):
         if session is None:
             return
         self._session = None
+        self._show_indexing(None)
+        session.cancel_indexing()
         self.records.set_session(None)
-        self.observe.set_session(None)
-        self.fate.set_session(None)
-        self.scan.set_session(None)
+        self._set_view_sessions(None)
         await self._attach_gateway(None)
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
@@ -672,7 +744,8 @@ class MainWindow(QMainWindow):
         except EngineError as exc:
             dialog.fail(str(exc))
         try:
-            session.engine = await self._runner.run(self._services.open_engine, session.spec)
+            session.replace_engine(
+                await self._runner.run(self._services.open_engine, session.spec))
         except EngineError as exc:
             self._session = None
             self.undo_group.removeStack(session.undo_stack)
@@ -680,9 +753,9 @@ class MainWindow(QMainWindow):
             self.show_banner(f"Could not reopen {session.spec.location} after the import: {exc}")
             self._update_actions()
             return None
-        self.records.set_session(session)
-        self.observe.set_session(session)
+        self._show_session(session)
         self.store_label.setText(self._store_text(session))
+        self._update_actions()
         _freeze_long_lived_objects()
         if summary is not None:
             dialog.finish(summary)

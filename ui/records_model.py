@@ -4,13 +4,19 @@
 ``engine.list_records`` on a worker (STYLE §3) and show a placeholder until then. Sorting is a
 new engine query (header click → :meth:`RecordTableModel.sort`), never a proxy over all rows
 (STYLE §4). Every query carries a request token; a page that answers an older query is dropped.
+
+While the engine's columnar view is still being read (a store opened without a usable view
+cache), the unfiltered default query is answered by ``engine.preview_records`` — Chroma's
+records newest-written first, straight from the store — so the first page shows at once
+(:attr:`RecordTableModel.preview`). Any other filter or sort waits for the view
+(:attr:`RecordTableModel.waiting`) and runs when it is ready; the view reloads the model then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +24,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
 
-from engine.errors import EngineError
+from engine.errors import EngineError, StoreUnavailable
 from engine.memory_engine import MemoryEngine
 from engine.query import RecordPage, RecordQuery, SortKey
 from engine.records import MemoryRecord, format_timestamp
@@ -96,12 +102,14 @@ class RecordTableModel(QAbstractTableModel):
         page_loaded(int): A page (index) arrived and its rows were filled in.
         load_failed(str): The engine could not answer a query (the message says why).
         reloaded(): A new query's first page arrived and the rows were reset.
+        index_state_changed(): :attr:`preview` or :attr:`waiting` changed.
     """
 
     total_changed = QtSignal(int)
     page_loaded = QtSignal(int)
     load_failed = QtSignal(str)
     reloaded = QtSignal()
+    index_state_changed = QtSignal()
 
     def __init__(self, runner: TaskRunner, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -117,6 +125,9 @@ class RecordTableModel(QAbstractTableModel):
         self._tasks: set[asyncio.Task[None]] = set()
         self._resetting = False
         self._placeholder = QColor(128, 128, 128)
+        self._indexed: Callable[[], Awaitable[bool]] | None = None
+        self._preview = False
+        self._waiting = False
 
     # -- state -----------------------------------------------------------------------------
 
@@ -130,10 +141,33 @@ class RecordTableModel(QAbstractTableModel):
         """Rows matching the current query."""
         return self._total
 
-    def set_engine(self, engine: MemoryEngine | None) -> None:
-        """Show the records of ``engine`` (None: nothing) and load the first page."""
+    @property
+    def preview(self) -> bool:
+        """True while the rows are Chroma's, newest written first (the view is being read)."""
+        return self._preview
+
+    @property
+    def waiting(self) -> bool:
+        """True while the current filter or sort waits for the view to be read."""
+        return self._waiting
+
+    def set_engine(self, engine: MemoryEngine | None,
+                   indexed: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Show the records of ``engine`` (None: nothing) and load the first page.
+
+        Args:
+            indexed: Awaited (on the GUI loop) before a filtered or sorted query while the
+                engine's view is still being read; returns False if it never will be. Without
+                it such a query waits on its worker.
+        """
         self._engine = engine
+        self._indexed = indexed
         self.reload()
+
+    def _set_index_state(self, *, preview: bool, waiting: bool) -> None:
+        if (preview, waiting) != (self._preview, self._waiting):
+            self._preview, self._waiting = preview, waiting
+            self.index_state_changed.emit()
 
     def set_query(self, query: RecordQuery) -> None:
         """Apply new filters (keeping the current sort unless ``query`` sets another)."""
@@ -202,13 +236,43 @@ class RecordTableModel(QAbstractTableModel):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _answer(self, engine: MemoryEngine, query: RecordQuery, token: int,
+                      *, reset: bool) -> RecordPage | None:
+        """The page of ``query``: from the view, or while it is read, a preview or a wait.
+
+        None when the query went stale while it waited.
+        """
+        if engine.view_ready:
+            if reset:
+                self._set_index_state(preview=False, waiting=False)
+            return await self._runner.run(engine.list_records, query)
+        if dataclasses.replace(query, offset=0) == RecordQuery(limit=PAGE_SIZE):
+            if reset:
+                self._set_index_state(preview=True, waiting=False)
+            return await self._runner.run(engine.preview_records, query.offset, query.limit)
+        if self._indexed is not None:
+            self._set_index_state(preview=False, waiting=True)
+            if reset:
+                self._clear_rows()  # no preview rows under a filter they do not match
+            ready = await self._indexed()
+            if not self._tokens.is_current(token):
+                return None
+            self._set_index_state(preview=False, waiting=False)
+            if not ready:
+                raise StoreUnavailable("the records were not indexed, so filters and sorting "
+                                       "cannot run")
+        return await self._runner.run(engine.list_records, query)
+
     async def _fetch(self, page: int, token: int, *, reset: bool) -> None:
         engine = self._engine
         if engine is None:
             return
         query = dataclasses.replace(self._query, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         try:
-            result = await self._runner.run(engine.list_records, query)
+            answer = await self._answer(engine, query, token, reset=reset)
+            if answer is None:
+                return
+            result = answer
         except EngineError as exc:
             if self._tokens.is_current(token):
                 self._pending.discard(page)
@@ -235,6 +299,16 @@ class RecordTableModel(QAbstractTableModel):
     def _rows(result: RecordPage) -> list[_Row]:
         decayed = list(result.decayed_importance) or [r.importance for r in result.records]
         return [_Row(r, d) for r, d in zip(result.records, decayed, strict=True)]
+
+    def _clear_rows(self) -> None:
+        """Show no rows while the query waits (still resetting: not settled)."""
+        self.beginResetModel()
+        self._pages = {}
+        changed = self._total != 0
+        self._total = 0
+        self.endResetModel()
+        if changed:
+            self.total_changed.emit(0)
 
     def _apply_reset(self, token: int, result: RecordPage) -> None:
         self._resetting = False

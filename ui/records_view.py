@@ -1,8 +1,11 @@
 """The Records view: filters, the lazily paged table, the detail/edit panel and bulk actions.
 
 Filters become a :class:`~engine.query.RecordQuery` the engine answers (numpy over the columnar
-view); the table model fetches pages of it on workers. Selecting a row fetches the record's
-detail (:func:`engine.browse.record_detail`) on a worker, dropping stale answers by token.
+view); the table model fetches pages of it on workers. While the store's view is still being
+read (indexing), the table pages through Chroma newest-written first, filters wait with an
+"indexing N / M" note, and editing is off until the records are indexed. Selecting a row
+fetches the record's detail (:func:`engine.browse.record_detail`) on a worker, dropping stale
+answers by token.
 Writes go through the :class:`~ui.session.StoreSession` (serialized, undoable).
 """
 
@@ -222,6 +225,7 @@ class RecordsView(QWidget):
         self._facet_tokens = RequestTokens()
         self._pending_select: str | None = None
         self._agents: list[str] = []
+        self._indexed = (0, 0)
         self.model = RecordTableModel(runner, self)
 
         self.filters = FilterBar(self)
@@ -270,6 +274,7 @@ class RecordsView(QWidget):
         self.model.reloaded.connect(self._on_model_reloaded)
         self.model.page_loaded.connect(self._on_page_loaded)
         self.model.load_failed.connect(self.message)
+        self.model.index_state_changed.connect(self._show_count)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.table.verticalScrollBar().valueChanged.connect(self._on_scrolled)
         self.detail.save_requested.connect(self._on_save_requested)
@@ -327,13 +332,20 @@ class RecordsView(QWidget):
         """Show the records of ``session`` (None: no store open)."""
         if self._session is not None:
             self._session.records_changed.disconnect(self._on_records_changed)
+            self._session.indexing_progress.disconnect(self._on_indexing_progress)
+            self._session.indexing_finished.disconnect(self._on_indexing_finished)
         self._session = session
+        self._indexed = (0, 0)
         self.detail.show_detail(None)
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
+            session.indexing_progress.connect(self._on_indexing_progress)
+            session.indexing_finished.connect(self._on_indexing_finished)
         self._update_actions()
-        self.detail.set_read_only(session is None or session.read_only)
-        self.model.set_engine(session.engine if session is not None else None)
+        if session is None:
+            self.model.set_engine(None)
+        else:
+            self.model.set_engine(session.engine, session.wait_indexed)
         self.refresh_facets()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
@@ -342,8 +354,13 @@ class RecordsView(QWidget):
         self.detail.set_redactor(redact)
         self._load_detail()
 
+    def _writable(self) -> bool:
+        session = self._session
+        return session is not None and not session.read_only and not session.indexing
+
     def _update_actions(self) -> None:
-        writable = self._session is not None and not self._session.read_only
+        writable = self._writable()
+        self.detail.set_read_only(not writable)
         selected = bool(self.selected_ids())
         self.add_action.setEnabled(writable)
         for made in (self.delete_action, self.tag_action):
@@ -365,6 +382,8 @@ class RecordsView(QWidget):
 
     async def _load_facets(self, session: StoreSession) -> None:
         token = self._facet_tokens.next_token()
+        if not await session.wait_indexed():
+            return
         try:
             found: Facets = await self._runner.run(facets, session.engine)
         except EngineError as exc:
@@ -396,11 +415,34 @@ class RecordsView(QWidget):
             descending=current.descending))
 
     def _on_total_changed(self, total: int) -> None:
-        self.count_label.setText(f"{total:,} records")
+        self._show_count()
         self.total_changed.emit(total)
 
+    def _show_count(self) -> None:
+        """The number of rows, and while the store is indexed, what the table shows."""
+        done, total = self._indexed
+        progress = f"indexing {done:,} / {total:,}" if total else "indexing…"
+        if self.model.waiting:
+            text = f"{progress.capitalize()} — filters and sorting apply when done"
+        elif self.model.preview:
+            text = f"{self.model.total:,} records, newest written first ({progress})"
+        else:
+            text = f"{self.model.total:,} records"
+        self.count_label.setText(text)
+
+    def _on_indexing_progress(self, done: int, total: int) -> None:
+        self._indexed = (done, total)
+        if self.model.preview or self.model.waiting:
+            self._show_count()
+
+    def _on_indexing_finished(self, _ready: bool) -> None:
+        if self.model.preview:
+            self.model.reload()  # from Chroma's order to the query's (waiting queries resume)
+        self._update_actions()
+        self._show_count()
+
     def _on_model_reloaded(self) -> None:
-        self.count_label.setText(f"{self.model.total:,} records")
+        self._show_count()
         self._on_scrolled()
         if self._pending_select is not None:
             self._select_loaded(self._pending_select)
@@ -514,7 +556,7 @@ class RecordsView(QWidget):
         self.message.emit(f"Saved {', '.join(sorted(changes))}")
 
     def _on_add_triggered(self) -> None:
-        if self._session is None or self._session.read_only:
+        if self._session is None or not self._writable():
             return
         dialog = AddMemoryDialog(self._agents, self)
         if dialog.exec() and dialog.memory is not None:
@@ -532,7 +574,7 @@ class RecordsView(QWidget):
 
     def _on_delete_triggered(self) -> None:
         ids = self.selected_ids()
-        if not ids or self._session is None or self._session.read_only:
+        if not ids or not self._writable():
             return
         noun = "this record" if len(ids) == 1 else f"these {len(ids):,} records"
         answer = QMessageBox.question(
@@ -556,12 +598,12 @@ class RecordsView(QWidget):
 
     def _on_relayer(self, layer: Layer) -> None:
         ids = self.selected_ids()
-        if ids and self._session is not None and not self._session.read_only:
+        if ids and self._session is not None and self._writable():
             spawn(self._bulk(self._session.relayer(ids, layer), f"Moved to {layer.value}"))
 
     def _on_tag_triggered(self) -> None:
         ids = self.selected_ids()
-        if not ids or self._session is None or self._session.read_only:
+        if not ids or self._session is None or not self._writable():
             return
         text, ok = QInputDialog.getText(self, "Tag records",
                                         f"Tags to add to {len(ids):,} records (comma-separated):")
