@@ -505,13 +505,23 @@ class MainWindow(QMainWindow):
         return session
 
     def _show_session(self, session: StoreSession) -> None:
-        """Records at once (a preview while indexing); the other views once indexed."""
+        """Records at once (a preview while indexing); the other views after its first page
+        (their loads would compete with it for the workers and the GIL), or once indexed."""
+        model = self.records.model
+
+        def attach(*_args: object) -> None:  # once: the first page arrived (or failed)
+            model.reloaded.disconnect(attach)
+            model.load_failed.disconnect(attach)
+            if session is self._session and not session.indexing:
+                self._set_view_sessions(session)
+
+        if not session.indexing:
+            model.reloaded.connect(attach)
+            model.load_failed.connect(attach)
         self.records.set_session(session)
         if session.indexing:
             self._show_indexing(session)
             session.start_indexing()
-        else:
-            self._set_view_sessions(session)
 
     def _set_view_sessions(self, session: StoreSession | None) -> None:
         """The views that need the store's columnar view (all but Records)."""

@@ -49,7 +49,11 @@ __all__ = [
 ]
 
 DEFAULT_COLLECTION = "mnemoscope_memories"
-_READ_PAGE = 2000
+_READ_PAGE = 250
+"""Records per Chroma ``get`` when reading the view. chromadb converts a page's embeddings and
+metadata to Python objects holding the GIL: 2000-record pages froze every other thread (the GUI)
+for up to 176 ms each, 250-record pages for at most 25 ms, and the whole 100K read was no slower
+(measured: 34.5 s vs 22.0 s at load ~5)."""
 _URL = re.compile(r"^https?://", re.IGNORECASE)
 
 ProgressFn = Callable[[int, int], None]
