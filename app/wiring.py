@@ -10,8 +10,10 @@ Three ways to run the window, all from here:
   report, exit 0 (all passed) or 1.
 
 ``MNEMOSCOPE_BENCHMARK_STARTUP=1`` prints ``window-shown <seconds since launch()>`` when the
-window first paints and exits (benchmarks/bench_gui.py times the whole process from outside).
-Nothing heavy (torch, chromadb, sentence-transformers) is imported before the window shows.
+window first paints (``=exit``: and exits; ``=first-page``: then also ``first-page <seconds>``
+once the store's records table holds its first page, and exits). benchmarks/bench_gui.py times
+the whole process from outside. Nothing heavy (torch, chromadb, sentence-transformers) is
+imported before the window shows.
 """
 
 from __future__ import annotations
@@ -239,6 +241,12 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         await window.open_store(StoreSpec(settings.store, token=settings.store_token,
                                           read_only=bool(getattr(args, "read_only", False)),
                                           collection=collection))
+        if os.environ.get("MNEMOSCOPE_BENCHMARK_STARTUP") == "first-page":
+            model = window.records.model
+            await _wait_for(lambda: model.settled and model.is_loaded(0), 600, "a first page")
+            print(f"first-page {time.perf_counter() - started:.3f} "
+                  f"preview={model.preview}", flush=True)
+            return
         closed = asyncio.Event()
         app.lastWindowClosed.connect(closed.set)
         await closed.wait()

@@ -51,7 +51,7 @@ import numpy.typing as npt
 from engine.store.view import ColumnarView
 
 __all__ = ["CACHE_ARRAYS", "CACHE_META", "CACHE_VECTORS", "fingerprint", "invalidate",
-           "load_view", "save_view"]
+           "is_current", "load_view", "save_view"]
 
 CACHE_ARRAYS = ".mnemoscope-view.npz"
 CACHE_META = ".mnemoscope-view.json"
@@ -173,6 +173,14 @@ def save_view(view: ColumnarView, directory: Path, collection: str, *,
     _atomic_write(directory / CACHE_ARRAYS, lambda h: np.savez(h, **arrays))
     _atomic_write(directory / CACHE_META,
                   lambda h: h.write(json.dumps(meta, ensure_ascii=False).encode("utf-8")))
+
+
+def is_current(directory: Path, collection: str, dimension: int) -> bool:
+    """True when the saved cache matches the store's records now (its files not checked)."""
+    meta = _stored(directory)
+    return (meta is not None and meta.get("format") == FORMAT
+            and meta.get("dimension") == dimension
+            and meta.get("fingerprint") == fingerprint(directory, collection))
 
 
 def load_view(directory: Path, dimension: int,

@@ -60,6 +60,17 @@ def distinct_text(number: int, words: int = 9) -> str:
                     for _ in range(words)) + f" {number}"
 
 
+def write_import_file(path: Path, records: int) -> Path:
+    """``records`` JSONL lines of distinct memories (no dedup merges) to import."""
+    import json
+
+    path.write_text("".join(
+        json.dumps({"content": distinct_text(i), "agent_id": f"agent-{i % 5}",
+                    "layer": "episodic", "importance": 0.4}) + "\n"
+        for i in range(records)), encoding="utf-8")
+    return path
+
+
 def run(qtbot: QtBot, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     """Run ``coro`` on the GUI loop and wait (spinning Qt) until it is done."""
     task = spawn(coro)
