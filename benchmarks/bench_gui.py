@@ -29,17 +29,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,24 +143,6 @@ def _window(runner: Any, **changes: Any) -> Any:
     return window
 
 
-@contextlib.contextmanager
-def _view_cache_aside(store: Path) -> Iterator[None]:
-    """Move the store's view cache files away (an uncached open) and back afterwards."""
-    from engine.store import view_cache
-
-    aside = Path(tempfile.mkdtemp(prefix="view-cache-aside-", dir=store.parent))
-    names = (view_cache.CACHE_META, view_cache.CACHE_ARRAYS, view_cache.CACHE_VECTORS)
-    moved = [name for name in names if (store / name).exists()]
-    try:
-        for name in moved:
-            os.replace(store / name, aside / name)
-        yield
-    finally:
-        for name in moved:
-            os.replace(aside / name, store / name)
-        shutil.rmtree(aside, ignore_errors=True)
-
-
 def ensure_view_cache(store: Path) -> bool:
     """Write the store's view cache if it is not current (a writable open and a clean close).
 
@@ -216,6 +195,7 @@ def bench_first_page(store: Path, runs: int) -> list[Row]:
     from engine.memory_engine import MemoryEngine
     from engine.query import RecordQuery
     from engine.store import StoreSpec
+    from tests.ui.bigstore import view_cache_aside
     from ui.tasks import TaskRunner
 
     wrote = ensure_view_cache(store)
@@ -234,7 +214,7 @@ def bench_first_page(store: Path, runs: int) -> list[Row]:
             first, _indexed, preview = await _open_until_first_page(window, runner, store)
             assert not preview, "the view cache was not used"
             cached.append(first)
-        with _view_cache_aside(store):
+        with view_cache_aside(store):
             for _ in range(runs):
                 first, done, preview = await _open_until_first_page(window, runner, store)
                 assert preview, "the first page did not come before the index"
