@@ -208,10 +208,11 @@ class MainWindow(QMainWindow):
         # Indexing a store opened without a usable view cache: progress and Cancel.
         self.index_label = QLabel("", self)
         self.index_bar = QProgressBar(self)
-        self.index_bar.setFixedWidth(140)
+        self.index_bar.setFixedWidth(100)
         self.index_bar.setTextVisible(False)
         self.index_cancel = QPushButton("Cancel", self)
-        self.index_cancel.setToolTip("Stop indexing and close the store")
+        self.index_cancel.setToolTip("Stop indexing the store's records and close it (filters "
+                                     "and sorting need the index)")
         self.index_cancel.clicked.connect(self._on_index_cancel_clicked)
         for widget in (self.index_label, self.index_bar, self.index_cancel, self.store_label,
                        self.count_label, self.model_label, self.redaction_label):
@@ -534,12 +535,12 @@ class MainWindow(QMainWindow):
         for widget in (self.index_label, self.index_bar, self.index_cancel):
             widget.setVisible(session is not None)
         if session is not None:
-            self.index_label.setText("Indexing records…")
+            self.index_label.setText("Indexing…")
             self.index_bar.setRange(0, 0)  # busy until the first progress report
             self.index_cancel.setEnabled(True)
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
-        self.index_label.setText(f"Indexing {done:,} / {total:,} records…")
+        self.index_label.setText(f"Indexing {done:,} / {total:,}")
         self.index_bar.setRange(0, max(1, total))
         self.index_bar.setValue(done)
 

@@ -24,7 +24,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
 
-from engine.errors import EngineError, StoreUnavailable
+from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine
 from engine.query import RecordPage, RecordQuery, SortKey
 from engine.records import MemoryRecord, format_timestamp
@@ -240,7 +240,7 @@ class RecordTableModel(QAbstractTableModel):
                       *, reset: bool) -> RecordPage | None:
         """The page of ``query``: from the view, or while it is read, a preview or a wait.
 
-        None when the query went stale while it waited.
+        None when the query went stale while it waited, or the view will never be ready.
         """
         if engine.view_ready:
             if reset:
@@ -259,8 +259,7 @@ class RecordTableModel(QAbstractTableModel):
                 return None
             self._set_index_state(preview=False, waiting=False)
             if not ready:
-                raise StoreUnavailable("the records were not indexed, so filters and sorting "
-                                       "cannot run")
+                return None  # never indexed: the window closes the store and says why
         return await self._runner.run(engine.list_records, query)
 
     async def _fetch(self, page: int, token: int, *, reset: bool) -> None:

@@ -116,7 +116,7 @@ class ColumnarView:
         self._n = 0
         self._dead = 0
         self._rows: dict[str, int] = {}
-        self._by_hash: dict[str, set[int]] = {}
+        self._by_hash: dict[str, set[int]] | None = {}  # None: build on first use
         self._agents: list[str] = []
         self._agent_code: dict[str, int] = {}
         self._sources: list[str] = []
@@ -180,10 +180,7 @@ class ColumnarView:
         view._n = n
         view._ids, view._contents, view._hashes, view._tags = ids, contents, hashes, tags
         view._rows = {record_id: row for row, record_id in enumerate(ids)}
-        view._by_hash = {digest: {row} for row, digest in enumerate(hashes)}
-        if len(view._by_hash) != n:  # exact duplicates: the comprehension kept one row each
-            for row, digest in enumerate(hashes):
-                view._by_hash[digest].add(row)
+        view._by_hash = None  # 100K sets: built when ingest first needs them, not on open
         view._agents, view._sources = list(agents), list(sources)
         view._agent_code = {a: i for i, a in enumerate(view._agents)}
         view._source_code = {s: i for i, s in enumerate(view._sources)}
@@ -212,7 +209,16 @@ class ColumnarView:
     def ids_with_hash(self, digest: str) -> list[str]:
         """Ids of live records whose content hash is ``digest`` (the exact-duplicate cache)."""
         with self._lock:
-            return [self._ids[row] for row in sorted(self._by_hash.get(digest, ()))]
+            return [self._ids[row] for row in sorted(self._hash_index().get(digest, ()))]
+
+    def _hash_index(self) -> dict[str, set[int]]:
+        """Content hash → live rows (the lock is held by the caller)."""
+        if self._by_hash is None:
+            index: dict[str, set[int]] = {}
+            for row in np.flatnonzero(self._alive[: self._n]).tolist():
+                index.setdefault(self._hashes[row], set()).add(row)
+            self._by_hash = index
+        return self._by_hash
 
     def vector(self, record_id: str, *, content_hash: str | None = None) -> F32 | None:
         """A copy of the record's embedding, or None when it has none yet.
@@ -258,6 +264,7 @@ class ColumnarView:
         change; otherwise it is marked as having none until re-embedded.
         """
         with self._lock:
+            by_hash = self._hash_index()
             for i, record in enumerate(records):
                 row = self._rows.get(record.id)
                 if row is None:
@@ -273,14 +280,14 @@ class ColumnarView:
                     self._has_vec[row] = False
                 else:
                     old_hash = self._hashes[row]
-                    self._by_hash.get(old_hash, set()).discard(row)
+                    by_hash.get(old_hash, set()).discard(row)
                     if old_hash != record.content_hash:
                         self._has_vec[row] = False
                         self._vectors[row] = 0.0
                     self._contents[row] = record.content
                     self._hashes[row] = record.content_hash
                     self._tags[row] = record.tags
-                self._by_hash.setdefault(record.content_hash, set()).add(row)
+                by_hash.setdefault(record.content_hash, set()).add(row)
                 self._alive[row] = True
                 self._agent[row] = self._code(record.agent_id, self._agents, self._agent_code)
                 self._source[row] = self._code(record.source, self._sources, self._source_code)
@@ -315,12 +322,13 @@ class ColumnarView:
     def remove(self, record_ids: Iterable[str]) -> None:
         """Drop records (tombstones; rebuilt when a third of the rows are dead)."""
         with self._lock:
+            by_hash = self._hash_index()
             for record_id in record_ids:
                 row = self._rows.pop(record_id, None)
                 if row is None:
                     continue
                 self._alive[row] = False
-                self._by_hash.get(self._hashes[row], set()).discard(row)
+                by_hash.get(self._hashes[row], set()).discard(row)
                 self._dead += 1
             if self._n > 1024 and self._dead * 3 > self._n:
                 self._compact()
@@ -346,9 +354,7 @@ class ColumnarView:
         self._hashes = [old_hashes[r] for r in keep]
         self._tags = [old_tags[r] for r in keep]
         self._rows = {record_id: row for row, record_id in enumerate(self._ids)}
-        self._by_hash = {}
-        for row, digest in enumerate(self._hashes):
-            self._by_hash.setdefault(digest, set()).add(row)
+        self._by_hash = None  # rebuilt on next use
 
     @staticmethod
     def _code(value: str, table: list[str], index: dict[str, int]) -> int:

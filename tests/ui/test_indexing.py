@@ -133,6 +133,7 @@ def test_cancel_stops_indexing_and_closes_the_store(
     assert cancelled and cancelled[0] < COUNT
     assert session.indexing_cancelled and not session.engine.view_ready
     assert window.store_label.text() == "No store" and window.records.model.total == 0
+    assert "not indexed" not in window.statusBar().currentMessage()  # the banner says it
     assert not window.index_cancel.isVisibleTo(window)
     open_store(qtbot, window, uncached, read_only=True, timeout=60)  # nothing was damaged
     assert window.records.model.total == COUNT
