@@ -375,8 +375,8 @@ async def _self_test(window: MainWindow) -> int:
     """Exercise each view on a temporary store; print one line per check."""
     from PySide6.QtCore import Qt
 
-    from engine.query import SortKey
-    from engine.records import Layer, MemoryRecord
+    from engine.query import RecordRow, SortKey
+    from engine.records import Layer
     from ui.records_model import COLUMNS
 
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-selftest-"))
@@ -384,7 +384,7 @@ async def _self_test(window: MainWindow) -> int:
     view = window.records
     model = view.model
 
-    def loaded(row: int) -> MemoryRecord:
+    def loaded(row: int) -> RecordRow:
         record = model.record_at(row)
         if record is None:
             raise AssertionError(f"row {row} is not loaded")

@@ -39,7 +39,7 @@ from engine.lifecycle import (
     Summarizer,
 )
 from engine.metrics import MemoryMetrics
-from engine.query import RecordPage, RecordQuery, select_rows
+from engine.query import RecordPage, RecordQuery, RecordRow, RowPage, page_rows, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
 from engine.redaction import Redactor, redact_text
 from engine.retrieval import (
@@ -211,7 +211,7 @@ class MemoryEngine:
             progress: Called with (loaded, total) while the view loads.
             defer_view: Return once Chroma is open even when the columnar view must be read
                 from it (no usable view cache); :meth:`load_view` reads it then. Meanwhile
-                :meth:`count` and :meth:`preview_records` work and everything else waits.
+                :meth:`count` and :meth:`preview_rows` work and everything else waits.
 
         Raises:
             StoreLocked, StoreUnavailable, SchemaMismatch: see :meth:`MemoryStore.open`.
@@ -311,8 +311,14 @@ class MemoryEngine:
         return self.count()
 
     def close(self) -> None:
-        """Stop background services, close the store (releasing its lock) and the ledger."""
+        """Stop background services, close the store (releasing its lock) and the ledger.
+
+        Also drops the cached ingest pipeline, which refers back to the engine: without that
+        cycle a closed engine (and its 100K-record view) is freed by reference counting, even
+        in a process that froze its long-lived objects out of the cyclic GC (the GUI does).
+        """
         self.close_layers()
+        self.__dict__.pop("_ingest", None)
         self._store.close()
         self._ledger.close()
 
@@ -390,11 +396,28 @@ class MemoryEngine:
             np.asarray([r.access_count for r in records]), now, half_life)
         return RecordPage(records, len(rows), query.offset, [float(d) for d in decayed])
 
-    def preview_records(self, offset: int = 0, limit: int = 100) -> RecordPage:
-        """A page of records newest-written first, straight from Chroma (no view needed).
+    def list_rows(self, query: RecordQuery | None = None) -> RowPage:
+        """One page of table rows matching ``query``, entirely from the columnar view.
+
+        What the records browser shows: no Chroma read, so a store opened from its view cache
+        shows its first page without waiting for Chroma to load the collection.
+        """
+        query = query or RecordQuery()
+        now = self._clock.now()
+        half_life = self._config.memory.importance_decay_half_life_days
+        snapshot = self._store.view.snapshot()
+        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life)
+        page = rows[query.offset:query.offset + query.limit]
+        decayed = decayed_importance(snapshot.importance[page], snapshot.created_at[page],
+                                     snapshot.access_count[page], now, half_life)
+        return RowPage(page_rows(snapshot, page), len(rows), query.offset,
+                       [float(d) for d in np.atleast_1d(decayed)])
+
+    def preview_rows(self, offset: int = 0, limit: int = 100) -> RowPage:
+        """A page of rows newest-written first, straight from Chroma (no view needed).
 
         The records browser shows these while a deferred view loads; filters and sorting need
-        the view (:meth:`list_records`).
+        the view (:meth:`list_rows`).
         """
         if offset < 0 or not 1 <= limit <= 10_000:
             raise ValidationError("preview page", (offset, limit),
@@ -406,7 +429,8 @@ class MemoryEngine:
             np.asarray([r.created_at for r in records]),
             np.asarray([r.access_count for r in records]), now,
             self._config.memory.importance_decay_half_life_days)
-        return RecordPage(records, total, offset, [float(d) for d in decayed])
+        return RowPage([RecordRow.of(r) for r in records], total, offset,
+                       [float(d) for d in np.atleast_1d(decayed)])
 
     def stats(self) -> StoreStats:
         """Counts by layer, agent and privacy, pending embeddings and expired records."""

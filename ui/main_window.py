@@ -220,6 +220,9 @@ class MainWindow(QMainWindow):
         self._show_indexing(None)
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
+        self._attach_after_first_page: StoreSession | None = None
+        self.records.model.reloaded.connect(self._on_records_first_page)
+        self.records.model.load_failed.connect(self._on_records_first_page)
         self.fate.open_record.connect(self.show_record)
         self.scan.open_record.connect(self.show_record)
         self.scan.message.connect(self._on_view_message)
@@ -479,8 +482,7 @@ class MainWindow(QMainWindow):
         session.failed.connect(self._on_session_failed)
         session.records_changed.connect(self._on_records_changed)
         session.indexing_progress.connect(self._on_indexing_progress)
-        session.indexing_finished.connect(
-            lambda ready, opened=session: self._on_indexing_finished(opened, ready))
+        session.indexing_finished.connect(self._on_indexing_finished)
         self._show_session(session)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
@@ -508,21 +510,17 @@ class MainWindow(QMainWindow):
     def _show_session(self, session: StoreSession) -> None:
         """Records at once (a preview while indexing); the other views after its first page
         (their loads would compete with it for the workers and the GIL), or once indexed."""
-        model = self.records.model
-
-        def attach(*_args: object) -> None:  # once: the first page arrived (or failed)
-            model.reloaded.disconnect(attach)
-            model.load_failed.disconnect(attach)
-            if session is self._session and not session.indexing:
-                self._set_view_sessions(session)
-
-        if not session.indexing:
-            model.reloaded.connect(attach)
-            model.load_failed.connect(attach)
+        self._attach_after_first_page = None if session.indexing else session
         self.records.set_session(session)
         if session.indexing:
             self._show_indexing(session)
             session.start_indexing()
+
+    def _on_records_first_page(self, *_args: object) -> None:
+        """The table's first page arrived (or failed): attach the other views if waiting."""
+        session, self._attach_after_first_page = self._attach_after_first_page, None
+        if session is not None and session is self._session and not session.indexing:
+            self._set_view_sessions(session)
 
     def _set_view_sessions(self, session: StoreSession | None) -> None:
         """The views that need the store's columnar view (all but Records)."""
@@ -550,9 +548,10 @@ class MainWindow(QMainWindow):
             self.index_label.setText("Cancelling…")
             self._session.cancel_indexing()
 
-    def _on_indexing_finished(self, session: StoreSession, ready: bool) -> None:
-        if session is not self._session:
-            return
+    def _on_indexing_finished(self, ready: bool) -> None:
+        session = self._session
+        if session is None or self.sender() is not session:
+            return  # a store closed meanwhile (no lambda holding the session: it would leak)
         self._show_indexing(None)
         if ready:
             self._set_view_sessions(session)

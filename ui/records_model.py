@@ -1,12 +1,13 @@
 """The records table model: a window over the engine's filtered, sorted records, paged lazily.
 
 ``rowCount`` is the engine's total for the current query; rows arrive a page at a time from
-``engine.list_records`` on a worker (STYLE §3) and show a placeholder until then. Sorting is a
+``engine.list_rows`` (the columnar view's columns, no Chroma read) on a worker (STYLE §3) and
+show a placeholder until then. Sorting is a
 new engine query (header click → :meth:`RecordTableModel.sort`), never a proxy over all rows
 (STYLE §4). Every query carries a request token; a page that answers an older query is dropped.
 
 While the engine's columnar view is still being read (a store opened without a usable view
-cache), the unfiltered default query is answered by ``engine.preview_records`` — Chroma's
+cache), the unfiltered default query is answered by ``engine.preview_rows`` — Chroma's
 records newest-written first, straight from the store — so the first page shows at once
 (:attr:`RecordTableModel.preview`). Any other filter or sort waits for the view
 (:attr:`RecordTableModel.waiting`) and runs when it is ready; the view reloads the model then.
@@ -26,8 +27,8 @@ from PySide6.QtGui import QColor
 
 from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine
-from engine.query import RecordPage, RecordQuery, SortKey
-from engine.records import MemoryRecord, format_timestamp
+from engine.query import RecordQuery, RecordRow, RowPage, SortKey
+from engine.records import format_timestamp
 from ui.tasks import RequestTokens, TaskRunner
 
 __all__ = ["COLUMNS", "PAGE_SIZE", "Column", "RecordTableModel"]
@@ -67,7 +68,7 @@ ROLE_RECORD_ID = Qt.ItemDataRole.UserRole + 1
 
 @dataclass(frozen=True, slots=True)
 class _Row:
-    record: MemoryRecord
+    record: RecordRow
     decayed: float
 
 
@@ -190,8 +191,11 @@ class RecordTableModel(QAbstractTableModel):
         page = self._pages.get(row // PAGE_SIZE)
         return page is not None and row % PAGE_SIZE < len(page)
 
-    def record_at(self, row: int) -> MemoryRecord | None:
-        """The record of ``row``, or None while its page is loading."""
+    def record_at(self, row: int) -> RecordRow | None:
+        """The record shown in ``row`` (its table columns), or None while its page is loading.
+
+        The full record is ``engine.get(record_at(row).id)``.
+        """
         page = self._pages.get(row // PAGE_SIZE)
         if page is None or not 0 <= row % PAGE_SIZE < len(page):
             return None
@@ -213,7 +217,7 @@ class RecordTableModel(QAbstractTableModel):
         self._pending.clear()
         self._resetting = True
         if self._engine is None:
-            self._apply_reset(self._token, RecordPage([], 0, 0))
+            self._apply_reset(self._token, RowPage([], 0, 0))
             return
         self._spawn(self._fetch(0, self._token, reset=True))
 
@@ -237,7 +241,7 @@ class RecordTableModel(QAbstractTableModel):
         task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, engine: MemoryEngine, query: RecordQuery, token: int,
-                      *, reset: bool) -> RecordPage | None:
+                      *, reset: bool) -> RowPage | None:
         """The page of ``query``: from the view, or while it is read, a preview or a wait.
 
         None when the query went stale while it waited, or the view will never be ready.
@@ -245,11 +249,11 @@ class RecordTableModel(QAbstractTableModel):
         if engine.view_ready:
             if reset:
                 self._set_index_state(preview=False, waiting=False)
-            return await self._runner.run(engine.list_records, query)
+            return await self._runner.run(engine.list_rows, query)
         if dataclasses.replace(query, offset=0) == RecordQuery(limit=PAGE_SIZE):
             if reset:
                 self._set_index_state(preview=True, waiting=False)
-            return await self._runner.run(engine.preview_records, query.offset, query.limit)
+            return await self._runner.run(engine.preview_rows, query.offset, query.limit)
         if self._indexed is not None:
             self._set_index_state(preview=False, waiting=True)
             if reset:
@@ -260,7 +264,7 @@ class RecordTableModel(QAbstractTableModel):
             self._set_index_state(preview=False, waiting=False)
             if not ready:
                 return None  # never indexed: the window closes the store and says why
-        return await self._runner.run(engine.list_records, query)
+        return await self._runner.run(engine.list_rows, query)
 
     async def _fetch(self, page: int, token: int, *, reset: bool) -> None:
         engine = self._engine
@@ -295,9 +299,9 @@ class RecordTableModel(QAbstractTableModel):
         self.page_loaded.emit(page)
 
     @staticmethod
-    def _rows(result: RecordPage) -> list[_Row]:
-        decayed = list(result.decayed_importance) or [r.importance for r in result.records]
-        return [_Row(r, d) for r, d in zip(result.records, decayed, strict=True)]
+    def _rows(result: RowPage) -> list[_Row]:
+        decayed = list(result.decayed_importance) or [r.importance for r in result.rows]
+        return [_Row(r, d) for r, d in zip(result.rows, decayed, strict=True)]
 
     def _clear_rows(self) -> None:
         """Show no rows while the query waits (still resetting: not settled)."""
@@ -309,17 +313,17 @@ class RecordTableModel(QAbstractTableModel):
         if changed:
             self.total_changed.emit(0)
 
-    def _apply_reset(self, token: int, result: RecordPage) -> None:
+    def _apply_reset(self, token: int, result: RowPage) -> None:
         self._resetting = False
         self.beginResetModel()
-        self._pages = {0: self._rows(result)} if result.records else {}
+        self._pages = {0: self._rows(result)} if result.rows else {}
         changed = result.total != self._total
         self._total = result.total
         self.endResetModel()
         if changed:
             self.total_changed.emit(self._total)
         self.reloaded.emit()
-        if result.records:
+        if result.rows:
             self.page_loaded.emit(0)
 
     # -- Qt model --------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A store opened without a usable view cache comes with its columnar view deferred
 (``MemoryEngine.open(defer_view=True)``): :meth:`StoreSession.start_indexing` reads it on a
 worker with progress and cancel, while the records browser pages through Chroma directly
-(``engine.preview_records``). Everything that needs the view awaits
+(``engine.preview_rows``). Everything that needs the view awaits
 :meth:`StoreSession.wait_indexed` on the GUI loop first, so no worker thread sits blocked.
 
 Every write runs on a worker through the task runner, one at a time (an asyncio lock keeps undo,

@@ -11,7 +11,7 @@ import pytest
 
 from engine.errors import Cancelled, StoreUnavailable, ValidationError
 from engine.memory_engine import MemoryEngine
-from engine.query import RecordQuery, SortKey
+from engine.query import RecordQuery, RecordRow, SortKey
 from engine.records import MemoryRecord, NewMemory
 from engine.store import MemoryStore, StoreSpec, view_cache
 
@@ -56,22 +56,32 @@ def test_count_and_pages_come_before_the_view(
     engine = MemoryEngine.open(spec, defer_view=True)
     try:
         assert not engine.view_ready and engine.count() == COUNT
-        first = engine.preview_records(0, 200)
+        first = engine.preview_rows(0, 200)
         assert first.total == COUNT
-        assert [r.id for r in first.records] == [r.id for r in reversed(batch)][:200]
-        assert first.records[0].content == batch[-1].content
+        assert [r.id for r in first.rows] == [r.id for r in reversed(batch)][:200]
+        assert first.rows[0] == RecordRow.of(batch[-1])
         assert len(first.decayed_importance) == 200
-        last = engine.preview_records(400, 200)
-        assert [r.id for r in last.records] == [r.id for r in reversed(batch[:50])]
-        assert engine.preview_records(COUNT, 200).records == []
+        last = engine.preview_rows(400, 200)
+        assert [r.id for r in last.rows] == [r.id for r in reversed(batch[:50])]
+        assert engine.preview_rows(COUNT, 200).rows == []
         with pytest.raises(ValidationError, match="preview page"):
-            engine.preview_records(-1, 10)
+            engine.preview_rows(-1, 10)
         progress: list[tuple[int, int]] = []
         assert engine.load_view(progress=lambda done, total: progress.append((done, total))) \
             == COUNT
         assert engine.store.view_ready and progress[-1] == (COUNT, COUNT)
         page = engine.list_records(RecordQuery(sort_by=SortKey.IMPORTANCE, limit=5))
         assert page.total == COUNT and all(r.importance == 0.9 for r in page.records)
+        rows = engine.list_rows(RecordQuery(sort_by=SortKey.IMPORTANCE, limit=5))
+        assert [r.id for r in rows.rows] == [r.id for r in page.records]
+        assert rows.decayed_importance == pytest.approx(page.decayed_importance)
+        for row, record in zip(rows.rows, page.records, strict=True):  # the view's columns
+            full = RecordRow.of(record)
+            assert (row.content, row.layer, row.agent_id, row.tags, row.privacy, row.source,
+                    row.access_count, row.created_at) == \
+                (full.content, full.layer, full.agent_id, full.tags, full.privacy, full.source,
+                 full.access_count, full.created_at)
+            assert (row.importance, row.confidence) == (full.importance, full.confidence)
         assert engine.load_view() == COUNT  # a second call is a no-op
     finally:
         engine.close()
@@ -109,7 +119,7 @@ def test_cancel_stops_the_read_and_leaves_no_cache(
     assert not engine.view_ready
     with pytest.raises(StoreUnavailable, match="not indexed"):
         engine.list_records(RecordQuery(limit=10))
-    assert engine.preview_records(0, 5).total == COUNT  # Chroma itself is still readable
+    assert engine.preview_rows(0, 5).total == COUNT  # Chroma itself is still readable
     engine.close()
     if not spec.is_remote:  # the half-read view was not saved as the cache
         assert not (Path(spec.location) / view_cache.CACHE_META).exists()
