@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
     from engine.llm import LLMGateway
+    from engine.reader import MemoryReader
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
 
@@ -50,8 +51,9 @@ DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
 VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
 SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), ("fate", "fate"),
-         ("budget", "budget"), ("tasks", "tasks"))
-"""Issue 9: (view, file name) pairs rendered by ``--screenshot``."""
+         ("budget", "budget"), ("tasks", "tasks"), ("layers", "layers-social"),
+         ("layers", "layers-procedural"), ("layers", "layers-spatial"))
+"""Issues 9-10: (view, file name) pairs rendered by ``--screenshot``."""
 
 
 def _make_gateway(engine: MemoryEngine) -> LLMGateway:
@@ -107,6 +109,13 @@ def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path
                         cancelled=cancelled)
 
 
+def _attach(url: str, token: str, on_state: Callable[[str | None], None]) -> MemoryReader:
+    """Issue 10: a read-only reader over a running ``mnemoscope serve`` (httpx loads here)."""
+    from engine.introspection.remote import RemoteReader
+
+    return RemoteReader.connect(url, token, on_follow_state=on_state)
+
+
 def _list_collections(spec: StoreSpec) -> Sequence[CollectionInfo]:
     from engine.store import list_collections
 
@@ -118,7 +127,10 @@ def _preferences(settings: Settings) -> Preferences:
 
     gui = settings.extra.get("gui", {}) if isinstance(settings.extra, dict) else {}
     gui = gui if isinstance(gui, dict) else {}
+    recent_attach = gui.get("recent_attach", [])
     return Preferences(theme=settings.theme, recent_stores=settings.recent_stores,
+                       recent_attach=tuple(str(u) for u in recent_attach)
+                       if isinstance(recent_attach, list) else (),
                        geometry=str(gui.get("geometry", "")),
                        window_state=str(gui.get("window_state", "")),
                        demo_offered=bool(gui.get("demo_offered", False)),
@@ -132,7 +144,8 @@ def _preference_saver(settings: Settings) -> Callable[[Preferences], None]:
     def save(prefs: Preferences) -> None:
         extra = dict(settings.extra)
         extra["gui"] = {"geometry": prefs.geometry, "window_state": prefs.window_state,
-                        "demo_offered": prefs.demo_offered}
+                        "demo_offered": prefs.demo_offered,
+                        "recent_attach": list(prefs.recent_attach)}
         try:
             save_settings(dataclasses.replace(settings, theme=prefs.theme,
                                               recent_stores=prefs.recent_stores, extra=extra),
@@ -200,6 +213,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_path, load_model),
         make_gateway=_make_gateway,
+        attach=_attach,
     )
     window = MainWindow(services)
     windows.append(window)
@@ -333,6 +347,8 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             window.nav.setCurrentRow(list(window.views).index(view))
             if view in VIEW_NAMES and view != "records":
                 await window.observe.prepare_screenshot(view)
+            if view == "layers":
+                await window.layers.prepare_screenshot(name.removeprefix("layers-"))
             await asyncio.sleep(0.2)
             window.grab().save(str(out / f"{name}.png"))
             if not variants:

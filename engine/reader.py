@@ -18,12 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from engine.browse import Facets, RecordDetail, facets, record_detail
+from engine.errors import RecordNotFound
 from engine.events import Event, EventFilter
 from engine.query import RecordPage, RecordQuery
 
 if TYPE_CHECKING:
-    from engine.layers import PatternDetail, SocialSummary, SpatialHit
+    from engine.layers import LayerService, PatternDetail, SocialSummary, SpatialHit
     from engine.memory_engine import MemoryEngine
+    from engine.records import MemoryRecord
 
 __all__ = ["EventFeed", "LocalReader", "MemoryReader"]
 
@@ -68,6 +70,10 @@ class MemoryReader(Protocol):
 
     def record_detail(self, record_id: str) -> RecordDetail:
         """One record with its links, events and edits. Raises ``RecordNotFound``."""
+        ...
+
+    def get_records(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records of ``record_ids`` that exist, in the order asked."""
         ...
 
     def recent_events(self, limit: int) -> list[Event]:
@@ -145,30 +151,51 @@ class LocalReader:
         """The record with links, events and edit history."""
         return record_detail(self._engine, record_id)
 
+    def get_records(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records of ``record_ids`` that exist, in the order asked."""
+        view = self._engine.store.view
+        present = list(dict.fromkeys(i for i in record_ids if i in view))
+        try:
+            return self._engine.get_many(present) if present else []
+        except RecordNotFound:  # deleted since the check: take the survivors one by one
+            found = []
+            for record_id in present:
+                try:
+                    found.append(self._engine.get(record_id))
+                except RecordNotFound:
+                    continue
+            return found
+
     def recent_events(self, limit: int) -> list[Event]:
         """The newest ``limit`` events from the ledger, oldest first."""
         events = self._engine.events.query(EventFilter(limit=limit, newest_first=True))
         events.reverse()
         return events
 
+    def _layers(self) -> LayerService:
+        """The layer service, with the changes it has queued processed (as the API does)."""
+        service = self._engine.layers
+        service.flush()
+        return service
+
     def social_summaries(self) -> list[SocialSummary]:
         """Summaries per counterpart, with series."""
-        return self._engine.layers.social_summaries()
+        return self._layers().social_summaries()
 
     def pattern_details(self) -> list[PatternDetail]:
         """Patterns with history and episodes."""
-        return self._engine.layers.pattern_details()
+        return self._layers().pattern_details()
 
     def spatial_points(self, *, since: float | None = None,
                        until: float | None = None) -> list[SpatialHit]:
         """Every spatial point, oldest first."""
-        return self._engine.layers.spatial_points(since=since, until=until)
+        return self._layers().spatial_points(since=since, until=until)
 
     def spatial_within(self, center: Sequence[float], radius: float, *,
                        since: float | None = None, until: float | None = None
                        ) -> list[SpatialHit]:
         """Points within ``radius`` of ``center``, nearest first."""
-        return self._engine.spatial_within(center, radius, since=since, until=until)
+        return self._layers().spatial_within(center, radius, since=since, until=until)
 
     def close(self) -> None:
         """Nothing to release: the engine's owner closes it."""

@@ -27,7 +27,7 @@ from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
-from ui.theme import apply_plot_theme
+from ui.theme import apply_plot_theme, blend
 from ui.timeline_view import current_theme
 
 __all__ = ["MapData", "MapView"]
@@ -186,12 +186,7 @@ class MapView(QWidget):
             return []
         by = self.color_box.currentText()
         if by == "importance":
-            low, high = QColor("#9ecbff"), QColor("#a40e26")
-            return [QColor.fromRgbF(
-                low.redF() + (high.redF() - low.redF()) * v,
-                low.greenF() + (high.greenF() - low.greenF()) * v,
-                low.blueF() + (high.blueF() - low.blueF()) * v)
-                for v in np.clip(data.importance, 0, 1).tolist()]
+            return [blend("#9ecbff", "#a40e26", v) for v in data.importance.tolist()]
         codes = data.layer if by == "layer" else data.agent
         return [QColor(PALETTE[c % len(PALETTE)]) for c in codes.tolist()]
 

@@ -315,7 +315,17 @@ class RemoteReader:
             merged_from=[LinkedRecord(i, None, previews.get(i)) for i in record.merged_from],
             related=[LinkedRecord(link.id, link.similarity, previews.get(link.id))
                      for link in record.related],
-            events=events, edits=())
+            events=events, edits=(), edits_known=False)
+
+    def get_records(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records that exist, in the order asked (one request each: ask for a few)."""
+        found: list[MemoryRecord] = []
+        for record_id in dict.fromkeys(record_ids):
+            try:
+                found.append(self._record_or_not_found(record_id))
+            except RecordNotFound:
+                continue
+        return found
 
     def _record_or_not_found(self, record_id: str) -> MemoryRecord:
         try:

@@ -454,8 +454,11 @@ class LayerService:
         return self.spatial.points(**filters)
 
     def _ensure_loaded(self) -> None:
-        if not self._loaded:
-            self.flush()
+        # Under the lock: ``sync`` marks the service loaded before it has processed the
+        # store, so a reader on another thread must wait for that first drain to finish.
+        with self._lock:
+            if not self._loaded:
+                self.flush()
 
     # -- writing derived records ---------------------------------------------------------------
 
