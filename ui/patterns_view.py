@@ -163,7 +163,9 @@ class PatternsView(LayerTab[list[PatternDetail]]):
     def clear(self) -> None:
         """No session: no patterns."""
         self.details = []
+        self.table.blockSignals(True)
         self.table.clear()
+        self.table.blockSignals(False)
         self._select(None)
         self.status.setText("")
 
@@ -236,7 +238,8 @@ class PatternsView(LayerTab[list[PatternDetail]]):
     def _on_current_changed(self, current: QTreeWidgetItem | None,
                             _previous: QTreeWidgetItem | None) -> None:
         index = current.data(0, _ROLE_INDEX) if current is not None else None
-        self._select(self.details[int(index)] if isinstance(index, int) else None)
+        known = isinstance(index, int) and 0 <= index < len(self.details)
+        self._select(self.details[int(index)] if known else None)
 
     def _select(self, detail: PatternDetail | None) -> None:
         self.selected = detail

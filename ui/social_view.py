@@ -89,9 +89,11 @@ class SocialGraph:
 
 
 def layout_graph(summaries: Sequence[SocialSummary], agent: str | None = None) -> SocialGraph:
-    """Place agents on a circle and each agent's counterparts on a circle around it.
+    """Place agents on a circle and each agent's counterparts on an arc facing outwards.
 
-    Deterministic: agents and counterparts in name order; ``agent`` keeps only that agent.
+    The arc (at most 200°, 300° for a lone agent) leaves the side towards the centre free for
+    the agent's label. Deterministic: agents and counterparts in name order; ``agent`` keeps
+    only that agent.
     """
     by_agent: dict[str, list[SocialSummary]] = {}
     for summary in summaries:
@@ -107,11 +109,13 @@ def layout_graph(summaries: Sequence[SocialSummary], agent: str | None = None) -
         agent_index = len(nodes)
         nodes.append(GraphNode(name, name, ax, ay))
         known = sorted(by_agent[name], key=lambda s: s.counterpart)
-        step = 2 * math.pi / max(1, len(known))
-        for k, summary in enumerate(known):  # start outward, half a step off the centre line
-            theta = angle + step * (k + 0.5) - math.pi / 2 if ring else step * k + math.pi / 2
-            nodes.append(GraphNode(summary.counterpart, name, ax + 1.2 * math.cos(theta),
-                                   ay + 1.2 * math.sin(theta), summary))
+        widest = math.radians(200.0 if ring else 300.0)
+        arc = min(widest, math.radians(55.0) * (len(known) - 1))
+        radius = 1.2 if ring else 1.6
+        for k, summary in enumerate(known):
+            theta = angle + (arc * (k / (len(known) - 1) - 0.5) if len(known) > 1 else 0.0)
+            nodes.append(GraphNode(summary.counterpart, name, ax + radius * math.cos(theta),
+                                   ay + radius * math.sin(theta), summary))
             edges.append((agent_index, len(nodes) - 1))
     return SocialGraph(tuple(nodes), tuple(edges))
 
@@ -121,8 +125,10 @@ def _label_direction(node: GraphNode, graph: SocialGraph) -> tuple[float, float]
     if node.summary is not None:
         agent = next(n for n in graph.nodes if n.summary is None and n.name == node.agent)
         dx, dy = node.x - agent.x, node.y - agent.y
-    else:  # an agent: away from the centre of the drawing (above when it is the centre)
-        dx, dy = node.x, node.y
+    else:  # an agent: towards the centre of the drawing (its people face outwards)
+        dx, dy = -node.x, -node.y
+        if math.hypot(dx, dy) < 1e-9:
+            dx, dy = 0.0, -1.0  # a lone agent's people are above it
     length = math.hypot(dx, dy)
     return (0.0, 1.0) if length < 1e-9 else (dx / length, dy / length)
 
@@ -324,7 +330,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
                 font.setBold(True)
                 label.setFont(font)
             label.setPos(node.x + 0.16 * dx, node.y + 0.16 * dy)
-            label.setZValue(5)
+            label.setZValue(-1)  # under the nodes and edges: its fill never hides a node
             self.plot.addItem(label)
             self._labels.append(label)
         self._draw_ring()
