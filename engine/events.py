@@ -122,12 +122,14 @@ class Event:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Event:
+    def from_json(cls, data: object) -> Event:
         """Parse :meth:`to_json` output (an event read from the introspection API).
 
         Raises:
             ValidationError: a required field is missing or has the wrong type.
         """
+        if not isinstance(data, Mapping):
+            raise ValidationError("event", data, "must be a JSON object")
         for name, kind in (("event_id", str), ("kind", str)):
             if not isinstance(data.get(name), kind):
                 raise ValidationError(name, data.get(name), "must be a string")

@@ -238,8 +238,10 @@ class PatternsView(LayerTab[list[PatternDetail]]):
     def _on_current_changed(self, current: QTreeWidgetItem | None,
                             _previous: QTreeWidgetItem | None) -> None:
         index = current.data(0, _ROLE_INDEX) if current is not None else None
-        known = isinstance(index, int) and 0 <= index < len(self.details)
-        self._select(self.details[int(index)] if known else None)
+        if isinstance(index, int) and 0 <= index < len(self.details):
+            self._select(self.details[index])
+        else:
+            self._select(None)
 
     def _select(self, detail: PatternDetail | None) -> None:
         self.selected = detail

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,7 @@ def test_round_trips_are_exact() -> None:
     (Event, {"event_id": "e", "kind": "k", "ts": True}, "ts"),
     (SocialSummary, ["not", "an", "object"], "social summary"),
 ])
-def test_malformed_documents_name_what_is_wrong(kind: type, document: object,
+def test_malformed_documents_name_what_is_wrong(kind: Any, document: object,
                                                 named: str) -> None:
     with pytest.raises(ValidationError, match=named.replace(".", r"\.")):
         kind.from_json(document)
