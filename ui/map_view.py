@@ -25,6 +25,7 @@ from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine
 from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
+from ui.plot_items import PassiveScatter
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, blend
@@ -104,9 +105,9 @@ class MapView(QWidget):
         self.scatter = pg.ScatterPlotItem(size=8, pen=None, hoverable=True, tip=self._tip,
                                           hoverSize=12)
         self.plot.addItem(self.scatter)
-        self.ring = pg.ScatterPlotItem(size=16, pen=pg.mkPen("#cf222e", width=2), brush=None)
+        self.ring = PassiveScatter(size=16, pen=pg.mkPen("#cf222e", width=2), brush=None)
         self.plot.addItem(self.ring)
-        self.query_item = pg.ScatterPlotItem(size=20, symbol="star",
+        self.query_item = PassiveScatter(size=20, symbol="star",
                                              pen=pg.mkPen("#1f2328", width=1),
                                              brush=pg.mkBrush("#cf222e"))
         self.plot.addItem(self.query_item)

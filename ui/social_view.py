@@ -41,6 +41,7 @@ from engine.layers import SocialSummary
 from engine.reader import MemoryReader
 from engine.records import MemoryRecord, format_timestamp
 from ui.layer_tab import LayerTab
+from ui.plot_items import PassiveScatter
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, blend, plot_colors
 from ui.timeline_view import current_theme
@@ -174,7 +175,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
             self.plot.hideAxis(axis)
         self.graph_item = pg.GraphItem()
         self.plot.addItem(self.graph_item)
-        self.ring = pg.ScatterPlotItem(size=28, pen=pg.mkPen("#2f6feb", width=3), brush=None)
+        self.ring = PassiveScatter(size=28, pen=pg.mkPen("#2f6feb", width=3), brush=None)
         self.plot.addItem(self.ring)
         self.graph_item.scatter.sigClicked.connect(self._on_node_clicked)
         self.status = QLabel("", self.plot)

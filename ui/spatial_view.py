@@ -40,6 +40,7 @@ from engine.reader import MemoryReader
 from engine.records import MemoryRecord, format_timestamp
 from ui.layer_tab import LayerTab
 from ui.map_view import PALETTE
+from ui.plot_items import PassiveScatter
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
 from ui.timeline_view import current_theme
@@ -126,10 +127,10 @@ class SpatialView(LayerTab[SpatialData]):
         self.circle = pg.PlotDataItem(pen=pg.mkPen("#2f6feb", width=1.5,
                                                    style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.circle)
-        self.ring = pg.ScatterPlotItem(size=17, pen=pg.mkPen("#2f6feb", width=2), brush=None)
+        self.ring = PassiveScatter(size=17, pen=pg.mkPen("#2f6feb", width=2), brush=None)
         self.plot.addItem(self.ring)
-        self.marker = pg.ScatterPlotItem(size=20, symbol="star", pen=pg.mkPen("#1f2328"),
-                                         brush=pg.mkBrush("#cf222e"))
+        self.marker = PassiveScatter(size=20, symbol="star", pen=pg.mkPen("#1f2328"),
+                                     brush=pg.mkBrush("#cf222e"))
         self.plot.addItem(self.marker)
         self.scatter.sigClicked.connect(self._on_point_clicked)
 
