@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
 
-__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engine"]
+__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
+           "open_engine"]
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
@@ -109,7 +110,8 @@ def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path
                         cancelled=cancelled)
 
 
-def _attach(url: str, token: str, on_state: Callable[[str | None], None]) -> MemoryReader:
+def attach_remote(url: str, token: str,
+                  on_state: Callable[[str | None], None]) -> MemoryReader:
     """Issue 10: a read-only reader over a running ``mnemoscope serve`` (httpx loads here)."""
     from engine.introspection.remote import RemoteReader
 
@@ -213,7 +215,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_path, load_model),
         make_gateway=_make_gateway,
-        attach=_attach,
+        attach=attach_remote,
     )
     window = MainWindow(services)
     windows.append(window)
