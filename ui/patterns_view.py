@@ -50,6 +50,10 @@ def _rate(rate: float | None) -> str:
     return "—" if rate is None else f"{rate:.0%}"
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def _day(ms: float) -> str:
     return (format_timestamp(ms) or "")[:16].replace("T", " ")
 
@@ -105,7 +109,9 @@ class PatternsView(LayerTab[list[PatternDetail]]):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setMouseEnabled(x=True, y=False)
-        self.plot.setYRange(-0.05, 1.05, padding=0)
+        self.plot.setYRange(-0.08, 1.08, padding=0)
+        self.plot.getViewBox().setLimits(yMin=-0.08, yMax=1.08)  # a rate: always 0-100 %
+        self.plot.getAxis("bottom").setTickDensity(0.6)  # day and month labels never collide
         self.plot.setMinimumHeight(130)
         self.plot.getAxis("left").setTicks([[(0, "0%"), (0.5, "50%"), (1, "100%")]])
         self.plot.showGrid(x=False, y=True, alpha=0.2)
@@ -186,8 +192,9 @@ class PatternsView(LayerTab[list[PatternDetail]]):
         self.agent_box.blockSignals(False)
         if data:
             episodes = {e for d in data for e in d.pattern.episode_ids}
-            self.status.setText(f"{len(data)} pattern{'s' if len(data) != 1 else ''} in "
-                                f"{len(episodes)} episodes of {len(agents)} agents")
+            self.status.setText(f"{_count(len(data), 'pattern')} in "
+                                f"{_count(len(episodes), 'episode')} of "
+                                f"{_count(len(agents), 'agent')}")
         else:
             self.status.setText("No recurring procedures yet: episodic records with "
                                 "metadata.episode steps are mined for them (docs/layers.md).")

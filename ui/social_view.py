@@ -60,9 +60,8 @@ def sentiment_color(value: float | None) -> QColor:
     """Red (−1) through grey (0) to green (+1); grey when unknown."""
     if value is None:
         return QColor("#8c959f")
-    if value < 0:
-        return blend("#8c959f", "#cf222e", -value)
-    return blend("#8c959f", "#1a7f37", value)
+    strength = abs(value) ** 0.6  # moderate feelings are visibly coloured, not near-grey
+    return blend("#8c959f", "#cf222e" if value < 0 else "#1a7f37", strength)
 
 
 def edge_width(interactions: int) -> float:
@@ -126,12 +125,22 @@ def _label_direction(node: GraphNode, graph: SocialGraph) -> tuple[float, float]
     if node.summary is not None:
         agent = next(n for n in graph.nodes if n.summary is None and n.name == node.agent)
         dx, dy = node.x - agent.x, node.y - agent.y
-    else:  # an agent: towards the centre of the drawing (its people face outwards)
+    else:  # an agent: towards the centre (its people face outwards), along one axis so two
+        # agents side by side put their labels above or below themselves, not into each other
         dx, dy = -node.x, -node.y
         if math.hypot(dx, dy) < 1e-9:
-            dx, dy = 0.0, -1.0  # a lone agent's people are above it
+            return 0.0, -1.0  # a lone agent's people are above it
+        return (math.copysign(1.0, dx), 0.0) if abs(dx) > abs(dy) else \
+            (0.0, math.copysign(1.0, dy))
     length = math.hypot(dx, dy)
     return (0.0, 1.0) if length < 1e-9 else (dx / length, dy / length)
+
+
+def _node_size(node: GraphNode) -> float:
+    """Marker size in pixels: agents fixed, people growing with their interactions."""
+    if node.summary is None:
+        return 22.0
+    return 12.0 + 2.0 * math.log2(max(1, node.summary.interactions))
 
 
 class SocialView(LayerTab[list[SocialSummary]]):
@@ -175,6 +184,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
             self.plot.hideAxis(axis)
         self.graph_item = pg.GraphItem()
         self.plot.addItem(self.graph_item)
+        self.plot.getViewBox().sigTransformChanged.connect(self._place_labels)
         self.ring = PassiveScatter(size=28, pen=pg.mkPen("#2f6feb", width=3), brush=None)
         self.plot.addItem(self.ring)
         self.graph_item.scatter.sigClicked.connect(self._on_node_clicked)
@@ -202,6 +212,8 @@ class SocialView(LayerTab[list[SocialSummary]]):
         self.trend_plot.setMinimumHeight(120)
         self.trend_plot.setMaximumHeight(170)
         self.trend_plot.getAxis("left").setTicks([[(-1, "−1"), (0, "0"), (1, "+1")]])
+        self.trend_plot.getAxis("bottom").setTickDensity(0.6)
+        self.trend_plot.getViewBox().setLimits(yMin=-1.05, yMax=1.05)
         self.zero_line = pg.InfiniteLine(pos=0.0, angle=0, pen=pg.mkPen("#8c959f", width=1,
                                                                         style=Qt.PenStyle.DotLine))
         self.trend_plot.addItem(self.zero_line)
@@ -314,8 +326,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
                        edge_width(summary.interactions if summary else 1))
         brushes = [pg.mkBrush(AGENT_COLOR if n.summary is None
                               else sentiment_color(n.summary.sentiment)) for n in nodes]
-        sizes = [22.0 if n.summary is None else 12.0 + 2.0 * math.log2(
-            max(1, n.summary.interactions)) for n in nodes]
+        sizes = [_node_size(n) for n in nodes]
         symbols = ["s" if n.summary is None else "o" for n in nodes]
         self.graph_item.setData(pos=pos, adj=adj, pen=pens, size=sizes, symbol=symbols,
                                 symbolBrush=brushes, symbolPen=pg.mkPen("#57606a", width=1),
@@ -330,12 +341,20 @@ class SocialView(LayerTab[list[SocialSummary]]):
                 font = label.textItem.font()
                 font.setBold(True)
                 label.setFont(font)
-            label.setPos(node.x + 0.16 * dx, node.y + 0.16 * dy)
             label.setZValue(-1)  # under the nodes and edges: its fill never hides a node
             self.plot.addItem(label)
             self._labels.append(label)
         self._draw_ring()
         self.plot.autoRange(padding=0.15)
+        self._place_labels()
+
+    def _place_labels(self, *_args: object) -> None:
+        """Put each label just outside its node, a few pixels away at any zoom."""
+        size_x, size_y = self.plot.getViewBox().viewPixelSize()
+        for label, node in zip(self._labels, self.graph.nodes, strict=False):
+            dx, dy = _label_direction(node, self.graph)
+            gap = _node_size(node) / 2 + 4  # pixels
+            label.setPos(node.x + dx * gap * size_x, node.y + dy * gap * size_y)
 
     def _draw_ring(self) -> None:
         selected = self.selected

@@ -142,10 +142,14 @@ class SpatialView(LayerTab[SpatialData]):
         self.strip.setFixedHeight(86)
         self.strip.getAxis("left").setWidth(40)
         self.strip.getAxis("left").setTicks([[]])
+        self.strip.getAxis("bottom").setTickDensity(0.6)  # day and month labels never collide
         self.counts = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=pg.mkPen("#0969da"),
                                       brush=pg.mkBrush(9, 105, 218, 90))
         self.strip.addItem(self.counts)
-        self.region = pg.LinearRegionItem(brush=pg.mkBrush(47, 111, 235, 40))
+        self.region = pg.LinearRegionItem(brush=pg.mkBrush(47, 111, 235, 40),
+                                          pen=pg.mkPen("#2f6feb", width=3),
+                                          hoverPen=pg.mkPen("#cf222e", width=4))
+        self.region.setToolTip("Drag an edge to narrow the time window, the middle to move it")
         self.strip.addItem(self.region)
         self.all_time_button = QPushButton("All time", self)
         self.time_label = QLabel("", self)
