@@ -328,8 +328,6 @@ async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
 
 async def _screenshots(app: QApplication, window: MainWindow, out: Path,
                        embedder: SentenceTransformerEmbedder | None) -> int:
-    from ui.theme import apply_theme
-
     out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-shots-"))
     try:
@@ -351,22 +349,9 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
                 await window.observe.prepare_screenshot(view)
             if view == "layers":
                 await window.layers.prepare_screenshot(name.removeprefix("layers-"))
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}.png"))
-            if not variants:
-                continue
-            window.grab().save(str(out / f"{name}-light.png"))
-            apply_theme(app, "dark")
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-dark.png"))
-            window.resize(900, 600)
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-small-dark.png"))
-            apply_theme(app, "light")
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-small.png"))
-            window.resize(1280, 800)
-        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)} to {out}")
+            await _save_shot(app, window, out / name, variants)
+        await _attached_shot(app, window, folder, out, variants)
+        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, attached.png to {out}")
         return 0
     except (EngineError, RuntimeError, TimeoutError) as exc:
         print(f"screenshot failed: {exc}", file=sys.stderr)
@@ -374,6 +359,51 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
     finally:
         await window.close_store()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants: bool) -> None:
+    """``stem.png``; with ``variants`` also -light, -dark, -small-dark and -small."""
+    from ui.theme import apply_theme
+
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}.png")
+    if not variants:
+        return
+    window.grab().save(f"{stem}-light.png")
+    apply_theme(app, "dark")
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-dark.png")
+    window.resize(900, 600)
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-small-dark.png")
+    apply_theme(app, "light")
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-small.png")
+    window.resize(1280, 800)
+
+
+async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, out: Path,
+                         variants: bool) -> None:
+    """Issue 10: the window attached (read-only) to an API served over the demo store."""
+    from engine.introspection import serve_in_thread
+
+    await window.close_store()
+    runner = window._runner
+    engine = await runner.run(window._services.open_engine,
+                              StoreSpec(str(folder / "store"), read_only=True))
+    server = await runner.run(partial(serve_in_thread, engine, port=0))
+    try:
+        if await window.attach(server.url, server.token) is None:
+            raise RuntimeError(f"could not attach to {server.url}")
+        window.nav.setCurrentRow(0)
+        await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
+                        30, "the attached records")
+        await _select_row(window, 0)
+        await _save_shot(app, window, out / "attached", variants)
+    finally:
+        await window.detach()
+        await runner.run(server.stop)
+        await runner.run(engine.close)
 
 
 async def _self_test(window: MainWindow) -> int:

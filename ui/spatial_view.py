@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -134,15 +135,13 @@ class SpatialView(LayerTab[SpatialData]):
         self.plot.addItem(self.marker)
         self.scatter.sigClicked.connect(self._on_point_clicked)
 
-        self.strip = pg.PlotWidget(parent=self, axisItems={
-            "bottom": pg.DateAxisItem(orientation="bottom")})
+        self.strip = pg.PlotWidget(parent=self)  # date ticks set per data (_date_ticks)
         self.strip.setMenuEnabled(False)
         self.strip.hideButtons()
         self.strip.setMouseEnabled(x=False, y=False)
         self.strip.setFixedHeight(86)
         self.strip.getAxis("left").setWidth(40)
         self.strip.getAxis("left").setTicks([[]])
-        self.strip.getAxis("bottom").setTickDensity(0.6)  # day and month labels never collide
         self.counts = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=pg.mkPen("#0969da"),
                                       brush=pg.mkBrush(9, 105, 218, 90))
         self.strip.addItem(self.counts)
@@ -288,6 +287,7 @@ class SpatialView(LayerTab[SpatialData]):
         counts, edges = np.histogram(t, bins=bins, range=(t0, t1))
         self.counts.setData(x=edges, y=counts.astype(np.float64))
         self.strip.setXRange(t0, t1, padding=0)
+        self.strip.getAxis("bottom").setTicks(_date_ticks(t0, t1))
         self.strip.setYRange(0, max(1.0, float(counts.max(initial=0))) * 1.1, padding=0)
         self.region.setBounds((t0, t1))
 
@@ -441,3 +441,26 @@ class SpatialView(LayerTab[SpatialData]):
 
 def _date(ms: float) -> str:
     return (format_timestamp(ms) or "")[:10]
+
+
+def _date_ticks(t0: float, t1: float) -> list[list[tuple[float, str]]]:
+    """Axis ticks over ``t0..t1`` (seconds, UTC): months labelled, then Mondays by day.
+
+    pyqtgraph's date axis labels days and month starts at the same level, so "30", "Sep" and
+    "04" ran into each other; here a Monday within three days of a month start stays unlabelled.
+    """
+    start = datetime.fromtimestamp(t0, UTC).date()
+    end = datetime.fromtimestamp(t1, UTC).date()
+    months: list[tuple[float, str]] = []
+    mondays: list[tuple[float, str]] = []
+    day = start
+    while day <= end:
+        at = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+        if day.day == 1:
+            months.append((at, day.strftime("%b %Y" if day.month == 1 else "%b")))
+        elif day.weekday() == 0 and 4 <= day.day <= 28:
+            mondays.append((at, str(day.day)))
+        day += timedelta(days=1)
+    if not months and start.day != 1:  # a window inside one month still names it
+        months.append((t0, start.strftime("%b %Y")))
+    return [months, mondays]
