@@ -99,8 +99,13 @@ class LayerTab(QWidget, Generic[T]):
                 self.refresh()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
-        """Mask text with ``redact`` (None: as stored)."""
+        """Mask text with ``redact`` (None: as stored); what is shown is loaded again."""
+        changed = redact is not self._redact
         self._redact = redact
+        if changed and self._session is not None:
+            self._stale = True
+            if self.isVisible():
+                self.refresh()
 
     def _shown(self, text: str) -> str:
         return self._redact(text) if self._redact is not None else text

@@ -211,3 +211,21 @@ def test_spatial_scatter_time_filter_radius_and_links(
     window.nav.setCurrentRow(list(window.views).index("layers"))
     _click_point(view.plot, 6.0, 6.0, double=True)  # a point → its record
     qtbot.waitUntil(lambda: _shows(window, made[3].id))
+
+
+def test_redaction_mode_masks_the_layer_texts(qtbot: QtBot, tmp_path: Path,
+                                              make_window: Callable[..., MainWindow]) -> None:
+    engine = open_fresh(StoreSpec(str(tmp_path / "store")))
+    try:
+        engine.layers.record_interaction("bot", "dana", "dana wrote from dana@globex.example",
+                                         sentiment=0.5, created_at=T0)
+    finally:
+        engine.close()
+    window = _open_layers(qtbot, make_window, tmp_path / "store", "social")
+    view = window.layers.social
+    qtbot.waitUntil(lambda: len(view.summaries) == 1)
+    view.select_counterpart("bot", "dana")
+    qtbot.waitUntil(lambda: "dana@globex.example" in _cell(view.records, 0, 2))
+    window.redaction.toggle()  # View → Redaction Mode
+    qtbot.waitUntil(lambda: "<REDACT:" in _cell(view.records, 0, 2))
+    assert "dana@globex.example" not in _cell(view.records, 0, 2)
