@@ -65,6 +65,7 @@ __all__ = [
     "ProviderKind",
     "ProviderPreset",
     "SecretStore",
+    "env_overrides",
     "key_lookup",
     "llm_settings_from_env",
     "llm_settings_from_json",
@@ -389,6 +390,13 @@ def llm_settings_from_env(env: Mapping[str, str] | None = None,
     except ConfigInvalid as exc:
         var = next((v for v, (a, _) in numeric.items() if exc.field.endswith(a)), exc.field)
         raise ConfigInvalid(var, exc.value, exc.reason) from exc
+
+
+def env_overrides(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The LLM variables set (non-empty) in ``env``: they win over the settings file."""
+    env = dict(os.environ) if env is None else env
+    return tuple(sorted(name for name, value in env.items() if value.strip() and (
+        name.startswith("MNEMOSCOPE_LLM_") or name == "MEMORY_LLM_PRIMARY")))
 
 
 def _parse_prices(raw: str) -> dict[str, ModelPrice]:

@@ -17,7 +17,8 @@ MAX_ROWS = 400
 
 
 def shown_texts(window: QMainWindow) -> list[str]:
-    """Every text of the window: titles, labels, line/text edits, tooltips, item-view cells
+    """Every text of the window and its dialogs: titles, labels, line edits (as displayed),
+    text edits, tooltips, item-view cells
     (DisplayRole and ToolTipRole over the loaded rows), the status bar message.
 
     Hidden widgets are scanned too (a stricter check than "visible"): a tab or pane shown later
@@ -27,8 +28,10 @@ def shown_texts(window: QMainWindow) -> list[str]:
     for widget in window.findChildren(QWidget):
         texts.append(widget.toolTip())
         texts.append(widget.windowTitle())
-        if isinstance(widget, QLabel | QLineEdit):
+        if isinstance(widget, QLabel):
             texts.append(widget.text())
+        elif isinstance(widget, QLineEdit):
+            texts.append(widget.displayText())  # as shown: a password field shows bullets
         elif isinstance(widget, QTextEdit | QPlainTextEdit):
             texts.append(widget.toPlainText())
         elif isinstance(widget, QAbstractItemView):
