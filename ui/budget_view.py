@@ -41,6 +41,7 @@ from ui.tasks import TaskRunner, spawn
 __all__ = ["BudgetSnapshot", "BudgetView", "Gauge", "read_snapshot"]
 
 DAY_MS = 86_400_000.0
+SPEND_MARKS = (70.0, 90.0, 100.0)  # seed 000 §6 alert thresholds
 THROTTLE_PERCENT = 80.0  # seed 000 §3: throttle when the projection crosses 80 % of the window
 BREAKER_COLOURS = {"closed": "#1a7f37", "open": "#cf222e", "half_open": "#9a6700"}
 
@@ -181,7 +182,7 @@ class BudgetView(QWidget):
         self.problem_label.setWordWrap(True)
         self.problem_label.setStyleSheet("color: #cf222e;")
         self.problem_label.hide()
-        self.spend = Gauge((70.0, 90.0, 100.0), self)
+        self.spend = Gauge(SPEND_MARKS, self)
         self.spend_label = QLabel("", self)
         self.tokens_gauge = Gauge((THROTTLE_PERCENT,), self)
         self.window_label = QLabel("", self)
@@ -272,6 +273,7 @@ class BudgetView(QWidget):
             "No LLM provider configured (Provider settings…, or the MNEMOSCOPE_LLM_* "
             "environment); history from this store's ledger is shown.")
         spend = snapshot.spend_percent
+        self.spend.marks = SPEND_MARKS if status.budget_usd > 0 else ()  # no budget: no marks
         self.spend.set_value(spend, f"${status.spent_usd:.4f} of ${status.budget_usd:.2f} "
                                     f"({spend:.0f} %)" if status.budget_usd > 0 else
                              f"${status.spent_usd:.4f} spent today · no daily budget set")
@@ -294,6 +296,9 @@ class BudgetView(QWidget):
             self.breaker_history.addItem(
                 f"{format_timestamp(row['ts_ms'])}  {row['from_state']} → {row['to_state']}"
                 f"  ({row['reason']})")
+        if not snapshot.transitions:
+            self.breaker_history.addItem("No breaker transitions recorded: the provider has "
+                                         "not been failing.")
         self.calls.clear()
         for row in snapshot.calls:
             latency = row["latency_ms"]
