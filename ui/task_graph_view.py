@@ -233,7 +233,7 @@ class _NodeItem(QGraphicsRectItem):
         colour, width = PRIORITY_PENS.get(node.priority or "", ("#57606a", 1.0))
         self.setPen(QPen(QColor(colour), width))
         self.setToolTip(show(f"{node.id}: {node.title}\n{node.status} · {node.priority}"))
-        self.label.setText(show(_elide(f"{node.id} {node.title}", 22)))
+        self.label.setText(_elide(show(f"{node.id} {node.title}"), 22))  # mask, then cut
 
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
         if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged:
