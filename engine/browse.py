@@ -7,7 +7,6 @@ these on a worker thread (DESIGN: Threading) and shows the frozen results.
 from __future__ import annotations
 
 import re
-
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from engine.events import Event, EventFilter
 from engine.memory_engine import EditEntry, MemoryEngine
 from engine.records import MemoryRecord, RelatedLink
 
-__all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "record_detail"]
+__all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "link_preview", "record_detail"]
 
 
 @dataclass(frozen=True, slots=True)
