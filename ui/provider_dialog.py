@@ -235,6 +235,7 @@ class ProviderSettingsDialog(QDialog):
         for wrapped, lines in ((self.key_status, 2), (self.price_label, 2),
                                (self.result_label, 3)):
             wrapped.setMinimumHeight(lines * line + 2)
+            wrapped.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
 
         self._select(self.provider, settings.provider if settings.kind is not None else "")
         self._select(self.key_source, "env" if settings.api_key_env
