@@ -53,6 +53,7 @@ from engine.llm import (
     check_connection,
     key_lookup,
 )
+from engine.llm.settings import preset_name
 from engine.memory_engine import MemoryEngine
 from ui.tasks import CancelFlag, RequestTokens, TaskRunner, spawn
 
@@ -175,27 +176,7 @@ class ProviderSettingsDialog(QDialog):
             "daily_budget_usd": self.budget, "tpm_limit": self.tpm,
             "connect_timeout_s": self.connect_timeout, "read_timeout_s": self.read_timeout,
             "total_timeout_s": self.total_timeout}
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        for label, name, widget in (
-                ("Provider", "provider", self.provider), ("Base URL", "base_url", self.base_url),
-                ("Model", "model", self.model), ("API key from", None, self.key_source),
-                ("Key variable", "api_key_env", self.key_env), ("API key", "key", self.key),
-                ("", None, self.key_status), ("Daily budget", "daily_budget_usd", self.budget),
-                ("Token window", "tpm_limit", self.tpm),
-                ("Connect timeout", "connect_timeout_s", self.connect_timeout),
-                ("Read timeout", "read_timeout_s", self.read_timeout),
-                ("Total timeout", "total_timeout_s", self.total_timeout),
-                ("", None, self.price_label)):
-            form.addRow(label, widget)
-            if name is not None:
-                error = QLabel("", self)
-                error.setWordWrap(True)
-                error.setStyleSheet(f"color: {FAIL_COLOUR};")
-                error.hide()
-                form.addRow("", error)
-                self.errors[name] = error
-        self.errors["kind"] = self.errors["provider"]
+        form = self._build_form()
 
         self.test_button = QPushButton("Test connection", self)
         self.cancel_test_button = QPushButton("Cancel test", self)
@@ -215,10 +196,9 @@ class ProviderSettingsDialog(QDialog):
         self._timer.setInterval(100)
         self._timer.timeout.connect(self._on_timer_timeout)
         test_row = QHBoxLayout()
-        test_row.addWidget(self.test_button)
-        test_row.addWidget(self.cancel_test_button)
-        test_row.addWidget(self.busy, 1)
-        test_row.addWidget(self.elapsed)
+        for widget, stretch in ((self.test_button, 0), (self.cancel_test_button, 0),
+                                (self.busy, 1), (self.elapsed, 0)):
+            test_row.addWidget(widget, stretch)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
                                         | QDialogButtonBox.StandardButton.Cancel, self)
         layout = QVBoxLayout(self)
@@ -237,7 +217,7 @@ class ProviderSettingsDialog(QDialog):
             wrapped.setMinimumHeight(lines * line + 2)
             wrapped.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
 
-        self._select(self.provider, settings.provider if settings.kind is not None else "")
+        self._select(self.provider, preset_name(settings))
         self._select(self.key_source, "env" if settings.api_key_env
                      else "keyring" if settings.use_keyring else "none")
         self._previous = str(self.provider.currentData())
@@ -251,6 +231,32 @@ class ProviderSettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         self._refresh_hints()
         spawn(self._probe_keyring())
+
+    def _build_form(self) -> QFormLayout:
+        """The fields, each followed by its (hidden) inline error line."""
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        rows: tuple[tuple[str, str | None, QWidget], ...] = (
+            ("Provider", "provider", self.provider), ("Base URL", "base_url", self.base_url),
+            ("Model", "model", self.model), ("API key from", None, self.key_source),
+            ("Key variable", "api_key_env", self.key_env), ("API key", "key", self.key),
+            ("", None, self.key_status), ("Daily budget", "daily_budget_usd", self.budget),
+            ("Token window", "tpm_limit", self.tpm),
+            ("Connect timeout", "connect_timeout_s", self.connect_timeout),
+            ("Read timeout", "read_timeout_s", self.read_timeout),
+            ("Total timeout", "total_timeout_s", self.total_timeout),
+            ("", None, self.price_label))
+        for label, name, widget in rows:
+            form.addRow(label, widget)
+            if name is not None:
+                error = QLabel("", self)
+                error.setWordWrap(True)
+                error.setStyleSheet(f"color: {FAIL_COLOUR};")
+                error.hide()
+                form.addRow("", error)
+                self.errors[name] = error
+        self.errors["kind"] = self.errors["provider"]
+        return form
 
     # -- form state ------------------------------------------------------------------------
 

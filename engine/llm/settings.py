@@ -70,6 +70,7 @@ __all__ = [
     "llm_settings_from_env",
     "llm_settings_from_json",
     "llm_settings_to_json",
+    "preset_name",
     "resolve_api_key",
 ]
 
@@ -327,6 +328,16 @@ PROVIDER_PRESETS: Mapping[str, ProviderPreset] = MappingProxyType({
                          _default_key_env(name, _ALIASES[name][0]))
     for name, label in _LABELS.items()})
 """Every provider alias except ``claude`` (= anthropic), in menu order."""
+
+
+def preset_name(settings: LLMSettings) -> str:
+    """The :data:`PROVIDER_PRESETS` key for ``settings`` (``claude`` → ``anthropic``; a
+    nameless provider by its protocol); "" when no provider is configured."""
+    if settings.provider in PROVIDER_PRESETS:
+        return settings.provider
+    if settings.kind is None:
+        return ""
+    return "anthropic" if settings.kind is ProviderKind.ANTHROPIC else "openai"
 
 
 def _number(env: Mapping[str, str], name: str, kind: type) -> float | int | None:

@@ -23,8 +23,10 @@ from engine.llm import (
     KeyringStore,
     LLMGateway,
     LLMSettings,
+    ProviderKind,
     SecretStore,
     key_lookup,
+    llm_settings_from_env,
     llm_settings_to_json,
 )
 from engine.memory_engine import MemoryEngine
@@ -34,6 +36,7 @@ from tests.ui.redaction_scan import shown_texts
 from ui.dialogs import ImportProgressDialog
 from ui.main_window import MainWindow
 from ui.provider_dialog import LLMServices, ProviderSettingsDialog
+from ui.tasks import TaskRunner
 
 # The offscreen platform warns when a dialog window is shown; nothing else may warn.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -362,3 +365,19 @@ def test_the_budget_view_follows_the_store_reopened_after_an_import(
                    for i in range(calls.topLevelItemCount()))
 
     qtbot.waitUntil(listed, timeout=10_000)  # live: the llm:connection-test event refreshed it
+
+
+def test_an_alias_from_the_environment_shows_its_provider(
+        qtbot: QtBot, qloop: object, runner: TaskRunner, secrets: DictSecrets) -> None:
+    settings = llm_settings_from_env({"MEMORY_LLM_PRIMARY": "claude",
+                                      "MNEMOSCOPE_LLM_MODEL": "claude-3-5-haiku-latest"})
+    dialog = ProviderSettingsDialog(runner, settings, secrets,
+                                    env_overrides=("MEMORY_LLM_PRIMARY",))
+    qtbot.addWidget(dialog)
+    assert dialog.provider.currentData() == "anthropic"
+    assert dialog.base_url.text() == "https://api.anthropic.com"
+    assert dialog.key_source.currentData() == "env"
+    assert dialog.key_env.text() == "ANTHROPIC_API_KEY"
+    assert "MEMORY_LLM_PRIMARY" in dialog.env_note.text()
+    candidate = dialog.candidate()
+    assert candidate is not None and candidate.kind is ProviderKind.ANTHROPIC
