@@ -6,8 +6,8 @@ unrelated — are run through the pipeline's stages up to the decision with prec
 and the time from ``ingest-start`` through ``decision`` is measured per memory, as wall time
 and as process CPU time (all threads; on a shared machine the CPU time is the better estimate
 of the uncontended latency). The last column is the CPU cost of the columnar view's
-``snapshot()`` alone (it copies the id/content/hash/tag lists), which a single ingest takes
-once. Nothing is written (the runs stop before ``merge/defer``).
+``snapshot()`` alone, which a single ingest takes once (no copy: the snapshot is shared until
+the view changes). Nothing is written (the runs stop before ``merge/defer``).
 
 Usage: ``python benchmarks/bench_dedup.py [--sizes 10000 100000] [--queries 400]``
 Prints a table: store size, search path (numpy exact / Chroma HNSW), wall p50 / p95 / p99 / max

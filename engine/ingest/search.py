@@ -120,6 +120,51 @@ class BatchOverlay:
             self.by_hash.setdefault(record.content_hash, []).append(record.id)
 
 
+@dataclass(frozen=True, slots=True)
+class _Partition:
+    """The merge and surprise partitions of one (agent, privacy, layer) in a snapshot.
+
+    Computed once per snapshot (:meth:`ViewSnapshot.derived`): consecutive decisions between
+    two writes share it, so only the first pays for the masks over every row.
+
+    Attributes:
+        surprise: Live rows of the agent and privacy (mask over the snapshot's rows).
+        merge: ``surprise`` rows of the layer too.
+        surprise_rows: Indices of ``surprise``.
+        searchable: Indices of ``surprise`` rows that have a vector.
+        searchable_mask: ``searchable`` as a mask.
+        surprise_size: Rows of ``surprise``.
+        merge_size: Rows of ``merge``.
+        category_counts: ``surprise`` rows per category code.
+    """
+
+    surprise: npt.NDArray[np.bool_]
+    merge: npt.NDArray[np.bool_]
+    surprise_rows: npt.NDArray[np.intp]
+    searchable: npt.NDArray[np.intp]
+    searchable_mask: npt.NDArray[np.bool_]
+    surprise_size: int
+    merge_size: int
+    category_counts: npt.NDArray[np.intp]
+
+    @classmethod
+    def of(cls, snapshot: ViewSnapshot, agent: int, privacy: int, layer: int) -> _Partition:
+        """The partitions of ``snapshot`` for agent code ``agent`` (-1: none), ``privacy`` and
+        ``layer`` codes."""
+        if agent >= 0:
+            surprise = snapshot.alive & (snapshot.agent == agent) & (snapshot.privacy == privacy)
+        else:
+            surprise = np.zeros(snapshot.n, dtype=bool)
+        merge = surprise & (snapshot.layer == layer)
+        searchable_mask = surprise & snapshot.has_vector
+        surprise_rows = np.flatnonzero(surprise)
+        return cls(surprise=surprise, merge=merge, surprise_rows=surprise_rows,
+                   searchable=np.flatnonzero(searchable_mask), searchable_mask=searchable_mask,
+                   surprise_size=len(surprise_rows), merge_size=int(np.count_nonzero(merge)),
+                   category_counts=np.bincount(snapshot.category[surprise_rows],
+                                               minlength=len(CATEGORIES)))
+
+
 class _TokenCache:
     """Token sets by content hash for the Jaccard path and keyword novelty (bounded LRU)."""
 
@@ -167,37 +212,31 @@ class CandidateSearch:
         agent = snapshot.agent_code(new.agent_id)
         privacy = _PRIVACY_CODE[new.privacy]
         layer = _LAYER_CODE[new.layer]
-        if agent >= 0:
-            in_surprise = snapshot.alive & (snapshot.agent == agent) & \
-                (snapshot.privacy == privacy)
-        else:
-            in_surprise = np.zeros(snapshot.n, dtype=bool)
-        in_merge = in_surprise & (snapshot.layer == layer)
-        exact, hash_hit, elsewhere = self._exact(new, content_hash, snapshot, in_merge,
-                                                 in_surprise, overlay, aliases)
+        part = snapshot.derived(("ingest.partition", agent, privacy, layer),
+                                lambda s: _Partition.of(s, agent, privacy, layer))
+        exact, hash_hit, elsewhere = self._exact(new, content_hash, snapshot, part, overlay,
+                                                 aliases)
         tokens = self._tokens.tokens(content_hash, new.content)
         sims: npt.NDArray[Any]
         if vector is not None:
-            rows, sims, method = self._nearest(vector, snapshot, in_surprise)
+            rows, sims, method = self._nearest(vector, snapshot, part)
         else:
-            rows, sims, method = self._jaccard_scan(tokens, snapshot, in_surprise)
+            rows, sims, method = self._jaccard_scan(tokens, snapshot, part)
         merge_mask = snapshot.layer[rows] == layer if len(rows) else np.zeros(0, dtype=bool)
         found: list[Candidate] = []
         for row, sim in zip(rows[merge_mask].tolist(), sims[merge_mask].tolist(), strict=True):
             if sim <= 0.0:
                 continue  # nothing in common: not a candidate
-            found.append(Candidate(snapshot.ids[row], float(sim),
+            found.append(Candidate(str(snapshot.id_array[row]), float(sim),
                                    CATEGORIES[int(snapshot.category[row])],
-                                   snapshot.contents[row], method))
+                                   str(snapshot.content_array[row]), method))
         max_cos = float(sims.max()) if vector is not None and len(sims) else None
         neighbour_rows = rows[: self._policy.candidate_k].tolist()
-        max_jac = max((jaccard(tokens, self._tokens.tokens(snapshot.hashes[r],
-                                                           snapshot.contents[r]))
-                       for r in neighbour_rows), default=0.0) if vector is not None else \
+        max_jac = max((jaccard(tokens, self._row_tokens(snapshot, r)) for r in neighbour_rows),
+                      default=0.0) if vector is not None else \
             (float(sims.max()) if len(sims) else 0.0)
-        surprise_size = int(in_surprise.sum())
-        same_category = int((in_surprise & (snapshot.category ==
-                                            _CATEGORY_CODE[new.category])).sum())
+        surprise_size = part.surprise_size
+        same_category = int(part.category_counts[_CATEGORY_CODE[new.category]])
         if overlay is not None and overlay.new_ids:
             extra, extra_surprise, extra_same, extra_cos, extra_jac = self._overlay(
                 new, tokens, vector, overlay)
@@ -218,7 +257,7 @@ class CandidateSearch:
             semantic=vector is not None,
             method=method if surprise_size else "none",
             hash_hit=hash_hit, exact=exact, candidates=candidates, rejected=dropped,
-            related=related, partition_size=int(in_merge.sum()) + sum(
+            related=related, partition_size=part.merge_size + sum(
                 1 for c in found if c.found_by == "batch"),
             surprise_partition_size=surprise_size, same_category_count=same_category,
             max_cosine=max_cos, max_jaccard=max_jac, duplicate_elsewhere=elsewhere,
@@ -227,8 +266,7 @@ class CandidateSearch:
     # -- hash cache --------------------------------------------------------------------------
 
     def _exact(self, new: NewMemory, content_hash: str, snapshot: ViewSnapshot,
-               in_merge: npt.NDArray[np.bool_], in_surprise: npt.NDArray[np.bool_],
-               overlay: BatchOverlay | None, aliases: Sequence[str]
+               part: _Partition, overlay: BatchOverlay | None, aliases: Sequence[str]
                ) -> tuple[ExactMatch | None, bool, bool]:
         view = self._store.view
         elsewhere = False
@@ -245,26 +283,25 @@ class CandidateSearch:
                 row = view.row_of(record_id)
                 if row is None or row >= snapshot.n or not snapshot.alive[row]:
                     continue
-                if in_merge[row]:
+                if part.merge[row]:
                     stored = self._store.get(record_id)
                     return ExactMatch(stored.id, stored.confidence, via_alias), True, False
-                elsewhere = elsewhere or (bool(in_surprise[row]) and not via_alias)
+                elsewhere = elsewhere or (bool(part.surprise[row]) and not via_alias)
         return None, False, elsewhere
 
     # -- embedding path ----------------------------------------------------------------------
 
-    def _nearest(self, vector: F32, snapshot: ViewSnapshot, in_surprise: npt.NDArray[np.bool_]
+    def _nearest(self, vector: F32, snapshot: ViewSnapshot, part: _Partition
                  ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32], str]:
-        mask = in_surprise & snapshot.has_vector
-        size = int(mask.sum())
+        rows = part.searchable
+        size = len(rows)
         k = self._policy.candidate_k
         if size == 0:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32), "exact"
         if size > self._policy.dedup.exact_search_max:
-            found = self._hnsw(vector, snapshot, mask, k)
+            found = self._hnsw(vector, snapshot, part, k)
             if found is not None:
                 return found[0], found[1], "hnsw"
-        rows = np.flatnonzero(mask)
         # einsum runs single-threaded SIMD loops: ~1 ms per 10K rows, steady. A BLAS matmul
         # is faster on an idle machine but its threads stall badly when the cores are busy
         # (measured 0.5-20 ms for the same 10K product while the model encodes).
@@ -275,11 +312,12 @@ class CandidateSearch:
         top = _top_k(sims, 4 * k)
         return rows[top], sims[top].astype(np.float32), "exact"
 
-    def _hnsw(self, vector: F32, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], k: int
+    def _hnsw(self, vector: F32, snapshot: ViewSnapshot, part: _Partition, k: int
               ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]] | None:
         # Other partitions' records crowd HNSW's answer in proportion to their share of the
         # store: fetch that many more (at most hnsw_overfetch times k).
-        share = -(-int(snapshot.alive.sum()) // max(1, int(mask.sum())))
+        mask = part.searchable_mask
+        share = -(-snapshot.count // max(1, len(part.searchable)))
         wanted = k * max(1, min(self._policy.hnsw_overfetch, share))
         hits = self._store.nearest(vector, wanted)
         view = self._store.view
@@ -296,17 +334,19 @@ class CandidateSearch:
 
     # -- Jaccard path ------------------------------------------------------------------------
 
-    def _jaccard_scan(self, tokens: frozenset[str], snapshot: ViewSnapshot,
-                      in_surprise: npt.NDArray[np.bool_]
+    def _jaccard_scan(self, tokens: frozenset[str], snapshot: ViewSnapshot, part: _Partition
                       ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], str]:
-        rows = np.flatnonzero(in_surprise)
+        rows = part.surprise_rows
         if not len(rows):
             return rows, np.zeros(0, dtype=np.float64), "linear"
-        sims = np.fromiter(
-            (jaccard(tokens, self._tokens.tokens(snapshot.hashes[r], snapshot.contents[r]))
-             for r in rows.tolist()), dtype=np.float64, count=len(rows))
+        sims = np.fromiter((jaccard(tokens, self._row_tokens(snapshot, r)) for r in rows.tolist()),
+                           dtype=np.float64, count=len(rows))
         top = _top_k(sims, 4 * self._policy.candidate_k)
         return rows[top], sims[top], "linear"
+
+    def _row_tokens(self, snapshot: ViewSnapshot, row: int) -> frozenset[str]:
+        return self._tokens.tokens(str(snapshot.hash_array[row]),
+                                   str(snapshot.content_array[row]))
 
     # -- batch overlay -----------------------------------------------------------------------
 
