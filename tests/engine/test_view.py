@@ -74,7 +74,7 @@ def test_a_snapshot_takes_no_copy() -> None:
 
 
 def test_appended_rows_are_beyond_an_earlier_snapshot() -> None:
-    view, records = filled(10)
+    view, _ = filled(10)
     before = view.snapshot()
     ids = list(before.ids)
     appended = [record(i) for i in range(100, 130)]
