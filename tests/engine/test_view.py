@@ -4,6 +4,7 @@ their rows, alive mask and text columns (copy-on-write) while writers carry on."
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -39,10 +40,13 @@ def test_snapshot_is_shared_until_the_view_changes() -> None:
     view, records = filled(10)
     first = view.snapshot()
     assert view.snapshot() is first and first.version == view.version
-    for change in (lambda: view.touch([records[0].id], NOW + 1),
-                   lambda: view.upsert([records[1].replace(importance=0.9)]),
-                   lambda: view.remove([records[2].id]),
-                   lambda: view.upsert([record(99)])):
+    changes: list[Callable[[], None]] = [
+        lambda: view.touch([records[0].id], NOW + 1),
+        lambda: view.upsert([records[1].replace(importance=0.9)]),
+        lambda: view.remove([records[2].id]),
+        lambda: view.upsert([record(99)]),
+    ]
+    for change in changes:
         before = view.snapshot()
         change()
         after = view.snapshot()
