@@ -125,26 +125,25 @@ class _Partition:
     """The merge and surprise partitions of one (agent, privacy, layer) in a snapshot.
 
     Computed once per snapshot (:meth:`ViewSnapshot.derived`): consecutive decisions between
-    two writes share it, so only the first pays for the masks over every row.
+    two writes share it, so only the first pays for the masks over every row. Masks and counts
+    only: the row-index arrays (8 bytes a row) are built by the paths that need them.
 
     Attributes:
         surprise: Live rows of the agent and privacy (mask over the snapshot's rows).
         merge: ``surprise`` rows of the layer too.
-        surprise_rows: Indices of ``surprise``.
-        searchable: Indices of ``surprise`` rows that have a vector.
-        searchable_mask: ``searchable`` as a mask.
+        searchable: ``surprise`` rows that have a vector.
         surprise_size: Rows of ``surprise``.
         merge_size: Rows of ``merge``.
+        searchable_size: Rows of ``searchable``.
         category_counts: ``surprise`` rows per category code.
     """
 
     surprise: npt.NDArray[np.bool_]
     merge: npt.NDArray[np.bool_]
-    surprise_rows: npt.NDArray[np.intp]
-    searchable: npt.NDArray[np.intp]
-    searchable_mask: npt.NDArray[np.bool_]
+    searchable: npt.NDArray[np.bool_]
     surprise_size: int
     merge_size: int
+    searchable_size: int
     category_counts: npt.NDArray[np.intp]
 
     @classmethod
@@ -156,12 +155,12 @@ class _Partition:
         else:
             surprise = np.zeros(snapshot.n, dtype=bool)
         merge = surprise & (snapshot.layer == layer)
-        searchable_mask = surprise & snapshot.has_vector
-        surprise_rows = np.flatnonzero(surprise)
-        return cls(surprise=surprise, merge=merge, surprise_rows=surprise_rows,
-                   searchable=np.flatnonzero(searchable_mask), searchable_mask=searchable_mask,
-                   surprise_size=len(surprise_rows), merge_size=int(np.count_nonzero(merge)),
-                   category_counts=np.bincount(snapshot.category[surprise_rows],
+        searchable = surprise & snapshot.has_vector
+        return cls(surprise=surprise, merge=merge, searchable=searchable,
+                   surprise_size=int(np.count_nonzero(surprise)),
+                   merge_size=int(np.count_nonzero(merge)),
+                   searchable_size=int(np.count_nonzero(searchable)),
+                   category_counts=np.bincount(snapshot.category[surprise],
                                                minlength=len(CATEGORIES)))
 
 
@@ -293,8 +292,7 @@ class CandidateSearch:
 
     def _nearest(self, vector: F32, snapshot: ViewSnapshot, part: _Partition
                  ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32], str]:
-        rows = part.searchable
-        size = len(rows)
+        size = part.searchable_size
         k = self._policy.candidate_k
         if size == 0:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32), "exact"
@@ -302,6 +300,7 @@ class CandidateSearch:
             found = self._hnsw(vector, snapshot, part, k)
             if found is not None:
                 return found[0], found[1], "hnsw"
+        rows = np.flatnonzero(part.searchable)
         # einsum runs single-threaded SIMD loops: ~1 ms per 10K rows, steady. A BLAS matmul
         # is faster on an idle machine but its threads stall badly when the cores are busy
         # (measured 0.5-20 ms for the same 10K product while the model encodes).
@@ -316,8 +315,8 @@ class CandidateSearch:
               ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]] | None:
         # Other partitions' records crowd HNSW's answer in proportion to their share of the
         # store: fetch that many more (at most hnsw_overfetch times k).
-        mask = part.searchable_mask
-        share = -(-snapshot.count // max(1, len(part.searchable)))
+        mask = part.searchable
+        share = -(-snapshot.count // max(1, part.searchable_size))
         wanted = k * max(1, min(self._policy.hnsw_overfetch, share))
         hits = self._store.nearest(vector, wanted)
         view = self._store.view
@@ -336,7 +335,7 @@ class CandidateSearch:
 
     def _jaccard_scan(self, tokens: frozenset[str], snapshot: ViewSnapshot, part: _Partition
                       ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], str]:
-        rows = part.surprise_rows
+        rows = np.flatnonzero(part.surprise)
         if not len(rows):
             return rows, np.zeros(0, dtype=np.float64), "linear"
         sims = np.fromiter((jaccard(tokens, self._row_tokens(snapshot, r)) for r in rows.tolist()),

@@ -160,8 +160,8 @@ class ViewSnapshot:
 
     @property
     def count(self) -> int:
-        """Number of live rows."""
-        return len(self.live_rows)
+        """Number of live rows (computed once per snapshot)."""
+        return self.derived("count", lambda s: int(np.count_nonzero(s.alive)))
 
     def agent_code(self, agent_id: str) -> int:
         """Code of ``agent_id`` in this snapshot, or -1 when no record has it."""
