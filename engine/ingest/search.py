@@ -8,10 +8,16 @@ records in Python on the embedding path:
 2. **Nearest neighbours** (embedding path): partitions up to ``exact_search_max`` records are
    searched exactly with one numpy matrix-vector product over the view's unit vectors, masked
    by agent, privacy and layer codes; larger partitions ask Chroma's HNSW index
-   (``store.nearest``) for ``candidate_k × hnsw_overfetch`` neighbours and keep those of the
+   (``store.nearest``, no ``where`` filter) for ``candidate_k`` neighbours times the store's
+   share outside the partition (at most ``hnsw_overfetch`` times) and keep those of the
    partition. If HNSW returns too few partition neighbours (a small partition inside a huge
    store), the exact scan runs instead — the linear-scan fallback.
 3. **Jaccard path** (no model yet): token Jaccard over the partition's texts, a linear scan.
+
+The partition masks and counts are computed once per view snapshot
+(:meth:`~engine.store.view.ViewSnapshot.derived`) and shared by the decisions that see the same
+snapshot; candidate texts are read from the snapshot's object arrays row by row, so a decision
+copies nothing of size N.
 
 Two partitions are involved (DESIGN 3 and 5): merge candidates come from the same agent,
 privacy and layer; surprise is measured against the same agent and privacy (any layer).
@@ -19,6 +25,7 @@ privacy and layer; surprise is measured against the same agent and privacy (any 
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +44,7 @@ from engine.text import jaccard, tokenize
 __all__ = ["BatchOverlay", "CandidateSearch", "SearchResult"]
 
 F32 = npt.NDArray[np.float32]
+_PARTITIONS_KEPT = 8
 _LAYER_CODE = {v: i for i, v in enumerate(LAYERS)}
 _PRIVACY_CODE = {v: i for i, v in enumerate(PRIVACIES)}
 _CATEGORY_CODE = {v: i for i, v in enumerate(CATEGORIES)}
@@ -124,11 +132,15 @@ class BatchOverlay:
 class _Partition:
     """The merge and surprise partitions of one (agent, privacy, layer) in a snapshot.
 
-    Computed once per snapshot (:meth:`ViewSnapshot.derived`): consecutive decisions between
-    two writes share it, so only the first pays for the masks over every row. Masks and counts
-    only: the row-index arrays (8 bytes a row) are built by the paths that need them.
+    Computed once per snapshot (:meth:`ViewSnapshot.derived`), so decisions between two writes
+    share it; after a write that only appended rows or changed other fields (the snapshot's
+    ``layout`` is the same) the previous one is extended by the new rows instead of redone over
+    every row. Masks and counts only: row-index arrays (8 bytes a row) are built by the paths
+    that need them.
 
     Attributes:
+        n: Rows of the snapshot it was computed for.
+        layout: That snapshot's ``layout``.
         surprise: Live rows of the agent and privacy (mask over the snapshot's rows).
         merge: ``surprise`` rows of the layer too.
         searchable: ``surprise`` rows that have a vector.
@@ -138,6 +150,8 @@ class _Partition:
         category_counts: ``surprise`` rows per category code.
     """
 
+    n: int
+    layout: int
     surprise: npt.NDArray[np.bool_]
     merge: npt.NDArray[np.bool_]
     searchable: npt.NDArray[np.bool_]
@@ -147,21 +161,42 @@ class _Partition:
     category_counts: npt.NDArray[np.intp]
 
     @classmethod
-    def of(cls, snapshot: ViewSnapshot, agent: int, privacy: int, layer: int) -> _Partition:
+    def of(cls, snapshot: ViewSnapshot, agent: int, privacy: int, layer: int,
+           previous: _Partition | None = None) -> _Partition:
         """The partitions of ``snapshot`` for agent code ``agent`` (-1: none), ``privacy`` and
-        ``layer`` codes."""
+        ``layer`` codes.
+
+        Args:
+            previous: The same partition of an earlier snapshot; used (and extended by the rows
+                appended since) when its layout is the snapshot's.
+        """
+        if previous is not None and (previous.layout != snapshot.layout
+                                     or previous.n > snapshot.n):
+            previous = None
+        if previous is not None and previous.n == snapshot.n:
+            return previous
+        start = 0 if previous is None else previous.n
+        rows = slice(start, snapshot.n)
         if agent >= 0:
-            surprise = snapshot.alive & (snapshot.agent == agent) & (snapshot.privacy == privacy)
+            surprise = snapshot.alive[rows] & (snapshot.agent[rows] == agent) & \
+                (snapshot.privacy[rows] == privacy)
         else:
-            surprise = np.zeros(snapshot.n, dtype=bool)
-        merge = surprise & (snapshot.layer == layer)
-        searchable = surprise & snapshot.has_vector
-        return cls(surprise=surprise, merge=merge, searchable=searchable,
-                   surprise_size=int(np.count_nonzero(surprise)),
-                   merge_size=int(np.count_nonzero(merge)),
-                   searchable_size=int(np.count_nonzero(searchable)),
-                   category_counts=np.bincount(snapshot.category[surprise],
-                                               minlength=len(CATEGORIES)))
+            surprise = np.zeros(snapshot.n - start, dtype=bool)
+        merge = surprise & (snapshot.layer[rows] == layer)
+        searchable = surprise & snapshot.has_vector[rows]
+        counts = np.bincount(snapshot.category[rows][surprise], minlength=len(CATEGORIES))
+        sizes = [int(np.count_nonzero(mask)) for mask in (surprise, merge, searchable)]
+        if previous is not None:
+            surprise = np.concatenate((previous.surprise, surprise))
+            merge = np.concatenate((previous.merge, merge))
+            searchable = np.concatenate((previous.searchable, searchable))
+            counts = counts + previous.category_counts
+            sizes = [size + before for size, before in zip(sizes, (
+                previous.surprise_size, previous.merge_size, previous.searchable_size),
+                strict=True)]
+        return cls(n=snapshot.n, layout=snapshot.layout, surprise=surprise, merge=merge,
+                   searchable=searchable, surprise_size=sizes[0], merge_size=sizes[1],
+                   searchable_size=sizes[2], category_counts=counts)
 
 
 class _TokenCache:
@@ -195,6 +230,9 @@ class CandidateSearch:
         self._store = store
         self._policy = policy
         self._tokens = _TokenCache()
+        # the latest partitions, to extend after a write (bounded: each holds three masks)
+        self._partitions: OrderedDict[tuple[int, int, int], _Partition] = OrderedDict()
+        self._partitions_lock = threading.Lock()
 
     def search(
         self,
@@ -211,8 +249,7 @@ class CandidateSearch:
         agent = snapshot.agent_code(new.agent_id)
         privacy = _PRIVACY_CODE[new.privacy]
         layer = _LAYER_CODE[new.layer]
-        part = snapshot.derived(("ingest.partition", agent, privacy, layer),
-                                lambda s: _Partition.of(s, agent, privacy, layer))
+        part = self._partition(snapshot, agent, privacy, layer)
         exact, hash_hit, elsewhere = self._exact(new, content_hash, snapshot, part, overlay,
                                                  aliases)
         tokens = self._tokens.tokens(content_hash, new.content)
@@ -261,6 +298,23 @@ class CandidateSearch:
             surprise_partition_size=surprise_size, same_category_count=same_category,
             max_cosine=max_cos, max_jaccard=max_jac, duplicate_elsewhere=elsewhere,
         )
+
+    def _partition(self, snapshot: ViewSnapshot, agent: int, privacy: int, layer: int
+                   ) -> _Partition:
+        key = (agent, privacy, layer)
+
+        def compute(current: ViewSnapshot) -> _Partition:
+            with self._partitions_lock:
+                previous = self._partitions.get(key)
+            part = _Partition.of(current, agent, privacy, layer, previous)
+            with self._partitions_lock:
+                self._partitions[key] = part
+                self._partitions.move_to_end(key)
+                while len(self._partitions) > _PARTITIONS_KEPT:
+                    self._partitions.popitem(last=False)
+            return part
+
+        return snapshot.derived(("ingest.partition", *key), compute)
 
     # -- hash cache --------------------------------------------------------------------------
 

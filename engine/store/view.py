@@ -23,6 +23,7 @@ Thread-safety: all mutation happens under the view's lock; a snapshot is read wi
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,8 @@ T = TypeVar("T")
 # changing it while a snapshot holds it (copy-on-write). Ids never change in place.
 _COPY_ON_WRITE = ("_alive", "_contents", "_hashes", "_tags")
 _TEXT = ("_ids", "_contents", "_hashes", "_tags")
+# Layout numbers are unique in the process, so two views (a reload) never share one.
+_LAYOUTS = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,11 @@ class ViewSnapshot:
 
     Attributes:
         version: The view's :attr:`ColumnarView.version` this snapshot shows.
+        layout: Changes only when an existing row is deleted or changes its agent, privacy,
+            layer, category or has-vector flag (or rows are renumbered), not when rows are
+            appended or other fields change. Data derived from those columns for the first
+            ``n`` rows of a snapshot stays valid for any later snapshot of the same ``layout``,
+            which only needs the rows appended since (partitions are extended, not redone).
     """
 
     n: int
@@ -109,6 +117,7 @@ class ViewSnapshot:
     hash_array: Obj
     tag_array: Obj
     version: int = 0
+    layout: int = 0
     _lists: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
     _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -197,6 +206,7 @@ class ColumnarView:
         self._n = 0
         self._dead = 0
         self._version = 0
+        self._layout = next(_LAYOUTS)
         self._snapshot: ViewSnapshot | None = None
         self._shared: set[str] = set()  # columns (of _COPY_ON_WRITE) a snapshot holds
         self._text_lists: dict[str, list[Any]] = {}  # lists built for the current text state
@@ -344,7 +354,7 @@ class ColumnarView:
                 token_estimate=_frozen(self._tokens[:n]), has_vector=_frozen(self._has_vec[:n]),
                 vectors=_frozen(self._vectors[:n]), id_array=_frozen(self._ids[:n]),
                 content_array=_frozen(self._contents[:n]), hash_array=_frozen(self._hashes[:n]),
-                tag_array=_frozen(self._tags[:n]), version=self._version,
+                tag_array=_frozen(self._tags[:n]), version=self._version, layout=self._layout,
                 _lists=self._text_lists,
             )
             self._shared.update(_COPY_ON_WRITE)
@@ -353,12 +363,19 @@ class ColumnarView:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _changed(self, *, text: bool) -> None:
-        """Count a change (under the lock); ``text``: the text columns or ``n`` changed."""
+    def _changed(self, *, text: bool, layout: bool) -> None:
+        """Count a change (under the lock): ``text``, the text columns or ``n`` changed;
+        ``layout``, an existing row left or moved between partitions (see ViewSnapshot)."""
         self._version += 1
         self._snapshot = None
         if text:
             self._text_lists = {}  # lists built for older snapshots stay with them
+        if layout:
+            self._layout = next(_LAYOUTS)
+
+    def _partition_key(self, row: int) -> tuple[int, int, int, int, bool]:
+        return (int(self._agent[row]), int(self._privacy[row]), int(self._layer[row]),
+                int(self._category[row]), bool(self._has_vec[row]))
 
     def _own(self, name: str) -> Any:
         """Column ``name`` ready for an in-place change of a row a snapshot may show."""
@@ -377,9 +394,10 @@ class ColumnarView:
         if not records:
             return
         with self._lock:
-            text_changed = False
+            text_changed = layout_changed = False
             for i, record in enumerate(records):
                 row = self._rows.get(record.id)
+                before = None if row is None else self._partition_key(row)
                 if row is None:
                     if self._n == self._capacity:
                         self._allocate(self._capacity * 2)
@@ -416,7 +434,8 @@ class ColumnarView:
                     if norm > 0.0:
                         self._vectors[row] = vector / norm
                         self._has_vec[row] = True
-            self._changed(text=text_changed)
+                layout_changed |= before is not None and before != self._partition_key(row)
+            self._changed(text=text_changed, layout=layout_changed)
 
     def _update_text(self, row: int, record: MemoryRecord) -> bool:
         """Write the text columns of an existing row (copy-on-write); True if one changed."""
@@ -447,7 +466,7 @@ class ColumnarView:
                     self._accessed[row] = now_ms
                     touched = True
             if touched:
-                self._changed(text=False)
+                self._changed(text=False, layout=False)
 
     def remove(self, record_ids: Iterable[str]) -> None:
         """Drop records (tombstones; rebuilt when a third of the rows are dead)."""
@@ -466,7 +485,7 @@ class ColumnarView:
             compacted = self._n > 1024 and self._dead * 3 > self._n
             if compacted:
                 self._compact()
-            self._changed(text=compacted)
+            self._changed(text=compacted, layout=True)
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: self._n])
