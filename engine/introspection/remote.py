@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.browse import Facets, LinkedRecord, RecordDetail
+from engine.browse import Facets, LinkedRecord, RecordDetail, link_preview
 from engine.decay import decayed_importance
 from engine.errors import RecordNotFound, ValidationError
 from engine.events import Event
@@ -49,7 +49,6 @@ REMOTE_HISTORY_LIMIT = 5000
 20 requests/s per client)."""
 _PAGE = 500
 _LINK_PREVIEWS = 20
-_PREVIEW_CHARS = 120
 
 
 def check_url(url: str) -> str:
@@ -339,7 +338,7 @@ class RemoteReader:
         out: dict[str, str] = {}
         for record_id in dict.fromkeys(ids):
             try:
-                out[record_id] = str(self._client.record(record_id)["content"])[:_PREVIEW_CHARS]
+                out[record_id] = link_preview(str(self._client.record(record_id)["content"]))
             except ApiError as exc:
                 if exc.status != 404:  # gone (merged away): no preview; anything else is real
                     raise
