@@ -40,19 +40,22 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
     from engine.llm import LLMGateway, LLMSettings, SecretStore
+    from engine.reader import MemoryReader
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
     from ui.provider_dialog import LLMServices
 
-__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engine"]
+__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
+           "open_engine"]
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
 VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
 SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), ("fate", "fate"),
-         ("budget", "budget"), ("tasks", "tasks"))
-"""Issue 9: (view, file name) pairs rendered by ``--screenshot``."""
+         ("budget", "budget"), ("tasks", "tasks"), ("layers", "layers-social"),
+         ("layers", "layers-procedural"), ("layers", "layers-spatial"))
+"""Issues 9-10: (view, file name) pairs rendered by ``--screenshot``."""
 
 
 def _make_gateway(secrets: SecretStore, engine: MemoryEngine, settings: LLMSettings
@@ -134,6 +137,14 @@ def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path
                         cancelled=cancelled)
 
 
+def attach_remote(url: str, token: str,
+                  on_state: Callable[[str | None], None]) -> MemoryReader:
+    """Issue 10: a read-only reader over a running ``mnemoscope serve`` (httpx loads here)."""
+    from engine.introspection.remote import RemoteReader
+
+    return RemoteReader.connect(url, token, on_follow_state=on_state)
+
+
 def _list_collections(spec: StoreSpec) -> Sequence[CollectionInfo]:
     from engine.store import list_collections
 
@@ -145,7 +156,10 @@ def _preferences(settings: Settings) -> Preferences:
 
     gui = settings.extra.get("gui", {}) if isinstance(settings.extra, dict) else {}
     gui = gui if isinstance(gui, dict) else {}
+    recent_attach = gui.get("recent_attach", [])
     return Preferences(theme=settings.theme, recent_stores=settings.recent_stores,
+                       recent_attach=tuple(str(u) for u in recent_attach)
+                       if isinstance(recent_attach, list) else (),
                        geometry=str(gui.get("geometry", "")),
                        window_state=str(gui.get("window_state", "")),
                        demo_offered=bool(gui.get("demo_offered", False)),
@@ -161,7 +175,8 @@ def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], No
     def save(prefs: Preferences) -> None:
         extra = dict(settings_file.current.extra)
         extra["gui"] = {"geometry": prefs.geometry, "window_state": prefs.window_state,
-                        "demo_offered": prefs.demo_offered}
+                        "demo_offered": prefs.demo_offered,
+                        "recent_attach": list(prefs.recent_attach)}
         try:
             settings_file.update(theme=prefs.theme, recent_stores=prefs.recent_stores,
                                  extra=extra)
@@ -230,6 +245,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_path, load_model),
         llm=_llm_services(settings_file),
+        attach=attach_remote,
     )
     window = MainWindow(services)
     windows.append(window)
@@ -377,8 +393,6 @@ async def _provider_dialog_shots(app: QApplication, window: MainWindow, out: Pat
 
 async def _screenshots(app: QApplication, window: MainWindow, out: Path,
                        embedder: SentenceTransformerEmbedder | None) -> int:
-    from ui.theme import apply_theme
-
     out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-shots-"))
     try:
@@ -401,23 +415,12 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             window.nav.setCurrentRow(list(window.views).index(view))
             if view in VIEW_NAMES and view != "records":
                 await window.observe.prepare_screenshot(view)
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}.png"))
-            if not variants:
-                continue
-            window.grab().save(str(out / f"{name}-light.png"))
-            apply_theme(app, "dark")
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-dark.png"))
-            window.resize(900, 600)
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-small-dark.png"))
-            apply_theme(app, "light")
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-small.png"))
-            window.resize(1280, 800)
-        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, provider-settings.png "
-              f"to {out}")
+            if view == "layers":
+                await window.layers.prepare_screenshot(name.removeprefix("layers-"))
+            await _save_shot(app, window, out / name, variants)
+        await _attached_shot(app, window, folder, out, variants)
+        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, provider-settings.png, "
+              f"attached.png to {out}")
         return 0
     except (EngineError, RuntimeError, TimeoutError) as exc:
         print(f"screenshot failed: {exc}", file=sys.stderr)
@@ -425,6 +428,51 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
     finally:
         await window.close_store()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants: bool) -> None:
+    """``stem.png``; with ``variants`` also -light, -dark, -small-dark and -small."""
+    from ui.theme import apply_theme
+
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}.png")
+    if not variants:
+        return
+    window.grab().save(f"{stem}-light.png")
+    apply_theme(app, "dark")
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-dark.png")
+    window.resize(900, 600)
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-small-dark.png")
+    apply_theme(app, "light")
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-small.png")
+    window.resize(1280, 800)
+
+
+async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, out: Path,
+                         variants: bool) -> None:
+    """Issue 10: the window attached (read-only) to an API served over the demo store."""
+    from engine.introspection import serve_in_thread
+
+    await window.close_store()
+    runner = window._runner
+    engine = await runner.run(window._services.open_engine,
+                              StoreSpec(str(folder / "store"), read_only=True))
+    server = await runner.run(partial(serve_in_thread, engine, port=0))
+    try:
+        if await window.attach(server.url, server.token) is None:
+            raise RuntimeError(f"could not attach to {server.url}")
+        window.nav.setCurrentRow(0)
+        await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
+                        30, "the attached records")
+        await _select_row(window, 0)
+        await _save_shot(app, window, out / "attached", variants)
+    finally:
+        await window.detach()
+        await runner.run(server.stop)
+        await runner.run(engine.close)
 
 
 async def _self_test(window: MainWindow) -> int:

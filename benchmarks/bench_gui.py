@@ -81,6 +81,7 @@ def bench_first_page(store: Path, runs: int) -> list[tuple[str, list[float], str
     from app.wiring import forget_embedded_clients
     from engine.memory_engine import MemoryEngine
     from engine.query import RecordQuery
+    from engine.reader import LocalReader
     from engine.store import StoreSpec
     from ui.records_model import RecordTableModel
     from ui.tasks import TaskRunner
@@ -105,7 +106,7 @@ def bench_first_page(store: Path, runs: int) -> list[tuple[str, list[float], str
         async def first_page(model: RecordTableModel = model,
                              engine: MemoryEngine = engine) -> float:
             began = time.perf_counter()
-            model.set_engine(engine)
+            model.set_reader(LocalReader(engine))
             while not (model.settled and model.is_loaded(0)):
                 await asyncio.sleep(0.001)
             return time.perf_counter() - began

@@ -63,6 +63,8 @@ class RecordDetail:
         related: Symmetric related links (seed 001), with previews.
         events: The record's events from the ledger, oldest first.
         edits: The record's edit history, newest first.
+        edits_known: False when the source does not serve edit history (an attached agent's
+            introspection API), so an empty ``edits`` means "unknown", not "never edited".
     """
 
     record: MemoryRecord
@@ -71,6 +73,7 @@ class RecordDetail:
     related: Sequence[LinkedRecord]
     events: Sequence[Event]
     edits: Sequence[EditEntry]
+    edits_known: bool = True
 
 
 _PREVIEW_CHARS = 120

@@ -1,7 +1,8 @@
 """The records table model: a window over the engine's filtered, sorted records, paged lazily.
 
 ``rowCount`` is the engine's total for the current query; rows arrive a page at a time from
-``engine.list_records`` on a worker (STYLE §3) and show a placeholder until then. Sorting is a
+``reader.list_records`` on a worker (STYLE §3; the reader is a local engine or an attached
+agent's API, :mod:`engine.reader`) and show a placeholder until then. Sorting is a
 new engine query (header click → :meth:`RecordTableModel.sort`), never a proxy over all rows
 (STYLE §4). Every query carries a request token; a page that answers an older query is dropped.
 """
@@ -19,8 +20,8 @@ from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
 
 from engine.errors import EngineError
-from engine.memory_engine import MemoryEngine
 from engine.query import RecordPage, RecordQuery, SortKey
+from engine.reader import MemoryReader
 from engine.records import MemoryRecord, format_timestamp
 from ui.tasks import RequestTokens, TaskRunner
 
@@ -106,7 +107,7 @@ class RecordTableModel(QAbstractTableModel):
     def __init__(self, runner: TaskRunner, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._runner = runner
-        self._engine: MemoryEngine | None = None
+        self._reader: MemoryReader | None = None
         self._query = RecordQuery(limit=PAGE_SIZE)
         self._total = 0
         self._pages: dict[int, list[_Row]] = {}
@@ -130,9 +131,9 @@ class RecordTableModel(QAbstractTableModel):
         """Rows matching the current query."""
         return self._total
 
-    def set_engine(self, engine: MemoryEngine | None) -> None:
-        """Show the records of ``engine`` (None: nothing) and load the first page."""
-        self._engine = engine
+    def set_reader(self, reader: MemoryReader | None) -> None:
+        """Show the records ``reader`` reads (None: nothing) and load the first page."""
+        self._reader = reader
         self.reload()
 
     def set_query(self, query: RecordQuery) -> None:
@@ -178,7 +179,7 @@ class RecordTableModel(QAbstractTableModel):
         self._token = self._tokens.next_token()
         self._pending.clear()
         self._resetting = True
-        if self._engine is None:
+        if self._reader is None:
             self._apply_reset(self._token, RecordPage([], 0, 0))
             return
         self._spawn(self._fetch(0, self._token, reset=True))
@@ -192,7 +193,7 @@ class RecordTableModel(QAbstractTableModel):
             self._request(page)
 
     def _request(self, page: int) -> None:
-        if self._engine is None or page in self._pages or page in self._pending:
+        if self._reader is None or page in self._pages or page in self._pending:
             return
         self._pending.add(page)
         self._spawn(self._fetch(page, self._token, reset=False))
@@ -203,12 +204,12 @@ class RecordTableModel(QAbstractTableModel):
         task.add_done_callback(self._tasks.discard)
 
     async def _fetch(self, page: int, token: int, *, reset: bool) -> None:
-        engine = self._engine
-        if engine is None:
+        reader = self._reader
+        if reader is None:
             return
         query = dataclasses.replace(self._query, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         try:
-            result = await self._runner.run(engine.list_records, query)
+            result = await self._runner.run(reader.list_records, query)
         except EngineError as exc:
             if self._tokens.is_current(token):
                 self._pending.discard(page)
