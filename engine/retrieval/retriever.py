@@ -9,7 +9,7 @@ records are materialized (through the ``fetch`` callable the engine passes).
 Flow (seed 002 §9):
 
 1. Candidates: live rows; masks for agent/layer (``filter``), TTL (``ttl``), ``privacy``.
-2. Components (:mod:`engine.retrieval.scoring`), weights (:mod:`engine.retrieval.weights`).
+2. Components (:mod:`engine.retrieval.scoring`), weights (``MemoryConfig.retrieval``).
 3. Sort eligible candidates by score desc, then id asc. Above ``partition_min`` candidates a
    top slice is selected with ``argpartition`` first and widened if packing exhausts it.
 4. Pack greedily to the budget: a record that does not fit is skipped and packing continues
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.config import MemoryConfig
+from engine.config import MemoryConfig, RetrievalConfig, ScoringWeights
 from engine.errors import TokenBudgetUndefined
 from engine.records import MemoryRecord, Privacy
 from engine.retrieval.compression import compress
@@ -57,7 +57,6 @@ from engine.retrieval.types import (
     RetrievedBundle,
     SemanticMode,
 )
-from engine.retrieval.weights import RetrievalConfig, ScoringWeights
 from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
 from engine.text import estimate_tokens
 
@@ -224,8 +223,8 @@ class Retriever:
         drop[alive & ~filter_ok] = _CODE[DropReason.FILTER]
 
         # 2. components (seed 002 §7, seed 004)
-        half_life_days = config.importance_half_life_days or memory.importance_decay_half_life_days
-        boost = config.importance_boost or memory.importance_boost
+        half_life_days = memory.importance_decay_half_life_days
+        boost = memory.importance_boost
         # (n, 7) in column-major order: each component is one contiguous array, so filling a
         # column and the weighted sum are plain vector operations (no strided writes, no BLAS)
         components = np.zeros((len(COMPONENTS), n), dtype=np.float64).T
@@ -233,8 +232,7 @@ class Retriever:
         components[:, COL.importance] = importance_component(snapshot, now_ms, half_life_days,
                                                              flagged, boost)
         components[:, COL.recency] = recency(snapshot.recency_anchor[:n], now_ms,
-                                             config.recency_half_life_ms
-                                             or float(memory.decay_half_life_ms))
+                                             float(memory.decay_half_life_ms))
         components[:, COL.layer] = layer_component(snapshot.layer[:n],
                                                    config.layer_weights[request.purpose])
         components[:, COL.access] = access_frequency(snapshot.access_count[:n], config.access_cap)
@@ -249,7 +247,7 @@ class Retriever:
 
         # 3-5. sort, compress, pack
         pressure = request.pressure_state
-        ratio = config.compression_ratio or memory.throttle_compression_ratio
+        ratio = memory.throttle_compression_ratio
         compressing = pressure in (PressureState.THROTTLE, PressureState.EXHAUSTED)
         budget = request.max_tokens
         if pressure is PressureState.THROTTLE:

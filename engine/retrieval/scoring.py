@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from engine.config import ScoringWeights
 from engine.decay import decayed_importance
 from engine.records import Layer
 from engine.retrieval.types import COMPONENTS
-from engine.retrieval.weights import ScoringWeights
 from engine.store.view import LAYERS, ViewSnapshot
 
 __all__ = [

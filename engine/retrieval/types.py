@@ -5,6 +5,9 @@ each score component, and why a candidate was dropped (``budget``, ``filter``, `
 ``privacy``). Those per-candidate diagnostics are kept as numpy arrays and turned into dicts only
 when asked for (:attr:`RetrievalDiagnostics.candidates`, :meth:`RetrievedBundle.to_json`), so a
 retrieval over 100K candidates builds no per-candidate Python objects on its hot path.
+
+:class:`Purpose`, :class:`Strategy`, :class:`PressureState` and :data:`COMPONENTS` are defined in
+:mod:`engine.config` (the weight tables are keyed by them) and re-exported here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engine.config import COMPONENTS, PressureState, Purpose, Strategy
 from engine.errors import ValidationError
 from engine.records import Layer, MemoryRecord, Privacy
 
@@ -38,33 +42,6 @@ __all__ = [
 F64 = npt.NDArray[np.float64]
 
 
-class Purpose(StrEnum):
-    """Seed 002 ``RetrievalRequest.purpose``: what the context is for (picks the weights)."""
-
-    REASONING = "reasoning"
-    DIALOG = "dialog"
-    NAVIGATION = "navigation"
-    SUMMARY = "summary"
-
-
-class Strategy(StrEnum):
-    """Seed 002 ``RetrievalRequest.strategy``: which component to emphasise."""
-
-    BALANCED = "balanced"
-    RECENCY = "recency"
-    IMPORTANCE = "importance"
-    SEMANTIC = "semantic"
-
-
-class PressureState(StrEnum):
-    """Seed 002 rate-governor pressure: ``throttle`` compresses, ``exhausted`` gives the minimum."""
-
-    NORMAL = "normal"
-    SOFT = "soft"
-    THROTTLE = "throttle"
-    EXHAUSTED = "exhausted"
-
-
 class DropReason(StrEnum):
     """Why a candidate is not in the bundle."""
 
@@ -82,10 +59,6 @@ class SemanticMode(StrEnum):
     MIXED = "mixed"  # cosine where a record has a vector, Jaccard for records pending one
     NONE = "none"  # no query text: relevance components are 0
 
-
-# Score components in a fixed order (columns of the component matrix).
-COMPONENTS: tuple[str, ...] = (
-    "importance", "recency", "semantic", "lexical", "layer", "access", "context", "speaker")
 
 # Code order of DropReason in the per-candidate array; -1 = packed.
 _DROP_CODES: tuple[DropReason, ...] = tuple(DropReason)
