@@ -15,6 +15,7 @@ cheap (array slices plus a copy of the alive mask and the id list).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ _LAYER_CODE = {v: i for i, v in enumerate(LAYERS)}
 _PRIVACY_CODE = {v: i for i, v in enumerate(PRIVACIES)}
 _TIER_CODE = {v: i for i, v in enumerate(TIERS)}
 _CATEGORY_CODE = {v: i for i, v in enumerate(CATEGORIES)}
+# Process-wide, so a version number names one state of one view (caches key on it).
+_VERSIONS = itertools.count(1)
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -57,6 +60,9 @@ class ViewSnapshot:
     Categorical columns are codes into :data:`LAYERS`, :data:`PRIVACIES`, :data:`TIERS`,
     :data:`CATEGORIES` and ``agents`` / ``sources``. ``expires_at`` is ``inf`` for no expiry.
     ``vectors`` rows are unit length where ``has_vector`` is set and zero elsewhere.
+    ``version`` changes (to a number never used before, by any view) whenever rows are written
+    or removed, ``access_version`` whenever access counts are touched: derived data may be
+    cached under them.
     """
 
     n: int
@@ -83,6 +89,8 @@ class ViewSnapshot:
     contents: Sequence[str]
     hashes: Sequence[str]
     tags: Sequence[tuple[str, ...]]
+    version: int = 0
+    access_version: int = 0
 
     @property
     def live_rows(self) -> npt.NDArray[np.intp]:
@@ -125,6 +133,8 @@ class ColumnarView:
         self._contents: list[str] = []
         self._hashes: list[str] = []
         self._tags: list[tuple[str, ...]] = []
+        self._version = next(_VERSIONS)
+        self._access_version = next(_VERSIONS)
         self._allocate(max(16, capacity))
 
     def _allocate(self, capacity: int) -> None:
@@ -241,6 +251,7 @@ class ColumnarView:
                 token_estimate=self._tokens[:n], has_vector=self._has_vec[:n],
                 vectors=self._vectors[:n], contents=list(self._contents),
                 hashes=list(self._hashes), tags=list(self._tags),
+                version=self._version, access_version=self._access_version,
             )
 
     # -- writing ---------------------------------------------------------------------------
@@ -297,6 +308,7 @@ class ColumnarView:
                     if norm > 0.0:
                         self._vectors[row] = vector / norm
                         self._has_vec[row] = True
+            self._version = next(_VERSIONS)
 
     def touch(self, record_ids: Iterable[str], now_ms: float) -> None:
         """Count an access (retrieval) of each record: access_count + 1, last_accessed = now."""
@@ -306,6 +318,7 @@ class ColumnarView:
                 if row is not None:
                     self._access_count[row] += 1
                     self._accessed[row] = now_ms
+            self._access_version = next(_VERSIONS)
 
     def remove(self, record_ids: Iterable[str]) -> None:
         """Drop records (tombstones; rebuilt when a third of the rows are dead)."""
@@ -317,6 +330,7 @@ class ColumnarView:
                 self._alive[row] = False
                 self._by_hash.get(self._hashes[row], set()).discard(row)
                 self._dead += 1
+            self._version = next(_VERSIONS)
             if self._n > 1024 and self._dead * 3 > self._n:
                 self._compact()
 
