@@ -21,6 +21,7 @@ Components (each in 0..1 except flagged importance, which the seed 002 boost may
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,19 +29,22 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.config import ScoringWeights
-from engine.decay import decayed_importance
+from engine.decay import MS_PER_DAY, decayed_importance
 from engine.records import Layer
 from engine.retrieval.types import COMPONENTS
 from engine.store.view import LAYERS, ViewSnapshot
 
 __all__ = [
     "ComponentIndex",
+    "Decaying",
     "access_frequency",
     "combine",
     "context_relevance",
+    "importance_base",
     "linear_recency",
     "neighbour_matrix",
     "recency",
+    "recency_base",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -100,6 +104,46 @@ def importance_component(snapshot: ViewSnapshot, now_ms: float, half_life_days: 
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class Decaying:
+    """A column that decays exponentially with time, factored as ``base × exp(-rate·(now - at))``.
+
+    ``base`` is the column's value at time ``at`` (the newest timestamp in it), so it depends
+    only on the view state and is computed once per state; a retrieval at ``now >= at`` scales
+    it by one number (:meth:`scale`). Before ``at`` (a clock behind the data) the caller
+    computes the column directly.
+    """
+
+    base: F64
+    at: float
+    rate: float
+
+    def scale(self, now_ms: float) -> float | None:
+        """The factor at ``now_ms``, or None when ``now_ms`` is before :attr:`at`."""
+        if now_ms < self.at:
+            return None
+        return math.exp(-self.rate * (now_ms - self.at))
+
+
+def importance_base(snapshot: ViewSnapshot, half_life_days: float,
+                    flagged: npt.NDArray[np.bool_], boost: float) -> Decaying:
+    """:func:`importance_component` factored for reuse (:class:`Decaying`)."""
+    n = snapshot.n
+    created = snapshot.created_at[:n]
+    at = float(created.max()) if n else 0.0
+    value = decayed_importance(snapshot.importance[:n], created, snapshot.access_count[:n], at,
+                               half_life_days)
+    base: F64 = np.where(flagged[:n], value * boost, value)
+    return Decaying(base, at, math.log(2.0) / (half_life_days * MS_PER_DAY))
+
+
+def recency_base(snapshot: ViewSnapshot, half_life_ms: float) -> Decaying:
+    """:func:`recency` factored for reuse (:class:`Decaying`)."""
+    anchor = snapshot.recency_anchor[: snapshot.n]
+    at = float(anchor.max()) if len(anchor) else 0.0
+    return Decaying(recency(anchor, at, half_life_ms), at, 1.0 / half_life_ms)
+
+
 def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float) -> I32:
     """For each episodic row, up to ``k`` episodic rows of the same agent before and after it.
 
@@ -129,14 +173,20 @@ def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float) -> I32:
     return out
 
 
-def context_relevance(relevance: F64, neighbours: I32) -> F64:
-    """Best ``relevance`` among each row's neighbours (0 where it has none)."""
+def context_relevance(relevance: F64, neighbours: I32, *, padded: bool = False) -> F64:
+    """Best ``relevance`` among each row's neighbours (0 where it has none).
+
+    Args:
+        padded: ``relevance`` already ends with an extra 0 (read for the index -1), which
+            spares a copy.
+    """
     if neighbours.shape[1] == 0:
-        return np.zeros(len(relevance))
-    padded = np.append(relevance, 0.0)
-    result: F64 = padded[neighbours[:, 0]]
+        return np.zeros(len(neighbours))
+    if not padded:
+        relevance = np.append(relevance, 0.0)
+    result: F64 = relevance[neighbours[:, 0]]
     for column in range(1, neighbours.shape[1]):
-        np.maximum(result, padded[neighbours[:, column]], out=result)
+        np.maximum(result, relevance[neighbours[:, column]], out=result)
     return result
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -152,13 +152,27 @@ class CandidateDiagnostic:
                 "tokens": self.tokens}
 
 
+def _no_components() -> F64:
+    return np.zeros((0, len(COMPONENTS)))
+
+
+def _no_drop_codes() -> npt.NDArray[np.int8]:
+    return np.zeros(0, np.int8)
+
+
+def _no_tokens() -> npt.NDArray[np.int64]:
+    return np.zeros(0, np.int64)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class RetrievalDiagnostics:
     """Seed 002 ``RetrievalDiagnostics`` plus per-candidate arrays.
 
     The arrays are indexed by *view row* (the snapshot the retrieval ran on); ``rows`` lists
     the rows that were candidates (the live records). Turn them into per-candidate lines with
-    :attr:`candidates` (rank order) or :meth:`candidate`.
+    :attr:`candidates` (rank order) or :meth:`candidate`. The component matrix, the drop codes
+    and the token costs are built the first time they are read (from the ``build_*``
+    callables the retriever passes): a retrieval nobody inspects never materializes them.
 
     Attributes:
         candidate_count: Live records considered (seed 002 ``candidateCount``).
@@ -173,11 +187,11 @@ class RetrievalDiagnostics:
         ids: Ids by row.
         rows: Candidate rows (live records), ascending.
         scores: Final score by row (filtered candidates are scored too).
+        eligible: By row: passed the filters.
+        neighbours: ``(n, 2k)`` time-neighbour rows (-1: none) for the ``context`` component.
         components: ``(n, len(COMPONENTS))`` component values by row, weights not applied.
         drop_codes: By row: -1 packed, else an index into :class:`DropReason`.
         tokens: Tokens each row costs when packed (after compression, if any).
-        eligible: By row: passed the filters.
-        neighbours: ``(n, 2k)`` time-neighbour rows (-1: none) for the ``context`` component.
     """
 
     candidate_count: int
@@ -192,12 +206,37 @@ class RetrievalDiagnostics:
     ids: Sequence[str] = ()
     rows: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, np.intp))
     scores: F64 = field(default_factory=lambda: np.zeros(0))
-    components: F64 = field(default_factory=lambda: np.zeros((0, len(COMPONENTS))))
-    drop_codes: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, np.int8))
-    tokens: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     eligible: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, bool))
     neighbours: npt.NDArray[np.int32] = field(
         default_factory=lambda: np.zeros((0, 0), np.int32))
+    build_components: Callable[[], F64] = _no_components
+    build_drop_codes: Callable[[], npt.NDArray[np.int8]] = _no_drop_codes
+    build_tokens: Callable[[], npt.NDArray[np.int64]] = _no_tokens
+    _built: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def _once(self, name: str, build: Callable[[], Any]) -> Any:
+        value = self._built.get(name)
+        if value is None:
+            value = self._built.setdefault(name, build())
+        return value
+
+    @property
+    def components(self) -> F64:
+        """``(n, len(COMPONENTS))`` component values by row (column-major), weights not applied."""
+        result: F64 = self._once("components", self.build_components)
+        return result
+
+    @property
+    def drop_codes(self) -> npt.NDArray[np.int8]:
+        """By row: -1 packed, -2 not a candidate, else an index into :class:`DropReason`."""
+        result: npt.NDArray[np.int8] = self._once("drop_codes", self.build_drop_codes)
+        return result
+
+    @property
+    def tokens(self) -> npt.NDArray[np.int64]:
+        """Tokens each row costs when packed (after compression, if any)."""
+        result: npt.NDArray[np.int64] = self._once("tokens", self.build_tokens)
+        return result
 
     @property
     def weights(self) -> dict[str, float]:
