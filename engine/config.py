@@ -107,15 +107,15 @@ COMPONENTS: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class ScoringWeights:
-    """One weight per score component (see :data:`COMPONENTS`)."""
+    """One weight per score component (see :data:`COMPONENTS`); defaults: ``reasoning``'s."""
 
-    importance: float = 0.08
+    importance: float = 0.02
     recency: float = 0.04
     semantic: float = 0.49
     lexical: float = 0.21
     layer: float = 0.03
     access: float = 0.02
-    context: float = 0.35
+    context: float = 0.50
     speaker: float = 0.08
 
     def __post_init__(self) -> None:
@@ -150,15 +150,16 @@ class ScoringWeights:
 
 
 # Base weights per purpose. Relevance (semantic + lexical + context) dominates when there is a
-# query: decayed importance is a tie-breaker there (on LoCoMo dev a 0.20 importance weight let
-# the age of a session outrank relevance: hit@5 -0.02), and it decides alone when there is no
-# query. ``summary`` leans on recency and layer (episodes to condense), ``navigation`` on layer
-# (spatial/procedural). See docs/retrieval.md.
+# query; decayed importance is a tie-breaker there for ``reasoning`` (factual recall: on the
+# LoCoMo dev conversations 0.02 beat 0.08, and 0.20 let the age of a session outrank relevance),
+# and it decides alone when there is no query. ``context`` is about 0.7 of semantic + lexical
+# (it only lends what a record's own relevance lacks). ``summary`` leans on recency and layer
+# (episodes to condense), ``navigation`` on layer (spatial/procedural). See docs/retrieval.md.
 DEFAULT_PURPOSE_WEIGHTS: Mapping[Purpose, ScoringWeights] = MappingProxyType({
-    Purpose.REASONING: ScoringWeights(0.08, 0.04, 0.49, 0.21, 0.03, 0.02, 0.35, 0.08),
-    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.46, 0.20, 0.06, 0.02, 0.33, 0.08),
-    Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.38, 0.16, 0.23, 0.02, 0.19, 0.04),
-    Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.32, 0.14, 0.18, 0.02, 0.16, 0.04),
+    Purpose.REASONING: ScoringWeights(0.02, 0.04, 0.49, 0.21, 0.03, 0.02, 0.50, 0.08),
+    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.46, 0.20, 0.06, 0.02, 0.47, 0.08),
+    Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.38, 0.16, 0.23, 0.02, 0.27, 0.04),
+    Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.32, 0.14, 0.18, 0.02, 0.23, 0.04),
 })
 
 _L = Layer
@@ -213,6 +214,8 @@ class RetrievalConfig:
         context_neighbours: How many time neighbours on each side lend relevance (the
             ``context`` component: a reply is relevant when its question is). 0 disables.
         context_window_ms: How close in time a neighbour must be to lend relevance.
+        semantic_centering: How far towards the candidates' mean embedding cosine is measured
+            from (0: plain cosine; see :class:`engine.retrieval.scoring.Centring`).
         partition_min: Candidate count above which packing ranks a top slice first.
     """
 
@@ -230,11 +233,13 @@ class RetrievalConfig:
     bm25_b: float = 0.75
     context_neighbours: int = 2
     context_window_ms: float = 600_000.0
+    semantic_centering: float = 0.5
     partition_min: int = 4096
 
     def __post_init__(self) -> None:
         self._check_tables()
-        for name, low, high in (("strategy_share", 0.0, 1.0), ("bm25_b", 0.0, 1.0)):
+        for name, low, high in (("strategy_share", 0.0, 1.0), ("bm25_b", 0.0, 1.0),
+                                ("semantic_centering", 0.0, 1.0)):
             value = getattr(self, name)
             if not _is_number(value) or not low <= value <= high:
                 raise ConfigInvalid(name, value, f"must be in {low}..{high}")
@@ -454,6 +459,7 @@ _RETRIEVAL_SCALARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETRIEVAL_BM25_B": "bm25_b",
     "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS": "context_neighbours",
     "MEMORY_RETRIEVAL_CONTEXT_WINDOW_MS": "context_window_ms",
+    "MEMORY_RETRIEVAL_SEMANTIC_CENTERING": "semantic_centering",
 })
 
 

@@ -44,9 +44,11 @@ from engine.retrieval.derived import ViewMemo
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
+    Centring,
     Decaying,
     access_frequency,
     combine,
+    context_lift,
     context_relevance,
     importance_base,
     importance_component,
@@ -132,13 +134,14 @@ def rescore(diagnostics: RetrievalDiagnostics, weights: ScoringWeights) -> Ranki
     """Re-rank a bundle's candidates under other weights, without touching the store.
 
     The GUI's weight sliders call this: components are reused, only the ``context`` component
-    (which depends on the semantic/lexical ratio) is recomputed from the stored neighbours, and
-    packing is re-run with the bundle's budget and per-candidate token costs.
+    (which depends on the semantic/lexical ratio) is recomputed from the stored neighbours
+    (:func:`~engine.retrieval.scoring.context_lift`), and packing is re-run with the bundle's
+    budget and per-candidate token costs.
     """
     components = diagnostics.components.copy(order="K")
     if len(components):
         relevance = relevance_of(components, weights) * diagnostics.eligible
-        components[:, COL.context] = context_relevance(relevance, diagnostics.neighbours)
+        components[:, COL.context] = context_lift(relevance, diagnostics.neighbours)
     scores = combine(components, weights) if len(components) else np.zeros(0)
     eligible_rows = diagnostics.rows[diagnostics.eligible[diagnostics.rows]] \
         if len(diagnostics.rows) else diagnostics.rows
@@ -382,9 +385,10 @@ class Retriever:
                 relevance += (weights.lexical / relevance_weight) * lexical
                 if candidates.count < n:
                     relevance[~candidates.eligible] = 0.0
+                best = context_relevance(padded, their_neighbours, padded=True)
+                best -= relevance[with_neighbours]
                 context = np.zeros(n, dtype=np.float64)
-                context[with_neighbours] = context_relevance(padded, their_neighbours,
-                                                             padded=True)
+                context[with_neighbours] = np.maximum(best, 0.0)  # context_lift, on fewer rows
                 columns[COL.context] = _constant(context)
                 scores += weights.context * context
         return Scored(scores, mode, neighbours, columns)
@@ -443,13 +447,23 @@ class Retriever:
         n = snapshot.n
         if query_vector is None:
             return self.index.jaccard(query_terms, n), SemanticMode.JACCARD
-        cosine: F32 = snapshot.vectors[:n] @ query_vector.astype(np.float32, copy=False)
-        semantic: F64 = np.maximum(cosine, 0.0, dtype=np.float64)
+        query = query_vector.astype(np.float32, copy=False)
+        cosine: F32 = snapshot.vectors[:n] @ query
+        strength = self.config.semantic_centering
+        if strength > 0:
+            centring = self.memo.get(
+                snapshot, ("centring", candidates.key, strength), lambda: Centring.of(
+                    snapshot.vectors[:n], candidates.eligible & snapshot.has_vector[:n],
+                    strength))
+            semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0)
+        else:
+            semantic = np.maximum(cosine, 0.0, dtype=np.float64)
         without = self.memo.get(snapshot, "without_vectors", lambda: np.flatnonzero(
             snapshot.alive[:n] & ~snapshot.has_vector[:n]))
         if len(without) and candidates.eligible[without].any():
             semantic[without] = self.index.jaccard(query_terms, n)[without]
             return semantic, SemanticMode.MIXED
+        semantic[without] = 0.0
         return semantic, SemanticMode.COSINE
 
     def _lexical(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
