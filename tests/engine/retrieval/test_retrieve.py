@@ -287,3 +287,35 @@ def test_decaying_components_match_the_direct_formulas(engine: MemoryEngine,
                                expected_importance, rtol=1e-12)
     np.testing.assert_allclose(components[:n, COMPONENTS.index("recency")], expected_recency,
                                rtol=1e-12, atol=1e-300)
+
+
+def test_context_comes_from_neighbours_of_the_same_layer(engine: MemoryEngine) -> None:
+    write(engine, [
+        make_record(0, "Maria ran a charity race for mental health", age_days=3.0),
+        make_record(1, "She realised how much self-care matters", age_days=3.0 - 1e-6),
+        make_record(2, "She realised the bus was late", layer=Layer.EPISODIC,
+                    age_days=3.0 - 2e-6),
+    ])
+    bundle = engine.retrieve(RetrievalRequest(max_tokens=1000, query="charity race"),
+                             inspect=True)
+    lines = {c.id: c.components["context"] for c in bundle.diagnostics.candidates}
+    assert lines["r001"] > 0.0  # a semantic fact noted next to a relevant one
+    assert lines["r002"] == 0.0  # another layer: not the same stream
+    assert lines["r000"] == 0.0  # already relevant itself: nothing to lend
+
+
+def test_semantic_centring_can_be_turned_off(engine: MemoryEngine) -> None:
+    _fill(engine)
+    request = RetrievalRequest(max_tokens=10_000, query="cat named Tom")
+    centred = engine.retrieve(request, inspect=True).diagnostics
+    engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config,
+                                                    semantic_centering=0.0))
+    plain = engine.retrieve(request, inspect=True).diagnostics
+    snapshot = engine.store.view.snapshot()
+    query = engine.embed_texts(["cat named Tom"])
+    assert query is not None
+    column = COMPONENTS.index("semantic")
+    cosine = np.maximum(snapshot.vectors[: snapshot.n] @ query[0], 0.0)
+    np.testing.assert_allclose(plain.components[:, column], cosine, rtol=1e-6)
+    assert not np.allclose(centred.components[:, column], cosine)
+    assert centred.ids[int(np.argmax(centred.scores))] == plain.ids[int(np.argmax(plain.scores))]
