@@ -29,10 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.config import ScoringWeights
+from engine.config import COMPONENTS, ScoringWeights
 from engine.decay import MS_PER_DAY, decayed_importance
 from engine.records import Layer
-from engine.retrieval.types import COMPONENTS
 from engine.store.view import LAYERS, ViewSnapshot
 
 __all__ = [

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from engine.config import COMPONENTS, PressureState, Purpose, Strategy
 from engine.errors import ValidationError
 from engine.records import Layer, MemoryRecord, Privacy
+from engine.retrieval.scoring import lexsort_rank
 
 __all__ = [
     "COMPONENTS",
@@ -247,9 +248,11 @@ class RetrievalDiagnostics:
     def order(self) -> npt.NDArray[np.intp]:
         """Candidate rows in rank order: eligible first, score desc, then id asc."""
         rows = self.rows
-        keyed = sorted(rows.tolist(), key=lambda r: (not bool(self.eligible[r]),
-                                                     -float(self.scores[r]), self.ids[r]))
-        return np.asarray(keyed, dtype=np.intp)
+        if not len(rows):
+            return rows
+        passed = self.eligible[rows]
+        return np.concatenate([lexsort_rank(self.scores, self.ids, rows[passed]),
+                               lexsort_rank(self.scores, self.ids, rows[~passed])])
 
     def candidate(self, row: int) -> CandidateDiagnostic:
         """The diagnostic line of the candidate at view row ``row``."""
