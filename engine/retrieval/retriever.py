@@ -379,7 +379,7 @@ class Retriever:
             if len(with_neighbours) and relevance_weight > 0:
                 # what a neighbour lends: its relevance, 0 for non-candidates and for "no
                 # neighbour" (index -1 reads the extra last slot)
-                padded = np.zeros(n + 1, dtype=np.float64)
+                padded = np.zeros(n + 1, dtype=np.float32)  # half the bytes to gather from
                 relevance = padded[:n]
                 np.multiply(semantic, weights.semantic / relevance_weight, out=relevance)
                 relevance += (weights.lexical / relevance_weight) * lexical
@@ -455,7 +455,7 @@ class Retriever:
                 snapshot, ("centring", candidates.key, strength), lambda: Centring.of(
                     snapshot.vectors[:n], candidates.eligible & snapshot.has_vector[:n],
                     strength))
-            semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0)
+            semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         else:
             semantic = np.maximum(cosine, 0.0, dtype=np.float64)
         without = self.memo.get(snapshot, "without_vectors", lambda: np.flatnonzero(

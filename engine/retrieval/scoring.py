@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +52,7 @@ __all__ = [
 
 F64 = npt.NDArray[np.float64]
 F32 = npt.NDArray[np.float32]
+Floats = npt.NDArray[np.floating[Any]]
 I32 = npt.NDArray[np.int32]
 
 
@@ -165,16 +167,15 @@ class Centring:
         inverse_norm: F32 = 1.0 / np.sqrt(squared)
         return cls(mean, mean_dot, inverse_norm, mean_norm2)
 
-    def cosine(self, cosine: F32, query: F32) -> F64:
+    def cosine(self, cosine: F32, query: F32) -> F32:
         """``cos(q - m, d - m)`` for every row from the plain cosines ``q·d``."""
         query_dot = float(query @ self.mean)
         query_norm = math.sqrt(max(1.0 - 2.0 * query_dot + self.mean_norm2, 1e-12))
-        centred = cosine - self.mean_dot
+        centred: F32 = cosine - self.mean_dot
         centred += np.float32(self.mean_norm2 - query_dot)
         centred *= self.inverse_norm
-        result: F64 = centred.astype(np.float64)
-        result /= query_norm
-        return result
+        centred *= np.float32(1.0 / query_norm)
+        return centred
 
 
 def importance_base(snapshot: ViewSnapshot, half_life_days: float,
@@ -223,7 +224,7 @@ def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float) -> I32:
     return out
 
 
-def context_relevance(relevance: F64, neighbours: I32, *, padded: bool = False) -> F64:
+def context_relevance(relevance: Floats, neighbours: I32, *, padded: bool = False) -> Floats:
     """Best ``relevance`` among each row's neighbours (0 where it has none).
 
     Args:
@@ -234,7 +235,7 @@ def context_relevance(relevance: F64, neighbours: I32, *, padded: bool = False) 
         return np.zeros(len(neighbours))
     if not padded:
         relevance = np.append(relevance, 0.0)
-    result: F64 = relevance[neighbours[:, 0]]
+    result: Floats = relevance[neighbours[:, 0]]
     for column in range(1, neighbours.shape[1]):
         np.maximum(result, relevance[neighbours[:, column]], out=result)
     return result
