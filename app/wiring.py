@@ -30,18 +30,19 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.settings import Settings, default_config_dir, save_settings, server_ledger_path
+from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
 from engine.embedding import EmbedderState, EmbedderStatus, SentenceTransformerEmbedder
-from engine.errors import EngineError
+from engine.errors import ConfigInvalid, EngineError
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
-    from engine.llm import LLMGateway
+    from engine.llm import LLMGateway, LLMSettings, SecretStore
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
+    from ui.provider_dialog import LLMServices
 
 __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engine"]
 
@@ -54,17 +55,43 @@ SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), 
 """Issue 9: (view, file name) pairs rendered by ``--screenshot``."""
 
 
-def _make_gateway(engine: MemoryEngine) -> LLMGateway:
+def _make_gateway(secrets: SecretStore, engine: MemoryEngine, settings: LLMSettings
+                  ) -> LLMGateway:
     """Issue 9: the LLM gateway for the Budget view, on the store's ledger and event bus.
 
-    Settings come from the ``MNEMOSCOPE_LLM_*`` environment (``engine.llm.settings``); the key
-    from its environment variable or the OS keyring, never from settings.json. Prompts are
-    redacted before sending (DESIGN decision 8).
+    ``settings`` are the file's ``llm`` section under the ``MNEMOSCOPE_LLM_*`` environment, or
+    what the provider dialog saved since. The key is read at call time from its environment
+    variable or ``secrets`` (the OS keyring), never from settings.json. Prompts are redacted
+    before sending (DESIGN decision 8).
     """
-    from engine.llm import LLMGateway, llm_settings_from_env
+    from engine.llm import LLMGateway, key_lookup
 
-    return LLMGateway(llm_settings_from_env(), ledger=engine.ledger, events=engine.events,
-                      clock=engine.clock, redactor=_redact, redact=True)
+    return LLMGateway(settings, ledger=engine.ledger, events=engine.events, clock=engine.clock,
+                      redactor=_redact, redact=True, api_key=key_lookup(settings, secrets))
+
+
+def _llm_services(settings_file: SettingsFile) -> LLMServices:
+    """The provider dialog's and the gateway's services: settings, saving, the OS keyring.
+
+    A bad ``llm`` section or variable does not stop the app: defaults are used and the Budget
+    view says what is wrong.
+    """
+    from engine.llm import KeyringStore, LLMSettings, llm_settings_to_json
+    from engine.llm.settings import env_overrides
+    from ui.provider_dialog import LLMServices
+
+    problem = ""
+    try:
+        llm = settings_file.current.llm_settings()
+    except ConfigInvalid as exc:
+        llm, problem = LLMSettings(), f"LLM settings ignored: {exc}"
+
+    def save(updated: LLMSettings) -> None:
+        settings_file.update(llm=llm_settings_to_json(updated))
+
+    secrets = KeyringStore()
+    return LLMServices(settings=llm, make_gateway=partial(_make_gateway, secrets), save=save,
+                       secrets=secrets, env_overrides=env_overrides(), problem=problem)
 
 
 def _redact(text: str) -> str:
@@ -125,20 +152,22 @@ def _preferences(settings: Settings) -> Preferences:
                        redaction=settings.redaction)
 
 
-def _preference_saver(settings: Settings) -> Callable[[Preferences], None]:
-    config_dir = Path(os.environ["MNEMOSCOPE_CONFIG_DIR"]) \
+def _config_dir() -> Path:
+    return Path(os.environ["MNEMOSCOPE_CONFIG_DIR"]) \
         if os.environ.get("MNEMOSCOPE_CONFIG_DIR") else default_config_dir()
 
+
+def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], None]:
     def save(prefs: Preferences) -> None:
-        extra = dict(settings.extra)
+        extra = dict(settings_file.current.extra)
         extra["gui"] = {"geometry": prefs.geometry, "window_state": prefs.window_state,
                         "demo_offered": prefs.demo_offered}
         try:
-            save_settings(dataclasses.replace(settings, theme=prefs.theme,
-                                              recent_stores=prefs.recent_stores, extra=extra),
-                          config_dir=config_dir)
+            settings_file.update(theme=prefs.theme, recent_stores=prefs.recent_stores,
+                                 extra=extra)
         except OSError as exc:  # preferences are a convenience; never crash the app over them
-            print(f"warning: could not save settings in {config_dir}: {exc}", file=sys.stderr)
+            print(f"warning: could not save settings in {_config_dir()}: {exc}",
+                  file=sys.stderr)
 
     return save
 
@@ -187,11 +216,12 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
 
     embedder = SentenceTransformerEmbedder(settings.model_path, on_state=on_model_state) \
         if load_model else None
+    settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,
         open_engine=lambda spec: open_engine(settings, embedder, spec),
         list_collections=_list_collections,
-        save_preferences=_preference_saver(settings) if not special else (lambda _p: None),
+        save_preferences=_preference_saver(settings_file),
         redactor=_redact,
         preferences=_preferences(settings),
         default_store=settings.store,
@@ -199,7 +229,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_path, load_model),
-        make_gateway=_make_gateway,
+        llm=_llm_services(settings_file),
     )
     window = MainWindow(services)
     windows.append(window)
@@ -310,6 +340,41 @@ async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
     await window.budget.refresh()
 
 
+async def _provider_dialog_shots(app: QApplication, window: MainWindow, out: Path,
+                                 variants: bool) -> None:
+    """Settings → LLM Provider… after a test against a local server that is not running
+    (a port just closed on 127.0.0.1, so the shot is the same on every machine)."""
+    import socket
+
+    from ui.theme import apply_theme
+
+    dialog = window.open_provider_settings()
+    if dialog is None:
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dialog.provider.setCurrentIndex(dialog.provider.findData("ollama"))
+    dialog.base_url.setText(f"http://127.0.0.1:{port}/v1")
+    dialog.model.setText("llama3.2")
+    dialog.budget.setValue(1.0)
+    await dialog.test_connection()
+    await asyncio.sleep(0.2)
+    dialog.grab().save(str(out / "provider-settings.png"))
+    if variants:
+        size = dialog.size()
+        for theme, suffix in (("dark", "-dark"), ("light", "-light")):
+            apply_theme(app, theme)
+            await asyncio.sleep(0.2)
+            dialog.resize(size)
+            dialog.grab().save(str(out / f"provider-settings{suffix}.png"))
+            dialog.resize(dialog.minimumSizeHint())
+            await asyncio.sleep(0.2)
+            small = "-small-dark" if theme == "dark" else "-small"
+            dialog.grab().save(str(out / f"provider-settings{small}.png"))
+    dialog.reject()
+
+
 async def _screenshots(app: QApplication, window: MainWindow, out: Path,
                        embedder: SentenceTransformerEmbedder | None) -> int:
     from ui.theme import apply_theme
@@ -329,6 +394,9 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         await _select_row(window, 2)
         variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
         await _prepare_steer_views(window, folder)
+        # first: its test request is recorded, so the Budget view lists a call
+        await _provider_dialog_shots(app, window, out, variants)
+        await window.budget.refresh()
         for view, name in SHOTS:
             window.nav.setCurrentRow(list(window.views).index(view))
             if view in VIEW_NAMES and view != "records":
@@ -348,7 +416,8 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             await asyncio.sleep(0.2)
             window.grab().save(str(out / f"{name}-small.png"))
             window.resize(1280, 800)
-        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)} to {out}")
+        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, provider-settings.png "
+              f"to {out}")
         return 0
     except (EngineError, RuntimeError, TimeoutError) as exc:
         print(f"screenshot failed: {exc}", file=sys.stderr)

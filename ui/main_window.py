@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 
 from engine.embedding import EmbedderState, EmbedderStatus
 from engine.errors import EngineError, StoreLocked
-from engine.llm import LLMGateway
+from engine.llm import LLMGateway, LLMSettings
 from engine.memory_engine import MemoryEngine
 from engine.store import CollectionInfo, StoreSpec
 from ui.budget_view import BudgetView
@@ -46,6 +46,7 @@ from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, Imp
 from ui.fate_view import FateView
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.observe import ObserveViews
+from ui.provider_dialog import LLMServices, ProviderSettingsDialog
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
 from ui.scan_view import ScanView
@@ -114,8 +115,8 @@ class WindowServices:
     demo_conversation: Path | None = None
     version: str = ""
     bulk_import: BulkImport | None = None
-    make_gateway: Callable[[MemoryEngine], LLMGateway | None] | None = None
-    """Issue 9: builds the LLM gateway on the open engine's ledger and events (worker)."""
+    llm: LLMServices | None = None
+    """Issue 9: the LLM provider settings, their saving, and the gateway factory."""
 
 
 class MainWindow(QMainWindow):
@@ -158,6 +159,9 @@ class MainWindow(QMainWindow):
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
         self._gateway: LLMGateway | None = None
+        self._llm_settings = services.llm.settings if services.llm is not None \
+            else LLMSettings()
+        self.provider_dialog: ProviderSettingsDialog | None = None
         self.views.update({"secrets": self.scan, "fate": self.fate, "budget": self.budget,
                            "tasks": self.tasks_view})
         self.nav = QListWidget(self)
@@ -212,6 +216,7 @@ class MainWindow(QMainWindow):
         self.fate.open_record.connect(self.show_record)
         self.scan.open_record.connect(self.show_record)
         self.scan.message.connect(self._on_view_message)
+        self.budget.settings_requested.connect(self._on_provider_triggered)
         self._build_menus()
         self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
@@ -294,6 +299,11 @@ class MainWindow(QMainWindow):
             made.setChecked(theme == self._prefs.theme)
             made.triggered.connect(lambda _checked=False, chosen=theme: self.set_theme(chosen))
             self.theme_actions.addAction(made)
+
+        settings_menu = bar.addMenu("&Settings")
+        self.provider_action = self._action("LLM &Provider…", self._on_provider_triggered)
+        self.provider_action.setEnabled(self._services.llm is not None)
+        settings_menu.addAction(self.provider_action)
 
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self._action("&About Mnemoscope", self._on_about_triggered))
@@ -495,17 +505,89 @@ class MainWindow(QMainWindow):
         old, self._gateway = self._gateway, None
         if old is not None:
             await self._runner.run(old.close)
-        make = self._services.make_gateway
-        if engine is None or make is None:
+        llm = self._services.llm
+        if engine is None or llm is None:
             self.budget.set_gateway(None, None, None, None)
             return
         try:
-            gateway = await self._runner.run(make, engine)
+            gateway = await self._runner.run(llm.make_gateway, engine, self._llm_settings)
         except EngineError as exc:
+            self.budget.set_gateway(None, None, None, None)
             self.budget.provider_label.setText(f"LLM provider not usable: {exc}")
             return
         self._gateway = gateway
         self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
+        if llm.problem:
+            self.budget.set_problem(llm.problem)
+
+    @property
+    def gateway(self) -> LLMGateway | None:
+        """The running LLM gateway (None without a store or provider services)."""
+        return self._gateway
+
+    @property
+    def llm_settings(self) -> LLMSettings:
+        """The LLM provider settings in effect."""
+        return self._llm_settings
+
+    def open_provider_settings(self) -> ProviderSettingsDialog | None:
+        """Settings → LLM Provider… (also the Budget view's button): the dialog, window-modal.
+
+        A test connection is recorded in the open store's ledger and events.
+        """
+        llm = self._services.llm
+        if llm is None:
+            return None
+        if self.provider_dialog is not None:
+            self.provider_dialog.raise_()
+            return self.provider_dialog
+        engine = self._session.engine if self._session is not None else None
+        dialog = ProviderSettingsDialog(
+            self._runner, self._llm_settings, llm.secrets,
+            ledger=engine.ledger if engine is not None else None,
+            events=engine.events if engine is not None else None,
+            clock=engine.clock if engine is not None else None,
+            env_overrides=llm.env_overrides, parent=self)
+        dialog.saved.connect(self._on_provider_saved)
+        dialog.finished.connect(self._on_provider_dialog_finished)
+        self.provider_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _on_provider_triggered(self) -> None:
+        self.open_provider_settings()
+
+    def _on_provider_saved(self, settings: LLMSettings) -> None:
+        spawn(self.apply_llm_settings(settings))
+
+    def _on_provider_dialog_finished(self, _result: int) -> None:
+        dialog, self.provider_dialog = self.provider_dialog, None
+        if dialog is not None:
+            dialog.deleteLater()
+
+    async def apply_llm_settings(self, settings: LLMSettings) -> bool:
+        """Persist ``settings`` (worker, atomic) and rebuild the running gateway with them.
+
+        Returns:
+            False when the settings file could not be written (the settings still apply to
+            this session; the status bar says so).
+        """
+        llm = self._services.llm
+        if llm is None:
+            return False
+        self._llm_settings = settings
+        saved = True
+        try:
+            await self._runner.run(llm.save, settings)
+        except (OSError, EngineError) as exc:
+            saved = False
+            self.show_banner(f"LLM settings apply to this session but were not saved: {exc}")
+        session = self._session
+        await self._attach_gateway(session.engine if session is not None else None)
+        what = f"{settings.provider} · {settings.model}" if settings.configured else "none"
+        self._on_view_message(f"LLM provider settings {'saved' if saved else 'applied'}: "
+                              f"{what}")
+        return saved
 
     @staticmethod
     def _store_text(session: StoreSession) -> str:
@@ -662,6 +744,7 @@ class MainWindow(QMainWindow):
         assert bulk_import is not None
         self.records.set_session(None)
         self.observe.set_session(None)
+        await self._attach_gateway(None)  # the gateway writes to the ledger being closed
         self.store_label.setText(f"Importing into {session.spec.location}…")
         await session.drain()
         await self._runner.run(session.engine.close)
@@ -682,6 +765,7 @@ class MainWindow(QMainWindow):
             return None
         self.records.set_session(session)
         self.observe.set_session(session)
+        await self._attach_gateway(session.engine)  # on the reopened engine's ledger
         self.store_label.setText(self._store_text(session))
         _freeze_long_lived_objects()
         if summary is not None:

@@ -105,8 +105,10 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "* **dedup decision** — `benchmarks/bench_dedup.py` (`build`, `measure`): synthetic "
         "records with random unit vectors in an embedded store; half near-duplicates, half "
         "new; the pipeline's stages from `ingest-start` through `decision` with precomputed "
-        "vectors (nothing written). Baseline: Chroma's own HNSW query (`store.nearest`, k=10) "
-        "on the same store; plain cosine (one numpy matvec) in the note.",
+        "vectors (nothing written; the view changes before each decision, as a single "
+        "ingest's write does, so each takes a fresh snapshot). Baseline: Chroma's own HNSW "
+        "query (`store.nearest`, k=10) on the same store; plain cosine (one numpy matvec) in "
+        "the note.",
         "* **retrieval** — `benchmarks/bench_retrieval.py` (`build`): a columnar view of N "
         "records, `Retriever.retrieve` (score + pack, no fetch). Baseline: plain cosine, one "
         "numpy matvec over the same vectors.",

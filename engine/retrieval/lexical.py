@@ -121,7 +121,7 @@ class TextIndex:
         self._length = np.zeros(0, dtype=np.float64)
         self._unique = np.zeros(0, dtype=np.float64)
         self._flagged = np.zeros(0, dtype=bool)
-        self._version = 0
+        self._state: tuple[int, int] = (0, 0)
         self.rebuilds = 0
         self.incremental_rows = 0
 
@@ -130,14 +130,14 @@ class TextIndex:
     def sync(self, snapshot: ViewSnapshot) -> None:
         """Update the index to match ``snapshot`` (incrementally when the view only grew).
 
-        A snapshot of the view state the index was last synced with costs nothing.
+        A snapshot of the view version the index was last synced with costs nothing.
         """
-        version = getattr(snapshot, "version", 0)
+        state = (getattr(snapshot, "layout", 0), getattr(snapshot, "version", 0))
         with self._lock:
-            if version and version == self._version:
+            if state[0] and state == self._state:
                 return
             self._sync(snapshot)
-            self._version = version
+            self._state = state
 
     def _sync(self, snapshot: ViewSnapshot) -> None:
         hashes = snapshot.hashes if isinstance(snapshot.hashes, list) else list(snapshot.hashes)

@@ -20,18 +20,21 @@ Flow (seed 002 §9):
 6. The engine emits ``memory:retrieval`` and counts accesses (not in inspection mode).
 
 What does not depend on the query — candidate masks, the importance and recency bases, the
-layer and access columns, BM25 term statistics, time neighbours — is computed once per view
-state and reused (:class:`~engine.retrieval.derived.ViewMemo`); per query the work is one
-matrix-vector product for cosine, the query terms' postings, and a few vector operations. The
-per-candidate diagnostics (component matrix, drop codes) are built only when read.
+layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
+computed once per view version and kept with the snapshot, which the view shares with every
+reader until it changes (:func:`_derived`); per query the work is one matrix-vector product
+for cosine, the query terms' postings, and a few vector operations. The per-candidate
+diagnostics (component matrix, drop codes) are built only when read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +43,6 @@ from engine.config import MemoryConfig, RetrievalConfig, ScoringWeights
 from engine.errors import TokenBudgetUndefined
 from engine.records import MemoryRecord, Privacy
 from engine.retrieval.compression import compress
-from engine.retrieval.derived import ViewMemo
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
@@ -78,6 +80,7 @@ F32 = npt.NDArray[np.float32]
 B = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.intp]
 FetchFn = Callable[[Sequence[str]], list[MemoryRecord]]
+T = TypeVar("T")
 
 _CODE = {reason: np.int8(i) for i, reason in enumerate(DropReason)}
 NOT_CANDIDATE = np.int8(-2)
@@ -208,9 +211,8 @@ class Scored:
 class Retriever:
     """Scores and packs retrieval requests over view snapshots; one per engine.
 
-    Holds the :class:`~engine.retrieval.lexical.TextIndex` kept in sync with the view and a
-    :class:`~engine.retrieval.derived.ViewMemo` of what each view state lets it reuse.
-    Thread-safe.
+    Holds the :class:`~engine.retrieval.lexical.TextIndex` kept in sync with the view; what it
+    derives from a snapshot is kept with the snapshot (:func:`_derived`). Thread-safe.
 
     Args:
         config: Weights and tables; None = defaults.
@@ -219,7 +221,6 @@ class Retriever:
     def __init__(self, config: RetrievalConfig | None = None) -> None:
         self.config = config or RetrievalConfig()
         self.index = TextIndex()
-        self.memo = ViewMemo()
 
     def retrieve(self, snapshot: ViewSnapshot, request: RetrievalRequest, *, now_ms: float,
                  memory: MemoryConfig, query_vector: npt.NDArray[np.float32] | None,
@@ -244,7 +245,7 @@ class Retriever:
         config = self.config
         self.index.sync(snapshot)
         n = snapshot.n
-        live = self.memo.get(snapshot, "live", lambda: snapshot.live_rows)
+        live = snapshot.live_rows
         candidates = self._candidates(snapshot, request, now_ms)
         weights = config.weights_for(request.purpose, request.strategy, request.pressure_state)
         scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
@@ -265,7 +266,7 @@ class Retriever:
         def cost(row: int) -> int:
             if not compressing:
                 return int(tokens[row])
-            text = compress(snapshot.contents[row], snapshot.tags[row], ratio)
+            text = compress(snapshot.content_array[row], snapshot.tag_array[row], ratio)
             compressed[row] = text
             compressed_tokens[row] = estimate_tokens(text)
             return compressed_tokens[row]
@@ -289,7 +290,7 @@ class Retriever:
             scoring_breakdown=tuple(zip(COMPONENTS, weights.as_tuple(), strict=True)),
             time_ms=elapsed_ms,
             compression_applied=compressing and any(
-                compressed[r] != snapshot.contents[r] for r in packed),
+                compressed[r] != snapshot.content_array[r] for r in packed),
             semantic_mode=scored.mode, embed_ms=embed_ms, budget=budget,
             max_records=max_records, ids=snapshot.ids, rows=live, scores=scored.scores,
             eligible=candidates.eligible, neighbours=scored.neighbours,
@@ -315,7 +316,7 @@ class Retriever:
         layers = request.layers if request.layers is not None \
             else self.config.layer_policy[request.purpose]
         privacy = request.privacy if request.privacy is not None else frozenset(Privacy)
-        expiries = self.memo.get(snapshot, "expiries", lambda: np.sort(
+        expiries = _derived(snapshot, "expiries", lambda: np.sort(
             snapshot.expires_at[:n][snapshot.alive[:n]]))
         expired = int(np.searchsorted(expiries, now_ms, side="left"))
         key = ("candidates", request.agent_id, layers, privacy, expired)
@@ -335,7 +336,7 @@ class Retriever:
             smallest = int(snapshot.token_estimate[:n][rows].min()) if len(rows) else 0
             return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible, rows, smallest)
 
-        return self.memo.get(snapshot, key, build)
+        return _derived(snapshot, key, build)
 
     # -- 2. components (seed 002 §7, seed 004) ---------------------------------------------
 
@@ -418,27 +419,26 @@ class Retriever:
         table = self.config.layer_weights[request.purpose]
         layer_key = tuple(table.get(layer, 0.0) for layer in LAYERS)
         cap = self.config.access_cap
-        layer = self.memo.get(snapshot, ("layer", layer_key),
-                              lambda: layer_component(snapshot.layer[:n], table))
-        access = self.memo.get(snapshot, ("access", cap),
-                               lambda: access_frequency(snapshot.access_count[:n], cap),
-                               access=True)
+        layer = _derived(snapshot, ("layer", layer_key),
+                         lambda: layer_component(snapshot.layer[:n], table))
+        access = _derived(snapshot, ("access", cap),
+                          lambda: access_frequency(snapshot.access_count[:n], cap))
         columns[COL.layer] = _constant(layer)
         columns[COL.access] = _constant(access)
         key = ("layer+access", layer_key, cap, weights.layer, weights.access)
-        static = self.memo.get(snapshot, key, lambda: weights.layer * layer
-                               + weights.access * access, access=True)
+        static = _derived(snapshot, key,
+                          lambda: weights.layer * layer + weights.access * access)
         return static.copy()
 
     def _importance_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life, boost = memory.importance_decay_half_life_days, memory.importance_boost
-        return self.memo.get(snapshot, ("importance", half_life, boost), lambda: importance_base(
-            snapshot, half_life, self.index.flagged(snapshot.n), boost), access=True)
+        return _derived(snapshot, ("importance", half_life, boost), lambda: importance_base(
+            snapshot, half_life, self.index.flagged(snapshot.n), boost))
 
     def _recency_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life = float(memory.decay_half_life_ms)
-        return self.memo.get(snapshot, ("recency", half_life),
-                             lambda: recency_base(snapshot, half_life))
+        return _derived(snapshot, ("recency", half_life),
+                        lambda: recency_base(snapshot, half_life))
 
     def _semantic(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
                   query_vector: npt.NDArray[np.float32] | None, candidates: Candidates
@@ -451,14 +451,14 @@ class Retriever:
         cosine: F32 = snapshot.vectors[:n] @ query
         strength = self.config.semantic_centering
         if strength > 0:
-            centring = self.memo.get(
+            centring = _derived(
                 snapshot, ("centring", candidates.key, strength), lambda: Centring.of(
                     snapshot.vectors[:n], candidates.eligible & snapshot.has_vector[:n],
                     strength))
             semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         else:
             semantic = np.maximum(cosine, 0.0, dtype=np.float64)
-        without = self.memo.get(snapshot, "without_vectors", lambda: np.flatnonzero(
+        without = _derived(snapshot, "without_vectors", lambda: np.flatnonzero(
             snapshot.alive[:n] & ~snapshot.has_vector[:n]))
         if len(without) and candidates.eligible[without].any():
             semantic[without] = self.index.jaccard(query_terms, n)[without]
@@ -499,12 +499,12 @@ class Retriever:
             return lengths, float(lengths[candidates.eligible].mean()) or 1.0
 
         def postings() -> tuple[Rows, F64]:
-            lengths, avgdl = self.memo.get(snapshot, ("bm25", candidates.key), statistics)
+            lengths, avgdl = _derived(snapshot, ("bm25", candidates.key), statistics)
             rows, tfs = self.index.term_postings(word, candidates.eligible)
             return rows, bm25_weights(tfs, lengths[rows], live=candidates.count, avgdl=avgdl,
                                       k1=k1, b=b)
 
-        return self.memo.get(snapshot, ("bm25", candidates.key, word, k1, b), postings)
+        return _derived(snapshot, ("bm25", candidates.key, word, k1, b), postings)
 
     def _neighbours(self, snapshot: ViewSnapshot
                     ) -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
@@ -516,7 +516,7 @@ class Retriever:
             rows = np.flatnonzero((matrix >= 0).any(axis=1))
             return matrix, rows, matrix[rows]
 
-        return self.memo.get(snapshot, ("neighbours", k, window), build)
+        return _derived(snapshot, ("neighbours", k, window), build)
 
     # -- 3-4. rank and pack ----------------------------------------------------------------
 
@@ -547,6 +547,25 @@ class Retriever:
         order = lexsort_rank(scores, ids, rows)
         packed, used, _ = _pack(order.tolist(), cost, budget, max_records, smallest)
         return packed, used
+
+
+def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T]) -> T:
+    """``compute()`` once per snapshot (the view shares one snapshot per version with every
+    reader), its arrays made read-only: bundles' diagnostics share them."""
+    return snapshot.derived(("retrieval", key), lambda _: _read_only(compute()))
+
+
+def _read_only(value: T) -> T:
+    """Mark ``value``'s numpy arrays read-only: itself, a tuple's members or a dataclass's
+    fields."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items: tuple[Any, ...] = tuple(getattr(value, f.name) for f in dataclasses.fields(value))
+    else:
+        items = value if isinstance(value, tuple) else (value,)
+    for item in items:
+        if isinstance(item, np.ndarray):
+            item.flags.writeable = False
+    return value
 
 
 def _constant(value: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:

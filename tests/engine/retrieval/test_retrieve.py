@@ -248,10 +248,15 @@ def test_cached_view_data_follows_writes_touches_and_the_clock(engine: MemoryEng
     first = engine.retrieve(request)  # counts an access of every packed record
     assert first.diagnostics.candidate_count == len(FACTS)
     looked = engine.retrieve(request, inspect=True)
+    # access counting wrote the records: the view changed, its derived data was redone
+    assert looked.diagnostics.eligible is not first.diagnostics.eligible
+    again = engine.retrieve(request, inspect=True)  # an unchanged view: reused
+    assert again.diagnostics.eligible is looked.diagnostics.eligible
     access = {c.id: c.components["access"] for c in looked.diagnostics.candidates}
     assert set(access.values()) == {0.01}  # one access each, seen through the cache
     write(engine, [make_record(9, "Tom the cat sleeps on the red sofa", age_days=0.5)])
     grown = engine.retrieve(request, inspect=True)
+    assert grown.diagnostics.eligible is not looked.diagnostics.eligible
     assert grown.diagnostics.candidate_count == len(FACTS) + 1
     assert "r009" in {r.id for r in grown.records}
     clock = engine.clock
