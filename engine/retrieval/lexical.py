@@ -150,7 +150,8 @@ class TextIndex:
             if new == old and self._hashes == hashes and self._tags == tags:
                 return
             if new >= old and self._hashes == hashes[:old]:
-                changed = [r for r in range(old) if self._tags[r] != tags[r]]
+                changed = [] if self._tags == tags[:old] else [
+                    r for r in range(old) if self._tags[r] != tags[r]]
             elif new == old:
                 changed = [r for r in range(old)
                            if self._hashes[r] != hashes[r] or self._tags[r] != tags[r]]
@@ -163,9 +164,9 @@ class TextIndex:
             self._grow(new)
             for row in changed:
                 self._unindex(row)
-                self._index(row, snapshot.contents[row], tags[row], hashes[row])
+                self._index(row, snapshot.content_array[row], tags[row], hashes[row])
             for row in range(old, new):
-                self._index(row, snapshot.contents[row], tags[row], hashes[row])
+                self._index(row, snapshot.content_array[row], tags[row], hashes[row])
             self.incremental_rows += len(changed) + (new - old)
 
     def _rebuild(self, snapshot: ViewSnapshot) -> None:
@@ -179,7 +180,8 @@ class TextIndex:
         self._flagged = np.zeros(n, dtype=bool)
         self._grow(n)
         for row in range(n):
-            self._index(row, snapshot.contents[row], snapshot.tags[row], snapshot.hashes[row])
+            self._index(row, snapshot.content_array[row], snapshot.tag_array[row],
+                        snapshot.hash_array[row])
 
     def _grow(self, n: int) -> None:
         if n <= len(self._length):

@@ -309,16 +309,18 @@ class Retriever:
                     now_ms: float) -> Candidates:
         """The masks of seed 002 §9 step 1, cached per view state and request shape.
 
-        The expired set at ``now_ms`` is the live records whose expiry is before it: given the
-        sorted expiries, their count names the set, so it keys the cache instead of the time.
+        The expired set at ``now_ms`` is the live records whose expiry is before it: later
+        times only add to it, so its size names it and keys the cache instead of the time
+        (counted only once the soonest expiry has passed).
         """
         n = snapshot.n
         layers = request.layers if request.layers is not None \
             else self.config.layer_policy[request.purpose]
         privacy = request.privacy if request.privacy is not None else frozenset(Privacy)
-        expiries = _derived(snapshot, "expiries", lambda: np.sort(
-            snapshot.expires_at[:n][snapshot.alive[:n]]))
-        expired = int(np.searchsorted(expiries, now_ms, side="left"))
+        soonest = _derived(snapshot, "soonest expiry", lambda: float(
+            np.min(snapshot.expires_at[:n], initial=np.inf, where=snapshot.alive[:n])))
+        expired = 0 if now_ms <= soonest else int(np.count_nonzero(
+            (snapshot.expires_at[:n] < now_ms) & snapshot.alive[:n]))
         key = ("candidates", request.agent_id, layers, privacy, expired)
 
         def build() -> Candidates:

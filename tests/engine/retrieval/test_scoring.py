@@ -117,9 +117,12 @@ def test_stemming_and_terms() -> None:
 
 
 def _snapshot(contents: list[str], tags: list[tuple[str, ...]] | None = None) -> object:
-    return types.SimpleNamespace(n=len(contents), contents=contents,
-                                 hashes=[f"h{i}-{c}" for i, c in enumerate(contents)],
-                                 tags=tags or [() for _ in contents])
+    hashes = [f"h{i}-{c}" for i, c in enumerate(contents)]
+    tags = tags or [() for _ in contents]
+    return types.SimpleNamespace(n=len(contents), contents=contents, hashes=hashes, tags=tags,
+                                 content_array=np.array(contents, dtype=object),
+                                 hash_array=np.array(hashes, dtype=object),
+                                 tag_array=np.fromiter(tags, dtype=object, count=len(tags)))
 
 
 def test_bm25_incremental_sync_matches_a_rebuild() -> None:
