@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -221,6 +222,9 @@ class Retriever:
     def __init__(self, config: RetrievalConfig | None = None) -> None:
         self.config = config or RetrievalConfig()
         self.index = TextIndex()
+        self._lock = threading.Lock()
+        self._neighbour_cache: tuple[Hashable, tuple[npt.NDArray[np.int32], Rows,
+                                                     npt.NDArray[np.int32]]] | None = None
 
     def retrieve(self, snapshot: ViewSnapshot, request: RetrievalRequest, *, now_ms: float,
                  memory: MemoryConfig, query_vector: npt.NDArray[np.float32] | None,
@@ -514,9 +518,21 @@ class Retriever:
         k, window = self.config.context_neighbours, self.config.context_window_ms
 
         def build() -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
+            # Neighbours depend on who is alive in which agent and layer (the view's layout
+            # changes with those), the row count and the creation times: access counting,
+            # which rewrites records after every retrieval, leaves them, so the sort (the
+            # costliest part of a retrieval after a write) is kept across such versions.
+            n = snapshot.n
+            key = (snapshot.layout, n, float(snapshot.created_at[:n].sum()), k, window)
+            with self._lock:
+                if self._neighbour_cache is not None and self._neighbour_cache[0] == key:
+                    return self._neighbour_cache[1]
             matrix = neighbour_matrix(snapshot, k, window)
             rows = np.flatnonzero((matrix >= 0).any(axis=1))
-            return matrix, rows, matrix[rows]
+            value = _read_only((matrix, rows, matrix[rows]))
+            with self._lock:
+                self._neighbour_cache = (key, value)
+            return value
 
         return _derived(snapshot, ("neighbours", k, window), build)
 
