@@ -9,7 +9,8 @@ Entry points used:
 
 * ``bench_dedup.py``: ``build(path, size, rng)``,
   ``measure(path, vectors, texts, queries, exact_max, rng)``;
-* ``bench_retrieval.py``: ``build(n)``, ``WORDS``, ``NOW``;
+* ``bench_retrieval.py``: ``build(n)``, ``measure(view, queries, vectors, agent)``,
+  ``WORDS``, ``WARMUP``, ``BUDGET``;
 * ``bench_ingest.py``: ``load_turns(path, limit)``, ``raw_rate(texts)``,
   ``ingest_rate(turns, sampling)``, ``DEFAULT_DATA``;
 * ``bench_workspace.py``: ``generate(root, cards)``;
@@ -206,40 +207,24 @@ def retrieval_suite(sizes: list[int], runs: int, log: Log) -> SuiteResult:
                                            RETRIEVAL_TARGETS.get(size),
                                            "benchmarks/bench_retrieval.py is not on this checkout"))
         return result
-    from engine.config import MemoryConfig
-    from engine.retrieval import RetrievalRequest, Retriever
-
-    memory = MemoryConfig()
     rng = np.random.default_rng(1)
-    warmup = 10
+    words = list(script.WORDS)
     for size in sizes:
         view = script.build(size)
-        retriever = Retriever()
-        words = list(script.WORDS)
-        ours: list[float] = []
-        base: list[float] = []
-        for i in range(runs + warmup):
-            query = " ".join(rng.choice(words, size=6))
-            qv = rng.standard_normal(384).astype(np.float32)
-            qv /= np.linalg.norm(qv)
-            request = RetrievalRequest(max_tokens=1800, query=query)
-            started = time.perf_counter()
-            snapshot = view.snapshot()
-            retriever.retrieve(snapshot, request, now_ms=script.NOW, memory=memory,
-                               query_vector=qv, fetch=lambda ids: [])
-            elapsed = (time.perf_counter() - started) * 1000.0
-            started = time.perf_counter()
-            _ = snapshot.vectors @ qv
-            matvec = (time.perf_counter() - started) * 1000.0
-            if i >= warmup:
-                ours.append(elapsed)
-                base.append(matvec)
+        queries = [" ".join(rng.choice(words, size=6)) for _ in range(runs + script.WARMUP)]
+        vectors = rng.standard_normal((len(queries), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        timings = script.measure(view, queries, vectors, None)
+        ours, base = timings.retrieve, timings.matvec
         stats, baseline = Stats.of(ours), Stats.of(base)
+        cpu, snapshot = Stats.of(timings.cpu), Stats.of(timings.with_snapshot)
         result.rows.append(_row(
             key=f"retrieval@{size}", what="retrieval (score + pack), excl. query embedding",
             size=size, unit="ms", stats=stats, baseline="plain cosine (numpy matvec)",
             baseline_stats=baseline, ratio=_ratio(stats, baseline, "p95"),
-            target=RETRIEVAL_TARGETS.get(size), note="all agents, 1800-token budget"))
+            target=RETRIEVAL_TARGETS.get(size),
+            note=f"all agents, {script.BUDGET}-token budget; CPU time p50 {cpu.median:.2f} / "
+                 f"p95 {cpu.p95:.2f} ms; with the view snapshot p95 {snapshot.p95:.2f} ms"))
         result.series[f"retrieval@{size}"] = ours
         result.series[f"retrieval@{size} baseline"] = base
         log(f"retrieval@{size}: p50 {stats.median:.2f} p95 {stats.p95:.2f} ms")

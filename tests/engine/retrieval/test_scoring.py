@@ -117,9 +117,12 @@ def test_stemming_and_terms() -> None:
 
 
 def _snapshot(contents: list[str], tags: list[tuple[str, ...]] | None = None) -> object:
-    return types.SimpleNamespace(n=len(contents), contents=contents,
-                                 hashes=[f"h{i}-{c}" for i, c in enumerate(contents)],
-                                 tags=tags or [() for _ in contents])
+    hashes = [f"h{i}-{c}" for i, c in enumerate(contents)]
+    tags = tags or [() for _ in contents]
+    return types.SimpleNamespace(n=len(contents), contents=contents, hashes=hashes, tags=tags,
+                                 content_array=np.array(contents, dtype=object),
+                                 hash_array=np.array(hashes, dtype=object),
+                                 tag_array=np.fromiter(tags, dtype=object, count=len(tags)))
 
 
 def test_bm25_incremental_sync_matches_a_rebuild() -> None:
@@ -172,3 +175,30 @@ def test_compression_keeps_first_sentence_and_tags_within_ratio() -> None:
 
     assert estimate_tokens(short) <= np.ceil(0.55 * estimate_tokens(text))
     assert compress("Short.", (), 0.55) == "Short."
+
+
+def test_centring_measures_cosine_from_part_of_the_mean() -> None:
+    from engine.retrieval.scoring import Centring
+
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((300, 384)).astype(np.float32) + 0.4  # a shared direction
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = vectors[7] + 0.1 * rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+    rows = rng.random(300) < 0.6
+    got = Centring.of(vectors, rows, 0.5).cosine(vectors @ query, query)
+    m = 0.5 * vectors[rows].astype(np.float64).mean(axis=0)
+    centred, q = vectors - m, query - m
+    expected = centred @ q / (np.linalg.norm(centred, axis=1) * np.linalg.norm(q))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    plain = vectors @ query
+    assert np.std(got) > np.std(plain)  # the shared direction no longer compresses them
+    assert int(np.argmax(got)) == int(np.argmax(plain)) == 7
+
+
+def test_context_lift_lends_only_what_a_record_lacks() -> None:
+    from engine.retrieval.scoring import context_lift
+
+    relevance = np.array([0.9, 0.2, 0.95, 0.0])
+    neighbours = np.array([[-1, 1], [0, 2], [1, -1], [-1, -1]], dtype=np.int32)
+    np.testing.assert_allclose(context_lift(relevance, neighbours), [0.0, 0.75, 0.0, 0.0])
