@@ -22,7 +22,10 @@ Flow (seed 002 §9):
 What does not depend on the query — candidate masks, the importance and recency bases, the
 layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
 computed once per view version and kept with the snapshot, which the view shares with every
-reader until it changes (:func:`_derived`); per query the work is one matrix-vector product
+reader until it changes (:func:`_derived`). Access counting after each retrieval changes only
+the access columns: the next snapshot keeps everything but the access component, the
+access-boosted importance base and their weighted sum, which are recomputed (O(N) vector
+operations); per query the work is one matrix-vector product
 for cosine, the query terms' postings, and a few vector operations. The per-candidate
 diagnostics (component matrix, drop codes) are built only when read.
 """
@@ -428,18 +431,20 @@ class Retriever:
         layer = _derived(snapshot, ("layer", layer_key),
                          lambda: layer_component(snapshot.layer[:n], table))
         access = _derived(snapshot, ("access", cap),
-                          lambda: access_frequency(snapshot.access_count[:n], cap))
+                          lambda: access_frequency(snapshot.access_count[:n], cap),
+                          reads_access=True)
         columns[COL.layer] = _constant(layer)
         columns[COL.access] = _constant(access)
         key = ("layer+access", layer_key, cap, weights.layer, weights.access)
         static = _derived(snapshot, key,
-                          lambda: weights.layer * layer + weights.access * access)
+                          lambda: weights.layer * layer + weights.access * access,
+                          reads_access=True)
         return static.copy()
 
     def _importance_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life, boost = memory.importance_decay_half_life_days, memory.importance_boost
         return _derived(snapshot, ("importance", half_life, boost), lambda: importance_base(
-            snapshot, half_life, self.index.flagged(snapshot.n), boost))
+            snapshot, half_life, self.index.flagged(snapshot.n), boost), reads_access=True)
 
     def _recency_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life = float(memory.decay_half_life_ms)
@@ -567,10 +572,16 @@ class Retriever:
         return packed, used
 
 
-def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T]) -> T:
+def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T], *,
+             reads_access: bool = False) -> T:
     """``compute()`` once per snapshot (the view shares one snapshot per version with every
-    reader), its arrays made read-only: bundles' diagnostics share them."""
-    return snapshot.derived(("retrieval", key), lambda _: _read_only(compute()))
+    reader), its arrays made read-only: bundles' diagnostics share them.
+
+    Unless ``reads_access`` (``compute`` reads ``access_count`` / ``last_accessed``), the value
+    also serves the later snapshots that differ only by access counting.
+    """
+    return snapshot.derived(("retrieval", key), lambda _: _read_only(compute()),
+                            reads_access=reads_access)
 
 
 def _read_only(value: T) -> T:
