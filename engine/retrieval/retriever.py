@@ -52,6 +52,7 @@ from engine.retrieval.scoring import (
     COL,
     Centring,
     Decaying,
+    TimeOrder,
     access_frequency,
     combine,
     context_lift,
@@ -226,8 +227,7 @@ class Retriever:
         self.config = config or RetrievalConfig()
         self.index = TextIndex()
         self._lock = threading.Lock()
-        self._neighbour_cache: tuple[Hashable, tuple[npt.NDArray[np.int32], Rows,
-                                                     npt.NDArray[np.int32]]] | None = None
+        self._neighbour_cache: _NeighbourCache | None = None
 
     def retrieve(self, snapshot: ViewSnapshot, request: RetrievalRequest, *, now_ms: float,
                  memory: MemoryConfig, query_vector: npt.NDArray[np.float32] | None,
@@ -524,19 +524,26 @@ class Retriever:
 
         def build() -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
             # Neighbours depend on who is alive in which agent and layer (the view's layout
-            # changes with those), the row count and the creation times: access counting,
-            # which rewrites records after every retrieval, leaves them, so the sort (the
-            # costliest part of a retrieval after a write) is kept across such versions.
+            # changes with those), the row count and the creation times. Writes that keep the
+            # layout and the earlier rows' creation times reuse the last time order: as it is
+            # when no row was appended, extended by a merge when rows were.
             n = snapshot.n
-            key = (snapshot.layout, n, float(snapshot.created_at[:n].sum()), k, window)
+            key = (snapshot.layout, k, window)
             with self._lock:
-                if self._neighbour_cache is not None and self._neighbour_cache[0] == key:
-                    return self._neighbour_cache[1]
-            matrix = neighbour_matrix(snapshot, k, window)
+                cached = self._neighbour_cache
+            if cached is not None and cached.key == key and cached.order.n <= n and \
+                    cached.created == float(snapshot.created_at[:cached.order.n].sum()):
+                if cached.order.n == n:
+                    return cached.value
+                order = cached.order.extended(snapshot)
+            else:
+                order = TimeOrder.of(snapshot)
+            matrix = neighbour_matrix(snapshot, k, window, order)
             rows = np.flatnonzero((matrix >= 0).any(axis=1))
             value = _read_only((matrix, rows, matrix[rows]))
             with self._lock:
-                self._neighbour_cache = (key, value)
+                self._neighbour_cache = _NeighbourCache(
+                    key, order, float(snapshot.created_at[:n].sum()), value)
             return value
 
         return _derived(snapshot, ("neighbours", k, window), build)
@@ -570,6 +577,16 @@ class Retriever:
         order = lexsort_rank(scores, ids, rows)
         packed, used, _ = _pack(order.tolist(), cost, budget, max_records, smallest)
         return packed, used
+
+
+@dataclass(frozen=True, slots=True)
+class _NeighbourCache:
+    """The last time-neighbour matrix and what it was built from (see ``_neighbours``)."""
+
+    key: Hashable
+    order: TimeOrder
+    created: float
+    value: tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]
 
 
 def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T], *,

@@ -202,3 +202,36 @@ def test_context_lift_lends_only_what_a_record_lacks() -> None:
     relevance = np.array([0.9, 0.2, 0.95, 0.0])
     neighbours = np.array([[-1, 1], [0, 2], [1, -1], [-1, -1]], dtype=np.int32)
     np.testing.assert_allclose(context_lift(relevance, neighbours), [0.0, 0.75, 0.0, 0.0])
+
+
+def test_a_time_order_extended_by_appended_rows_is_the_sorted_one() -> None:
+    from engine.records import Layer, MemoryRecord, NewMemory
+    from engine.retrieval.scoring import TimeOrder, neighbour_matrix
+    from engine.store.view import ColumnarView
+
+    rng = np.random.default_rng(3)
+    view = ColumnarView(4)
+
+    def batch(start: int, count: int) -> list[MemoryRecord]:
+        # few distinct times, so many ties; three agents, two layers
+        return [MemoryRecord.create(NewMemory(
+            f"note {i}", agent_id=f"a{int(rng.integers(3))}",
+            layer=(Layer.EPISODIC, Layer.SEMANTIC)[int(rng.integers(2))],
+            created_at=1e12 + 60_000.0 * int(rng.integers(12))), now_ms=2e12,
+            record_id=f"r{i:04d}") for i in range(start, start + count)]
+
+    view.upsert(batch(0, 300))
+    view.remove(["r0007", "r0100"])  # dead rows are left out of both
+    order = TimeOrder.of(view.snapshot())
+    for start, count in ((300, 1), (301, 17), (318, 5)):
+        view.upsert(batch(start, count))
+        snapshot = view.snapshot()
+        order = order.extended(snapshot)
+        fresh = TimeOrder.of(snapshot)
+        assert order.n == fresh.n == snapshot.n
+        np.testing.assert_array_equal(order.rows, fresh.rows)
+        np.testing.assert_array_equal(order.times, fresh.times)
+        np.testing.assert_array_equal(order.groups, fresh.groups)
+        np.testing.assert_array_equal(neighbour_matrix(snapshot, 2, 90_000.0, order),
+                                      neighbour_matrix(snapshot, 2, 90_000.0))
+    assert order.extended(view.snapshot()).rows is order.rows  # nothing appended
