@@ -146,6 +146,29 @@ def test_bm25_incremental_sync_matches_a_rebuild() -> None:
     assert fresh.rebuilds == 0  # built by appending, then one row re-indexed
 
 
+def test_postings_read_between_appends_and_edits_match_a_rebuild() -> None:
+    rng = np.random.default_rng(4)
+    words = ["cat", "dog", "tea", "lake", "jazz", "cats", "sings"]
+    docs = [" ".join(rng.choice(words, size=5)) for _ in range(60)]
+    grown = TextIndex()
+    query = terms("cat dog jazz sings")
+    for size, edit in ((20, None), (21, None), (21, 3), (35, None), (35, 21), (60, None)):
+        current = list(docs[:size])
+        if edit is not None:
+            docs[edit] = current[edit] = f"lake cat cat {edit}"  # an existing row rewritten
+        grown.sync(_snapshot(current))  # type: ignore[arg-type]
+        fresh = TextIndex()
+        fresh.sync(_snapshot(current))  # type: ignore[arg-type]
+        mask = rng.random(size) < 0.8
+        for word in query:  # read each time: the cached arrays are extended, not rebuilt
+            ours, theirs = grown.term_postings(word, mask), fresh.term_postings(word, mask)
+            assert dict(zip(ours[0].tolist(), ours[1].tolist(), strict=True)) == \
+                dict(zip(theirs[0].tolist(), theirs[1].tolist(), strict=True)), (size, word)
+        np.testing.assert_allclose(grown.bm25(query, mask), fresh.bm25(query, mask))
+        np.testing.assert_array_equal(grown.jaccard(query, size), fresh.jaccard(query, size))
+    assert grown.rebuilds == 0
+
+
 def test_speaker_terms_and_match() -> None:
     from engine.retrieval.lexical import speaker_terms
 
