@@ -16,7 +16,16 @@ and prints medians, p95 and p99 (seed 000 §11 percentiles) beside an in-run bas
 matvec over the same vectors (the floor of any exact cosine ranking). The load average is
 printed before and after each size.
 
+Each size is measured in three states (``--after``; :data:`STATES`):
+
+* ``steady``: nothing changes between requests (the view's derived data is reused);
+* ``access``: after access counting — each request's packed records are touched before the next
+  request (what ``MemoryEngine.retrieve`` does; an agent calling retrieve in a loop is always
+  in this state);
+* ``append``: one record is appended before each request (untimed, like the touch).
+
     python benchmarks/bench_retrieval.py [--sizes 2000,10000,100000] [--runs 200]
+                                         [--after steady,access,append]
 
 BLAS runs single-threaded here (``OPENBLAS_NUM_THREADS=1`` etc., set before numpy loads unless
 already set): on a shared 2-core machine a multi-threaded BLAS matvec of 2K × 384 took 6-15 ms
@@ -54,6 +63,8 @@ WORDS = _TEXT.split()
 NOW = 1_750_000_000_000.0
 BUDGET = 1800
 WARMUP = 3
+# What happens to the view between two requests: nothing, access counting, one append.
+STATES = ("steady", "access", "append")
 
 
 def build(n: int, seed: int = 7) -> ColumnarView:
@@ -61,17 +72,30 @@ def build(n: int, seed: int = 7) -> ColumnarView:
     rng = np.random.default_rng(seed)
     view = ColumnarView(384, capacity=n)
     vectors = rng.standard_normal((n, 384)).astype(np.float32)
-    records = []
-    for i in range(n):
-        text = " ".join(rng.choice(WORDS, size=12))
-        new = NewMemory(f"{text} {i}", agent_id=f"agent{i % 4}",
-                        layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
-                        importance=float(rng.random()), created_at=NOW - float(rng.random())
-                        * 90 * 86_400_000.0)
-        records.append(MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:07d}"))
+    records = [synthetic(i, rng) for i in range(n)]
     for start in range(0, n, 5000):
         view.upsert(records[start:start + 5000], vectors[start:start + 5000])
     return view
+
+
+def synthetic(i: int, rng: np.random.Generator) -> MemoryRecord:
+    """Record ``i`` of :func:`build`'s workload."""
+    text = " ".join(rng.choice(WORDS, size=12))
+    new = NewMemory(f"{text} {i}", agent_id=f"agent{i % 4}",
+                    layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
+                    importance=float(rng.random()), created_at=NOW - float(rng.random())
+                    * 90 * 86_400_000.0)
+    return MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:07d}")
+
+
+def _between(view: ColumnarView, state: str, packed: Sequence[str], step: int,
+             rng: np.random.Generator) -> None:
+    """Change ``view`` as ``state`` says before the next request (untimed)."""
+    if state == "access" and packed:
+        view.touch(packed, NOW)
+    elif state == "append":
+        vector = rng.standard_normal((1, 384)).astype(np.float32)
+        view.upsert([synthetic(10_000_000 + step, rng)], vector)
 
 
 @dataclass
@@ -85,19 +109,34 @@ class Timings:
 
 
 def measure(view: ColumnarView, queries: Sequence[str], vectors: np.ndarray,
-            agent: str | None, retriever: Retriever | None = None) -> Timings:
-    """Time ``retrieve`` for each query (the first :data:`WARMUP` are not recorded)."""
+            agent: str | None, retriever: Retriever | None = None,
+            state: str = "steady") -> Timings:
+    """Time ``retrieve`` for each query (the first :data:`WARMUP` are not recorded).
+
+    Args:
+        state: One of :data:`STATES`: what changes in ``view`` between requests (untimed).
+    """
+    if state not in STATES:
+        raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
     retriever = retriever or Retriever()
     memory = MemoryConfig()
     out = Timings()
+    rng = np.random.default_rng(11)
+    packed: list[str] = []
+
+    def fetch(ids: Sequence[str]) -> list[MemoryRecord]:
+        packed[:] = ids  # what the engine would count accesses of
+        return []
+
     for i, (query, qv) in enumerate(zip(queries, vectors, strict=True)):
+        _between(view, state, packed, i, rng)
         request = RetrievalRequest(max_tokens=BUDGET, query=query, agent_id=agent)
         started = time.perf_counter()
         snapshot = view.snapshot()
         snapped = time.perf_counter()
         cpu_started = time.thread_time()
         retriever.retrieve(snapshot, request, now_ms=NOW, memory=memory, query_vector=qv,
-                           fetch=lambda ids: [])
+                           fetch=fetch)
         cpu = (time.thread_time() - cpu_started) * 1000.0
         done = time.perf_counter()
         _ = snapshot.vectors @ qv
@@ -126,23 +165,27 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="2000,10000,100000")
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--after", default=",".join(STATES),
+                        help=f"states to measure, of {', '.join(STATES)}")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
     print(f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}, {os.cpu_count()} cores; "
           f"ms; times exclude query embedding and record fetch; budget {BUDGET} tokens")
-    print(f"{'candidates':>10} {'agent':>6} {'load':>9} | {'retrieve p50':>12} {'p95':>6} "
+    print(f"{'candidates':>10} {'state':>7} {'agent':>6} {'load':>9} | {'retrieve p50':>12} "
+          f"{'p95':>6} "
           f"{'p99':>6} | {'cpu p50':>7} {'p95':>6} | {'+snapshot p50':>13} {'p95':>6} | "
           f"{'matvec p50':>10} {'p95':>6}")
+    states = args.after.split(",")
     for n in (int(s) for s in args.sizes.split(",")):
-        view = build(n)
         queries = [" ".join(rng.choice(WORDS, size=6)) for _ in range(args.runs + WARMUP)]
         vectors = rng.standard_normal((len(queries), 384)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        for agent in (None, "agent1"):
+        view = build(n)  # the states in order: steady first, appends last
+        for state, agent in ((s, a) for s in states for a in (None, "agent1")):
             before = _load()
-            t = measure(view, queries, vectors, agent)
+            t = measure(view, queries, vectors, agent, state=state)
             r_, c_, s_, m_ = (summary(v) for v in (t.retrieve, t.cpu, t.with_snapshot, t.matvec))
-            print(f"{n:>10} {agent or 'all':>6} {before:>4.1f}-{_load():<4.1f} | "
+            print(f"{n:>10} {state:>7} {agent or 'all':>6} {before:>4.1f}-{_load():<4.1f} | "
                   f"{r_.p50:>12.2f} {r_.p95:>6.2f} {r_.p99:>6.2f} | {c_.p50:>7.2f} "
                   f"{c_.p95:>6.2f} | {s_.p50:>13.2f} {s_.p95:>6.2f} | {m_.p50:>10.2f} "
                   f"{m_.p95:>6.2f}", flush=True)

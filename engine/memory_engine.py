@@ -548,7 +548,7 @@ class MemoryEngine:
             records = self._store.get_many(list(record_ids))
             updated = [r.replace(access_count=r.access_count + 1, last_accessed=now)
                        for r in records]
-            self._store.write(updated)
+            self._store.write_access(updated)
 
     # -- edit history ------------------------------------------------------------------------
 

@@ -114,6 +114,9 @@ class TextIndex:
         self._tags: list[tuple[str, ...]] = []
         self._postings: dict[str, dict[int, int]] = {}
         self._cache: dict[str, tuple[npt.NDArray[np.intp], F64]] = {}
+        # (row, tf) indexed since a word's cached arrays were built, for rows that were not in
+        # its posting (appends): merged on the next read instead of rebuilding the arrays
+        self._pending: dict[str, list[tuple[int, int]]] = {}
         self._row_terms: list[tuple[str, ...]] = []
         self._speakers: dict[str, dict[int, None]] = {}
         self._speaker_cache: dict[str, npt.NDArray[np.intp]] = {}
@@ -172,7 +175,7 @@ class TextIndex:
     def _rebuild(self, snapshot: ViewSnapshot) -> None:
         self.rebuilds += 1
         self._hashes, self._tags, self._row_terms = [], [], []
-        self._postings, self._cache = {}, {}
+        self._postings, self._cache, self._pending = {}, {}, {}
         self._speakers, self._row_speaker, self._speaker_cache = {}, [], {}
         n = snapshot.n
         self._length = np.zeros(n, dtype=np.float64)
@@ -199,8 +202,13 @@ class TextIndex:
         for word in words:
             counts[word] = counts.get(word, 0) + 1
         for word, tf in counts.items():
-            self._postings.setdefault(word, {})[row] = tf
-            self._cache.pop(word, None)
+            posting = self._postings.setdefault(word, {})
+            known = row in posting
+            posting[row] = tf
+            if known:
+                self._forget(word)
+            elif word in self._cache:
+                self._pending.setdefault(word, []).append((row, tf))
         speaker = speaker_terms(content)
         for word in speaker:
             self._speakers.setdefault(word, {})[row] = None
@@ -227,7 +235,12 @@ class TextIndex:
             posting = self._postings.get(word)
             if posting is not None:
                 posting.pop(row, None)
-                self._cache.pop(word, None)
+                self._forget(word)
+
+    def _forget(self, word: str) -> None:
+        """Drop ``word``'s cached arrays (its posting changed other than by new rows)."""
+        self._cache.pop(word, None)
+        self._pending.pop(word, None)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -242,6 +255,12 @@ class TextIndex:
 
     def _posting(self, word: str) -> tuple[npt.NDArray[np.intp], F64]:
         cached = self._cache.get(word)
+        pending = self._pending.pop(word, None)
+        if cached is not None and pending:
+            added = np.asarray(pending, dtype=np.int64).reshape(-1, 2)
+            cached = (np.concatenate([cached[0], added[:, 0].astype(np.intp)]),
+                      np.concatenate([cached[1], added[:, 1].astype(np.float64)]))
+            self._cache[word] = cached
         if cached is None:
             posting = self._postings.get(word, {})
             rows = np.fromiter(posting.keys(), dtype=np.intp, count=len(posting))

@@ -22,7 +22,10 @@ Flow (seed 002 §9):
 What does not depend on the query — candidate masks, the importance and recency bases, the
 layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
 computed once per view version and kept with the snapshot, which the view shares with every
-reader until it changes (:func:`_derived`); per query the work is one matrix-vector product
+reader until it changes (:func:`_derived`). Access counting after each retrieval changes only
+the access columns: the next snapshot keeps everything but the access component, the
+access-boosted importance base and their weighted sum, which are recomputed (O(N) vector
+operations); per query the work is one matrix-vector product
 for cosine, the query terms' postings, and a few vector operations. The per-candidate
 diagnostics (component matrix, drop codes) are built only when read.
 """
@@ -49,6 +52,7 @@ from engine.retrieval.scoring import (
     COL,
     Centring,
     Decaying,
+    TimeOrder,
     access_frequency,
     combine,
     context_lift,
@@ -223,8 +227,7 @@ class Retriever:
         self.config = config or RetrievalConfig()
         self.index = TextIndex()
         self._lock = threading.Lock()
-        self._neighbour_cache: tuple[Hashable, tuple[npt.NDArray[np.int32], Rows,
-                                                     npt.NDArray[np.int32]]] | None = None
+        self._neighbour_cache: _NeighbourCache | None = None
 
     def retrieve(self, snapshot: ViewSnapshot, request: RetrievalRequest, *, now_ms: float,
                  memory: MemoryConfig, query_vector: npt.NDArray[np.float32] | None,
@@ -428,18 +431,20 @@ class Retriever:
         layer = _derived(snapshot, ("layer", layer_key),
                          lambda: layer_component(snapshot.layer[:n], table))
         access = _derived(snapshot, ("access", cap),
-                          lambda: access_frequency(snapshot.access_count[:n], cap))
+                          lambda: access_frequency(snapshot.access_count[:n], cap),
+                          reads_access=True)
         columns[COL.layer] = _constant(layer)
         columns[COL.access] = _constant(access)
         key = ("layer+access", layer_key, cap, weights.layer, weights.access)
         static = _derived(snapshot, key,
-                          lambda: weights.layer * layer + weights.access * access)
+                          lambda: weights.layer * layer + weights.access * access,
+                          reads_access=True)
         return static.copy()
 
     def _importance_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life, boost = memory.importance_decay_half_life_days, memory.importance_boost
         return _derived(snapshot, ("importance", half_life, boost), lambda: importance_base(
-            snapshot, half_life, self.index.flagged(snapshot.n), boost))
+            snapshot, half_life, self.index.flagged(snapshot.n), boost), reads_access=True)
 
     def _recency_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life = float(memory.decay_half_life_ms)
@@ -519,19 +524,26 @@ class Retriever:
 
         def build() -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
             # Neighbours depend on who is alive in which agent and layer (the view's layout
-            # changes with those), the row count and the creation times: access counting,
-            # which rewrites records after every retrieval, leaves them, so the sort (the
-            # costliest part of a retrieval after a write) is kept across such versions.
+            # changes with those), the row count and the creation times. Writes that keep the
+            # layout and the earlier rows' creation times reuse the last time order: as it is
+            # when no row was appended, extended by a merge when rows were.
             n = snapshot.n
-            key = (snapshot.layout, n, float(snapshot.created_at[:n].sum()), k, window)
+            key = (snapshot.layout, k, window)
             with self._lock:
-                if self._neighbour_cache is not None and self._neighbour_cache[0] == key:
-                    return self._neighbour_cache[1]
-            matrix = neighbour_matrix(snapshot, k, window)
+                cached = self._neighbour_cache
+            if cached is not None and cached.key == key and cached.order.n <= n and \
+                    cached.created == float(snapshot.created_at[:cached.order.n].sum()):
+                if cached.order.n == n:
+                    return cached.value
+                order = cached.order.extended(snapshot)
+            else:
+                order = TimeOrder.of(snapshot)
+            matrix = neighbour_matrix(snapshot, k, window, order)
             rows = np.flatnonzero((matrix >= 0).any(axis=1))
             value = _read_only((matrix, rows, matrix[rows]))
             with self._lock:
-                self._neighbour_cache = (key, value)
+                self._neighbour_cache = _NeighbourCache(
+                    key, order, float(snapshot.created_at[:n].sum()), value)
             return value
 
         return _derived(snapshot, ("neighbours", k, window), build)
@@ -567,10 +579,26 @@ class Retriever:
         return packed, used
 
 
-def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T]) -> T:
+@dataclass(frozen=True, slots=True)
+class _NeighbourCache:
+    """The last time-neighbour matrix and what it was built from (see ``_neighbours``)."""
+
+    key: Hashable
+    order: TimeOrder
+    created: float
+    value: tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]
+
+
+def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T], *,
+             reads_access: bool = False) -> T:
     """``compute()`` once per snapshot (the view shares one snapshot per version with every
-    reader), its arrays made read-only: bundles' diagnostics share them."""
-    return snapshot.derived(("retrieval", key), lambda _: _read_only(compute()))
+    reader), its arrays made read-only: bundles' diagnostics share them.
+
+    Unless ``reads_access`` (``compute`` reads ``access_count`` / ``last_accessed``), the value
+    also serves the later snapshots that differ only by access counting.
+    """
+    return snapshot.derived(("retrieval", key), lambda _: _read_only(compute()),
+                            reads_access=reads_access)
 
 
 def _read_only(value: T) -> T:

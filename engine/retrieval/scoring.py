@@ -39,6 +39,7 @@ __all__ = [
     "Centring",
     "ComponentIndex",
     "Decaying",
+    "TimeOrder",
     "access_frequency",
     "combine",
     "context_lift",
@@ -205,29 +206,82 @@ def recency_base(snapshot: ViewSnapshot, half_life_ms: float) -> Decaying:
     return Decaying(recency(anchor, at, half_life_ms), at, 1.0 / half_life_ms)
 
 
-def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float) -> I32:
+@dataclass(frozen=True, slots=True)
+class TimeOrder:
+    """Live rows sorted by (agent, layer, creation time, row): what time neighbours are read
+    from (:func:`neighbour_matrix`).
+
+    Attributes:
+        rows: The live rows in that order.
+        times: Their creation times.
+        groups: Their ``agent × len(LAYERS) + layer``.
+        n: The snapshot row count it covers.
+    """
+
+    rows: npt.NDArray[np.intp]
+    times: F64
+    groups: npt.NDArray[np.int64]
+    n: int
+
+    @classmethod
+    def of(cls, snapshot: ViewSnapshot) -> TimeOrder:
+        """The order of ``snapshot``'s live rows."""
+        return cls._sorted(snapshot, np.flatnonzero(snapshot.alive[: snapshot.n]),
+                           snapshot.n)
+
+    @classmethod
+    def _sorted(cls, snapshot: ViewSnapshot, rows: npt.NDArray[np.intp], n: int) -> TimeOrder:
+        created, groups = snapshot.created_at[rows], _groups(snapshot, rows)
+        order = np.lexsort((created, groups))  # stable: equal keys stay in row order
+        return cls(rows[order], created[order], groups[order], n)
+
+    def extended(self, snapshot: ViewSnapshot) -> TimeOrder:
+        """This order with the live rows ``self.n..snapshot.n`` merged in (appended rows: every
+        earlier row is unchanged, so an O(N) merge replaces the O(N log N) sort)."""
+        fresh = np.flatnonzero(snapshot.alive[self.n: snapshot.n]) + self.n
+        if not len(fresh):
+            return TimeOrder(self.rows, self.times, self.groups, snapshot.n)
+        new = TimeOrder._sorted(snapshot, fresh, snapshot.n)
+        # rows of the same (group, time) keep row order: an appended row goes after them
+        starts = np.searchsorted(self.groups, new.groups, side="left")
+        ends = np.searchsorted(self.groups, new.groups, side="right")
+        at = np.fromiter((start + np.searchsorted(self.times[start:end], time, side="right")
+                          for start, end, time in zip(starts.tolist(), ends.tolist(),
+                                                      new.times.tolist(), strict=True)),
+                         dtype=np.intp, count=len(fresh))
+        return TimeOrder(np.insert(self.rows, at, new.rows), np.insert(self.times, at, new.times),
+                         np.insert(self.groups, at, new.groups), snapshot.n)
+
+
+def _groups(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    groups: npt.NDArray[np.int64] = snapshot.agent[rows].astype(np.int64) * len(LAYERS)
+    groups += snapshot.layer[rows]
+    return groups
+
+
+def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float,
+                     order: TimeOrder | None = None) -> I32:
     """For each live row, up to ``k`` rows of the same agent and layer before and after it.
 
     Records written together by one agent in one layer share a context (adjacent turns of an
     exchange, facts noted from one conversation). Returns an ``(n, 2k)`` array of row indices
     (columns ``0..k-1`` the earlier neighbours, nearest first, then the later ones) with ``-1``
     where there is none (another agent or layer, further than ``window_ms`` away, a dead row).
+
+    Args:
+        order: ``TimeOrder.of(snapshot)`` if the caller has it (or extended it).
     """
     n = snapshot.n
     out = np.full((n, 2 * k), -1, dtype=np.int32)
     if n == 0 or k == 0:
         return out
-    live = np.flatnonzero(snapshot.alive[:n])
-    created = snapshot.created_at[:n][live]
-    # lexsort is stable: records created at the same time stay in row order
-    order = live[np.lexsort((created, snapshot.layer[:n][live], snapshot.agent[:n][live]))]
-    t = snapshot.created_at[:n][order]
-    group = snapshot.agent[:n][order].astype(np.int64) * len(LAYERS) + snapshot.layer[:n][order]
+    order = order or TimeOrder.of(snapshot)
+    rows, t, group = order.rows, order.times, order.groups
     for off in range(1, k + 1):
-        if off >= len(order):
+        if off >= len(rows):
             break
         ok = (group[off:] == group[:-off]) & (np.abs(t[off:] - t[:-off]) <= window_ms)
-        later, earlier = order[off:][ok], order[:-off][ok]
+        later, earlier = rows[off:][ok], rows[:-off][ok]
         out[later, off - 1] = earlier
         out[earlier, k + off - 1] = later
     return out

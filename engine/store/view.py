@@ -18,6 +18,12 @@ shows that column copies the column first and changes the copy). Scalar columns 
 a row updated in place *are* visible to a snapshot taken before, which readers accept (as they
 always did).
 
+Access counting (:meth:`ColumnarView.set_access`, :meth:`ColumnarView.touch`) changes only
+``access_count`` and ``last_accessed`` of existing rows. It bumps the version and the
+:attr:`ViewSnapshot.access_version`, and the new snapshot shares the derived data of the one
+before (:meth:`ViewSnapshot.derived`) except what was declared to read the access columns, so a
+retrieval after access counting recomputes only its access-dependent parts.
+
 Thread-safety: all mutation happens under the view's lock; a snapshot is read without it.
 """
 
@@ -90,6 +96,9 @@ class ViewSnapshot:
             appended or other fields change. Data derived from those columns for the first
             ``n`` rows of a snapshot stays valid for any later snapshot of the same ``layout``,
             which only needs the rows appended since (partitions are extended, not redone).
+        access_version: Bumped (with ``version``) by a change that only counts accesses
+            (``access_count`` and ``last_accessed`` of existing rows). Snapshots that differ
+            only by it share their derived data except what reads those two columns.
     """
 
     n: int
@@ -118,8 +127,11 @@ class ViewSnapshot:
     tag_array: Obj
     version: int = 0
     layout: int = 0
+    access_version: int = 0
     _lists: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
     _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
+    _access_derived: dict[Hashable, Any] = field(default_factory=dict, repr=False,
+                                                 compare=False)
 
     @property
     def ids(self) -> list[str]:
@@ -148,18 +160,25 @@ class ViewSnapshot:
             self._lists[name] = found
         return found
 
-    def derived(self, key: Hashable, compute: Callable[[ViewSnapshot], T]) -> T:
+    def derived(self, key: Hashable, compute: Callable[[ViewSnapshot], T], *,
+                reads_access: bool = False) -> T:
         """``compute(self)``, computed once per snapshot and ``key`` (masks, partitions, …).
 
         A snapshot is shared by every reader until the view changes, so data derived from it is
         computed once for all of them. ``key`` names what is computed and its arguments, e.g.
         ``("ingest.partition", agent, privacy, layer)``.
+
+        Args:
+            reads_access: ``compute`` reads ``access_count`` or ``last_accessed``. Such data is
+                kept for this snapshot only; all other derived data is also kept for the later
+                snapshots that differ only by access counting (see ``access_version``).
         """
+        store = self._access_derived if reads_access else self._derived
         try:
-            return cast(T, self._derived[key])
+            return cast(T, store[key])
         except KeyError:
             value = compute(self)
-            self._derived[key] = value
+            store[key] = value
             return value
 
     @property
@@ -207,9 +226,12 @@ class ColumnarView:
         self._dead = 0
         self._version = 0
         self._layout = next(_LAYOUTS)
+        self._access_version = 0
         self._snapshot: ViewSnapshot | None = None
         self._shared: set[str] = set()  # columns (of _COPY_ON_WRITE) a snapshot holds
         self._text_lists: dict[str, list[Any]] = {}  # lists built for the current text state
+        # data derived for the current state but for the access columns (ViewSnapshot.derived)
+        self._derived: dict[Hashable, Any] = {}
         self._rows: dict[str, int] = {}
         # content hash -> rows. Tuples of ints, not sets: the garbage collector stops tracking
         # them, while 100K sets made every full collection take ~70 ms (a latency spike).
@@ -355,7 +377,8 @@ class ColumnarView:
                 vectors=_frozen(self._vectors[:n]), id_array=_frozen(self._ids[:n]),
                 content_array=_frozen(self._contents[:n]), hash_array=_frozen(self._hashes[:n]),
                 tag_array=_frozen(self._tags[:n]), version=self._version, layout=self._layout,
-                _lists=self._text_lists,
+                access_version=self._access_version, _lists=self._text_lists,
+                _derived=self._derived,
             )
             self._shared.update(_COPY_ON_WRITE)
             self._snapshot = snapshot
@@ -363,11 +386,17 @@ class ColumnarView:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _changed(self, *, text: bool, layout: bool) -> None:
+    def _changed(self, *, text: bool, layout: bool, access_only: bool = False) -> None:
         """Count a change (under the lock): ``text``, the text columns or ``n`` changed;
-        ``layout``, an existing row left or moved between partitions (see ViewSnapshot)."""
+        ``layout``, an existing row left or moved between partitions (see ViewSnapshot);
+        ``access_only``, only access columns of existing rows changed (derived data that does
+        not read them stays with the next snapshot)."""
         self._version += 1
         self._snapshot = None
+        if access_only:
+            self._access_version += 1
+        else:
+            self._derived = {}  # data derived for older snapshots stays with them
         if text:
             self._text_lists = {}  # lists built for older snapshots stay with them
         if layout:
@@ -456,7 +485,11 @@ class ColumnarView:
         return changed
 
     def touch(self, record_ids: Iterable[str], now_ms: float) -> None:
-        """Count an access (retrieval) of each record: access_count + 1, last_accessed = now."""
+        """Count an access (retrieval) of each record: access_count + 1, last_accessed = now.
+
+        An access-only change (see :attr:`ViewSnapshot.access_version`); unknown ids are
+        ignored.
+        """
         with self._lock:
             touched = False
             for record_id in record_ids:
@@ -466,7 +499,24 @@ class ColumnarView:
                     self._accessed[row] = now_ms
                     touched = True
             if touched:
-                self._changed(text=False, layout=False)
+                self._changed(text=False, layout=False, access_only=True)
+
+    def set_access(self, records: Sequence[MemoryRecord]) -> None:
+        """Write ``access_count`` and ``last_accessed`` of stored ``records``, nothing else.
+
+        An access-only change (see :attr:`ViewSnapshot.access_version`): the other fields of
+        ``records`` must be those the view holds (the store's access counting guarantees it).
+
+        Raises:
+            KeyError: naming a record the view does not hold.
+        """
+        with self._lock:
+            rows = [self._rows[record.id] for record in records]
+            for row, record in zip(rows, records, strict=True):
+                self._access_count[row] = record.access_count
+                self._accessed[row] = record.last_accessed
+            if rows:
+                self._changed(text=False, layout=False, access_only=True)
 
     def remove(self, record_ids: Iterable[str]) -> None:
         """Drop records (tombstones; rebuilt when a third of the rows are dead)."""

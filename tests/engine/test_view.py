@@ -74,7 +74,8 @@ def test_a_snapshot_takes_no_copy() -> None:
     for column in ("alive", "vectors", "importance", "id_array", "content_array"):
         assert np.shares_memory(getattr(first, column), getattr(second, column)), column
     assert first.derived("k", lambda s: object()) is first.derived("k", lambda s: object())
-    assert second.derived("k", lambda s: 1) == 1
+    view.upsert([records[3].replace(importance=0.9)])  # not only access columns
+    assert view.snapshot().derived("k", lambda s: 1) == 1
 
 
 def test_appended_rows_are_beyond_an_earlier_snapshot() -> None:
@@ -214,3 +215,44 @@ def test_readers_see_consistent_snapshots_while_a_writer_changes_the_view() -> N
         thread.join(timeout=120)
     assert not failures, failures[0]
     _consistent(view.snapshot(), known)
+
+
+def test_an_access_only_change_keeps_derived_data_that_does_not_read_access() -> None:
+    view, records = filled(20)
+    calls: list[str] = []
+
+    def masks(s: ViewSnapshot) -> object:
+        calls.append("masks")
+        return object()
+
+    def access(s: ViewSnapshot) -> int:
+        calls.append("access")
+        return int(s.access_count.sum())
+
+    first = view.snapshot()
+    kept = first.derived("masks", masks)
+    assert first.derived("access", access, reads_access=True) == 0
+    view.touch([records[0].id, records[1].id], NOW + 1)
+    touched = view.snapshot()
+    assert touched.version == first.version + 1
+    assert touched.access_version == first.access_version + 1
+    assert touched.layout == first.layout
+    assert touched.derived("masks", masks) is kept
+    assert touched.derived("access", access, reads_access=True) == 2
+    view.set_access([records[2].replace(access_count=5, last_accessed=NOW + 2)])
+    again = view.snapshot()
+    assert again.derived("masks", masks) is kept
+    assert again.derived("access", access, reads_access=True) == 7
+    assert calls == ["masks", "access", "access", "access"]
+    assert first.derived("access", access, reads_access=True) == 0  # stays with its snapshot
+    view.upsert([records[3].replace(importance=0.9)])  # any other change: a new scope
+    assert view.snapshot().access_version == again.access_version
+    assert view.snapshot().derived("masks", masks) is not kept
+
+
+def test_set_access_names_an_unknown_record_and_changes_nothing() -> None:
+    view, records = filled(3)
+    before = view.snapshot()
+    with pytest.raises(KeyError, match="nope"):
+        view.set_access([records[0].replace(access_count=9), record(50).replace(id="nope")])
+    assert view.snapshot() is before and int(before.access_count[0]) == 0

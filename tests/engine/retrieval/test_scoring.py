@@ -146,6 +146,29 @@ def test_bm25_incremental_sync_matches_a_rebuild() -> None:
     assert fresh.rebuilds == 0  # built by appending, then one row re-indexed
 
 
+def test_postings_read_between_appends_and_edits_match_a_rebuild() -> None:
+    rng = np.random.default_rng(4)
+    words = ["cat", "dog", "tea", "lake", "jazz", "cats", "sings"]
+    docs = [" ".join(rng.choice(words, size=5)) for _ in range(60)]
+    grown = TextIndex()
+    query = terms("cat dog jazz sings")
+    for size, edit in ((20, None), (21, None), (21, 3), (35, None), (35, 21), (60, None)):
+        current = list(docs[:size])
+        if edit is not None:
+            docs[edit] = current[edit] = f"lake cat cat {edit}"  # an existing row rewritten
+        grown.sync(_snapshot(current))  # type: ignore[arg-type]
+        fresh = TextIndex()
+        fresh.sync(_snapshot(current))  # type: ignore[arg-type]
+        mask = rng.random(size) < 0.8
+        for word in query:  # read each time: the cached arrays are extended, not rebuilt
+            ours, theirs = grown.term_postings(word, mask), fresh.term_postings(word, mask)
+            assert dict(zip(ours[0].tolist(), ours[1].tolist(), strict=True)) == \
+                dict(zip(theirs[0].tolist(), theirs[1].tolist(), strict=True)), (size, word)
+        np.testing.assert_allclose(grown.bm25(query, mask), fresh.bm25(query, mask))
+        np.testing.assert_array_equal(grown.jaccard(query, size), fresh.jaccard(query, size))
+    assert grown.rebuilds == 0
+
+
 def test_speaker_terms_and_match() -> None:
     from engine.retrieval.lexical import speaker_terms
 
@@ -202,3 +225,36 @@ def test_context_lift_lends_only_what_a_record_lacks() -> None:
     relevance = np.array([0.9, 0.2, 0.95, 0.0])
     neighbours = np.array([[-1, 1], [0, 2], [1, -1], [-1, -1]], dtype=np.int32)
     np.testing.assert_allclose(context_lift(relevance, neighbours), [0.0, 0.75, 0.0, 0.0])
+
+
+def test_a_time_order_extended_by_appended_rows_is_the_sorted_one() -> None:
+    from engine.records import Layer, MemoryRecord, NewMemory
+    from engine.retrieval.scoring import TimeOrder, neighbour_matrix
+    from engine.store.view import ColumnarView
+
+    rng = np.random.default_rng(3)
+    view = ColumnarView(4)
+
+    def batch(start: int, count: int) -> list[MemoryRecord]:
+        # few distinct times, so many ties; three agents, two layers
+        return [MemoryRecord.create(NewMemory(
+            f"note {i}", agent_id=f"a{int(rng.integers(3))}",
+            layer=(Layer.EPISODIC, Layer.SEMANTIC)[int(rng.integers(2))],
+            created_at=1e12 + 60_000.0 * int(rng.integers(12))), now_ms=2e12,
+            record_id=f"r{i:04d}") for i in range(start, start + count)]
+
+    view.upsert(batch(0, 300))
+    view.remove(["r0007", "r0100"])  # dead rows are left out of both
+    order = TimeOrder.of(view.snapshot())
+    for start, count in ((300, 1), (301, 17), (318, 5)):
+        view.upsert(batch(start, count))
+        snapshot = view.snapshot()
+        order = order.extended(snapshot)
+        fresh = TimeOrder.of(snapshot)
+        assert order.n == fresh.n == snapshot.n
+        np.testing.assert_array_equal(order.rows, fresh.rows)
+        np.testing.assert_array_equal(order.times, fresh.times)
+        np.testing.assert_array_equal(order.groups, fresh.groups)
+        np.testing.assert_array_equal(neighbour_matrix(snapshot, 2, 90_000.0, order),
+                                      neighbour_matrix(snapshot, 2, 90_000.0))
+    assert order.extended(view.snapshot()).rows is order.rows  # nothing appended
