@@ -4,6 +4,13 @@ Sources, later ones winning: defaults (platformdirs locations), the settings fil
 (``<config dir>/settings.json``), environment variables with the ``MNEMOSCOPE_`` prefix, then
 command-line options. No global accessor: :func:`load_settings` returns a value the caller owns.
 The file is written atomically (temp file, fsync, rename), so a crash never leaves it half-written.
+A running app changes it through one :class:`SettingsFile`, so saves made by different parts of
+the app (window preferences, the LLM provider dialog) never drop each other's changes.
+
+The ``llm`` section holds the provider settings the GUI's dialog edits
+(``engine.llm.settings.FILE_FIELDS``); :meth:`Settings.llm_settings` applies the
+``MNEMOSCOPE_LLM_*`` environment over it. No key is ever written: keys live in an environment
+variable or the OS keyring.
 """
 
 from __future__ import annotations
@@ -13,16 +20,21 @@ import json
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import ConfigInvalid
+
+if TYPE_CHECKING:
+    from engine.llm.settings import LLMSettings
 
 __all__ = [
     "SETTINGS_VERSION",
     "Settings",
+    "SettingsFile",
     "atomic_write_text",
     "default_config_dir",
     "default_data_dir",
@@ -64,6 +76,7 @@ class Settings:
         sampling_rate: Voyeur event sampling rate.
         recent_stores: Most recent first.
         theme: "system", "light" or "dark".
+        llm: The file's LLM provider section (JSON values; see :meth:`llm_settings`).
     """
 
     store: str = ""
@@ -75,6 +88,7 @@ class Settings:
     sampling_rate: float = 1.0
     recent_stores: tuple[str, ...] = ()
     theme: str = "system"
+    llm: Mapping[str, Any] = field(default_factory=dict)
     version: int = SETTINGS_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -93,12 +107,25 @@ class Settings:
         recent = [location, *[r for r in self.recent_stores if r != location]][:keep]
         return dataclasses.replace(self, recent_stores=tuple(recent))
 
+    def llm_settings(self, env: Mapping[str, str] | None = None) -> LLMSettings:
+        """The LLM provider settings: defaults ← the file's ``llm`` section ←
+        ``MNEMOSCOPE_LLM_*`` in ``env`` (default: the process environment).
+
+        Raises:
+            ConfigInvalid: naming ``settings.json: llm.<field>`` or the variable.
+        """
+        from engine.llm.settings import llm_settings_from_env, llm_settings_from_json
+
+        return llm_settings_from_env(env, base=llm_settings_from_json(
+            self.llm, where="settings.json: llm"))
+
     def to_json(self) -> dict[str, Any]:
         """File form (the token is never written to the settings file)."""
         data = dataclasses.asdict(self)
         data["store_token"] = None
         data["recent_stores"] = list(self.recent_stores)
         data["extra"] = dict(self.extra)
+        data["llm"] = dict(self.llm)
         return data
 
 
@@ -155,7 +182,8 @@ def load_settings(env: Mapping[str, str] | None = None, *,
         types: dict[str, type | tuple[type, ...]] = {
                  "store": str, "data_dir": str, "model_path": (str, type(None)),
                  "load_model": bool, "redaction": bool, "sampling_rate": (int, float),
-                 "recent_stores": list, "theme": str, "version": int, "extra": dict}
+                 "recent_stores": list, "theme": str, "version": int, "extra": dict,
+                 "llm": dict}
         for key, raw in data.items():
             value: Any = raw
             expected = types.get(key)
@@ -195,6 +223,46 @@ def save_settings(settings: Settings, *, config_dir: Path | None = None) -> Path
     path = (config_dir or default_config_dir()) / "settings.json"
     atomic_write_text(path, json.dumps(settings.to_json(), indent=2, sort_keys=True))
     return path
+
+
+class SettingsFile:
+    """The running app's settings and their file: one current value, atomic saves.
+
+    Parts of the app change different fields (the window its preferences on the GUI thread,
+    the provider dialog the ``llm`` section on a worker); each calls :meth:`update` with only
+    its own fields, under one lock, so no save drops another's change.
+
+    Args:
+        settings: The value loaded at start.
+        config_dir: Where ``settings.json`` goes (default: the user config directory).
+        persist: False keeps changes in memory only (screenshot and self-test runs).
+    """
+
+    def __init__(self, settings: Settings, config_dir: Path | None = None, *,
+                 persist: bool = True) -> None:
+        self._current = settings
+        self._config_dir = config_dir
+        self._persist = persist
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> Settings:
+        """The latest value."""
+        return self._current
+
+    def update(self, **changes: Any) -> Settings:
+        """Replace ``changes`` and write the file atomically (blocking: disk).
+
+        Raises:
+            OSError: the file could not be written (the value in memory is unchanged).
+            ConfigInvalid: a changed value is invalid.
+        """
+        with self._lock:
+            updated = dataclasses.replace(self._current, **changes)
+            if self._persist:
+                save_settings(updated, config_dir=self._config_dir)
+            self._current = updated
+            return updated
 
 
 def server_ledger_path(settings: Settings, url: str, collection: str) -> Path:

@@ -32,41 +32,71 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.settings import Settings, default_config_dir, save_settings, server_ledger_path
+from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
 from engine.embedding import EmbedderState, EmbedderStatus, SentenceTransformerEmbedder
-from engine.errors import EngineError
+from engine.errors import ConfigInvalid, EngineError
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
-    from engine.llm import LLMGateway
+    from engine.llm import LLMGateway, LLMSettings, SecretStore
+    from engine.reader import MemoryReader
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
+    from ui.provider_dialog import LLMServices
 
-__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "launch", "open_engine"]
+__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
+           "open_engine"]
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
 VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
 SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), ("fate", "fate"),
-         ("budget", "budget"), ("tasks", "tasks"))
-"""Issue 9: (view, file name) pairs rendered by ``--screenshot``."""
+         ("budget", "budget"), ("tasks", "tasks"), ("layers", "layers-social"),
+         ("layers", "layers-procedural"), ("layers", "layers-spatial"))
+"""Issues 9-10: (view, file name) pairs rendered by ``--screenshot``."""
 
 
-def _make_gateway(engine: MemoryEngine) -> LLMGateway:
+def _make_gateway(secrets: SecretStore, engine: MemoryEngine, settings: LLMSettings
+                  ) -> LLMGateway:
     """Issue 9: the LLM gateway for the Budget view, on the store's ledger and event bus.
 
-    Settings come from the ``MNEMOSCOPE_LLM_*`` environment (``engine.llm.settings``); the key
-    from its environment variable or the OS keyring, never from settings.json. Prompts are
-    redacted before sending (DESIGN decision 8).
+    ``settings`` are the file's ``llm`` section under the ``MNEMOSCOPE_LLM_*`` environment, or
+    what the provider dialog saved since. The key is read at call time from its environment
+    variable or ``secrets`` (the OS keyring), never from settings.json. Prompts are redacted
+    before sending (DESIGN decision 8).
     """
-    from engine.llm import LLMGateway, llm_settings_from_env
+    from engine.llm import LLMGateway, key_lookup
 
-    return LLMGateway(llm_settings_from_env(), ledger=engine.ledger, events=engine.events,
-                      clock=engine.clock, redactor=_redact, redact=True)
+    return LLMGateway(settings, ledger=engine.ledger, events=engine.events, clock=engine.clock,
+                      redactor=_redact, redact=True, api_key=key_lookup(settings, secrets))
+
+
+def _llm_services(settings_file: SettingsFile) -> LLMServices:
+    """The provider dialog's and the gateway's services: settings, saving, the OS keyring.
+
+    A bad ``llm`` section or variable does not stop the app: defaults are used and the Budget
+    view says what is wrong.
+    """
+    from engine.llm import KeyringStore, LLMSettings, llm_settings_to_json
+    from engine.llm.settings import env_overrides
+    from ui.provider_dialog import LLMServices
+
+    problem = ""
+    try:
+        llm = settings_file.current.llm_settings()
+    except ConfigInvalid as exc:
+        llm, problem = LLMSettings(), f"LLM settings ignored: {exc}"
+
+    def save(updated: LLMSettings) -> None:
+        settings_file.update(llm=llm_settings_to_json(updated))
+
+    secrets = KeyringStore()
+    return LLMServices(settings=llm, make_gateway=partial(_make_gateway, secrets), save=save,
+                       secrets=secrets, env_overrides=env_overrides(), problem=problem)
 
 
 def _redact(text: str) -> str:
@@ -114,6 +144,14 @@ def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path
                         cancelled=cancelled)
 
 
+def attach_remote(url: str, token: str,
+                  on_state: Callable[[str | None], None]) -> MemoryReader:
+    """Issue 10: a read-only reader over a running ``mnemoscope serve`` (httpx loads here)."""
+    from engine.introspection.remote import RemoteReader
+
+    return RemoteReader.connect(url, token, on_follow_state=on_state)
+
+
 def _list_collections(spec: StoreSpec) -> Sequence[CollectionInfo]:
     from engine.store import list_collections
 
@@ -125,27 +163,33 @@ def _preferences(settings: Settings) -> Preferences:
 
     gui = settings.extra.get("gui", {}) if isinstance(settings.extra, dict) else {}
     gui = gui if isinstance(gui, dict) else {}
+    recent_attach = gui.get("recent_attach", [])
     return Preferences(theme=settings.theme, recent_stores=settings.recent_stores,
+                       recent_attach=tuple(str(u) for u in recent_attach)
+                       if isinstance(recent_attach, list) else (),
                        geometry=str(gui.get("geometry", "")),
                        window_state=str(gui.get("window_state", "")),
                        demo_offered=bool(gui.get("demo_offered", False)),
                        redaction=settings.redaction)
 
 
-def _preference_saver(settings: Settings) -> Callable[[Preferences], None]:
-    config_dir = Path(os.environ["MNEMOSCOPE_CONFIG_DIR"]) \
+def _config_dir() -> Path:
+    return Path(os.environ["MNEMOSCOPE_CONFIG_DIR"]) \
         if os.environ.get("MNEMOSCOPE_CONFIG_DIR") else default_config_dir()
 
+
+def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], None]:
     def save(prefs: Preferences) -> None:
-        extra = dict(settings.extra)
+        extra = dict(settings_file.current.extra)
         extra["gui"] = {"geometry": prefs.geometry, "window_state": prefs.window_state,
-                        "demo_offered": prefs.demo_offered}
+                        "demo_offered": prefs.demo_offered,
+                        "recent_attach": list(prefs.recent_attach)}
         try:
-            save_settings(dataclasses.replace(settings, theme=prefs.theme,
-                                              recent_stores=prefs.recent_stores, extra=extra),
-                          config_dir=config_dir)
+            settings_file.update(theme=prefs.theme, recent_stores=prefs.recent_stores,
+                                 extra=extra)
         except OSError as exc:  # preferences are a convenience; never crash the app over them
-            print(f"warning: could not save settings in {config_dir}: {exc}", file=sys.stderr)
+            print(f"warning: could not save settings in {_config_dir()}: {exc}",
+                  file=sys.stderr)
 
     return save
 
@@ -194,11 +238,12 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
 
     embedder = SentenceTransformerEmbedder(settings.model_path, on_state=on_model_state) \
         if load_model else None
+    settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,
         open_engine=lambda spec: open_engine(settings, embedder, spec),
         list_collections=_list_collections,
-        save_preferences=_preference_saver(settings) if not special else (lambda _p: None),
+        save_preferences=_preference_saver(settings_file),
         redactor=_redact,
         preferences=_preferences(settings),
         default_store=settings.store,
@@ -206,7 +251,8 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_path, load_model),
-        make_gateway=_make_gateway,
+        llm=_llm_services(settings_file),
+        attach=attach_remote,
     )
     window = MainWindow(services)
     windows.append(window)
@@ -323,10 +369,43 @@ async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
     await window.budget.refresh()
 
 
-async def _screenshots(app: QApplication, window: MainWindow, out: Path,
-                       embedder: SentenceTransformerEmbedder | None) -> int:
+async def _provider_dialog_shots(app: QApplication, window: MainWindow, out: Path,
+                                 variants: bool) -> None:
+    """Settings → LLM Provider… after a test against a local server that is not running
+    (a port just closed on 127.0.0.1, so the shot is the same on every machine)."""
+    import socket
+
     from ui.theme import apply_theme
 
+    dialog = window.open_provider_settings()
+    if dialog is None:
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dialog.provider.setCurrentIndex(dialog.provider.findData("ollama"))
+    dialog.base_url.setText(f"http://127.0.0.1:{port}/v1")
+    dialog.model.setText("llama3.2")
+    dialog.budget.setValue(1.0)
+    await dialog.test_connection()
+    await asyncio.sleep(0.2)
+    dialog.grab().save(str(out / "provider-settings.png"))
+    if variants:
+        size = dialog.size()
+        for theme, suffix in (("dark", "-dark"), ("light", "-light")):
+            apply_theme(app, theme)
+            await asyncio.sleep(0.2)
+            dialog.resize(size)
+            dialog.grab().save(str(out / f"provider-settings{suffix}.png"))
+            dialog.resize(dialog.minimumSizeHint())
+            await asyncio.sleep(0.2)
+            small = "-small-dark" if theme == "dark" else "-small"
+            dialog.grab().save(str(out / f"provider-settings{small}.png"))
+    dialog.reject()
+
+
+async def _screenshots(app: QApplication, window: MainWindow, out: Path,
+                       embedder: SentenceTransformerEmbedder | None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-shots-"))
     try:
@@ -342,26 +421,19 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         await _select_row(window, 2)
         variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
         await _prepare_steer_views(window, folder)
+        # first: its test request is recorded, so the Budget view lists a call
+        await _provider_dialog_shots(app, window, out, variants)
+        await window.budget.refresh()
         for view, name in SHOTS:
             window.nav.setCurrentRow(list(window.views).index(view))
             if view in VIEW_NAMES and view != "records":
                 await window.observe.prepare_screenshot(view)
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}.png"))
-            if not variants:
-                continue
-            window.grab().save(str(out / f"{name}-light.png"))
-            apply_theme(app, "dark")
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-dark.png"))
-            window.resize(900, 600)
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-small-dark.png"))
-            apply_theme(app, "light")
-            await asyncio.sleep(0.2)
-            window.grab().save(str(out / f"{name}-small.png"))
-            window.resize(1280, 800)
-        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)} to {out}")
+            if view == "layers":
+                await window.layers.prepare_screenshot(name.removeprefix("layers-"))
+            await _save_shot(app, window, out / name, variants)
+        await _attached_shot(app, window, folder, out, variants)
+        print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, provider-settings.png, "
+              f"attached.png to {out}")
         return 0
     except (EngineError, RuntimeError, TimeoutError) as exc:
         print(f"screenshot failed: {exc}", file=sys.stderr)
@@ -369,6 +441,51 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
     finally:
         await window.close_store()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants: bool) -> None:
+    """``stem.png``; with ``variants`` also -light, -dark, -small-dark and -small."""
+    from ui.theme import apply_theme
+
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}.png")
+    if not variants:
+        return
+    window.grab().save(f"{stem}-light.png")
+    apply_theme(app, "dark")
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-dark.png")
+    window.resize(900, 600)
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-small-dark.png")
+    apply_theme(app, "light")
+    await asyncio.sleep(0.2)
+    window.grab().save(f"{stem}-small.png")
+    window.resize(1280, 800)
+
+
+async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, out: Path,
+                         variants: bool) -> None:
+    """Issue 10: the window attached (read-only) to an API served over the demo store."""
+    from engine.introspection import serve_in_thread
+
+    await window.close_store()
+    runner = window._runner
+    engine = await runner.run(window._services.open_engine,
+                              StoreSpec(str(folder / "store"), read_only=True))
+    server = await runner.run(partial(serve_in_thread, engine, port=0))
+    try:
+        if await window.attach(server.url, server.token) is None:
+            raise RuntimeError(f"could not attach to {server.url}")
+        window.nav.setCurrentRow(0)
+        await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
+                        30, "the attached records")
+        await _select_row(window, 0)
+        await _save_shot(app, window, out / "attached", variants)
+    finally:
+        await window.detach()
+        await runner.run(server.stop)
+        await runner.run(engine.close)
 
 
 async def _self_test(window: MainWindow) -> int:

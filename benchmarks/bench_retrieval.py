@@ -1,12 +1,31 @@
 """Retrieval latency (score + pack, excluding query embedding) at 2K, 10K and 100K candidates.
 
 Builds a columnar view directly (no Chroma: the retrieval hot path never touches it) with random
-unit vectors and short synthetic texts, warms up, then times ``Retriever.retrieve`` with a
-no-op fetch (record materialization is a separate Chroma cost, timed on its own at 2K in a
-real store). Prints medians and p95/p99 (seed 000 §11 percentiles) and the ratio to an in-run
-baseline: one numpy matvec over the same vectors (the floor of any cosine ranking).
+unit vectors and short synthetic texts, warms up, then times each request three ways:
+
+* ``retrieve``: ``Retriever.retrieve`` — filter, score, sort, pack (what the DESIGN budget
+  "retrieval (score + pack), excluding query embedding" names and what
+  ``RetrievalDiagnostics.time_ms`` reports), with a no-op fetch (record materialization is a
+  separate Chroma cost);
+* ``+ snapshot``: the same plus taking the view snapshot first (what ``MemoryEngine.retrieve``
+  does besides embedding and fetching);
+* CPU time (``time.thread_time``) of ``retrieve``: on a shared machine the wall clock also
+  counts time spent waiting for a core; CPU time is the work itself.
+
+and prints medians, p95 and p99 (seed 000 §11 percentiles) beside an in-run baseline: one numpy
+matvec over the same vectors (the floor of any exact cosine ranking). The load average is
+printed before and after each size.
+
+Each size is measured in three states (``--after``; :data:`STATES`):
+
+* ``steady``: nothing changes between requests (the view's derived data is reused);
+* ``access``: after access counting — each request's packed records are touched before the next
+  request (what ``MemoryEngine.retrieve`` does; an agent calling retrieve in a loop is always
+  in this state);
+* ``append``: one record is appended before each request (untimed, like the touch).
 
     python benchmarks/bench_retrieval.py [--sizes 2000,10000,100000] [--runs 200]
+                                         [--after steady,access,append]
 
 BLAS runs single-threaded here (``OPENBLAS_NUM_THREADS=1`` etc., set before numpy loads unless
 already set): on a shared 2-core machine a multi-threaded BLAS matvec of 2K × 384 took 6-15 ms
@@ -20,6 +39,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -30,7 +51,7 @@ import numpy as np  # noqa: E402  (BLAS threads are set first)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.config import MemoryConfig  # noqa: E402  (BLAS threads are set first)
-from engine.metrics import LatencySummary  # noqa: E402  (BLAS threads are set first)
+from engine.metrics import LatencySummary, PercentileSummary  # noqa: E402  (BLAS threads are set first)
 from engine.records import Layer, MemoryRecord, NewMemory  # noqa: E402  (BLAS threads are set first)
 from engine.retrieval import RetrievalRequest, Retriever  # noqa: E402  (BLAS threads are set first)
 from engine.store.view import ColumnarView  # noqa: E402  (BLAS threads are set first)
@@ -40,61 +61,134 @@ _TEXT = ("alpha beta gamma delta cafe jazz deploy database migration cat dog tea
          "birthday concert guitar piano book movie trip beach mountain city")
 WORDS = _TEXT.split()
 NOW = 1_750_000_000_000.0
+BUDGET = 1800
+WARMUP = 3
+# What happens to the view between two requests: nothing, access counting, one append.
+STATES = ("steady", "access", "append")
 
 
 def build(n: int, seed: int = 7) -> ColumnarView:
+    """A view of ``n`` records: 4 agents, episodic/semantic, 12-word texts, random vectors."""
     rng = np.random.default_rng(seed)
     view = ColumnarView(384, capacity=n)
     vectors = rng.standard_normal((n, 384)).astype(np.float32)
-    records = []
-    for i in range(n):
-        text = " ".join(rng.choice(WORDS, size=12))
-        new = NewMemory(f"{text} {i}", agent_id=f"agent{i % 4}",
-                        layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
-                        importance=float(rng.random()), created_at=NOW - float(rng.random())
-                        * 90 * 86_400_000.0)
-        records.append(MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:07d}"))
+    records = [synthetic(i, rng) for i in range(n)]
     for start in range(0, n, 5000):
         view.upsert(records[start:start + 5000], vectors[start:start + 5000])
     return view
+
+
+def synthetic(i: int, rng: np.random.Generator) -> MemoryRecord:
+    """Record ``i`` of :func:`build`'s workload."""
+    text = " ".join(rng.choice(WORDS, size=12))
+    new = NewMemory(f"{text} {i}", agent_id=f"agent{i % 4}",
+                    layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
+                    importance=float(rng.random()), created_at=NOW - float(rng.random())
+                    * 90 * 86_400_000.0)
+    return MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:07d}")
+
+
+def _between(view: ColumnarView, state: str, packed: Sequence[str], step: int,
+             rng: np.random.Generator) -> None:
+    """Change ``view`` as ``state`` says before the next request (untimed)."""
+    if state == "access" and packed:
+        view.touch(packed, NOW)
+    elif state == "append":
+        vector = rng.standard_normal((1, 384)).astype(np.float32)
+        view.upsert([synthetic(10_000_000 + step, rng)], vector)
+
+
+@dataclass
+class Timings:
+    """Per-request times in ms of one size and agent filter (warm-up requests excluded)."""
+
+    retrieve: list[float] = field(default_factory=list)
+    with_snapshot: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    matvec: list[float] = field(default_factory=list)
+
+
+def measure(view: ColumnarView, queries: Sequence[str], vectors: np.ndarray,
+            agent: str | None, retriever: Retriever | None = None,
+            state: str = "steady") -> Timings:
+    """Time ``retrieve`` for each query (the first :data:`WARMUP` are not recorded).
+
+    Args:
+        state: One of :data:`STATES`: what changes in ``view`` between requests (untimed).
+    """
+    if state not in STATES:
+        raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+    retriever = retriever or Retriever()
+    memory = MemoryConfig()
+    out = Timings()
+    rng = np.random.default_rng(11)
+    packed: list[str] = []
+
+    def fetch(ids: Sequence[str]) -> list[MemoryRecord]:
+        packed[:] = ids  # what the engine would count accesses of
+        return []
+
+    for i, (query, qv) in enumerate(zip(queries, vectors, strict=True)):
+        _between(view, state, packed, i, rng)
+        request = RetrievalRequest(max_tokens=BUDGET, query=query, agent_id=agent)
+        started = time.perf_counter()
+        snapshot = view.snapshot()
+        snapped = time.perf_counter()
+        cpu_started = time.thread_time()
+        retriever.retrieve(snapshot, request, now_ms=NOW, memory=memory, query_vector=qv,
+                           fetch=fetch)
+        cpu = (time.thread_time() - cpu_started) * 1000.0
+        done = time.perf_counter()
+        _ = snapshot.vectors @ qv
+        matvec = (time.perf_counter() - done) * 1000.0
+        if i >= WARMUP:  # seed 000 §11: discard warm-up requests
+            out.retrieve.append((done - snapped) * 1000.0)
+            out.with_snapshot.append((done - started) * 1000.0)
+            out.cpu.append(cpu)
+            out.matvec.append(matvec)
+    return out
+
+
+def summary(values: Sequence[float]) -> PercentileSummary:
+    """Seed 000 §11 percentiles of ``values``."""
+    latencies = LatencySummary()
+    for value in values:
+        latencies.record(value)
+    return latencies.summary()
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="2000,10000,100000")
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--after", default=",".join(STATES),
+                        help=f"states to measure, of {', '.join(STATES)}")
     args = parser.parse_args()
-    memory = MemoryConfig()
     rng = np.random.default_rng(1)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}, load average {load:.1f}, "
-          f"{os.cpu_count()} cores; times exclude query embedding and record fetch")
-    print(f"{'candidates':>10} {'agent':>6} {'median ms':>10} {'p95 ms':>8} {'p99 ms':>8} "
-          f"{'matvec p95':>10} {'ratio':>6}")
+    print(f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}, {os.cpu_count()} cores; "
+          f"ms; times exclude query embedding and record fetch; budget {BUDGET} tokens")
+    print(f"{'candidates':>10} {'state':>7} {'agent':>6} {'load':>9} | {'retrieve p50':>12} "
+          f"{'p95':>6} "
+          f"{'p99':>6} | {'cpu p50':>7} {'p95':>6} | {'+snapshot p50':>13} {'p95':>6} | "
+          f"{'matvec p50':>10} {'p95':>6}")
+    states = args.after.split(",")
     for n in (int(s) for s in args.sizes.split(",")):
-        view = build(n)
-        retriever = Retriever()
-        queries = [" ".join(rng.choice(WORDS, size=6)) for _ in range(args.runs + 3)]
-        qvecs = rng.standard_normal((len(queries), 384)).astype(np.float32)
-        qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
-        for agent in (None, "agent1"):
-            ours, base = LatencySummary(), LatencySummary()
-            for i, (query, qv) in enumerate(zip(queries, qvecs, strict=True)):
-                request = RetrievalRequest(max_tokens=1800, query=query, agent_id=agent)
-                started = time.perf_counter()
-                snapshot = view.snapshot()
-                retriever.retrieve(snapshot, request, now_ms=NOW, memory=memory,
-                                   query_vector=qv, fetch=lambda ids: [])
-                elapsed = (time.perf_counter() - started) * 1000.0
-                started = time.perf_counter()
-                _ = snapshot.vectors @ qv
-                matvec = (time.perf_counter() - started) * 1000.0
-                if i >= 3:  # seed 000 §11: discard warm-up requests
-                    ours.record(elapsed)
-                    base.record(matvec)
-            o, b = ours.summary(), base.summary()
-            print(f"{n:>10} {agent or 'all':>6} {o.p50:>10.3f} {o.p95:>8.3f} {o.p99:>8.3f} "
-                  f"{b.p95:>10.3f} {o.p95 / b.p95:>6.1f}")
+        queries = [" ".join(rng.choice(WORDS, size=6)) for _ in range(args.runs + WARMUP)]
+        vectors = rng.standard_normal((len(queries), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        view = build(n)  # the states in order: steady first, appends last
+        for state, agent in ((s, a) for s in states for a in (None, "agent1")):
+            before = _load()
+            t = measure(view, queries, vectors, agent, state=state)
+            r_, c_, s_, m_ = (summary(v) for v in (t.retrieve, t.cpu, t.with_snapshot, t.matvec))
+            print(f"{n:>10} {state:>7} {agent or 'all':>6} {before:>4.1f}-{_load():<4.1f} | "
+                  f"{r_.p50:>12.2f} {r_.p95:>6.2f} {r_.p99:>6.2f} | {c_.p50:>7.2f} "
+                  f"{c_.p95:>6.2f} | {s_.p50:>13.2f} {s_.p95:>6.2f} | {m_.p50:>10.2f} "
+                  f"{m_.p95:>6.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ these on a worker thread (DESIGN: Threading) and shows the frozen results.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from engine.events import Event, EventFilter
 from engine.memory_engine import EditEntry, MemoryEngine
 from engine.records import MemoryRecord, RelatedLink
 
-__all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "record_detail"]
+__all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "link_preview", "record_detail"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,8 @@ class RecordDetail:
         related: Symmetric related links (seed 001), with previews.
         events: The record's events from the ledger, oldest first.
         edits: The record's edit history, newest first.
+        edits_known: False when the source does not serve edit history (an attached agent's
+            introspection API), so an empty ``edits`` means "unknown", not "never edited".
     """
 
     record: MemoryRecord
@@ -70,9 +73,11 @@ class RecordDetail:
     related: Sequence[LinkedRecord]
     events: Sequence[Event]
     edits: Sequence[EditEntry]
+    edits_known: bool = True
 
 
 _PREVIEW_CHARS = 120
+_WHOLE_WORDS = re.compile(r"(.*\s)\S*\Z", re.DOTALL)
 
 
 def facets(engine: MemoryEngine, *, tag_limit: int = 200) -> Facets:
@@ -88,11 +93,26 @@ def facets(engine: MemoryEngine, *, tag_limit: int = 200) -> Facets:
                   sources=sources.most_common(), total=len(live))
 
 
+def link_preview(content: str, limit: int = _PREVIEW_CHARS) -> str:
+    """The start of ``content`` (at most ``limit`` characters), cut at whitespace.
+
+    A key, token or e-mail address is then whole or absent: half of one no longer matches the
+    redaction patterns and would be shown unmasked while redaction is on.
+    """
+    if len(content) <= limit:
+        return content
+    head = content[:limit]
+    if content[limit].isspace():
+        return head.rstrip()
+    whole = _WHOLE_WORDS.match(head)  # drop the word the limit cuts through
+    return whole.group(1).rstrip() if whole else ""
+
+
 def _linked(engine: MemoryEngine, ids: Sequence[str],
             similarity: Sequence[float | None]) -> list[LinkedRecord]:
     # Read by id from the store, not through the view: the detail panel works while a store's
     # view is still being read (the records browser's preview).
-    previews = {r.id: r.content[:_PREVIEW_CHARS] for r in engine.store.read_by_id(ids)}
+    previews = {r.id: link_preview(r.content) for r in engine.store.read_by_id(ids)}
     return [LinkedRecord(i, s, previews.get(i)) for i, s in zip(ids, similarity, strict=True)]
 
 

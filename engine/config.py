@@ -1,10 +1,16 @@
-"""Engine configuration: seed 002's ``MemoryConfig`` (§21 env vars) and the dedup settings.
+"""Engine configuration: seed 002's ``MemoryConfig`` (§21 env vars), retrieval weights, dedup.
 
 Everything is a frozen dataclass validated at construction; a bad value raises
 :class:`~engine.errors.ConfigInvalid` (``MEMORY_CONFIG_INVALID``) naming the field, or the
 environment variable it came from, and the bad value. :func:`memory_config_from_env` reads the
-seed 002 §21 variables; unknown ``MEMORY_*`` variables are reported rather than ignored, because a
-misspelt setting that silently does nothing is worse than an error.
+seed 002 §21 variables and, in the same naming pattern, the ``MEMORY_RETRIEVAL_*`` weights and
+tables (:func:`retrieval_config_from_env`, listed in docs/retrieval.md); unknown ``MEMORY_*``
+variables are reported rather than ignored, because a misspelt setting that silently does
+nothing is worse than an error.
+
+The retrieval request vocabulary (:class:`Purpose`, :class:`Strategy`, :class:`PressureState`,
+:data:`COMPONENTS`) lives here because the weight tables are keyed by it;
+:mod:`engine.retrieval` re-exports it.
 """
 
 from __future__ import annotations
@@ -14,19 +20,30 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
 from engine.errors import ConfigInvalid
-from engine.records import TrustTier
+from engine.records import Layer, TrustTier
 
 __all__ = [
+    "COMPONENTS",
+    "DEFAULT_LAYER_WEIGHTS",
+    "DEFAULT_PURPOSE_WEIGHTS",
     "ENV_VARS",
+    "RETRIEVAL_ENV_VARS",
     "DedupConfig",
     "MemoryConfig",
+    "PressureState",
+    "Purpose",
     "RetentionPolicy",
+    "RetrievalConfig",
+    "ScoringWeights",
+    "Strategy",
     "dedup_config_from_env",
     "memory_config_from_env",
+    "retrieval_config_from_env",
 ]
 
 
@@ -53,6 +70,233 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# -- retrieval (seed 002 §7 and §9, DESIGN decision 6; docs/retrieval.md) ------------------------
+
+
+class Purpose(StrEnum):
+    """Seed 002 ``RetrievalRequest.purpose``: what the context is for (picks the weights)."""
+
+    REASONING = "reasoning"
+    DIALOG = "dialog"
+    NAVIGATION = "navigation"
+    SUMMARY = "summary"
+
+
+class Strategy(StrEnum):
+    """Seed 002 ``RetrievalRequest.strategy``: which component to emphasise."""
+
+    BALANCED = "balanced"
+    RECENCY = "recency"
+    IMPORTANCE = "importance"
+    SEMANTIC = "semantic"
+
+
+class PressureState(StrEnum):
+    """Seed 002 rate-governor pressure: ``throttle`` compresses, ``exhausted`` gives the minimum."""
+
+    NORMAL = "normal"
+    SOFT = "soft"
+    THROTTLE = "throttle"
+    EXHAUSTED = "exhausted"
+
+
+# Score components in a fixed order (columns of the component matrix).
+COMPONENTS: tuple[str, ...] = (
+    "importance", "recency", "semantic", "lexical", "layer", "access", "context", "speaker")
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringWeights:
+    """One weight per score component (see :data:`COMPONENTS`); defaults: ``reasoning``'s."""
+
+    importance: float = 0.02
+    recency: float = 0.04
+    semantic: float = 0.49
+    lexical: float = 0.21
+    layer: float = 0.03
+    access: float = 0.02
+    context: float = 0.50
+    speaker: float = 0.08
+
+    def __post_init__(self) -> None:
+        for name in COMPONENTS:
+            value = getattr(self, name)
+            if not _is_number(value) or value < 0:
+                raise ConfigInvalid(f"weights.{name}", value, "must be a number >= 0")
+        if self.total() <= 0:
+            raise ConfigInvalid("weights", self.as_tuple(), "at least one weight must be > 0")
+
+    def as_tuple(self) -> tuple[float, ...]:
+        """Weights in :data:`COMPONENTS` order."""
+        return tuple(float(getattr(self, name)) for name in COMPONENTS)
+
+    def total(self) -> float:
+        """Sum of the weights."""
+        return sum(self.as_tuple())
+
+    def normalized(self) -> ScoringWeights:
+        """The same proportions, summing to 1."""
+        total = self.total()
+        return ScoringWeights(*(w / total for w in self.as_tuple()))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, float]) -> ScoringWeights:
+        """Build from ``{component: weight}``; missing components are 0."""
+        unknown = sorted(set(values) - set(COMPONENTS))
+        if unknown:
+            raise ConfigInvalid(f"weights.{unknown[0]}", values[unknown[0]],
+                                f"unknown component; known: {', '.join(COMPONENTS)}")
+        return cls(*(float(values.get(name, 0.0)) for name in COMPONENTS))
+
+
+# Base weights per purpose. Relevance (semantic + lexical + context) dominates when there is a
+# query; decayed importance is a tie-breaker there for ``reasoning`` (factual recall: on the
+# LoCoMo dev conversations 0.02 beat 0.08, and 0.20 let the age of a session outrank relevance),
+# and it decides alone when there is no query. ``context`` is about 0.7 of semantic + lexical
+# (it only lends what a record's own relevance lacks). ``summary`` leans on recency and layer
+# (episodes to condense), ``navigation`` on layer (spatial/procedural). See docs/retrieval.md.
+DEFAULT_PURPOSE_WEIGHTS: Mapping[Purpose, ScoringWeights] = MappingProxyType({
+    Purpose.REASONING: ScoringWeights(0.02, 0.04, 0.49, 0.21, 0.03, 0.02, 0.50, 0.08),
+    Purpose.DIALOG: ScoringWeights(0.08, 0.08, 0.46, 0.20, 0.06, 0.02, 0.47, 0.08),
+    Purpose.NAVIGATION: ScoringWeights(0.15, 0.05, 0.38, 0.16, 0.23, 0.02, 0.27, 0.04),
+    Purpose.SUMMARY: ScoringWeights(0.15, 0.20, 0.32, 0.14, 0.18, 0.02, 0.23, 0.04),
+})
+
+_L = Layer
+DEFAULT_LAYER_WEIGHTS: Mapping[Purpose, Mapping[Layer, float]] = MappingProxyType({
+    Purpose.REASONING: MappingProxyType({_L.SEMANTIC: 1.0, _L.PROCEDURAL: 0.8, _L.EPISODIC: 0.6,
+                                         _L.SOCIAL: 0.5, _L.SPATIAL: 0.3, _L.SYSTEM: 0.7}),
+    # seed 002 §7: semantic > episodic when purpose=dialog
+    Purpose.DIALOG: MappingProxyType({_L.SEMANTIC: 1.0, _L.SOCIAL: 0.9, _L.EPISODIC: 0.7,
+                                      _L.PROCEDURAL: 0.4, _L.SPATIAL: 0.2, _L.SYSTEM: 0.5}),
+    Purpose.NAVIGATION: MappingProxyType({_L.SPATIAL: 1.0, _L.PROCEDURAL: 0.7, _L.EPISODIC: 0.5,
+                                          _L.SEMANTIC: 0.4, _L.SOCIAL: 0.2, _L.SYSTEM: 0.3}),
+    Purpose.SUMMARY: MappingProxyType({_L.EPISODIC: 1.0, _L.SEMANTIC: 0.8, _L.SOCIAL: 0.6,
+                                       _L.PROCEDURAL: 0.5, _L.SPATIAL: 0.4, _L.SYSTEM: 0.3}),
+})
+
+_STRATEGY_COMPONENTS: Mapping[Strategy, tuple[str, ...]] = MappingProxyType({
+    Strategy.RECENCY: ("recency",),
+    Strategy.IMPORTANCE: ("importance",),
+    Strategy.SEMANTIC: ("semantic", "lexical", "context", "speaker"),
+})
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalConfig:
+    """Retrieval weights and tables (``MemoryConfig.retrieval``; docs/retrieval.md).
+
+    How one request's weights are chosen (:meth:`weights_for`):
+
+    1. :attr:`purpose_weights` gives the base weights for the request's purpose.
+    2. A non-``balanced`` strategy gives its component(s) at least :attr:`strategy_share` of
+       the total weight; the others share the rest in their base proportions (``semantic``
+       boosts semantic, lexical, context and speaker, keeping their ratio). A strategy never
+       lowers its components' share.
+    3. ``soft`` pressure multiplies importance by :attr:`soft_importance_factor` (a fuller
+       context is not affordable, so favour what matters); the weights are then renormalised
+       to sum to 1. ``throttle`` and ``exhausted`` change packing, not weights
+       (``MemoryConfig.throttle_compression_ratio``, :attr:`exhausted_records`).
+
+    Half-lives, the importance boost and the compression ratio are seed 002's own
+    ``MemoryConfig`` fields.
+
+    Attributes:
+        purpose_weights: Base component weights per purpose.
+        layer_weights: Layer component value per purpose and layer (0..1).
+        layer_policy: Layers a purpose may retrieve at all (seed 002 §9 "layer policy").
+        strategy_share: Least weight share a non-balanced strategy gives its component(s).
+        soft_importance_factor: Importance multiplier under ``soft`` pressure.
+        exhausted_records: Records returned under ``exhausted`` pressure (the minimum).
+        access_cap: Seed 004 access frequency ``min(count / cap, 1)``.
+        bm25_k1: BM25 term saturation.
+        bm25_b: BM25 length normalisation.
+        context_neighbours: How many time neighbours on each side lend relevance (the
+            ``context`` component: a reply is relevant when its question is). 0 disables.
+        context_window_ms: How close in time a neighbour must be to lend relevance.
+        semantic_centering: How far towards the candidates' mean embedding cosine is measured
+            from (0: plain cosine; see :class:`engine.retrieval.scoring.Centring`).
+        partition_min: Candidate count above which packing ranks a top slice first.
+    """
+
+    purpose_weights: Mapping[Purpose, ScoringWeights] = field(
+        default_factory=lambda: dict(DEFAULT_PURPOSE_WEIGHTS))
+    layer_weights: Mapping[Purpose, Mapping[Layer, float]] = field(
+        default_factory=lambda: dict(DEFAULT_LAYER_WEIGHTS))
+    layer_policy: Mapping[Purpose, frozenset[Layer]] = field(
+        default_factory=lambda: {p: frozenset(Layer) for p in Purpose})
+    strategy_share: float = 0.8
+    soft_importance_factor: float = 1.5
+    exhausted_records: int = 1
+    access_cap: float = 100.0
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    context_neighbours: int = 2
+    context_window_ms: float = 600_000.0
+    semantic_centering: float = 0.5
+    partition_min: int = 4096
+
+    def __post_init__(self) -> None:
+        self._check_tables()
+        for name, low, high in (("strategy_share", 0.0, 1.0), ("bm25_b", 0.0, 1.0),
+                                ("semantic_centering", 0.0, 1.0)):
+            value = getattr(self, name)
+            if not _is_number(value) or not low <= value <= high:
+                raise ConfigInvalid(name, value, f"must be in {low}..{high}")
+        for name in ("soft_importance_factor", "access_cap", "bm25_k1", "context_window_ms"):
+            value = getattr(self, name)
+            if not _is_number(value) or value <= 0:
+                raise ConfigInvalid(name, value, "must be a number > 0")
+        for name, least in (("context_neighbours", 0), ("exhausted_records", 1),
+                            ("partition_min", 1)):
+            value = getattr(self, name)
+            if not _is_int(value) or value < least:
+                raise ConfigInvalid(name, value, f"must be an integer >= {least}")
+
+    def _check_tables(self) -> None:
+        for name in ("purpose_weights", "layer_weights", "layer_policy"):
+            table = getattr(self, name)
+            missing = [p.value for p in Purpose if p not in table]
+            if missing:
+                raise ConfigInvalid(name, sorted(str(p) for p in table),
+                                    f"missing purpose(s) {', '.join(missing)}")
+        for purpose in Purpose:
+            if not isinstance(self.purpose_weights[purpose], ScoringWeights):
+                raise ConfigInvalid(f"purpose_weights.{purpose}", self.purpose_weights[purpose],
+                                    "must be ScoringWeights")
+            for layer, value in self.layer_weights[purpose].items():
+                if not _is_number(value) or not 0.0 <= value <= 1.0:
+                    raise ConfigInvalid(f"layer_weights.{purpose}.{layer}", value,
+                                        "must be in 0..1")
+            if not self.layer_policy[purpose]:
+                raise ConfigInvalid(f"layer_policy.{purpose}", set(), "must allow a layer")
+        object.__setattr__(self, "purpose_weights", MappingProxyType(dict(self.purpose_weights)))
+        object.__setattr__(self, "layer_weights", MappingProxyType(
+            {p: MappingProxyType(dict(t)) for p, t in self.layer_weights.items()}))
+        object.__setattr__(self, "layer_policy", MappingProxyType(
+            {p: frozenset(layers) for p, layers in self.layer_policy.items()}))
+
+    def weights_for(self, purpose: Purpose, strategy: Strategy,
+                    pressure: PressureState) -> ScoringWeights:
+        """The weights for one request (strategy and pressure applied, summing to 1)."""
+        base = self.purpose_weights[purpose].normalized()
+        values = dict(zip(COMPONENTS, base.as_tuple(), strict=True))
+        emphasised = _STRATEGY_COMPONENTS.get(strategy, ())
+        inside = sum(values[c] for c in emphasised)
+        if emphasised and inside < self.strategy_share:
+            outside = 1.0 - inside
+            for name in COMPONENTS:
+                if name in emphasised:
+                    values[name] = self.strategy_share * (
+                        values[name] / inside if inside > 0 else 1.0 / len(emphasised))
+                else:
+                    values[name] = (1.0 - self.strategy_share) * (
+                        values[name] / outside if outside > 0 else 0.0)
+        if pressure is PressureState.SOFT:
+            values["importance"] *= self.soft_importance_factor
+        return ScoringWeights.from_mapping(values).normalized()
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryConfig:
     """Seed 002 ``MemoryConfig``. Times are milliseconds; defaults are §21's.
@@ -71,6 +315,7 @@ class MemoryConfig:
         max_context_tokens: Default retrieval budget.
         redact_patterns: Named (EMAIL, UUID, NUMSEQ16, SECRETS) or regex patterns.
         retention_policy: Per-layer caps.
+        retrieval: Retrieval weights and tables (``MEMORY_RETRIEVAL_*``).
     """
 
     episodic_window_ms: int = 900_000
@@ -86,6 +331,7 @@ class MemoryConfig:
     max_context_tokens: int = 1800
     redact_patterns: tuple[str, ...] = ("EMAIL", "UUID", "NUMSEQ16", "SECRETS")
     retention_policy: RetentionPolicy = field(default_factory=RetentionPolicy)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
 
     def __post_init__(self) -> None:
         positive_ints = ("episodic_max", "summarization_batch_size", "embedding_dim",
@@ -113,6 +359,8 @@ class MemoryConfig:
         ):
             raise ConfigInvalid("redact_patterns", self.redact_patterns,
                                 "must be a tuple of non-empty strings")
+        if not isinstance(self.retrieval, RetrievalConfig):
+            raise ConfigInvalid("retrieval", self.retrieval, "must be a RetrievalConfig")
 
 
 _TIER_DEFAULTS = MappingProxyType({TrustTier.HUMAN: 0.80, TrustTier.AGENT: 0.85,
@@ -199,6 +447,44 @@ _DEDUP_ENV: Mapping[str, str] = MappingProxyType({
     "MEMORY_RELATED_TOP_K": "related_top_k",
 })
 
+# Retrieval (docs/retrieval.md): scalar settings, then one variable per purpose × component
+# weight, per purpose × layer weight, and per purpose layer policy (seed 002 §21 style: one value
+# per variable, lists comma-separated).
+_RETRIEVAL_SCALARS: Mapping[str, str] = MappingProxyType({
+    "MEMORY_RETRIEVAL_STRATEGY_SHARE": "strategy_share",
+    "MEMORY_RETRIEVAL_SOFT_IMPORTANCE_FACTOR": "soft_importance_factor",
+    "MEMORY_RETRIEVAL_EXHAUSTED_RECORDS": "exhausted_records",
+    "MEMORY_RETRIEVAL_ACCESS_CAP": "access_cap",
+    "MEMORY_RETRIEVAL_BM25_K1": "bm25_k1",
+    "MEMORY_RETRIEVAL_BM25_B": "bm25_b",
+    "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS": "context_neighbours",
+    "MEMORY_RETRIEVAL_CONTEXT_WINDOW_MS": "context_window_ms",
+    "MEMORY_RETRIEVAL_SEMANTIC_CENTERING": "semantic_centering",
+})
+
+
+def _weight_var(purpose: Purpose, component: str) -> str:
+    return f"MEMORY_RETRIEVAL_WEIGHT_{purpose.value.upper()}_{component.upper()}"
+
+
+def _layer_weight_var(purpose: Purpose, layer: Layer) -> str:
+    return f"MEMORY_RETRIEVAL_LAYER_WEIGHT_{purpose.value.upper()}_{layer.value.upper()}"
+
+
+def _layers_var(purpose: Purpose) -> str:
+    return f"MEMORY_RETRIEVAL_LAYERS_{purpose.value.upper()}"
+
+
+# Every retrieval variable → what it sets ("weight:<purpose>:<component>",
+# "layer_weight:<purpose>:<layer>", "layers:<purpose>" or a RetrievalConfig field name).
+RETRIEVAL_ENV_VARS: Mapping[str, str] = MappingProxyType({
+    **_RETRIEVAL_SCALARS,
+    **{_weight_var(p, c): f"weight:{p.value}:{c}" for p in Purpose for c in COMPONENTS},
+    **{_layer_weight_var(p, layer): f"layer_weight:{p.value}:{layer.value}"
+       for p in Purpose for layer in Layer},
+    **{_layers_var(p): f"layers:{p.value}" for p in Purpose},
+})
+
 # MEMORY_* variables owned by other subsystems (seed 000 §3: the primary LLM provider).
 _OTHER_MEMORY_VARS = frozenset({"MEMORY_LLM_PRIMARY"})
 
@@ -238,10 +524,11 @@ def memory_config_from_env(env: Mapping[str, str]) -> MemoryConfig:
         ConfigInvalid: naming the variable and the bad value; also for unknown ``MEMORY_*``
             names (a typo should not silently do nothing).
     """
-    known = set(ENV_VARS) | set(_DEDUP_ENV) | _OTHER_MEMORY_VARS
+    known = set(ENV_VARS) | set(_DEDUP_ENV) | set(RETRIEVAL_ENV_VARS) | _OTHER_MEMORY_VARS
     for name in env:
         if name.startswith("MEMORY_") and name not in known:
-            raise ConfigInvalid(name, env[name], "unknown setting; see the README for the list")
+            raise ConfigInvalid(name, env[name], "unknown setting; see the README "
+                                                  "and docs/retrieval.md for the list")
     defaults = MemoryConfig()
     top: dict[str, Any] = {}
     retention: dict[str, Any] = {}
@@ -253,6 +540,7 @@ def memory_config_from_env(env: Mapping[str, str]) -> MemoryConfig:
             continue
         kind = type(getattr(defaults, path))
         top[path] = _parse(var, env[var], kind)
+    top["retrieval"] = retrieval_config_from_env(env)
     try:
         if retention:
             top["retention_policy"] = RetentionPolicy(**retention)
@@ -260,6 +548,71 @@ def memory_config_from_env(env: Mapping[str, str]) -> MemoryConfig:
     except ConfigInvalid as exc:
         var = next((v for v, p in ENV_VARS.items() if p.endswith(exc.field)), exc.field)
         raise _rename(exc, var) from exc
+
+
+def retrieval_config_from_env(env: Mapping[str, str]) -> RetrievalConfig:
+    """Build a :class:`RetrievalConfig` from ``MEMORY_RETRIEVAL_*`` variables.
+
+    A purpose's weights start from :data:`DEFAULT_PURPOSE_WEIGHTS`; each
+    ``MEMORY_RETRIEVAL_WEIGHT_<PURPOSE>_<COMPONENT>`` replaces one of them (weights are
+    normalised per request, so they need not sum to 1). Layer weights and policies likewise.
+
+    Raises:
+        ConfigInvalid: naming the variable and the bad value.
+    """
+    defaults = RetrievalConfig()
+    weights = {p: dict(zip(COMPONENTS, defaults.purpose_weights[p].as_tuple(), strict=True))
+               for p in Purpose}
+    layer_weights = {p: dict(defaults.layer_weights[p]) for p in Purpose}
+    policy = dict(defaults.layer_policy)
+    changes: dict[str, Any] = {}
+    for var, target in RETRIEVAL_ENV_VARS.items():
+        if var not in env:
+            continue
+        raw = env[var]
+        kind, _, rest = target.partition(":")
+        if kind == "weight":
+            purpose, component = rest.split(":")
+            weights[Purpose(purpose)][component] = _parse_in(var, raw, 0.0, math.inf)
+        elif kind == "layer_weight":
+            purpose, layer = rest.split(":")
+            layer_weights[Purpose(purpose)][Layer(layer)] = _parse_in(var, raw, 0.0, 1.0)
+        elif kind == "layers":
+            policy[Purpose(rest)] = _parse_layers(var, raw)
+        else:
+            changes[target] = _parse(var, raw, type(getattr(defaults, target)))
+    purpose_weights = {}
+    for purpose, values in weights.items():
+        if not any(values.values()):
+            raise ConfigInvalid(_weight_var(purpose, "*"), values,
+                                "at least one weight of the purpose must be > 0")
+        purpose_weights[purpose] = ScoringWeights.from_mapping(values)
+    try:
+        return dataclasses.replace(defaults, purpose_weights=purpose_weights,
+                                   layer_weights=layer_weights, layer_policy=policy, **changes)
+    except ConfigInvalid as exc:
+        var = next((v for v, f in _RETRIEVAL_SCALARS.items() if f == exc.field), exc.field)
+        raise _rename(exc, var) from exc
+
+
+def _parse_in(var: str, raw: str, low: float, high: float) -> float:
+    """A number in ``low..high`` from variable ``var``."""
+    value = float(_parse(var, raw, float))
+    if not low <= value <= high:
+        bound = f">= {low:g}" if math.isinf(high) else f"in {low:g}..{high:g}"
+        raise ConfigInvalid(var, raw, f"must be a number {bound}")
+    return value
+
+
+def _parse_layers(var: str, raw: str) -> frozenset[Layer]:
+    """A comma-separated list of layer names from variable ``var``."""
+    names = [part.strip().lower() for part in raw.split(",") if part.strip()]
+    known = {layer.value: layer for layer in Layer}
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        reason = (f"unknown layer {unknown[0]!r}" if unknown else "must list at least one layer")
+        raise ConfigInvalid(var, raw, f"{reason}; layers: {', '.join(known)}")
+    return frozenset(known[name] for name in names)
 
 
 def dedup_config_from_env(env: Mapping[str, str]) -> DedupConfig:

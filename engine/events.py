@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.clock import RNG, Clock, SystemRNG
+from engine.errors import ValidationError
 from engine.ledger import Ledger
 
 __all__ = [
@@ -119,6 +120,35 @@ class Event:
             "agent_id": self.agent_id,
             "payload": dict(self.payload),
         }
+
+    @classmethod
+    def from_json(cls, data: object) -> Event:
+        """Parse :meth:`to_json` output (an event read from the introspection API).
+
+        Raises:
+            ValidationError: a required field is missing or has the wrong type.
+        """
+        if not isinstance(data, Mapping):
+            raise ValidationError("event", data, "must be a JSON object")
+        for name, kind in (("event_id", str), ("kind", str)):
+            if not isinstance(data.get(name), kind):
+                raise ValidationError(name, data.get(name), "must be a string")
+        ts, seq = data.get("ts"), data.get("seq", 0)
+        if not isinstance(ts, int | float) or isinstance(ts, bool):
+            raise ValidationError("ts", ts, "must be epoch milliseconds")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise ValidationError("seq", seq, "must be an integer")
+        thresholds = data.get("thresholds") or {}
+        payload = data.get("payload") or {}
+        if not isinstance(thresholds, Mapping) or not isinstance(payload, Mapping):
+            raise ValidationError("payload", payload, "thresholds and payload must be objects")
+        return cls(
+            event_id=data["event_id"], kind=data["kind"], ts=float(ts), seq=seq,
+            record_id=data.get("record_id"), memory_hash=data.get("memory_hash"),
+            stage=data.get("stage"), similarity=data.get("similarity"),
+            thresholds=dict(thresholds), source=data.get("source"),
+            latency_ms=data.get("latency_ms"), decision_reason=data.get("decision_reason"),
+            agent_id=data.get("agent_id"), payload=dict(payload))
 
 
 @dataclass(frozen=True, slots=True)

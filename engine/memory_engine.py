@@ -612,7 +612,7 @@ class MemoryEngine:
             records = self._store.get_many(list(record_ids))
             updated = [r.replace(access_count=r.access_count + 1, last_accessed=now)
                        for r in records]
-            self._store.write(updated)
+            self._store.write_access(updated)
 
     # -- edit history ------------------------------------------------------------------------
 
@@ -874,11 +874,11 @@ class MemoryEngine:
 
     @property
     def retrieval_config(self) -> RetrievalConfig:
-        """Weights and tables retrieval uses (docs/retrieval.md)."""
+        """Weights and tables retrieval uses (``config.memory.retrieval`` unless replaced)."""
         return self._retrieval_runtime().retriever.config
 
     def set_retrieval_config(self, config: RetrievalConfig) -> None:
-        """Replace the retrieval weights and tables (takes effect on the next retrieval)."""
+        """Replace the retrieval weights and tables for this engine (from the next retrieval)."""
         self._retrieval_runtime().retriever.config = config
 
     def retrieve(self, request: RetrievalRequest, *, inspect: bool = False) -> RetrievedBundle:
@@ -1035,6 +1035,6 @@ class _RetrievalRuntime:
     and the lifecycle manager (which holds the compaction lock)."""
 
     def __init__(self, engine: MemoryEngine) -> None:
-        self.retriever = Retriever()
+        self.retriever = Retriever(engine.config.memory.retrieval)
         self.metrics = MemoryMetrics()
         self.lifecycle = Lifecycle(engine, self.metrics, redact=redact_text)

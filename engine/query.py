@@ -134,13 +134,17 @@ def _decimal(value: np.float32) -> float:
 
 def page_rows(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> list[RecordRow]:
     """The table rows of view ``rows`` (a page), read from the snapshot's columns."""
-    return [RecordRow(snapshot.ids[r], snapshot.contents[r], LAYERS[snapshot.layer[r]],
-                      snapshot.agents[snapshot.agent[r]], _decimal(snapshot.importance[r]),
-                      _decimal(snapshot.confidence[r]), float(snapshot.created_at[r]),
-                      float(snapshot.last_accessed[r]), int(snapshot.access_count[r]),
-                      tuple(snapshot.tags[r]), PRIVACIES[snapshot.privacy[r]],
-                      snapshot.sources[snapshot.source[r]])
-            for r in rows.tolist()]
+    return [RecordRow(str(record_id), str(content), LAYERS[layer], snapshot.agents[agent],
+                      _decimal(importance), _decimal(confidence), float(created),
+                      float(accessed), int(count), tuple(tags), PRIVACIES[privacy],
+                      snapshot.sources[source])
+            for record_id, content, layer, agent, importance, confidence, created, accessed,
+            count, tags, privacy, source in zip(
+                snapshot.id_array[rows], snapshot.content_array[rows], snapshot.layer[rows],
+                snapshot.agent[rows], snapshot.importance[rows], snapshot.confidence[rows],
+                snapshot.created_at[rows], snapshot.last_accessed[rows],
+                snapshot.access_count[rows], snapshot.tag_array[rows], snapshot.privacy[rows],
+                snapshot.source[rows], strict=True)]
 
 
 def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,

@@ -17,9 +17,11 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QGridLayout,
     QGroupBox,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
     QListWidget,
+    QPushButton,
     QSizePolicy,
     QTreeWidget,
     QTreeWidgetItem,
@@ -39,6 +41,7 @@ from ui.tasks import TaskRunner, spawn
 __all__ = ["BudgetSnapshot", "BudgetView", "Gauge", "read_snapshot"]
 
 DAY_MS = 86_400_000.0
+SPEND_MARKS = (70.0, 90.0, 100.0)  # seed 000 §6 alert thresholds
 THROTTLE_PERCENT = 80.0  # seed 000 §3: throttle when the projection crosses 80 % of the window
 BREAKER_COLOURS = {"closed": "#1a7f37", "open": "#cf222e", "half_open": "#9a6700"}
 
@@ -152,9 +155,11 @@ class BudgetView(QWidget):
 
     Signals:
         refreshed(object): A :class:`BudgetSnapshot` was shown.
+        settings_requested(): The user asked for the provider settings dialog.
     """
 
     refreshed = Signal(object)
+    settings_requested = Signal()
     _event_arrived = Signal(object)  # emitted on the emitting thread → queued to the GUI
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
@@ -168,7 +173,16 @@ class BudgetView(QWidget):
         self._dirty = False
         self.snapshot: BudgetSnapshot | None = None
         self.provider_label = QLabel("No LLM provider configured.", self)
-        self.spend = Gauge((70.0, 90.0, 100.0), self)
+        self.provider_label.setWordWrap(True)
+        self.settings_button = QPushButton("Provider settings…", self)
+        self.settings_button.setToolTip("Provider, model, key, daily budget, token window, "
+                                        "timeouts; test the connection")
+        self.settings_button.clicked.connect(self.settings_requested)
+        self.problem_label = QLabel("", self)
+        self.problem_label.setWordWrap(True)
+        self.problem_label.setStyleSheet("color: #cf222e;")
+        self.problem_label.hide()
+        self.spend = Gauge(SPEND_MARKS, self)
         self.spend_label = QLabel("", self)
         self.tokens_gauge = Gauge((THROTTLE_PERCENT,), self)
         self.window_label = QLabel("", self)
@@ -194,10 +208,12 @@ class BudgetView(QWidget):
         calls = QGroupBox("Recent LLM calls", self)
         calls_layout = QVBoxLayout(calls)
         calls_layout.addWidget(self.calls)
-        top = QGridLayout()
-        top.addWidget(self.provider_label, 0, 0)
+        top = QHBoxLayout()
+        top.addWidget(self.provider_label, 1)
+        top.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignTop)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addWidget(self.problem_label)
         layout.addWidget(gauges)
         layout.addWidget(breaker, 1)
         layout.addWidget(calls, 2)
@@ -213,6 +229,11 @@ class BudgetView(QWidget):
         if bus is not None:
             self._unsubscribe = bus.subscribe(self._on_bus_event)
         spawn(self.refresh())
+
+    def set_problem(self, text: str) -> None:
+        """Show why the saved provider settings could not be used ("" hides it)."""
+        self.problem_label.setText(text)
+        self.problem_label.setVisible(bool(text))
 
     def _on_bus_event(self, event: Event) -> None:  # any thread
         if event.kind.startswith("llm:"):
@@ -249,11 +270,13 @@ class BudgetView(QWidget):
         self.provider_label.setText(
             f"{status.provider} · {status.model} · latency p50 {status.latency_p50_ms:.0f} ms, "
             f"p95 {status.latency_p95_ms:.0f} ms" if status.configured else
-            "No LLM provider configured (MNEMOSCOPE_LLM_* environment, docs/llm.md); "
-            "history from this store's ledger is shown.")
+            "No LLM provider configured (Provider settings…, or the MNEMOSCOPE_LLM_* "
+            "environment); history from this store's ledger is shown.")
         spend = snapshot.spend_percent
+        self.spend.marks = SPEND_MARKS if status.budget_usd > 0 else ()  # no budget: no marks
         self.spend.set_value(spend, f"${status.spent_usd:.4f} of ${status.budget_usd:.2f} "
-                                    f"({spend:.0f} %)")
+                                    f"({spend:.0f} %)" if status.budget_usd > 0 else
+                             f"${status.spent_usd:.4f} spent today · no daily budget set")
         alerts = ", ".join(f"{a} %" for a in status.alerts) or "none"
         self.spend_label.setText(f"alerts today: {alerts} · resets at 00:00 UTC in "
                                  f"{_duration(snapshot.reset_in_ms)}")
@@ -273,6 +296,9 @@ class BudgetView(QWidget):
             self.breaker_history.addItem(
                 f"{format_timestamp(row['ts_ms'])}  {row['from_state']} → {row['to_state']}"
                 f"  ({row['reason']})")
+        if not snapshot.transitions:
+            self.breaker_history.addItem("No breaker transitions recorded: the provider has "
+                                         "not been failing.")
         self.calls.clear()
         for row in snapshot.calls:
             latency = row["latency_ms"]

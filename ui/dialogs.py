@@ -37,6 +37,7 @@ from ui.importing import ACTIONS, ImportSummary
 
 __all__ = [
     "AddMemoryDialog",
+    "AttachDialog",
     "CollectionDialog",
     "ConnectDialog",
     "ExportOptionsDialog",
@@ -79,6 +80,84 @@ class ConnectDialog(QDialog):
             self.error.setText("Name a collection")
             return
         self.accept()
+
+
+class AttachDialog(QDialog):
+    """URL and token of a running ``mnemoscope serve``; shows why an attach failed.
+
+    The dialog does not connect: Attach emits :attr:`attach_requested` and stays open; the
+    window connects on a worker and calls :meth:`show_error` (the dialog stays, the token
+    field is selected for another try) or closes it with ``accept``.
+
+    Signals:
+        attach_requested(str, str): The URL and the token to try.
+    """
+
+    attach_requested = QtSignal(str, str)
+
+    def __init__(self, recent: Sequence[str], parent: QWidget | None = None,
+                 url: str = "") -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Attach to a running agent")
+        self.setMinimumWidth(480)
+        form = QFormLayout(self)
+        intro = QLabel("Watch an agent that runs in its own process: start "
+                       "<code>mnemoscope serve</code> beside it and enter the URL and token "
+                       "it printed. Everything is read-only.", self)
+        intro.setWordWrap(True)
+        self.url = QComboBox(self)
+        self.url.setEditable(True)
+        self.url.addItems(list(recent))
+        self.url.setEditText(url or (recent[0] if recent else "http://127.0.0.1:8765"))
+        self.url.setToolTip("Recent attach targets (tokens are never stored)")
+        self.token = QLineEdit(self)
+        self.token.setEchoMode(QLineEdit.EchoMode.Password)
+        self.token.setPlaceholderText("the token `mnemoscope serve` printed")
+        self.error = QLabel("", self)
+        self.error.setWordWrap(True)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setStyleSheet("color: #d1242f;")
+        form.addRow(intro)
+        form.addRow("API URL", self.url)
+        form.addRow("Token", self.token)
+        form.addRow(self.error)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
+        self.attach_button = self.buttons.addButton("Attach",
+                                                    QDialogButtonBox.ButtonRole.AcceptRole)
+        self.attach_button.setDefault(True)
+        self.buttons.accepted.connect(self._on_attach_clicked)
+        self.buttons.rejected.connect(self.reject)
+        form.addRow(self.buttons)
+        if self.url.currentText():
+            self.token.setFocus()
+
+    def _on_attach_clicked(self) -> None:
+        url, token = self.url.currentText().strip(), self.token.text().strip()
+        if not url.lower().startswith(("http://", "https://")):
+            self.show_error("The URL must start with http:// or https:// (for example "
+                            "http://127.0.0.1:8765).")
+            return
+        if not token:
+            self.show_error("Enter the token: `mnemoscope serve` prints it at start "
+                            "(or it was given as $MNEMOSCOPE_API_TOKEN).")
+            return
+        self.error.setText("")
+        self.attach_requested.emit(url, token)
+
+    def set_busy(self, busy: bool) -> None:
+        """Say that a connection is being tried (the Attach button is off meanwhile)."""
+        self.attach_button.setEnabled(not busy)
+        if busy:
+            self.error.setStyleSheet("")
+            self.error.setText("Connecting…")
+
+    def show_error(self, message: str) -> None:
+        """Show why attaching failed; the dialog stays open for another try."""
+        self.error.setStyleSheet("color: #d1242f;")
+        self.error.setText(message)
+        self.attach_button.setEnabled(True)
+        self.token.setFocus()
+        self.token.selectAll()
 
 
 class CollectionDialog(QDialog):

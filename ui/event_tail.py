@@ -1,10 +1,12 @@
-"""Bridge from the engine's event bus (worker threads) to the GUI thread, batched.
+"""Bridge from an event feed (worker threads) to the GUI thread, batched.
 
-``EventBus.subscribe`` calls back on the emitting thread (a worker). The callback only appends
-to a locked list and, for the first event of a batch, emits a Qt signal; the signal crosses to
-the GUI thread as a queued connection, where a single-shot timer coalesces everything that
-arrived in the next ``interval_ms`` (default 80 ms) into one :attr:`EventTail.arrived` delivery.
-So an ingest of thousands of events costs the GUI ~12 deliveries per second.
+The feed is the engine's ``EventBus`` or, for an attached agent, the remote reader's follower
+(:class:`~engine.reader.EventFeed`); either calls back on the thread that produced the event.
+The callback only appends to a locked list and, for the first event of a batch, emits a Qt
+signal; the signal crosses to the GUI thread as a queued connection, where a single-shot timer
+coalesces everything that arrived in the next ``interval_ms`` (default 80 ms) into one
+:attr:`EventTail.arrived` delivery. So an ingest of thousands of events costs the GUI ~12
+deliveries per second.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Qt, QTimer, Slot
 from PySide6.QtCore import Signal as QtSignal
 
-from engine.events import Event, EventBus
+from engine.events import Event
+from engine.reader import EventFeed
 
 __all__ = ["EventTail"]
 
 
 class EventTail(QObject):
-    """Live events of one bus, delivered on the GUI thread in batches.
+    """Live events of one feed, delivered on the GUI thread in batches.
 
     Signals:
         arrived(list): Events (oldest first) that were emitted since the last delivery.
@@ -42,16 +45,16 @@ class EventTail(QObject):
         self._timer.timeout.connect(self.flush)
         self._wake.connect(self._on_wake, Qt.ConnectionType.QueuedConnection)
 
-    def attach(self, bus: EventBus | None) -> None:
-        """Follow ``bus`` (None: follow nothing). Events not yet delivered are dropped."""
+    def attach(self, feed: EventFeed | None) -> None:
+        """Follow ``feed`` (None: follow nothing). Events not yet delivered are dropped."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
         with self._lock:
             self._pending.clear()
             self._scheduled = False
-        if bus is not None:
-            self._unsubscribe = bus.subscribe(self._on_event)
+        if feed is not None:
+            self._unsubscribe = feed.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:  # any thread
         with self._lock:

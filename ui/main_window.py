@@ -3,6 +3,11 @@
 Only views that work are shown (Records now; later issues add theirs to :attr:`MainWindow.views`).
 The window never builds an engine itself: ``app`` hands it :class:`WindowServices` with the
 functions that do (run on workers through the task runner) and the preferences it restores.
+
+It shows either a store it opened (:class:`~ui.session.StoreSession`) or an agent it attached
+to over ``mnemoscope serve`` (:class:`~ui.session.AttachedSession`, read-only): the records,
+timeline and layers views read either through the session's reader; the views that run the
+engine itself are greyed out in the navigation while attached.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray
+import shiboken6
+from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QPaintEvent, QUndoGroup
 from PySide6.QtWidgets import (
@@ -39,23 +45,37 @@ from PySide6.QtWidgets import (
 
 from engine.embedding import EmbedderState, EmbedderStatus
 from engine.errors import EngineError, StoreLocked
-from engine.llm import LLMGateway
+from engine.llm import LLMGateway, LLMSettings
 from engine.memory_engine import MemoryEngine
+from engine.reader import MemoryReader
 from engine.store import CollectionInfo, StoreSpec
 from ui.budget_view import BudgetView
-from ui.dialogs import CollectionDialog, ConnectDialog, ExportOptionsDialog, ImportProgressDialog
+from ui.dialogs import (
+    AttachDialog,
+    CollectionDialog,
+    ConnectDialog,
+    ExportOptionsDialog,
+    ImportProgressDialog,
+)
 from ui.fate_view import FateView
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
+from ui.layers_view import LayersView
 from ui.observe import ObserveViews
+from ui.provider_dialog import LLMServices, ProviderSettingsDialog
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
 from ui.scan_view import ScanView
-from ui.session import StoreSession
+from ui.session import AttachedSession, ConnectionRelay, StoreSession
 from ui.task_graph_view import TaskGraphView
 from ui.tasks import CancelFlag, TaskRunner, spawn
 from ui.theme import THEMES, apply_theme
 
 __all__ = ["MainWindow", "Preferences", "WindowServices"]
+
+
+def _is_open(dialog: QWidget) -> bool:
+    """True while ``dialog`` exists and is shown (it may be deleted once closed)."""
+    return shiboken6.isValid(dialog) and dialog.isVisible()
 
 
 def _freeze_long_lived_objects() -> None:
@@ -77,6 +97,7 @@ class Preferences:
     Attributes:
         theme: system, light or dark.
         recent_stores: Most recent first (directories or server URLs).
+        recent_attach: Introspection API URLs attached to, most recent first (no tokens).
         geometry: Base64 of ``QMainWindow.saveGeometry``.
         window_state: Base64 of ``QMainWindow.saveState``.
         demo_offered: The first-launch demo offer was shown.
@@ -85,6 +106,7 @@ class Preferences:
 
     theme: str = "system"
     recent_stores: tuple[str, ...] = ()
+    recent_attach: tuple[str, ...] = ()
     geometry: str = ""
     window_state: str = ""
     demo_offered: bool = False
@@ -95,6 +117,13 @@ BulkImport = Callable[[StoreSpec, Path, str | None, Callable[[int, int], None],
                        Callable[[], bool]], ImportSummary]
 """Import into a closed embedded store out of process: (spec, path, conversation agent or None,
 progress, cancelled) → summary. See :mod:`ui.import_process`."""
+
+Attach = Callable[[str, str, Callable[[str | None], None]], MemoryReader]
+"""Connect to a running ``mnemoscope serve``: (URL, token, follower-state callback) → a
+read-only reader. Raises ``EngineError`` with a message for the person attaching."""
+
+ENGINE_VIEWS = ("pipeline", "review", "retrieval", "map", "secrets", "fate", "budget")
+"""Views that run the engine itself: not available while attached to an agent's API."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +144,10 @@ class WindowServices:
     demo_conversation: Path | None = None
     version: str = ""
     bulk_import: BulkImport | None = None
-    make_gateway: Callable[[MemoryEngine], LLMGateway | None] | None = None
-    """Issue 9: builds the LLM gateway on the open engine's ledger and events (worker)."""
+    llm: LLMServices | None = None
+    """Issue 9: the LLM provider settings, their saving, and the gateway factory."""
+    attach: Attach | None = None
+    """Issue 10: connects to an agent's introspection API (worker)."""
 
 
 class MainWindow(QMainWindow):
@@ -126,11 +157,15 @@ class MainWindow(QMainWindow):
         first_shown(): The window painted for the first time (startup benchmark).
         store_opened(object): A :class:`StoreSession` is open and shown.
         store_failed(str): Opening a store failed; the message says why.
+        attached(object): An :class:`AttachedSession` is shown.
+        attach_failed(str): Attaching failed; the message says why.
     """
 
     first_shown = QtSignal()
     store_opened = QtSignal(object)
     store_failed = QtSignal(str)
+    attached = QtSignal(object)
+    attach_failed = QtSignal(str)
 
     def __init__(self, services: WindowServices) -> None:
         super().__init__()
@@ -138,6 +173,7 @@ class MainWindow(QMainWindow):
         self._runner = services.runner
         self._prefs = services.preferences
         self._session: StoreSession | None = None
+        self._attached: AttachedSession | None = None
         self._painted = False
         self._count = 0
         self.setWindowTitle("Mnemoscope")
@@ -153,12 +189,19 @@ class MainWindow(QMainWindow):
         self.views.update(self.observe.views())
         self.observe.map.record_selected.connect(self.show_record)
         self.observe.connect_messages(self._on_view_message)
+        self.layers = LayersView(self._runner, self)  # issue 10
+        self.views["layers"] = self.layers
+        self.layers.record_selected.connect(self.show_record)
+        self.layers.message.connect(self._on_view_message)
         # issue 9
         self.fate = FateView(self._runner, self.redaction, self)
         self.tasks_view = TaskGraphView(self.redaction, self)
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
         self._gateway: LLMGateway | None = None
+        self._llm_settings = services.llm.settings if services.llm is not None \
+            else LLMSettings()
+        self.provider_dialog: ProviderSettingsDialog | None = None
         self.views.update({"secrets": self.scan, "fate": self.fate, "budget": self.budget,
                            "tasks": self.tasks_view})
         self.nav = QListWidget(self)
@@ -226,6 +269,7 @@ class MainWindow(QMainWindow):
         self.fate.open_record.connect(self.show_record)
         self.scan.open_record.connect(self.show_record)
         self.scan.message.connect(self._on_view_message)
+        self.budget.settings_requested.connect(self._on_provider_triggered)
         self._build_menus()
         self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
@@ -251,6 +295,13 @@ class MainWindow(QMainWindow):
         self.collection_action = self._action("Open Chroma &Collection (read-only)…",
                                               self._on_open_collection_triggered, "Ctrl+Alt+O")
         self.recent_menu = QMenu("&Recent Stores", self)
+        self.attach_action = self._action("&Attach to Agent (serve)…",
+                                          self._on_attach_triggered, "Ctrl+Shift+A")
+        self.attach_action.setToolTip("Watch an agent that runs in its own process, through "
+                                      "its `mnemoscope serve` API (read-only)")
+        self.attach_action.setEnabled(self._services.attach is not None)
+        self.detach_action = self._action("De&tach", self._on_detach_triggered)
+        self.recent_attach_menu = QMenu("Recent A&gents", self)
         self.demo_action = self._action("Load &Demo Data", self._on_load_demo_triggered)
         self.import_action = self._action("&Import JSONL…", self._on_import_triggered, "Ctrl+I")
         self.conversation_action = self._action("Import Co&nversation…",
@@ -261,6 +312,10 @@ class MainWindow(QMainWindow):
         for made in (self.open_action, self.connect_action, self.collection_action):
             file_menu.addAction(made)
         file_menu.addMenu(self.recent_menu)
+        file_menu.addSeparator()
+        file_menu.addAction(self.attach_action)
+        file_menu.addMenu(self.recent_attach_menu)
+        file_menu.addAction(self.detach_action)
         file_menu.addSeparator()
         for made in (self.demo_action, self.import_action, self.conversation_action,
                      self.export_action):
@@ -284,9 +339,10 @@ class MainWindow(QMainWindow):
         edit_menu.addAction(self.records.find_action)
 
         view_menu = bar.addMenu("&View")
-        for number, name in enumerate(self.views):
+        for number, name in enumerate(self.views):  # Ctrl+1 … Ctrl+9, Ctrl+0
+            keys = f"Ctrl+{(number + 1) % 10}" if number < 10 else None
             made = self._action(f"&{name.capitalize()}", partial(self.nav.setCurrentRow, number),
-                                f"Ctrl+{number + 1}")
+                                keys)
             view_menu.addAction(made)
         view_menu.addAction(self.records.refresh_action)
         self.redaction_action = self._action("&Redaction Mode", self.redaction.toggle,
@@ -309,6 +365,11 @@ class MainWindow(QMainWindow):
             made.triggered.connect(lambda _checked=False, chosen=theme: self.set_theme(chosen))
             self.theme_actions.addAction(made)
 
+        settings_menu = bar.addMenu("&Settings")
+        self.provider_action = self._action("LLM &Provider…", self._on_provider_triggered)
+        self.provider_action.setEnabled(self._services.llm is not None)
+        settings_menu.addAction(self.provider_action)
+
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self._action("&About Mnemoscope", self._on_about_triggered))
         self._rebuild_recent_menu()
@@ -324,6 +385,13 @@ class MainWindow(QMainWindow):
             made.triggered.connect(
                 lambda _checked=False, where=location: self.open_location(where))
         self.recent_menu.setEnabled(bool(self._prefs.recent_stores))
+        self.recent_attach_menu.clear()
+        for url in self._prefs.recent_attach:  # the token is asked again: it is never stored
+            made = self.recent_attach_menu.addAction(url)
+            made.triggered.connect(
+                lambda _checked=False, where=url: self.open_attach_dialog(where))
+        self.recent_attach_menu.setEnabled(bool(self._prefs.recent_attach)
+                                           and self._services.attach is not None)
 
     def _update_actions(self) -> None:
         session = self._session
@@ -332,6 +400,18 @@ class MainWindow(QMainWindow):
         for made in (self.import_action, self.conversation_action, self.demo_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
+        self.detach_action.setEnabled(self._attached is not None)
+        for number, name in enumerate(self.views):  # engine views are off while attached
+            item = self.nav.item(number)
+            usable = self._attached is None or name not in ENGINE_VIEWS
+            flags = item.flags()
+            item.setFlags(flags | Qt.ItemFlag.ItemIsEnabled if usable
+                          else flags & ~Qt.ItemFlag.ItemIsEnabled)
+            item.setToolTip("" if usable else "Needs an open store: not available while "
+                                              "attached to an agent's API")
+        if self._attached is not None and \
+                list(self.views)[self.nav.currentRow()] in ENGINE_VIEWS:
+            self.nav.setCurrentRow(0)
 
     # -- preferences and window state -------------------------------------------------------
 
@@ -420,6 +500,7 @@ class MainWindow(QMainWindow):
             else "Content is shown as stored")
         self.records.set_redactor(self._services.redactor if on else None)
         self.observe.set_redactor(self._services.redactor if on else None)
+        self.layers.set_redactor(self._services.redactor if on else None)
         self.redaction_label.setStyleSheet("color: #cf222e; font-weight: 600;" if on else "")
 
     def _on_redaction_changed(self, on: bool) -> None:
@@ -525,6 +606,7 @@ class MainWindow(QMainWindow):
     def _set_view_sessions(self, session: StoreSession | None) -> None:
         """The views that need the store's columnar view (all but Records)."""
         self.observe.set_session(session)
+        self.layers.set_session(session)
         self.fate.set_session(session)
         self.scan.set_session(session)
 
@@ -577,17 +659,89 @@ class MainWindow(QMainWindow):
         old, self._gateway = self._gateway, None
         if old is not None:
             await self._runner.run(old.close)
-        make = self._services.make_gateway
-        if engine is None or make is None:
+        llm = self._services.llm
+        if engine is None or llm is None:
             self.budget.set_gateway(None, None, None, None)
             return
         try:
-            gateway = await self._runner.run(make, engine)
+            gateway = await self._runner.run(llm.make_gateway, engine, self._llm_settings)
         except EngineError as exc:
+            self.budget.set_gateway(None, None, None, None)
             self.budget.provider_label.setText(f"LLM provider not usable: {exc}")
             return
         self._gateway = gateway
         self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
+        if llm.problem:
+            self.budget.set_problem(llm.problem)
+
+    @property
+    def gateway(self) -> LLMGateway | None:
+        """The running LLM gateway (None without a store or provider services)."""
+        return self._gateway
+
+    @property
+    def llm_settings(self) -> LLMSettings:
+        """The LLM provider settings in effect."""
+        return self._llm_settings
+
+    def open_provider_settings(self) -> ProviderSettingsDialog | None:
+        """Settings → LLM Provider… (also the Budget view's button): the dialog, window-modal.
+
+        A test connection is recorded in the open store's ledger and events.
+        """
+        llm = self._services.llm
+        if llm is None:
+            return None
+        if self.provider_dialog is not None:
+            self.provider_dialog.raise_()
+            return self.provider_dialog
+        engine = self._session.engine if self._session is not None else None
+        dialog = ProviderSettingsDialog(
+            self._runner, self._llm_settings, llm.secrets,
+            ledger=engine.ledger if engine is not None else None,
+            events=engine.events if engine is not None else None,
+            clock=engine.clock if engine is not None else None,
+            env_overrides=llm.env_overrides, parent=self)
+        dialog.saved.connect(self._on_provider_saved)
+        dialog.finished.connect(self._on_provider_dialog_finished)
+        self.provider_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _on_provider_triggered(self) -> None:
+        self.open_provider_settings()
+
+    def _on_provider_saved(self, settings: LLMSettings) -> None:
+        spawn(self.apply_llm_settings(settings))
+
+    def _on_provider_dialog_finished(self, _result: int) -> None:
+        dialog, self.provider_dialog = self.provider_dialog, None
+        if dialog is not None:
+            dialog.deleteLater()
+
+    async def apply_llm_settings(self, settings: LLMSettings) -> bool:
+        """Persist ``settings`` (worker, atomic) and rebuild the running gateway with them.
+
+        Returns:
+            False when the settings file could not be written (the settings still apply to
+            this session; the status bar says so).
+        """
+        llm = self._services.llm
+        if llm is None:
+            return False
+        self._llm_settings = settings
+        saved = True
+        try:
+            await self._runner.run(llm.save, settings)
+        except (OSError, EngineError) as exc:
+            saved = False
+            self.show_banner(f"LLM settings apply to this session but were not saved: {exc}")
+        session = self._session
+        await self._attach_gateway(session.engine if session is not None else None)
+        what = f"{settings.provider} · {settings.model}" if settings.configured else "none"
+        self._on_view_message(f"LLM provider settings {'saved' if saved else 'applied'}: "
+                              f"{what}")
+        return saved
 
     @staticmethod
     def _store_text(session: StoreSession) -> str:
@@ -599,7 +753,8 @@ class MainWindow(QMainWindow):
         return f"{kind}: {name}{suffix}"
 
     async def close_store(self) -> None:
-        """Close the open store (after its pending writes) on a worker."""
+        """Close the open store (after its pending writes) on a worker, or detach."""
+        await self.detach()
         session = self._session
         if session is None:
             return
@@ -616,14 +771,20 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     async def _refresh_count(self) -> None:
-        session = self._session
+        session = self._session or self._attached
         if session is None:
             self.count_label.setText("")
             return
-        count = await self._runner.run(session.engine.count)
-        if session is self._session:
+        try:
+            count = await self._runner.run(session.reader.count)
+        except EngineError as exc:
+            self.count_label.setText("count unavailable")
+            self.count_label.setToolTip(str(exc))
+            return
+        if session is (self._session or self._attached):
             self._count = count
             self.count_label.setText(f"{count:,} records")
+            self.count_label.setToolTip("")
 
     def _on_records_changed(self, _ids: list[str]) -> None:
         spawn(self._refresh_count())
@@ -678,6 +839,118 @@ class MainWindow(QMainWindow):
         if chosen:
             await self.open_store(StoreSpec(location, read_only=dialog.read_only.isChecked(),
                                             collection=chosen))
+
+    # -- attaching to a running agent (issue 10) -------------------------------------------
+
+    @property
+    def attached_session(self) -> AttachedSession | None:
+        """The agent attached to, if any."""
+        return self._attached
+
+    def _on_attach_triggered(self) -> None:
+        self.open_attach_dialog()
+
+    def open_attach_dialog(self, url: str = "") -> AttachDialog | None:
+        """Ask for the URL (``url`` or the most recent) and token, then attach (non-modal)."""
+        if self._services.attach is None:
+            return None
+        dialog = AttachDialog(self._prefs.recent_attach, self, url=url)
+        dialog.attach_requested.connect(
+            lambda where, token: spawn(self.attach(where, token, dialog=dialog)))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        return dialog
+
+    def _on_detach_triggered(self) -> None:
+        spawn(self.detach())
+
+    async def attach(self, url: str, token: str, *,
+                     dialog: AttachDialog | None = None) -> AttachedSession | None:
+        """Connect to ``url`` on a worker and show the agent read-only (closing what is open).
+
+        Errors (wrong token, unreachable server, not an introspection API) are shown in
+        ``dialog`` when given, else in the banner.
+
+        Returns:
+            The session, or None when attaching failed.
+        """
+        attach = self._services.attach
+        if attach is None:
+            return None
+        relay = ConnectionRelay()
+        if dialog is not None:
+            dialog.set_busy(True)
+        try:
+            reader = await self._runner.run(attach, url, token, relay.report)
+        except EngineError as exc:
+            relay.deleteLater()
+            if dialog is not None and _is_open(dialog):
+                dialog.show_error(str(exc))
+            elif dialog is None:
+                self.show_banner(f"Could not attach to {url}: {exc}")
+            self.attach_failed.emit(str(exc))
+            return None
+        if dialog is not None:
+            if not _is_open(dialog):  # cancelled while connecting
+                relay.deleteLater()
+                await self._runner.run(reader.close)
+                return None
+            dialog.accept()
+        await self.close_store()
+        session = AttachedSession(reader, self._runner, relay, self)
+        self._attached = session
+        relay.changed.connect(self._on_connection_changed)
+        session.records_changed.connect(self._on_records_changed)
+        self.records.set_session(session)
+        self.observe.set_session(session)
+        self.layers.set_session(session)
+        self.fate.set_session(None)
+        self.scan.set_session(None)
+        await self._attach_gateway(None)
+        self.store_label.setText(f"attached: {reader.location} · read-only")
+        self.store_label.setToolTip(f"Introspection API of a running agent: {reader.location}")
+        self.model_label.setText("model: (the agent's)")
+        self.model_label.setToolTip("The embedding model runs in the agent's process")
+        self._show_attached_banner()
+        self._update_actions()
+        self._store_prefs(dataclasses.replace(self._prefs, recent_attach=tuple(
+            [reader.location, *[u for u in self._prefs.recent_attach
+                                if u != reader.location]][:10])))
+        self._rebuild_recent_menu()
+        await self._refresh_count()
+        self.attached.emit(session)
+        return session
+
+    def _show_attached_banner(self, problem: str = "") -> None:
+        session = self._attached
+        if session is None:
+            return
+        text = f"Attached to {session.location} (read-only). Editing is off; the " \
+               "pipeline, review, retrieval, map, secrets, fate and budget views need an " \
+               "open store."
+        if problem:
+            text = f"Attached to {session.location} (read-only) — {problem}"
+        self.show_banner(text, "Detach", self._on_detach_triggered, warning=bool(problem))
+
+    def _on_connection_changed(self, problem: str) -> None:
+        self._show_attached_banner(problem)
+
+    async def detach(self) -> None:
+        """Stop showing the attached agent and close its connections (on a worker)."""
+        session = self._attached
+        if session is None:
+            return
+        self._attached = None
+        self.records.set_session(None)
+        self.observe.set_session(None)
+        self.layers.set_session(None)
+        await session.close()
+        session.deleteLater()
+        self.store_label.setText("No store")
+        self.store_label.setToolTip("")
+        self.count_label.setText("")
+        self.banner.hide()
+        self._update_actions()
 
     # -- import / export -------------------------------------------------------------------
 
@@ -744,6 +1017,8 @@ class MainWindow(QMainWindow):
         assert bulk_import is not None
         self.records.set_session(None)
         self.observe.set_session(None)
+        self.layers.set_session(None)
+        await self._attach_gateway(None)  # the gateway writes to the ledger being closed
         self.store_label.setText(f"Importing into {session.spec.location}…")
         await session.drain()
         await self._runner.run(session.engine.close)
@@ -764,6 +1039,7 @@ class MainWindow(QMainWindow):
             self._update_actions()
             return None
         self._show_session(session)
+        await self._attach_gateway(session.engine)  # on the reopened engine's ledger
         self.store_label.setText(self._store_text(session))
         self._update_actions()
         _freeze_long_lived_objects()

@@ -25,9 +25,10 @@ from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine
 from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
+from ui.plot_items import PassiveScatter
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
-from ui.theme import apply_plot_theme
+from ui.theme import apply_plot_theme, blend
 from ui.timeline_view import current_theme
 
 __all__ = ["MapData", "MapView"]
@@ -104,9 +105,9 @@ class MapView(QWidget):
         self.scatter = pg.ScatterPlotItem(size=8, pen=None, hoverable=True, tip=self._tip,
                                           hoverSize=12)
         self.plot.addItem(self.scatter)
-        self.ring = pg.ScatterPlotItem(size=16, pen=pg.mkPen("#cf222e", width=2), brush=None)
+        self.ring = PassiveScatter(size=16, pen=pg.mkPen("#cf222e", width=2), brush=None)
         self.plot.addItem(self.ring)
-        self.query_item = pg.ScatterPlotItem(size=20, symbol="star",
+        self.query_item = PassiveScatter(size=20, symbol="star",
                                              pen=pg.mkPen("#1f2328", width=1),
                                              brush=pg.mkBrush("#cf222e"))
         self.plot.addItem(self.query_item)
@@ -186,12 +187,7 @@ class MapView(QWidget):
             return []
         by = self.color_box.currentText()
         if by == "importance":
-            low, high = QColor("#9ecbff"), QColor("#a40e26")
-            return [QColor.fromRgbF(
-                low.redF() + (high.redF() - low.redF()) * v,
-                low.greenF() + (high.greenF() - low.greenF()) * v,
-                low.blueF() + (high.blueF() - low.blueF()) * v)
-                for v in np.clip(data.importance, 0, 1).tolist()]
+            return [blend("#9ecbff", "#a40e26", v) for v in data.importance.tolist()]
         codes = data.layer if by == "layer" else data.agent
         return [QColor(PALETTE[c % len(PALETTE)]) for c in codes.tolist()]
 

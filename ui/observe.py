@@ -8,7 +8,6 @@ record in the records view, the redaction state reaches every view). The window 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,9 +18,9 @@ from engine.records import Category, Layer, NewMemory, TrustTier
 from ui.map_view import MapView
 from ui.retrieval_view import RetrievalView
 from ui.review_view import ReviewView
-from ui.session import StoreSession
+from ui.session import DataSession, StoreSession
 from ui.stepper_view import StepperView
-from ui.tasks import TaskRunner
+from ui.tasks import TaskRunner, wait_until
 from ui.timeline_view import TimelineView
 
 __all__ = ["ObserveViews"]
@@ -53,10 +52,17 @@ class ObserveViews:
         return {"timeline": self.timeline, "pipeline": self.pipeline, "review": self.review,
                 "retrieval": self.retrieval, "map": self.map}
 
-    def set_session(self, session: StoreSession | None) -> None:
-        """Show ``session`` in every view (None: the store closed)."""
-        for view in (self.timeline, self.pipeline, self.review, self.retrieval, self.map):
-            view.set_session(session)
+    def set_session(self, session: DataSession | None) -> None:
+        """Show ``session`` in every view (None: the store closed).
+
+        An attached agent (not a :class:`StoreSession`) shows on the timeline only: the other
+        views run the engine itself (stepping the pipeline, deciding reviews, scoring, mapping
+        the embeddings), which the read-only API does not expose.
+        """
+        self.timeline.set_session(session)
+        store = session if isinstance(session, StoreSession) else None
+        for view in (self.pipeline, self.review, self.retrieval, self.map):
+            view.set_session(store)
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask content in every view with ``redact`` (None: as stored)."""
@@ -71,7 +77,7 @@ class ObserveViews:
     async def prepare_screenshot(self, name: str) -> None:
         """Put view ``name`` in a representative state over the demo data (``--screenshot``)."""
         if name == "timeline":
-            await _until(lambda: len(self.timeline.data) > 0)
+            await wait_until(lambda: len(self.timeline.data) > 0)
             self.timeline.select_event(len(self.timeline.data) - 1)
         elif name == "pipeline":
             paraphrase = NewMemory(
@@ -98,11 +104,4 @@ class ObserveViews:
                 await self.retrieval.rescore()
         elif name == "map":
             await self.map.load()
-            await _until(lambda: self.map.data is not None, 60.0)
-
-
-async def _until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate() and loop.time() < deadline:
-        await asyncio.sleep(0.05)
+            await wait_until(lambda: self.map.data is not None, 60.0)

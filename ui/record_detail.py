@@ -274,6 +274,9 @@ class RecordDetailPanel(QWidget):
             f"<tr><td>{_esc(format_timestamp(e.ts))}</td><td>{_esc(e.op)}</td>"
             f"<td>{_esc(e.actor)}</td><td>{_esc(_changed_fields(e.before, e.after))}</td></tr>"
             for e in detail.edits)
+        if not detail.edits_known:
+            edits = ("<tr><td colspan=4><i>not available: the introspection API does not serve "
+                     "edit history</i></td></tr>")
         return ("<h4>Events (newest first)</h4><table cellspacing='2' cellpadding='2'>"
                 "<tr><th>time</th><th>kind</th><th>source</th><th>reason</th></tr>"
                 f"{events or '<tr><td colspan=4><i>none</i></td></tr>'}</table>"

@@ -1,37 +1,38 @@
 """The records table model: a window over the engine's filtered, sorted records, paged lazily.
 
 ``rowCount`` is the engine's total for the current query; rows arrive a page at a time from
-``engine.list_rows`` (the columnar view's columns, no Chroma read) on a worker (STYLE §3) and
-show a placeholder until then. Sorting is a
+``reader.list_rows`` on a worker (STYLE §3; the reader is a local engine — the columnar view's
+columns, no Chroma read — or an attached agent's API, :mod:`engine.reader`) and show a
+placeholder until then. Sorting is a
 new engine query (header click → :meth:`RecordTableModel.sort`), never a proxy over all rows
 (STYLE §4). Every query carries a request token; a page that answers an older query is dropped.
 
-While the engine's columnar view is still being read (a store opened without a usable view
-cache), the unfiltered default query is answered by ``engine.preview_rows`` — Chroma's
-records newest-written first, straight from the store — so the first page shows at once
-(:attr:`RecordTableModel.preview`). Any other filter or sort waits for the view
-(:attr:`RecordTableModel.waiting`) and runs when it is ready; the view reloads the model then.
+While a local store's columnar view is still being read (opened without a usable view cache;
+the :class:`StoreIndex` says so), the unfiltered default query is answered by its
+``preview_rows`` — Chroma's records newest-written first, straight from the store — so the first
+page shows at once (:attr:`RecordTableModel.preview`). Any other filter or sort waits for the
+view (:attr:`RecordTableModel.waiting`) and runs when it is ready.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
 
 from engine.errors import EngineError
-from engine.memory_engine import MemoryEngine
 from engine.query import RecordQuery, RecordRow, RowPage, SortKey
+from engine.reader import MemoryReader
 from engine.records import format_timestamp
 from ui.tasks import RequestTokens, TaskRunner
 
-__all__ = ["COLUMNS", "PAGE_SIZE", "Column", "RecordTableModel"]
+__all__ = ["COLUMNS", "PAGE_SIZE", "Column", "RecordTableModel", "StoreIndex"]
 
 PAGE_SIZE = 200
 ModelIndex = QModelIndex | QPersistentModelIndex
@@ -64,6 +65,24 @@ COLUMNS: tuple[Column, ...] = (
 )
 _PREVIEW = 160
 ROLE_RECORD_ID = Qt.ItemDataRole.UserRole + 1
+
+
+class StoreIndex(Protocol):
+    """A local store's columnar view being read in the background (``ui.session.StoreSession``).
+    """
+
+    @property
+    def indexing(self) -> bool:
+        """True until the view is ready (or its reading failed)."""
+        ...
+
+    async def wait_indexed(self) -> bool:
+        """Wait for the view; False when it will never be ready."""
+        ...
+
+    def preview_rows(self, offset: int, limit: int) -> RowPage:
+        """Blocking: rows newest-written first from Chroma, without the view."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +134,7 @@ class RecordTableModel(QAbstractTableModel):
     def __init__(self, runner: TaskRunner, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._runner = runner
-        self._engine: MemoryEngine | None = None
+        self._reader: MemoryReader | None = None
         self._query = RecordQuery(limit=PAGE_SIZE)
         self._total = 0
         self._pages: dict[int, list[_Row]] = {}
@@ -126,7 +145,7 @@ class RecordTableModel(QAbstractTableModel):
         self._tasks: set[asyncio.Task[None]] = set()
         self._resetting = False
         self._placeholder = QColor(128, 128, 128)
-        self._indexed: Callable[[], Awaitable[bool]] | None = None
+        self._index: StoreIndex | None = None
         self._preview = False
         self._waiting = False
 
@@ -152,17 +171,15 @@ class RecordTableModel(QAbstractTableModel):
         """True while the current filter or sort waits for the view to be read."""
         return self._waiting
 
-    def set_engine(self, engine: MemoryEngine | None,
-                   indexed: Callable[[], Awaitable[bool]] | None = None) -> None:
-        """Show the records of ``engine`` (None: nothing) and load the first page.
+    def set_reader(self, reader: MemoryReader | None, index: StoreIndex | None = None) -> None:
+        """Show the records ``reader`` reads (None: nothing) and load the first page.
 
         Args:
-            indexed: Awaited (on the GUI loop) before a filtered or sorted query while the
-                engine's view is still being read; returns False if it never will be. Without
-                it such a query waits on its worker.
+            index: A local store whose view may still be being read: while it is, the default
+                query shows its preview rows and any other waits (on the GUI loop).
         """
-        self._engine = engine
-        self._indexed = indexed
+        self._reader = reader
+        self._index = index
         self.reload()
 
     def _set_index_state(self, *, preview: bool, waiting: bool) -> None:
@@ -194,7 +211,7 @@ class RecordTableModel(QAbstractTableModel):
     def record_at(self, row: int) -> RecordRow | None:
         """The record shown in ``row`` (its table columns), or None while its page is loading.
 
-        The full record is ``engine.get(record_at(row).id)``.
+        The full record is the reader's ``get_records([record_at(row).id])``.
         """
         page = self._pages.get(row // PAGE_SIZE)
         if page is None or not 0 <= row % PAGE_SIZE < len(page):
@@ -216,7 +233,7 @@ class RecordTableModel(QAbstractTableModel):
         self._token = self._tokens.next_token()
         self._pending.clear()
         self._resetting = True
-        if self._engine is None:
+        if self._reader is None:
             self._apply_reset(self._token, RowPage([], 0, 0))
             return
         self._spawn(self._fetch(0, self._token, reset=True))
@@ -230,7 +247,7 @@ class RecordTableModel(QAbstractTableModel):
             self._request(page)
 
     def _request(self, page: int) -> None:
-        if self._engine is None or page in self._pages or page in self._pending:
+        if self._reader is None or page in self._pages or page in self._pending:
             return
         self._pending.add(page)
         self._spawn(self._fetch(page, self._token, reset=False))
@@ -240,39 +257,38 @@ class RecordTableModel(QAbstractTableModel):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, engine: MemoryEngine, query: RecordQuery, token: int,
+    async def _answer(self, reader: MemoryReader, query: RecordQuery, token: int,
                       *, reset: bool) -> RowPage | None:
-        """The page of ``query``: from the view, or while it is read, a preview or a wait.
-
-        None when the query went stale while it waited, or the view will never be ready.
+        """The page of ``query``: from the reader, or while the view is read, a preview or a
+        wait. None when the query went stale while it waited, or the view will never be ready.
         """
-        if engine.view_ready:
+        index = self._index
+        if index is None or not index.indexing:
             if reset:
                 self._set_index_state(preview=False, waiting=False)
-            return await self._runner.run(engine.list_rows, query)
+            return await self._runner.run(reader.list_rows, query)
         if dataclasses.replace(query, offset=0) == RecordQuery(limit=PAGE_SIZE):
             if reset:
                 self._set_index_state(preview=True, waiting=False)
-            return await self._runner.run(engine.preview_rows, query.offset, query.limit)
-        if self._indexed is not None:
-            self._set_index_state(preview=False, waiting=True)
-            if reset:
-                self._clear_rows()  # no preview rows under a filter they do not match
-            ready = await self._indexed()
-            if not self._tokens.is_current(token):
-                return None
-            self._set_index_state(preview=False, waiting=False)
-            if not ready:
-                return None  # never indexed: the window closes the store and says why
-        return await self._runner.run(engine.list_rows, query)
+            return await self._runner.run(index.preview_rows, query.offset, query.limit)
+        self._set_index_state(preview=False, waiting=True)
+        if reset:
+            self._clear_rows()  # no preview rows under a filter they do not match
+        ready = await index.wait_indexed()
+        if not self._tokens.is_current(token):
+            return None
+        self._set_index_state(preview=False, waiting=False)
+        if not ready:
+            return None  # never indexed: the window closes the store and says why
+        return await self._runner.run(reader.list_rows, query)
 
     async def _fetch(self, page: int, token: int, *, reset: bool) -> None:
-        engine = self._engine
-        if engine is None:
+        reader = self._reader
+        if reader is None:
             return
         query = dataclasses.replace(self._query, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         try:
-            answer = await self._answer(engine, query, token, reset=reset)
+            answer = await self._answer(reader, query, token, reset=reset)
             if answer is None:
                 return
             result = answer

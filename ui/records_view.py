@@ -1,12 +1,13 @@
 """The Records view: filters, the lazily paged table, the detail/edit panel and bulk actions.
 
 Filters become a :class:`~engine.query.RecordQuery` the engine answers (numpy over the columnar
-view); the table model fetches pages of it on workers. While the store's view is still being
-read (indexing), the table pages through Chroma newest-written first, filters wait with an
-"indexing N / M" note, and editing is off until the records are indexed. Selecting a row
-fetches the record's detail (:func:`engine.browse.record_detail`) on a worker, dropping stale
-answers by token.
-Writes go through the :class:`~ui.session.StoreSession` (serialized, undoable).
+view); the table model fetches pages of it on workers. Selecting a row fetches the record's
+detail (:func:`engine.browse.record_detail`) on a worker, dropping stale answers by token.
+Reads go through the session's :class:`~engine.reader.MemoryReader`, so an attached agent
+(read-only) is browsed with the same view. While a store's view is still being read
+(indexing), the table pages through Chroma newest-written first, filters wait with an
+"indexing N / M" note, and editing is off until the records are indexed. Writes go through a
+:class:`~ui.session.StoreSession` (serialized, undoable).
 """
 
 from __future__ import annotations
@@ -39,14 +40,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.browse import Facets, RecordDetail, facets, record_detail
+from engine.browse import Facets, RecordDetail
 from engine.errors import EngineError, RecordNotFound, ValidationError
 from engine.query import RecordQuery
 from engine.records import Layer, Privacy
 from ui.dialogs import AddMemoryDialog
 from ui.record_detail import RecordDetailPanel
 from ui.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
-from ui.session import StoreSession
+from ui.session import DataSession, StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 
 __all__ = ["FilterBar", "RecordsView"]
@@ -220,7 +221,7 @@ class RecordsView(QWidget):
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._runner = runner
-        self._session: StoreSession | None = None
+        self._session: DataSession | None = None
         self._details = RequestTokens()
         self._facet_tokens = RequestTokens()
         self._pending_select: str | None = None
@@ -324,28 +325,36 @@ class RecordsView(QWidget):
     # -- session ---------------------------------------------------------------------------
 
     @property
-    def session(self) -> StoreSession | None:
-        """The open store."""
+    def session(self) -> DataSession | None:
+        """The open store or attached agent."""
         return self._session
 
-    def set_session(self, session: StoreSession | None) -> None:
+    @property
+    def _writable(self) -> StoreSession | None:
+        """The session, when it is a store that accepts writes."""
+        session = self._session
+        return session if isinstance(session, StoreSession) and not session.read_only \
+            and not session.indexing else None
+
+    def set_session(self, session: DataSession | None) -> None:
         """Show the records of ``session`` (None: no store open)."""
-        if self._session is not None:
-            self._session.records_changed.disconnect(self._on_records_changed)
-            self._session.indexing_progress.disconnect(self._on_indexing_progress)
-            self._session.indexing_finished.disconnect(self._on_indexing_finished)
+        old = self._session
+        if old is not None:
+            old.records_changed.disconnect(self._on_records_changed)
+            if isinstance(old, StoreSession):
+                old.indexing_progress.disconnect(self._on_indexing_progress)
+                old.indexing_finished.disconnect(self._on_indexing_finished)
         self._session = session
         self._indexed = (0, 0)
         self.detail.show_detail(None)
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
-            session.indexing_progress.connect(self._on_indexing_progress)
-            session.indexing_finished.connect(self._on_indexing_finished)
+            if isinstance(session, StoreSession):
+                session.indexing_progress.connect(self._on_indexing_progress)
+                session.indexing_finished.connect(self._on_indexing_finished)
         self._update_actions()
-        if session is None:
-            self.model.set_engine(None)
-        else:
-            self.model.set_engine(session.engine, session.wait_indexed)
+        self.model.set_reader(session.reader if session is not None else None,
+                              session if isinstance(session, StoreSession) else None)
         self.refresh_facets()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
@@ -354,12 +363,8 @@ class RecordsView(QWidget):
         self.detail.set_redactor(redact)
         self._load_detail()
 
-    def _writable(self) -> bool:
-        session = self._session
-        return session is not None and not session.read_only and not session.indexing
-
     def _update_actions(self) -> None:
-        writable = self._writable()
+        writable = self._writable is not None
         self.detail.set_read_only(not writable)
         selected = bool(self.selected_ids())
         self.add_action.setEnabled(writable)
@@ -380,12 +385,12 @@ class RecordsView(QWidget):
             return
         spawn(self._load_facets(self._session))
 
-    async def _load_facets(self, session: StoreSession) -> None:
+    async def _load_facets(self, session: DataSession) -> None:
         token = self._facet_tokens.next_token()
-        if not await session.wait_indexed():
+        if isinstance(session, StoreSession) and not await session.wait_indexed():
             return
         try:
-            found: Facets = await self._runner.run(facets, session.engine)
+            found: Facets = await self._runner.run(session.reader.facets)
         except EngineError as exc:
             self.message.emit(f"Could not read the filter choices: {exc}")
             return
@@ -514,7 +519,7 @@ class RecordsView(QWidget):
             return
         token = self._details.next_token()
         try:
-            detail: RecordDetail = await self._runner.run(record_detail, session.engine,
+            detail: RecordDetail = await self._runner.run(session.reader.record_detail,
                                                           record_id)
         except RecordNotFound:
             if self._details.is_current(token):
@@ -535,8 +540,9 @@ class RecordsView(QWidget):
     # -- writes ----------------------------------------------------------------------------
 
     def _on_save_requested(self, record_id: str, changes: dict[str, object]) -> None:
-        if self._session is not None:
-            spawn(self._save(self._session, record_id, changes))
+        session = self._writable
+        if session is not None:
+            spawn(self._save(session, record_id, changes))
 
     async def _save(self, session: StoreSession, record_id: str,
                     changes: dict[str, object]) -> None:
@@ -556,11 +562,12 @@ class RecordsView(QWidget):
         self.message.emit(f"Saved {', '.join(sorted(changes))}")
 
     def _on_add_triggered(self) -> None:
-        if self._session is None or not self._writable():
+        session = self._writable
+        if session is None:
             return
         dialog = AddMemoryDialog(self._agents, self)
         if dialog.exec() and dialog.memory is not None:
-            spawn(self._add(self._session, dialog))
+            spawn(self._add(session, dialog))
 
     async def _add(self, session: StoreSession, dialog: AddMemoryDialog) -> None:
         assert dialog.memory is not None
@@ -574,7 +581,7 @@ class RecordsView(QWidget):
 
     def _on_delete_triggered(self) -> None:
         ids = self.selected_ids()
-        if not ids or not self._writable():
+        if not ids or self._writable is None:
             return
         noun = "this record" if len(ids) == 1 else f"these {len(ids):,} records"
         answer = QMessageBox.question(
@@ -586,10 +593,11 @@ class RecordsView(QWidget):
 
     async def delete_records(self, ids: Sequence[str]) -> None:
         """Delete ``ids`` (after confirmation by the caller); undoable."""
-        if self._session is None:
+        session = self._writable
+        if session is None:
             return
         try:
-            deleted = await self._session.delete(ids)
+            deleted = await session.delete(ids)
         except EngineError as exc:
             QMessageBox.warning(self, "Delete", f"Not deleted: {exc}")
             return
@@ -598,18 +606,20 @@ class RecordsView(QWidget):
 
     def _on_relayer(self, layer: Layer) -> None:
         ids = self.selected_ids()
-        if ids and self._session is not None and self._writable():
-            spawn(self._bulk(self._session.relayer(ids, layer), f"Moved to {layer.value}"))
+        session = self._writable
+        if ids and session is not None:
+            spawn(self._bulk(session.relayer(ids, layer), f"Moved to {layer.value}"))
 
     def _on_tag_triggered(self) -> None:
         ids = self.selected_ids()
-        if not ids or self._session is None or not self._writable():
+        session = self._writable
+        if not ids or session is None:
             return
         text, ok = QInputDialog.getText(self, "Tag records",
                                         f"Tags to add to {len(ids):,} records (comma-separated):")
         tags = [t.strip() for t in text.split(",") if t.strip()]
         if ok and tags:
-            spawn(self._bulk(self._session.add_tags(ids, tags), f"Tagged {len(ids):,}"))
+            spawn(self._bulk(session.add_tags(ids, tags), f"Tagged {len(ids):,}"))
 
     async def _bulk(self, work: Coroutine[Any, Any, None], done: str) -> None:
         try:

@@ -1,10 +1,20 @@
-"""The open store as the views see it: the engine, its indexing, its writes, and undo/redo.
+"""What the views show: an open store (engine, writes, undo/redo) or an attached agent.
 
-A store opened without a usable view cache comes with its columnar view deferred
-(``MemoryEngine.open(defer_view=True)``): :meth:`StoreSession.start_indexing` reads it on a
-worker with progress and cancel, while the records browser pages through Chroma directly
-(``engine.preview_rows``). Everything that needs the view awaits
-:meth:`StoreSession.wait_indexed` on the GUI loop first, so no worker thread sits blocked.
+:class:`DataSession` is what the browsing views (records, timeline, layers) consume: a
+:class:`~engine.reader.MemoryReader` and a ``records_changed`` signal. It has two kinds:
+
+* :class:`StoreSession` — a store this process opened; its reader is a
+  :class:`~engine.reader.LocalReader` over the engine, which the editing views use directly.
+  A store opened without a usable view cache comes with its columnar view deferred
+  (``MemoryEngine.open(defer_view=True)``): :meth:`StoreSession.start_indexing` reads it on a
+  worker with progress and cancel, while the records browser pages through Chroma directly
+  (:meth:`StoreSession.preview_rows`). Everything that needs the view awaits
+  :meth:`StoreSession.wait_indexed` on the GUI loop first, so no worker thread sits blocked.
+* :class:`AttachedSession` — an agent's ``mnemoscope serve`` (read-only), read through a
+  :class:`~engine.introspection.remote.RemoteReader`. Its records change when the agent's
+  events say so: they arrive on the reader's follower thread, are batched by an
+  :class:`~ui.event_tail.EventTail` and re-emitted as ``records_changed`` at most twice a
+  second.
 
 Every write runs on a worker through the task runner, one at a time (an asyncio lock keeps undo,
 redo and edits in order), and is recorded by the engine in the ledger's ``edits`` table. The
@@ -19,17 +29,22 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from engine.errors import EngineError
+from engine.events import Event
 from engine.memory_engine import MemoryEngine
+from engine.query import RowPage
+from engine.reader import LocalReader, MemoryReader
 from engine.records import Layer, MemoryRecord, NewMemory
 from engine.store import StoreSpec
+from ui.event_tail import EventTail
 from ui.tasks import CancelFlag, TaskRunner, spawn
 
-__all__ = ["EditPair", "RecordsCommand", "StoreSession"]
+__all__ = ["AttachedSession", "ConnectionRelay", "DataSession", "EditPair", "RecordsCommand",
+           "StoreSession"]
 
 EditPair = tuple[MemoryRecord | None, MemoryRecord | None]
 T = TypeVar("T")
@@ -87,40 +102,139 @@ def _apply(engine: MemoryEngine, restore: Sequence[MemoryRecord], delete: Sequen
         engine.restore(list(restore))
 
 
-class StoreSession(QObject):
-    """One open store: the engine, its indexing, serialized writes and the undo stack.
+class DataSession(QObject):
+    """What the browsing views read: a reader and news of changed records.
 
     Signals:
         records_changed(list): Records were written or deleted (their ids).
-        failed(str): A write failed; the message says what and why.
+        failed(str): Something the session did in the background failed; the message says why.
+    """
+
+    records_changed = QtSignal(list)
+    failed = QtSignal(str)
+
+    def __init__(self, runner: TaskRunner, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.runner = runner
+
+    @property
+    def reader(self) -> MemoryReader:
+        """Read access to the memory shown."""
+        raise NotImplementedError
+
+    @property
+    def read_only(self) -> bool:
+        """True when the views must not offer writes."""
+        return self.reader.read_only
+
+    @property
+    def location(self) -> str:
+        """Where the memory is (store folder, Chroma URL or API URL)."""
+        return self.reader.location
+
+
+class ConnectionRelay(QObject):
+    """Carries an attached reader's follower state to the GUI thread.
+
+    :meth:`report` is handed to the reader before the session exists and may be called from
+    the follower's thread; the signal is delivered queued on the GUI thread.
+
+    Signals:
+        changed(str): Empty when following works, else what is wrong.
+    """
+
+    changed = QtSignal(str)
+
+    def report(self, state: str | None) -> None:
+        """Any thread: the follower's state (None: following)."""
+        self.changed.emit(state or "")
+
+
+class AttachedSession(DataSession):
+    """An agent's memory read through its introspection API: read-only, followed live.
+
+    ``relay.changed`` says when following the agent's events fails or works again.
+    """
+
+    def __init__(self, reader: MemoryReader, runner: TaskRunner, relay: ConnectionRelay,
+                 parent: QObject | None = None, *, reload_ms: int = 500) -> None:
+        super().__init__(runner, parent)
+        self.relay = relay
+        relay.setParent(self)
+        self._reader = reader
+        self._changed: set[str] = set()
+        self._reload = QTimer(self)
+        self._reload.setSingleShot(True)
+        self._reload.setInterval(reload_ms)
+        self._reload.timeout.connect(self._emit_changed)
+        self._tail = EventTail(parent=self)
+        self._tail.arrived.connect(self._on_events)
+        self._tail.attach(reader.event_feed)
+
+    @property
+    def reader(self) -> MemoryReader:
+        """The remote reader."""
+        return self._reader
+
+    @property
+    def read_only(self) -> bool:
+        """Always True: the API has no write endpoint."""
+        return True
+
+    def _on_events(self, events: list[Event]) -> None:
+        self._changed.update(e.record_id for e in events if e.record_id)
+        if self._changed and not self._reload.isActive():
+            self._reload.start()
+
+    def _emit_changed(self) -> None:
+        changed, self._changed = sorted(self._changed), set()
+        if changed:
+            self.records_changed.emit(changed)
+
+    async def close(self) -> None:
+        """Stop following and close the connections (on a worker)."""
+        self._tail.attach(None)
+        self._reload.stop()
+        await self.runner.run(self._reader.close)
+
+
+class StoreSession(DataSession):
+    """One open store: the engine, its indexing, serialized writes and the undo stack.
+
+    Signals:
         busy_changed(bool): A write started or finished.
         indexing_progress(int, int): Records of the deferred view read so far, and the total.
         indexing_finished(bool): The deferred view is ready (True) or failed / was cancelled
             (False; ``indexing_error`` says why).
     """
 
-    records_changed = QtSignal(list)
-    failed = QtSignal(str)
     busy_changed = QtSignal(bool)
     indexing_progress = QtSignal(int, int)
     indexing_finished = QtSignal(bool)
 
     def __init__(self, engine: MemoryEngine, runner: TaskRunner, spec: StoreSpec, *,
                  banner: str = "", parent: QObject | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(runner, parent)
         self.engine = engine
-        self.runner = runner
         self.spec = spec
         self.banner = banner
         self.undo_stack = QUndoStack(self)
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy = 0
+        self._reader = LocalReader(engine)
         self._indexed = asyncio.Event()
         self._cancel_indexing = CancelFlag()
         self.indexing_error = ""
         if engine.view_ready:
             self._indexed.set()
+
+    @property
+    def reader(self) -> LocalReader:
+        """A reader over the current engine (it is replaced after an out-of-process import)."""
+        if self._reader.engine is not self.engine:
+            self._reader = LocalReader(self.engine)
+        return self._reader
 
     @property
     def read_only(self) -> bool:
@@ -166,6 +280,10 @@ class StoreSession(QObject):
         """Wait until the view is ready; False when its reading failed or was cancelled."""
         await self._indexed.wait()
         return self.engine.view_ready
+
+    def preview_rows(self, offset: int, limit: int) -> RowPage:
+        """Blocking (run it on a worker): rows newest-written first, read from Chroma."""
+        return self.engine.preview_rows(offset, limit)
 
     def replace_engine(self, engine: MemoryEngine) -> None:
         """Use ``engine`` (the store reopened after an out-of-process import)."""

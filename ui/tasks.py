@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["CancelFlag", "RequestTokens", "TaskRunner", "spawn"]
+__all__ = ["CancelFlag", "RequestTokens", "TaskRunner", "spawn", "wait_until"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -43,6 +43,18 @@ def spawn(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
 
     task.add_done_callback(done)
     return task
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll ``predicate`` on the GUI loop every 50 ms until true or ``timeout``; returns it.
+
+    For scripted runs (``--screenshot``), not for views: a view reacts to the result it awaits.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate() and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    return predicate()
 
 
 class TaskRunner:

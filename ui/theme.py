@@ -13,7 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
-__all__ = ["THEMES", "apply_theme", "is_dark", "plot_colors", "resolve_theme"]
+__all__ = ["THEMES", "apply_plot_theme", "apply_theme", "blend", "is_dark", "plot_colors",
+           "resolve_theme"]
 
 THEMES = ("system", "light", "dark")
 
@@ -84,3 +85,12 @@ def plot_colors(name: str) -> tuple[str, str]:
     """(background, foreground) for plots in theme ``name``."""
     return (_DARK if name == "dark" else _LIGHT)[QPalette.ColorRole.Base], \
         (_DARK if name == "dark" else _LIGHT)[QPalette.ColorRole.Text]
+
+
+def blend(low: str | QColor, high: str | QColor, t: float) -> QColor:
+    """The colour ``t`` (clipped to 0..1) of the way from ``low`` to ``high`` (linear RGB)."""
+    a, b = QColor(low), QColor(high)
+    t = min(1.0, max(0.0, t))
+    return QColor.fromRgbF(a.redF() + (b.redF() - a.redF()) * t,
+                           a.greenF() + (b.greenF() - a.greenF()) * t,
+                           a.blueF() + (b.blueF() - a.blueF()) * t)

@@ -1,8 +1,10 @@
 """The voyeur timeline: pipeline events in lanes by kind over time (pyqtgraph).
 
-History comes from the ledger (``engine.events.query`` on a worker); while the store is open
-the live tail (:class:`~ui.event_tail.EventTail`) appends what the engine emits, batched every
-80 ms. Drawing is binned (:class:`~ui.timeline_data.TimelineData.bins`): one filled step curve
+History comes from the session's reader on a worker (the ledger of a local store, or the
+``/v1/events`` pages of an attached agent); while the session is open the live tail
+(:class:`~ui.event_tail.EventTail`) appends what its event feed delivers (the engine's bus, or
+the attached agent's follower), batched every 80 ms.
+Drawing is binned (:class:`~ui.timeline_data.TimelineData.bins`): one filled step curve
 per lane, created once and updated with ``setData`` when the visible range changes (debounced)
 or events arrive, so 100K events pan and zoom like 100. Clicking a lane shows the nearest
 event's fields; the stepper highlights the events of its run (a small scatter, created once).
@@ -33,9 +35,9 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import EngineError
-from engine.events import Event, EventFilter
+from engine.events import Event
 from ui.event_tail import EventTail
-from ui.session import StoreSession
+from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
 from ui.timeline_data import LANES, TimelineData, TimelineFilter
@@ -72,10 +74,9 @@ def event_text(event: Event, redact: Callable[[str], str] | None) -> str:
     return json.dumps(clean(event.to_json()), indent=2, ensure_ascii=False, default=str)
 
 
-def _history(session: StoreSession) -> TimelineData:
+def _history(session: DataSession) -> TimelineData:
     """The newest :data:`HISTORY_LIMIT` events as timeline columns (runs on a worker)."""
-    events = session.engine.events.query(EventFilter(limit=HISTORY_LIMIT, newest_first=True))
-    events.reverse()
+    events = session.reader.recent_events(HISTORY_LIMIT)
     data = TimelineData()
     data.extend(events)
     return data
@@ -93,7 +94,7 @@ class TimelineView(QWidget):
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._runner = runner
-        self._session: StoreSession | None = None
+        self._session: DataSession | None = None
         self._tokens = RequestTokens()
         self._redact: Callable[[str], str] | None = None
         self.data = TimelineData()
@@ -184,10 +185,10 @@ class TimelineView(QWidget):
 
     # -- session and loading -----------------------------------------------------------------
 
-    def set_session(self, session: StoreSession | None) -> None:
-        """Follow ``session``'s events (history from its ledger, then the live tail)."""
+    def set_session(self, session: DataSession | None) -> None:
+        """Follow ``session``'s events (its history, then the live tail)."""
         self._session = session
-        self.tail.attach(session.engine.events if session is not None else None)
+        self.tail.attach(session.reader.event_feed if session is not None else None)
         self.data.clear()
         self._highlighted = np.zeros(0, np.intp)
         self.detail.clear()
@@ -207,7 +208,7 @@ class TimelineView(QWidget):
         if self._session is not None:
             spawn(self._load_history(self._session))
 
-    async def _load_history(self, session: StoreSession) -> None:
+    async def _load_history(self, session: DataSession) -> None:
         token = self._tokens.next_token()
         try:  # query and column building both on the worker (50K events ≈ 1 s of Python)
             loaded = await self._runner.run(_history, session)

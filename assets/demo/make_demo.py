@@ -4,6 +4,18 @@ Writes ``memories.jsonl`` (one record per line, the CLI's record JSON fields by 
 ``conversation.json`` (a list of ``{speaker, content, ts}``). The memories cover all six layers
 and five agents, with exact duplicates, paraphrased near duplicates, contradictions and a few
 FAKE secrets (an AWS-style key id, a GitHub-style token, emails) to exercise redaction.
+
+For the layer views (docs/layers.md) it also holds:
+
+* interactions with people (``metadata.social = {otherAgentId, sentiment}``) whose sentiment
+  rises (Mia gets used to the robot), falls (Initech during an outage) or stays steady;
+* whole episodes of recurring procedures (``metadata.episode = {id, steps, outcome}``), e.g.
+  the support bot's password reset: 3 successes and 1 failure;
+* the home robot's observations around the family flat with positions on its floor plan
+  (``metadata.spatial``, metres; z is the height above the floor), over three months.
+
+Every one of these is worded differently, so the ingest pipeline stores each (a near
+duplicate would merge and an interaction or episode would be counted once).
 """
 
 from __future__ import annotations
@@ -227,15 +239,194 @@ WHAT = {
 }
 
 
+# The home robot's floor plan (metres): kitchen x 0-5 / y 0-4, living room x 0-5 / y 4-9,
+# hallway x 5-7, bathroom x 7-9 / y 0-3.5, Mia's room x 9-12 / y 0-4.5, bedroom x 7-12 / y 5-9.
+PLACES: dict[str, tuple[float, float, float]] = {
+    "The charging dock is in the hallway next to the shoe rack.": (6.2, 1.0, 0.0),
+    "The robot's charging dock stands in the hallway beside the shoe rack.": (6.2, 1.0, 0.0),
+    "Mugs are in the upper cabinet to the left of the sink.": (0.6, 3.7, 1.8),
+    "The living-room rug has a tassel edge that jams the brush; avoid the east side.":
+        (4.2, 6.5, 0.0),
+}
+
+# (agent, person, days back, sentiment, what happened)
+INTERACTIONS: list[tuple[str, str, float, float, str]] = [
+    ("home-robot", "Mia", 84, -0.7, "Mia hid behind the sofa when I drove into the living room."),
+    ("home-robot", "Mia", 71, -0.5, "Mia asked me to stay out of her room while she drew."),
+    ("home-robot", "Mia", 58, -0.3, "Mia watched me empty the dust bin but kept her distance."),
+    ("home-robot", "Mia", 43, 0.1, "Mia gave me a name: she calls me Rumble now."),
+    ("home-robot", "Mia", 30, 0.35, "Mia asked me to find her lost hair clip under the bed."),
+    ("home-robot", "Mia", 16, 0.6, "Mia taught Pixel to ride on top of me and laughed a lot."),
+    ("home-robot", "Mia", 4, 0.8, "Mia said good night to me before going to bed."),
+    ("home-robot", "Jordan", 80, 0.6, "Jordan thanked me for the spotless kitchen floor."),
+    ("home-robot", "Jordan", 62, 0.5, "Jordan asked for a map of where the cat sheds most."),
+    ("home-robot", "Jordan", 45, 0.3, "Jordan found the coffee lukewarm because I started it "
+                                      "too early."),
+    ("home-robot", "Jordan", 27, 0.6, "Jordan set a quiet schedule for his video calls."),
+    ("home-robot", "Jordan", 9, 0.7, "Jordan showed guests how I avoid the rug tassels."),
+    ("home-robot", "Chris", 77, 0.5, "Chris liked that the hallway was clean before the party."),
+    ("home-robot", "Chris", 55, 0.3, "Chris asked me to skip the bedroom on Saturday mornings."),
+    ("home-robot", "Chris", 38, 0.05, "Chris complained that my vacuum woke him at 7 am."),
+    ("home-robot", "Chris", 21, -0.25, "Chris unplugged my dock to charge his e-bike battery."),
+    ("home-robot", "Chris", 6, -0.45, "Chris said the robot is too loud during his yoga."),
+    ("support-bot", "Dana Whitfield", 86, 0.6, "Dana Whitfield from Globex thanked me for a "
+                                               "same-day fix to their SSO setup."),
+    ("support-bot", "Dana Whitfield", 61, 0.75, "Dana praised the new CSV export in a reply."),
+    ("support-bot", "Dana Whitfield", 33, 0.65, "Dana renewed Globex's annual plan without "
+                                                "any questions."),
+    ("support-bot", "Dana Whitfield", 12, 0.7, "Dana asked for ten extra seats for a new team."),
+    ("support-bot", "Bill Lumbergh", 81, 0.2, "Bill Lumbergh of Initech asked about invoice "
+                                              "dates, politely."),
+    ("support-bot", "Bill Lumbergh", 52, 0.0, "Bill reported slow dashboards during their "
+                                              "quarter close."),
+    ("support-bot", "Bill Lumbergh", 35, -0.35, "Bill was angry about the 12-minute EU outage "
+                                                "and wanted service credits."),
+    ("support-bot", "Bill Lumbergh", 19, -0.55, "Bill threatened to cancel after a second "
+                                                "outage hit Initech."),
+    ("support-bot", "Bill Lumbergh", 3, -0.7, "Bill escalated to his account manager and "
+                                              "copied legal."),
+    ("support-bot", "Gavin Belson", 66, 0.4, "Gavin Belson of Hooli asked for a custom "
+                                             "contract clause."),
+    ("support-bot", "Gavin Belson", 24, -0.1, "Gavin pushed back on the price increase."),
+    ("code-assistant", "Priya", 76, 0.0, "Priya rejected my first retry-queue patch as too "
+                                         "clever."),
+    ("code-assistant", "Priya", 50, 0.25, "Priya approved my second attempt, a plain lock "
+                                          "around job pickup."),
+    ("code-assistant", "Priya", 29, 0.5, "Priya asked me to pair on the webhook signer."),
+    ("code-assistant", "Priya", 8, 0.7, "Priya credited me in the payments release notes."),
+    ("code-assistant", "Marco", 70, 0.4, "Marco approved the orders-table migration plan."),
+    ("code-assistant", "Marco", 47, 0.2, "Marco asked for a rollback script before merging."),
+    ("code-assistant", "Marco", 26, -0.15, "Marco and I disagreed about index naming in "
+                                           "review."),
+    ("code-assistant", "Marco", 11, -0.2, "Marco rolled back last night's deploy: my index "
+                                          "build blocked writes for minutes."),
+    ("code-assistant", "Lena", 60, 0.5, "Lena liked the test fixtures I wrote for CSV export."),
+    ("code-assistant", "Lena", 34, 0.55, "Lena asked how the auth middleware caches tokens."),
+    ("code-assistant", "Lena", 14, 0.6, "Lena reused my pagination helper in the admin app."),
+    ("travel-planner", "Sam", 79, 0.7, "Sam loved the quiet hotel I found in Lisbon."),
+    ("travel-planner", "Sam", 57, 0.8, "Sam thanked me for catching the passport expiry date."),
+    ("travel-planner", "Sam", 36, 0.3, "Sam was annoyed that the Kyoto fare expired before "
+                                       "booking."),
+    ("travel-planner", "Sam", 18, 0.75, "Sam approved the Porto plan in one message."),
+    ("travel-planner", "Sam", 2, 0.85, "Sam said the Berlin trip was the smoothest yet."),
+    ("travel-planner", "Alex", 48, 0.5, "Alex asked for a window seat for the first time."),
+    ("travel-planner", "Alex", 15, 0.65, "Alex liked the vegetarian restaurant list for "
+                                         "Porto."),
+    ("research-agent", "Dr. Okafor", 74, 0.6, "Dr. Okafor shared the retrieval benchmark's "
+                                              "hidden test split."),
+    ("research-agent", "Dr. Okafor", 49, 0.7, "Dr. Okafor liked the dedup threshold analysis."),
+    ("research-agent", "Dr. Okafor", 28, 0.45, "Dr. Okafor asked for more seeds before "
+                                               "trusting the result."),
+    ("research-agent", "Dr. Okafor", 7, 0.8, "Dr. Okafor invited me to co-author the "
+                                             "workshop paper."),
+]
+
+PROCEDURES: dict[str, tuple[str, list[str]]] = {
+    "evening-clean": ("home-robot", ["undock", "vacuum kitchen", "vacuum hallway",
+                                     "empty dust bin", "dock"]),
+    "morning-coffee": ("home-robot", ["wake at 6:40", "fill water tank", "start coffee machine",
+                                      "notify Jordan"]),
+    "password-reset": ("support-bot", ["verify identity", "send reset link", "confirm login"]),
+    "refund": ("support-bot", ["check plan type", "compute prorated amount", "issue refund",
+                               "send confirmation"]),
+    "release": ("code-assistant", ["run tests", "bump version", "tag release", "push tag",
+                                   "watch CI"]),
+    "book-trip": ("travel-planner", ["search flights", "check change fee", "hold fare",
+                                     "ask Sam to confirm", "book"]),
+    "literature-review": ("research-agent", ["find a recent survey", "follow citations",
+                                             "summarize papers", "write a brief"]),
+}
+
+# (procedure, days back, succeeded, what happened)
+EPISODE_LOG: list[tuple[str, float, bool, str]] = [
+    ("evening-clean", 82, True, "Cleaned after Monday dinner: kitchen and hallway done, bin "
+                                "emptied, back on the dock by 20:10."),
+    ("evening-clean", 68, True, "Thursday evening round went fine; crumbs under the table "
+                                "took two passes."),
+    ("evening-clean", 54, False, "Got tangled in a phone cable in the hallway and stopped "
+                                 "before the dust bin."),
+    ("evening-clean", 40, True, "Evening clean after the birthday party: lots of confetti, "
+                                "still finished."),
+    ("evening-clean", 23, False, "Dust bin was already full, so the hallway pass left dirt "
+                                 "behind; no docking."),
+    ("evening-clean", 10, True, "Quiet Sunday clean: kitchen, hallway, bin, dock, no "
+                                "obstacles."),
+    ("morning-coffee", 75, True, "Coffee ready at 6:45 for Jordan; he found it on the counter."),
+    ("morning-coffee", 47, False, "Water tank was empty and the refill valve stuck; no coffee "
+                                  "that morning."),
+    ("morning-coffee", 31, True, "Made a double espresso for Jordan before his early flight."),
+    ("morning-coffee", 5, True, "Started the machine at 7:15 as Jordan now asks; he thanked "
+                                "me."),
+    ("password-reset", 85, True, "Hooli admin locked out: verified via the account email, sent "
+                                 "the link, login confirmed."),
+    ("password-reset", 63, True, "Reset a Globex user's password after a phone verification."),
+    ("password-reset", 39, False, "Initech user could not prove identity; reset refused and "
+                                  "escalated."),
+    ("password-reset", 13, True, "Vandelay's new hire got a reset link and logged in within "
+                                 "minutes."),
+    ("refund", 72, True, "Refunded Umbrella Health 9 months of an annual plan, prorated."),
+    ("refund", 44, True, "Partial refund for Hooli after the seat downgrade, confirmed by "
+                         "email."),
+    ("refund", 17, True, "Refunded Initech the outage credits Bill asked for."),
+    ("release", 80, True, "Released payments 2.4.0: tests green, tag pushed, CI published the "
+                          "wheel."),
+    ("release", 59, False, "Release 2.5.0 stalled: CI's integration job timed out twice."),
+    ("release", 37, True, "Shipped 2.5.1 with the retry-queue fix after a clean CI run."),
+    ("release", 15, False, "Tag v2.6.0 pushed, but CI rejected it: the changelog check "
+                           "failed."),
+    ("release", 4, True, "Re-released as 2.6.1 with the changelog fixed; CI went green."),
+    ("book-trip", 78, True, "Booked Lisbon for Sam after checking the fare's change fee."),
+    ("book-trip", 52, True, "Berlin long weekend held and booked the same afternoon."),
+    ("book-trip", 36, False, "Searched flights to Kyoto and held a fare for 24 hours; the "
+                             "hold lapsed unconfirmed."),
+    ("book-trip", 18, True, "Porto for Sam and Alex: fare held overnight, confirmed, booked."),
+    ("literature-review", 73, True, "Brief on memory consolidation: started from the 2024 "
+                                    "survey, 14 papers."),
+    ("literature-review", 46, True, "Reviewed the dense-retrieval literature for Dr. Okafor, "
+                                    "beginning with the BEIR survey."),
+    ("literature-review", 20, True, "Compared 9 long-context benchmarks in a brief, "
+                                    "following citations from the RULER survey."),
+]
+
+# (days back, what the home robot noticed, (x, y, z))
+OBSERVATIONS: list[tuple[float, str, tuple[float, float, float]]] = [
+    (88, "Pixel's toy mouse was under the sofa again.", (2.3, 8.4, 0.0)),
+    (85, "A slow water drip under the kitchen sink cabinet; told Jordan.", (1.2, 3.3, 0.0)),
+    (81, "Mia's LEGO bricks cover her bedroom floor; steer around them.", (10.5, 2.0, 0.0)),
+    (78, "The Wi-Fi signal is weak behind the hallway bookshelf.", (5.4, 6.8, 0.0)),
+    (74, "Chris leaves a yoga mat by the living-room window.", (0.8, 5.2, 0.0)),
+    (70, "The bathroom floor stays wet after showers; wait 30 minutes before mopping.",
+     (8.0, 1.5, 0.0)),
+    (66, "Breakfast crumbs pile up under the kitchen table on weekdays.", (2.6, 1.8, 0.0)),
+    (63, "Pixel's litter box sits in the bathroom corner by the radiator.", (8.8, 0.4, 0.0)),
+    (59, "The end of the hallway runner curls up and blocks my wheels.", (6.0, 4.5, 0.0)),
+    (56, "The front door threshold is 2 cm high; approach it straight on.", (6.0, 0.2, 0.0)),
+    (52, "A power strip under Jordan's desk: do not vacuum its cables.", (11.2, 8.4, 0.0)),
+    (49, "Mia drops her school bag near the front door on weekdays.", (6.5, 0.9, 0.0)),
+    (45, "A glass vase on the living-room side table; keep 30 cm away.", (4.4, 4.6, 0.8)),
+    (41, "The balcony door is left open on warm evenings.", (0.2, 8.8, 0.0)),
+    (38, "Biscuit, the neighbours' dog, sheds all over the rug on Sundays.", (2.7, 6.4, 0.0)),
+    (34, "Jordan asked me not to scrub the wine stain near the sofa.", (2.1, 7.6, 0.0)),
+    (31, "The kitchen smoke detector chirps: its battery is low.", (2.5, 2.0, 2.5)),
+    (27, "The fern moved to the living-room windowsill.", (0.3, 6.0, 0.9)),
+    (24, "Pixel tore open the cat food bag in the pantry's bottom drawer.", (4.6, 0.5, 0.2)),
+    (20, "Boots left on the shoe rack block the approach to my dock.", (6.6, 1.4, 0.0)),
+    (17, "The laundry basket in the bathroom overflows on Saturdays.", (7.6, 3.0, 0.0)),
+    (13, "Mia's night light stays on until 21:30.", (11.6, 4.0, 0.6)),
+    (10, "Only 4 cm under the bed: too low for me to enter.", (9.5, 7.5, 0.0)),
+    (7, "Chris parks his bike in the hallway on rainy days.", (5.3, 2.8, 0.0)),
+    (4, "A new plant pot on the kitchen floor by the balcony side.", (0.5, 3.9, 0.0)),
+    (1, "Someone spilled cereal in front of the kitchen counter.", (1.8, 3.0, 0.0)),
+]
+
+
 def _record(agent: str, layer: str, category: str, importance: float, tags: list[str],
             content: str, when: datetime, source: str, tier: str, privacy: str,
-            rng: random.Random) -> dict[str, object]:
-    metadata: dict[str, object] = {}
-    if layer == "spatial":
-        metadata["spatial"] = {"x": round(rng.uniform(0, 12), 1), "y": round(rng.uniform(0, 9), 1),
-                               "z": 0.0}
-    if layer == "social":
-        metadata["social"] = {"sentiment": round(rng.uniform(-0.2, 0.9), 2)}
+            rng: random.Random, metadata: dict[str, object] | None = None) -> dict[str, object]:
+    metadata = dict(metadata or {})
+    place = PLACES.get(content)
+    if place is not None:
+        metadata["spatial"] = {"x": place[0], "y": place[1], "z": place[2]}
     return {
         "content": content, "agent_id": agent, "layer": layer, "category": category,
         "importance": importance, "confidence": round(rng.uniform(0.6, 0.98), 2),
@@ -296,7 +487,33 @@ def build() -> list[dict[str, object]]:
                              ["log"], text, when(rng.uniform(0, 90)),
                              f"{agent}:session-{rng.randint(1, 80)}", "auto", "PRIVATE", rng)
             out.append(record)
+    out.extend(_layer_evidence(rng))
     out.sort(key=lambda r: str(r["created_at"]))
+    return out
+
+
+def _layer_evidence(rng: random.Random) -> list[dict[str, object]]:
+    """Interactions, episodes and positioned observations (the layer views' data)."""
+    out: list[dict[str, object]] = []
+
+    def at(days_back: float) -> datetime:
+        return END - timedelta(days=days_back, minutes=rng.randint(0, 600))
+
+    for agent, person, days, sentiment, text in INTERACTIONS:
+        out.append(_record(agent, "episodic", "episode", round(0.35 + 0.3 * abs(sentiment), 2),
+                           ["interaction"], text, at(days), f"{agent}:session-{int(100 - days)}",
+                           "agent", "PRIVATE", rng,
+                           {"social": {"otherAgentId": person, "sentiment": sentiment}}))
+    for number, (procedure, days, succeeded, text) in enumerate(EPISODE_LOG, 1):
+        agent, steps = PROCEDURES[procedure]
+        out.append(_record(agent, "episodic", "episode", 0.4, ["episode", procedure], text,
+                           at(days), f"{agent}:session-{int(100 - days)}", "agent", "PRIVATE",
+                           rng, {"episode": {"id": f"{procedure}-{number}", "steps": steps,
+                                             "outcome": "success" if succeeded else "failure"}}))
+    for days, text, (x, y, z) in OBSERVATIONS:
+        out.append(_record("home-robot", "spatial", "fact", 0.45, ["floor-plan"], text,
+                           at(days), f"home-robot:patrol-{int(100 - days)}", "agent",
+                           "PRIVATE", rng, {"spatial": {"x": x, "y": y, "z": z}}))
     return out
 
 

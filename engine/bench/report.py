@@ -105,11 +105,17 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "* **dedup decision** — `benchmarks/bench_dedup.py` (`build`, `measure`): synthetic "
         "records with random unit vectors in an embedded store; half near-duplicates, half "
         "new; the pipeline's stages from `ingest-start` through `decision` with precomputed "
-        "vectors (nothing written). Baseline: Chroma's own HNSW query (`store.nearest`, k=10) "
-        "on the same store; plain cosine (one numpy matvec) in the note.",
-        "* **retrieval** — `benchmarks/bench_retrieval.py` (`build`): a columnar view of N "
-        "records, `Retriever.retrieve` (score + pack, no fetch). Baseline: plain cosine, one "
-        "numpy matvec over the same vectors.",
+        "vectors (nothing written; the view changes before each decision, as a single "
+        "ingest's write does, so each takes a fresh snapshot). Baseline: Chroma's own HNSW "
+        "query (`store.nearest`, k=10) on the same store; plain cosine (one numpy matvec) in "
+        "the note.",
+        "* **retrieval** — `benchmarks/bench_retrieval.py` (`build`, `measure`): a columnar "
+        "view of N records, `Retriever.retrieve` (score + pack, no fetch). Baseline: plain "
+        "cosine, one numpy matvec over the same vectors. `retrieval@N` is the steady state "
+        "(the target's row); `retrieval-after-access@N` touches each request's packed records "
+        "before the next (the access counting of a non-inspecting retrieve: what an agent "
+        "calling retrieve in a loop sees) and `retrieval-after-append@N` appends one record "
+        "before each request; both are judged against the same target.",
         "* **ingest** — `benchmarks/bench_ingest.py` (`load_turns`, `raw_rate`, `ingest_rate`): "
         "LoCoMo turns through `ingest_batch` with all-MiniLM-L6-v2 into a fresh store, vs. the "
         "raw model's `encode_raw` on the same texts before and after (fresh model each).",

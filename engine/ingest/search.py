@@ -8,10 +8,16 @@ records in Python on the embedding path:
 2. **Nearest neighbours** (embedding path): partitions up to ``exact_search_max`` records are
    searched exactly with one numpy matrix-vector product over the view's unit vectors, masked
    by agent, privacy and layer codes; larger partitions ask Chroma's HNSW index
-   (``store.nearest``) for ``candidate_k × hnsw_overfetch`` neighbours and keep those of the
+   (``store.nearest``, no ``where`` filter) for ``candidate_k`` neighbours times the store's
+   share outside the partition (at most ``hnsw_overfetch`` times) and keep those of the
    partition. If HNSW returns too few partition neighbours (a small partition inside a huge
    store), the exact scan runs instead — the linear-scan fallback.
 3. **Jaccard path** (no model yet): token Jaccard over the partition's texts, a linear scan.
+
+The partition masks and counts are computed once per view snapshot
+(:meth:`~engine.store.view.ViewSnapshot.derived`) and shared by the decisions that see the same
+snapshot; candidate texts are read from the snapshot's object arrays row by row, so a decision
+copies nothing of size N.
 
 Two partitions are involved (DESIGN 3 and 5): merge candidates come from the same agent,
 privacy and layer; surprise is measured against the same agent and privacy (any layer).
@@ -19,6 +25,7 @@ privacy and layer; surprise is measured against the same agent and privacy (any 
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +44,7 @@ from engine.text import jaccard, tokenize
 __all__ = ["BatchOverlay", "CandidateSearch", "SearchResult"]
 
 F32 = npt.NDArray[np.float32]
+_PARTITIONS_KEPT = 8
 _LAYER_CODE = {v: i for i, v in enumerate(LAYERS)}
 _PRIVACY_CODE = {v: i for i, v in enumerate(PRIVACIES)}
 _CATEGORY_CODE = {v: i for i, v in enumerate(CATEGORIES)}
@@ -120,6 +128,77 @@ class BatchOverlay:
             self.by_hash.setdefault(record.content_hash, []).append(record.id)
 
 
+@dataclass(frozen=True, slots=True)
+class _Partition:
+    """The merge and surprise partitions of one (agent, privacy, layer) in a snapshot.
+
+    Computed once per snapshot (:meth:`ViewSnapshot.derived`), so decisions between two writes
+    share it; after a write that only appended rows or changed other fields (the snapshot's
+    ``layout`` is the same) the previous one is extended by the new rows instead of redone over
+    every row. Masks and counts only: row-index arrays (8 bytes a row) are built by the paths
+    that need them.
+
+    Attributes:
+        n: Rows of the snapshot it was computed for.
+        layout: That snapshot's ``layout``.
+        surprise: Live rows of the agent and privacy (mask over the snapshot's rows).
+        merge: ``surprise`` rows of the layer too.
+        searchable: ``surprise`` rows that have a vector.
+        surprise_size: Rows of ``surprise``.
+        merge_size: Rows of ``merge``.
+        searchable_size: Rows of ``searchable``.
+        category_counts: ``surprise`` rows per category code.
+    """
+
+    n: int
+    layout: int
+    surprise: npt.NDArray[np.bool_]
+    merge: npt.NDArray[np.bool_]
+    searchable: npt.NDArray[np.bool_]
+    surprise_size: int
+    merge_size: int
+    searchable_size: int
+    category_counts: npt.NDArray[np.intp]
+
+    @classmethod
+    def of(cls, snapshot: ViewSnapshot, agent: int, privacy: int, layer: int,
+           previous: _Partition | None = None) -> _Partition:
+        """The partitions of ``snapshot`` for agent code ``agent`` (-1: none), ``privacy`` and
+        ``layer`` codes.
+
+        Args:
+            previous: The same partition of an earlier snapshot; used (and extended by the rows
+                appended since) when its layout is the snapshot's.
+        """
+        if previous is not None and (previous.layout != snapshot.layout
+                                     or previous.n > snapshot.n):
+            previous = None
+        if previous is not None and previous.n == snapshot.n:
+            return previous
+        start = 0 if previous is None else previous.n
+        rows = slice(start, snapshot.n)
+        if agent >= 0:
+            surprise = snapshot.alive[rows] & (snapshot.agent[rows] == agent) & \
+                (snapshot.privacy[rows] == privacy)
+        else:
+            surprise = np.zeros(snapshot.n - start, dtype=bool)
+        merge = surprise & (snapshot.layer[rows] == layer)
+        searchable = surprise & snapshot.has_vector[rows]
+        counts = np.bincount(snapshot.category[rows][surprise], minlength=len(CATEGORIES))
+        sizes = [int(np.count_nonzero(mask)) for mask in (surprise, merge, searchable)]
+        if previous is not None:
+            surprise = np.concatenate((previous.surprise, surprise))
+            merge = np.concatenate((previous.merge, merge))
+            searchable = np.concatenate((previous.searchable, searchable))
+            counts = counts + previous.category_counts
+            sizes = [size + before for size, before in zip(sizes, (
+                previous.surprise_size, previous.merge_size, previous.searchable_size),
+                strict=True)]
+        return cls(n=snapshot.n, layout=snapshot.layout, surprise=surprise, merge=merge,
+                   searchable=searchable, surprise_size=sizes[0], merge_size=sizes[1],
+                   searchable_size=sizes[2], category_counts=counts)
+
+
 class _TokenCache:
     """Token sets by content hash for the Jaccard path and keyword novelty (bounded LRU)."""
 
@@ -151,6 +230,9 @@ class CandidateSearch:
         self._store = store
         self._policy = policy
         self._tokens = _TokenCache()
+        # the latest partitions, to extend after a write (bounded: each holds three masks)
+        self._partitions: OrderedDict[tuple[int, int, int], _Partition] = OrderedDict()
+        self._partitions_lock = threading.Lock()
 
     def search(
         self,
@@ -167,37 +249,30 @@ class CandidateSearch:
         agent = snapshot.agent_code(new.agent_id)
         privacy = _PRIVACY_CODE[new.privacy]
         layer = _LAYER_CODE[new.layer]
-        if agent >= 0:
-            in_surprise = snapshot.alive & (snapshot.agent == agent) & \
-                (snapshot.privacy == privacy)
-        else:
-            in_surprise = np.zeros(snapshot.n, dtype=bool)
-        in_merge = in_surprise & (snapshot.layer == layer)
-        exact, hash_hit, elsewhere = self._exact(new, content_hash, snapshot, in_merge,
-                                                 in_surprise, overlay, aliases)
+        part = self._partition(snapshot, agent, privacy, layer)
+        exact, hash_hit, elsewhere = self._exact(new, content_hash, snapshot, part, overlay,
+                                                 aliases)
         tokens = self._tokens.tokens(content_hash, new.content)
         sims: npt.NDArray[Any]
         if vector is not None:
-            rows, sims, method = self._nearest(vector, snapshot, in_surprise)
+            rows, sims, method = self._nearest(vector, snapshot, part)
         else:
-            rows, sims, method = self._jaccard_scan(tokens, snapshot, in_surprise)
+            rows, sims, method = self._jaccard_scan(tokens, snapshot, part)
         merge_mask = snapshot.layer[rows] == layer if len(rows) else np.zeros(0, dtype=bool)
         found: list[Candidate] = []
         for row, sim in zip(rows[merge_mask].tolist(), sims[merge_mask].tolist(), strict=True):
             if sim <= 0.0:
                 continue  # nothing in common: not a candidate
-            found.append(Candidate(snapshot.ids[row], float(sim),
+            found.append(Candidate(str(snapshot.id_array[row]), float(sim),
                                    CATEGORIES[int(snapshot.category[row])],
-                                   snapshot.contents[row], method))
+                                   str(snapshot.content_array[row]), method))
         max_cos = float(sims.max()) if vector is not None and len(sims) else None
         neighbour_rows = rows[: self._policy.candidate_k].tolist()
-        max_jac = max((jaccard(tokens, self._tokens.tokens(snapshot.hashes[r],
-                                                           snapshot.contents[r]))
-                       for r in neighbour_rows), default=0.0) if vector is not None else \
+        max_jac = max((jaccard(tokens, self._row_tokens(snapshot, r)) for r in neighbour_rows),
+                      default=0.0) if vector is not None else \
             (float(sims.max()) if len(sims) else 0.0)
-        surprise_size = int(in_surprise.sum())
-        same_category = int((in_surprise & (snapshot.category ==
-                                            _CATEGORY_CODE[new.category])).sum())
+        surprise_size = part.surprise_size
+        same_category = int(part.category_counts[_CATEGORY_CODE[new.category]])
         if overlay is not None and overlay.new_ids:
             extra, extra_surprise, extra_same, extra_cos, extra_jac = self._overlay(
                 new, tokens, vector, overlay)
@@ -218,17 +293,33 @@ class CandidateSearch:
             semantic=vector is not None,
             method=method if surprise_size else "none",
             hash_hit=hash_hit, exact=exact, candidates=candidates, rejected=dropped,
-            related=related, partition_size=int(in_merge.sum()) + sum(
+            related=related, partition_size=part.merge_size + sum(
                 1 for c in found if c.found_by == "batch"),
             surprise_partition_size=surprise_size, same_category_count=same_category,
             max_cosine=max_cos, max_jaccard=max_jac, duplicate_elsewhere=elsewhere,
         )
 
+    def _partition(self, snapshot: ViewSnapshot, agent: int, privacy: int, layer: int
+                   ) -> _Partition:
+        key = (agent, privacy, layer)
+
+        def compute(current: ViewSnapshot) -> _Partition:
+            with self._partitions_lock:
+                previous = self._partitions.get(key)
+            part = _Partition.of(current, agent, privacy, layer, previous)
+            with self._partitions_lock:
+                self._partitions[key] = part
+                self._partitions.move_to_end(key)
+                while len(self._partitions) > _PARTITIONS_KEPT:
+                    self._partitions.popitem(last=False)
+            return part
+
+        return snapshot.derived(("ingest.partition", *key), compute)
+
     # -- hash cache --------------------------------------------------------------------------
 
     def _exact(self, new: NewMemory, content_hash: str, snapshot: ViewSnapshot,
-               in_merge: npt.NDArray[np.bool_], in_surprise: npt.NDArray[np.bool_],
-               overlay: BatchOverlay | None, aliases: Sequence[str]
+               part: _Partition, overlay: BatchOverlay | None, aliases: Sequence[str]
                ) -> tuple[ExactMatch | None, bool, bool]:
         view = self._store.view
         elsewhere = False
@@ -245,26 +336,25 @@ class CandidateSearch:
                 row = view.row_of(record_id)
                 if row is None or row >= snapshot.n or not snapshot.alive[row]:
                     continue
-                if in_merge[row]:
+                if part.merge[row]:
                     stored = self._store.get(record_id)
                     return ExactMatch(stored.id, stored.confidence, via_alias), True, False
-                elsewhere = elsewhere or (bool(in_surprise[row]) and not via_alias)
+                elsewhere = elsewhere or (bool(part.surprise[row]) and not via_alias)
         return None, False, elsewhere
 
     # -- embedding path ----------------------------------------------------------------------
 
-    def _nearest(self, vector: F32, snapshot: ViewSnapshot, in_surprise: npt.NDArray[np.bool_]
+    def _nearest(self, vector: F32, snapshot: ViewSnapshot, part: _Partition
                  ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32], str]:
-        mask = in_surprise & snapshot.has_vector
-        size = int(mask.sum())
+        size = part.searchable_size
         k = self._policy.candidate_k
         if size == 0:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32), "exact"
         if size > self._policy.dedup.exact_search_max:
-            found = self._hnsw(vector, snapshot, mask, k)
+            found = self._hnsw(vector, snapshot, part, k)
             if found is not None:
                 return found[0], found[1], "hnsw"
-        rows = np.flatnonzero(mask)
+        rows = np.flatnonzero(part.searchable)
         # einsum runs single-threaded SIMD loops: ~1 ms per 10K rows, steady. A BLAS matmul
         # is faster on an idle machine but its threads stall badly when the cores are busy
         # (measured 0.5-20 ms for the same 10K product while the model encodes).
@@ -275,11 +365,12 @@ class CandidateSearch:
         top = _top_k(sims, 4 * k)
         return rows[top], sims[top].astype(np.float32), "exact"
 
-    def _hnsw(self, vector: F32, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], k: int
+    def _hnsw(self, vector: F32, snapshot: ViewSnapshot, part: _Partition, k: int
               ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]] | None:
         # Other partitions' records crowd HNSW's answer in proportion to their share of the
         # store: fetch that many more (at most hnsw_overfetch times k).
-        share = -(-int(snapshot.alive.sum()) // max(1, int(mask.sum())))
+        mask = part.searchable
+        share = -(-snapshot.count // max(1, part.searchable_size))
         wanted = k * max(1, min(self._policy.hnsw_overfetch, share))
         hits = self._store.nearest(vector, wanted)
         view = self._store.view
@@ -296,17 +387,19 @@ class CandidateSearch:
 
     # -- Jaccard path ------------------------------------------------------------------------
 
-    def _jaccard_scan(self, tokens: frozenset[str], snapshot: ViewSnapshot,
-                      in_surprise: npt.NDArray[np.bool_]
+    def _jaccard_scan(self, tokens: frozenset[str], snapshot: ViewSnapshot, part: _Partition
                       ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], str]:
-        rows = np.flatnonzero(in_surprise)
+        rows = np.flatnonzero(part.surprise)
         if not len(rows):
             return rows, np.zeros(0, dtype=np.float64), "linear"
-        sims = np.fromiter(
-            (jaccard(tokens, self._tokens.tokens(snapshot.hashes[r], snapshot.contents[r]))
-             for r in rows.tolist()), dtype=np.float64, count=len(rows))
+        sims = np.fromiter((jaccard(tokens, self._row_tokens(snapshot, r)) for r in rows.tolist()),
+                           dtype=np.float64, count=len(rows))
         top = _top_k(sims, 4 * self._policy.candidate_k)
         return rows[top], sims[top], "linear"
+
+    def _row_tokens(self, snapshot: ViewSnapshot, row: int) -> frozenset[str]:
+        return self._tokens.tokens(str(snapshot.hash_array[row]),
+                                   str(snapshot.content_array[row]))
 
     # -- batch overlay -----------------------------------------------------------------------
 

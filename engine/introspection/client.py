@@ -127,9 +127,10 @@ class IntrospectionClient:
         return result
 
     def events(self, *, after: int = 0, limit: int = 100, kinds: Sequence[str] | None = None,
-               wait: float = 0.0) -> dict[str, Any]:
-        """Events after a cursor; waits up to ``wait`` seconds for the first (long-poll)."""
-        params: dict[str, Any] = {"after": after, "limit": limit, "wait": wait}
+               wait: float = 0.0, record: str | None = None) -> dict[str, Any]:
+        """Events after a cursor (of one record, if given); waits up to ``wait`` seconds for
+        the first (long-poll)."""
+        params: dict[str, Any] = {"after": after, "limit": limit, "wait": wait, "record": record}
         if kinds:
             params["kind"] = list(kinds)
         result: dict[str, Any] = self._get("/v1/events", params, timeout=self._timeout + wait)
@@ -143,11 +144,13 @@ class IntrospectionClient:
         summaries: list[dict[str, Any]] = result["summaries"]
         return summaries
 
-    def patterns(self, *, agent: str | None = None, history: bool = True
-                 ) -> list[dict[str, Any]]:
-        """Mined procedural patterns (with success-rate history)."""
+    def patterns(self, *, agent: str | None = None, history: bool = True,
+                 episodes: bool = False) -> list[dict[str, Any]]:
+        """Mined procedural patterns (with success-rate history and, when asked, their
+        supporting episodes)."""
         result = self._get("/v1/layers/procedural", {"agent": agent,
-                                                     "history": str(history).lower()})
+                                                     "history": str(history).lower(),
+                                                     "episodes": str(episodes).lower()})
         patterns: list[dict[str, Any]] = result["patterns"]
         return patterns
 
@@ -165,10 +168,17 @@ class IntrospectionClient:
 
     def poll_events(self, *, after: int = 0, kinds: Sequence[str] | None = None,
                     wait: float = 10.0, stop: threading.Event | None = None,
-                    max_retry_delay: float = 5.0) -> Iterator[dict[str, Any]]:
-        """Follow events by long-polling from ``after``, retrying across outages, in order."""
+                    max_retry_delay: float = 5.0,
+                    on_state: Callable[[ApiError | None], None] | None = None
+                    ) -> Iterator[dict[str, Any]]:
+        """Follow events by long-polling from ``after``, retrying across outages, in order.
+
+        ``on_state(error)`` is told each failed request (it is retried) and ``on_state(None)``
+        the first answer after a failure, so a viewer can say the connection is lost or back.
+        """
         cursor = after
         delay = 0.25
+        failing = False
         while stop is None or not stop.is_set():
             try:
                 page = self.events(after=cursor, limit=500, kinds=kinds, wait=wait)
@@ -176,9 +186,15 @@ class IntrospectionClient:
                 raise
             except ApiError as exc:
                 self.reconnects += 1
+                failing = True
+                if on_state is not None:
+                    on_state(exc)
                 self._sleep(exc.retry_after or delay)
                 delay = min(max_retry_delay, delay * 2)
                 continue
+            if failing and on_state is not None:
+                on_state(None)
+            failing = False
             delay = 0.25
             for event in page["events"]:
                 if event["seq"] > cursor:

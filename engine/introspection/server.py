@@ -413,13 +413,14 @@ class _Handler(BaseHTTPRequestHandler):
                 since_seq=since if since >= 0 else None, since_ms=since_time,
                 limit=params.integer("limit", limits.max_page, 1, limits.max_page)))
         elif path == "/v1/events":
-            params = _Params(query, ("after", "limit", "kind", "wait"), repeatable=("kind",))
+            params = _Params(query, ("after", "limit", "kind", "wait", "record"),
+                             repeatable=("kind",))
             wait = params.number("wait", 0.0, limits.max_wait_s) or 0.0
             self._send_json(HTTPStatus.OK, source.events(
                 after=params.integer("after", 0, 0, 2**62),
                 limit=params.integer("limit", 100, 1, limits.max_page),
                 kinds=params.texts("kind") or None, wait_s=wait,
-                stop=self.server.api.stopping))
+                stop=self.server.api.stopping, record_id=params.text("record")))
         elif path == "/v1/events/stream":
             params = _Params(query, ("after", "kind"), repeatable=("kind",))
             after = params.integer("after", 0, 0, 2**62)
@@ -436,9 +437,10 @@ class _Handler(BaseHTTPRequestHandler):
                 agent_id=params.text("agent"), counterpart=params.text("counterpart"),
                 series=params.flag("series", True)))
         elif path == "/v1/layers/procedural":
-            params = _Params(query, ("agent", "history"))
+            params = _Params(query, ("agent", "history", "episodes"))
             self._send_json(HTTPStatus.OK, source.procedural(
-                agent_id=params.text("agent"), history=params.flag("history", True)))
+                agent_id=params.text("agent"), history=params.flag("history", True),
+                episodes=params.flag("episodes", False)))
         elif path == "/v1/layers/spatial":
             self._spatial(query, limits)
         elif path == "/debug/memory":

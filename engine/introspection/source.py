@@ -232,34 +232,38 @@ class EngineSource:
                 "deleted": [i for i in touched if i not in view]}
 
     def events(self, *, after: int, limit: int, kinds: Sequence[str] | None = None,
-               wait_s: float = 0.0, stop: threading.Event | None = None) -> dict[str, Any]:
+               wait_s: float = 0.0, stop: threading.Event | None = None,
+               record_id: str | None = None) -> dict[str, Any]:
         """Events with ``seq > after``, oldest first; waits up to ``wait_s`` for the first one.
 
         The returned ``cursor`` is the value to pass as ``after`` next time: the last event
-        returned, or — when a ``kinds`` filter skipped everything — the last event looked at,
-        so a filtered follower never re-reads what it skipped and never misses a match.
+        returned, or — when a ``kinds`` or ``record_id`` filter skipped everything — the last
+        event looked at, so a filtered follower never re-reads what it skipped and never
+        misses a match.
         """
         found, cursor = self.wait_events(after=after, limit=limit, kinds=kinds, wait_s=wait_s,
-                                         stop=stop)
+                                         stop=stop, record_id=record_id)
         return {"events": [e.to_json() for e in found], "cursor": cursor,
                 "last_seq": self._engine.events.last_seq()}
 
     def wait_events(self, *, after: int, limit: int, kinds: Sequence[str] | None = None,
-                    wait_s: float = 0.0, stop: threading.Event | None = None
-                    ) -> tuple[list[Event], int]:
+                    wait_s: float = 0.0, stop: threading.Event | None = None,
+                    record_id: str | None = None) -> tuple[list[Event], int]:
         """The events and the next cursor (see :meth:`events`)."""
         deadline = self._monotonic() + max(0.0, wait_s)
         bus = self._engine.events
+        filtered = bool(kinds) or record_id is not None
         while True:
             last = bus.last_seq()  # read first: every event <= last is already committed
             found = bus.query(EventFilter(after_seq=after, limit=limit,
-                                          kinds=list(kinds) if kinds else None))
+                                          kinds=list(kinds) if kinds else None,
+                                          record_id=record_id))
             if found:
                 cursor = found[-1].seq if len(found) >= limit else max(found[-1].seq, last)
                 return found, cursor
             remaining = deadline - self._monotonic()
             if remaining <= 0 or self._closed or (stop is not None and stop.is_set()):
-                return [], max(after, last) if kinds else after
+                return [], max(after, last) if filtered else after
             with self._wake:
                 self._wake.wait(timeout=min(remaining, _POLL_S))
 
@@ -274,17 +278,19 @@ class EngineSource:
         return {"summaries": [s.to_json(with_series=series) for s in
                               service.social_summaries(agent_id, counterpart)]}
 
-    def procedural(self, *, agent_id: str | None, history: bool) -> dict[str, Any]:
-        """Mined patterns (with their success-rate history when asked)."""
+    def procedural(self, *, agent_id: str | None, history: bool,
+                   episodes: bool = False) -> dict[str, Any]:
+        """Mined patterns (with their success-rate history and supporting episodes when asked)."""
         self.refresh()
         service = self._engine.layers
         service.flush()
         out = []
-        for pattern in service.patterns(agent_id):
-            item = pattern.to_json()
+        for detail in service.pattern_details(agent_id, history=history, episodes=episodes):
+            item = detail.pattern.to_json()
             if history:
-                item["history"] = [h.to_json() for h in
-                                   service.pattern_history(pattern.agent_id, pattern.pattern_id)]
+                item["history"] = [h.to_json() for h in detail.history]
+            if episodes:
+                item["episodes"] = [e.to_json() for e in detail.episodes]
             out.append(item)
         return {"patterns": out}
 

@@ -9,12 +9,20 @@
 ``docs/layers.md`` describes the metadata conventions and where each thing is stored.
 """
 
-from engine.layers.procedural import Episode, EpisodeEvidence, Pattern, mine_patterns
+from engine.layers.procedural import (
+    Episode,
+    EpisodeEvidence,
+    Pattern,
+    SuccessPoint,
+    mine_patterns,
+    success_series,
+)
 from engine.layers.service import (
     EVENT_PATTERN,
     EVENT_SOCIAL_SUMMARY,
     LayerContext,
     LayerService,
+    PatternDetail,
     PatternHistoryPoint,
 )
 from engine.layers.social import SentimentPoint, SocialObservation, SocialSummary, summarize
@@ -34,6 +42,7 @@ __all__ = [
     "LayerContext",
     "LayerService",
     "Pattern",
+    "PatternDetail",
     "PatternHistoryPoint",
     "SentimentPoint",
     "SocialObservation",
@@ -43,6 +52,8 @@ __all__ = [
     "SpatialEventKind",
     "SpatialHit",
     "SpatialIndex",
+    "SuccessPoint",
     "mine_patterns",
+    "success_series",
     "summarize",
 ]

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.layers import wire
 from engine.layers.derived import DERIVED_KEY, is_derived
 from engine.records import Layer, MemoryRecord, format_timestamp
 from engine.text import normalize
@@ -43,6 +44,7 @@ __all__ = [
     "Episode",
     "EpisodeEvidence",
     "Pattern",
+    "SuccessPoint",
     "assemble_episodes",
     "evidence_from_record",
     "mine_patterns",
@@ -50,6 +52,7 @@ __all__ = [
     "pattern_id_for",
     "pattern_metadata",
     "pattern_record_id",
+    "success_series",
 ]
 
 DERIVED_BY = "pattern-miner"
@@ -84,7 +87,7 @@ class EpisodeEvidence:
 
 @dataclass(frozen=True, slots=True)
 class Episode:
-    """One assembled episode: its steps in order and its outcome."""
+    """One assembled episode: its steps in order, its outcome and the records it came from."""
 
     agent_id: str
     episode_id: str
@@ -92,6 +95,27 @@ class Episode:
     outcome: bool | None
     first_ts: float
     last_ts: float
+    record_ids: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form."""
+        return {"agent_id": self.agent_id, "episode_id": self.episode_id,
+                "steps": list(self.steps), "outcome": self.outcome, "first_ts": self.first_ts,
+                "last_ts": self.last_ts, "last_ts_iso": format_timestamp(self.last_ts),
+                "record_ids": list(self.record_ids)}
+
+    @classmethod
+    def from_json(cls, data: object) -> Episode:
+        """Parse :meth:`to_json` output. Raises ValidationError."""
+        def build(d: Mapping[str, Any]) -> Episode:
+            outcome = d.get("outcome")
+            if outcome is not None and not isinstance(outcome, bool):
+                raise TypeError(f"outcome must be true, false or null, got {outcome!r}")
+            return cls(str(d["agent_id"]), str(d["episode_id"]), wire.texts(d["steps"]),
+                       outcome, wire.number(d["first_ts"]), wire.number(d["last_ts"]),
+                       wire.texts(d.get("record_ids", [])))
+
+        return wire.parse("episode", data, build)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +166,52 @@ class Pattern:
             "last_seen_iso": format_timestamp(self.last_seen),
             "episode_ids": list(self.episode_ids),
         }
+
+    @classmethod
+    def from_json(cls, data: object) -> Pattern:
+        """Parse :meth:`to_json` output (``success_rate`` is recomputed). Raises ValidationError."""
+        return wire.parse("pattern", data, lambda d: cls(
+            str(d["agent_id"]), str(d["pattern_id"]), wire.texts(d["steps"]),
+            int(d["support"]), int(d["successes"]), int(d["failures"]),
+            wire.number(d["first_seen"]), wire.number(d["last_seen"]),
+            wire.texts(d.get("episode_ids", []))))
+
+
+@dataclass(frozen=True, slots=True)
+class SuccessPoint:
+    """A pattern's running figures just after one of its episodes (the pattern-list plot).
+
+    Attributes:
+        ts: When the episode ended (epoch ms).
+        episode_id: The episode.
+        outcome: Its outcome (None: not stated).
+        support: Episodes so far.
+        success_rate: Successes over episodes with a known outcome so far (None: none known).
+    """
+
+    ts: float
+    episode_id: str
+    outcome: bool | None
+    support: int
+    success_rate: float | None
+
+
+def success_series(episodes: Iterable[Episode]) -> list[SuccessPoint]:
+    """The running success rate over ``episodes`` (a pattern's supporting ones) in time order.
+
+    Unlike the ledger's pattern history, which records when the miner *noticed* a change, this
+    is in episode time: a store imported in one go still shows how the procedure fared.
+    """
+    points: list[SuccessPoint] = []
+    successes = failures = 0
+    for number, episode in enumerate(sorted(episodes, key=lambda e: (e.last_ts,
+                                                                      e.episode_id)), 1):
+        successes += episode.outcome is True
+        failures += episode.outcome is False
+        known = successes + failures
+        points.append(SuccessPoint(episode.last_ts, episode.episode_id, episode.outcome, number,
+                                   None if known == 0 else round(successes / known, 6)))
+    return points
 
 
 def pattern_id_for(steps: Sequence[str]) -> str:
@@ -218,7 +288,8 @@ def assemble_episodes(evidence: Iterable[EpisodeEvidence]) -> list[Episode]:
             if item.outcome is not None:
                 outcome = item.outcome
         episodes.append(Episode(agent_id, episode_id, steps, outcome,
-                                min(e.ts for e in items), max(e.ts for e in items)))
+                                min(e.ts for e in items), max(e.ts for e in items),
+                                tuple(item.record_id for item in ordered)))
     episodes.sort(key=lambda e: (e.agent_id, e.first_ts, e.episode_id))
     return episodes
 

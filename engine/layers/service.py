@@ -43,7 +43,7 @@ from engine.clock import Clock
 from engine.config import RetentionPolicy
 from engine.errors import RecordNotFound
 from engine.events import Event, EventBus
-from engine.layers import procedural, social
+from engine.layers import procedural, social, wire
 from engine.layers.schema import LAYERS_COMPONENT, MIGRATIONS
 from engine.layers.spatial import SpatialAdapter, SpatialHit, SpatialIndex
 from engine.ledger import Ledger
@@ -64,6 +64,7 @@ __all__ = [
     "TRACKED_KINDS",
     "LayerContext",
     "LayerService",
+    "PatternDetail",
     "PatternHistoryPoint",
 ]
 
@@ -122,6 +123,31 @@ class PatternHistoryPoint:
     def to_json(self) -> dict[str, Any]:
         """Wire form."""
         return {"ts": self.ts, "support": self.support, "success_rate": self.success_rate}
+
+    @classmethod
+    def from_json(cls, data: object) -> PatternHistoryPoint:
+        """Parse :meth:`to_json` output. Raises ValidationError."""
+        return wire.parse("pattern history point", data, lambda d: cls(
+            wire.number(d["ts"]), int(d["support"]), wire.optional_number(d.get("success_rate"))))
+
+
+@dataclass(frozen=True, slots=True)
+class PatternDetail:
+    """A pattern with what the pattern-list view shows beside it.
+
+    Attributes:
+        pattern: The mined pattern.
+        history: Its support / success-rate changes as the miner recorded them, oldest first.
+        episodes: Its supporting episodes (with their records), oldest first.
+    """
+
+    pattern: procedural.Pattern
+    history: tuple[PatternHistoryPoint, ...] = ()
+    episodes: tuple[procedural.Episode, ...] = ()
+
+    def success_series(self) -> list[procedural.SuccessPoint]:
+        """The running success rate over the supporting episodes, in episode time."""
+        return procedural.success_series(self.episodes)
 
 
 class LayerService:
@@ -381,7 +407,10 @@ class LayerService:
 
     def patterns(self, agent_id: str | None = None) -> list[procedural.Pattern]:
         """Mined patterns, ranked, capped at ``proceduralMax`` per agent."""
-        return procedural.mine_patterns(self.episodes(agent_id), min_support=self._min_support,
+        return self._mine(self.episodes(agent_id))
+
+    def _mine(self, episodes: Sequence[procedural.Episode]) -> list[procedural.Pattern]:
+        return procedural.mine_patterns(episodes, min_support=self._min_support,
                                         min_steps=self._min_steps, max_steps=self._max_steps,
                                         cap=self._ctx.retention.procedural_max)
 
@@ -392,6 +421,20 @@ class LayerService:
             "SELECT ts, support, success_rate FROM layer_pattern_history"
             " WHERE agent_id = ? AND pattern_id = ? ORDER BY seq", (agent_id, pattern_id))
         return [PatternHistoryPoint(r["ts"], r["support"], r["success_rate"]) for r in rows]
+
+    def pattern_details(self, agent_id: str | None = None, *, history: bool = True,
+                        episodes: bool = True) -> list[PatternDetail]:
+        """Every mined pattern (as :meth:`patterns`) with its history and supporting episodes."""
+        assembled = self.episodes(agent_id)
+        mined = self._mine(assembled)
+        by_id = {(e.agent_id, e.episode_id): e for e in assembled}
+        return [PatternDetail(
+            pattern,
+            tuple(self.pattern_history(pattern.agent_id, pattern.pattern_id)) if history else (),
+            tuple(sorted((by_id[(pattern.agent_id, i)] for i in pattern.episode_ids
+                          if (pattern.agent_id, i) in by_id),
+                         key=lambda e: (e.first_ts, e.episode_id))) if episodes else ())
+            for pattern in mined]
 
     def spatial_within(self, center: Sequence[float], radius: float, **filters: Any
                        ) -> list[SpatialHit]:
@@ -411,8 +454,11 @@ class LayerService:
         return self.spatial.points(**filters)
 
     def _ensure_loaded(self) -> None:
-        if not self._loaded:
-            self.flush()
+        # Under the lock: ``sync`` marks the service loaded before it has processed the
+        # store, so a reader on another thread must wait for that first drain to finish.
+        with self._lock:
+            if not self._loaded:
+                self.flush()
 
     # -- writing derived records ---------------------------------------------------------------
 
@@ -435,10 +481,7 @@ class LayerService:
                 notices.append((EVENT_SOCIAL_SUMMARY, summary.record_id, agent_id,
                                 summary.to_json(with_series=False)))
         for agent_id in sorted(pattern_agents):
-            patterns = procedural.mine_patterns(
-                self.episodes(agent_id), min_support=self._min_support,
-                min_steps=self._min_steps, max_steps=self._max_steps,
-                cap=self._ctx.retention.procedural_max)
+            patterns = self._mine(self.episodes(agent_id))
             drop.extend(self._update_pattern_tables(agent_id, patterns, now))
             for pattern in patterns:
                 wanted.append(self._derived(

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.layers import wire
 from engine.layers.derived import DERIVED_KEY, is_derived
 from engine.records import MemoryRecord, format_timestamp
 
@@ -89,6 +90,13 @@ class SentimentPoint:
         return {"ts": self.ts, "ts_iso": format_timestamp(self.ts), "record_id": self.record_id,
                 "sentiment": self.sentiment, "ewma": self.ewma}
 
+    @classmethod
+    def from_json(cls, data: object) -> SentimentPoint:
+        """Parse :meth:`to_json` output. Raises ValidationError."""
+        return wire.parse("sentiment point", data, lambda d: cls(
+            wire.number(d["ts"]), str(d["record_id"]), wire.optional_number(d.get("sentiment")),
+            wire.optional_number(d.get("ewma"))))
+
 
 @dataclass(frozen=True, slots=True)
 class SocialSummary:
@@ -126,6 +134,23 @@ class SocialSummary:
         if with_series:
             out["series"] = [p.to_json() for p in self.series]
         return out
+
+    @classmethod
+    def from_json(cls, data: object) -> SocialSummary:
+        """Parse :meth:`to_json` output (the series is empty when it was left out).
+
+        Raises:
+            ValidationError: naming the missing or mistyped field.
+        """
+        return wire.parse("social summary", data, lambda d: cls(
+            agent_id=str(d["agent_id"]), counterpart=str(d["counterpart"]),
+            interactions=int(d["interactions"]), first_contact=wire.number(d["first_contact"]),
+            last_contact=wire.number(d["last_contact"]),
+            sentiment=wire.optional_number(d.get("sentiment")),
+            mean_sentiment=wire.optional_number(d.get("mean_sentiment")),
+            trend=str(d.get("trend", "unknown")), slope=wire.optional_number(d.get("slope")),
+            privacy=str(d.get("privacy", "PRIVATE")),
+            series=tuple(SentimentPoint.from_json(p) for p in d.get("series") or ())))
 
 
 def summary_record_id(agent_id: str, counterpart: str) -> str:

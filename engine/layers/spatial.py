@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.errors import ValidationError
+from engine.layers import wire
 from engine.records import Category, Layer, MemoryRecord, NewMemory, TrustTier, format_timestamp
 
 __all__ = [
@@ -71,6 +72,14 @@ class SpatialHit:
         return {"record_id": self.record_id, "x": self.x, "y": self.y, "z": self.z,
                 "agent_id": self.agent_id, "layer": self.layer, "ts": self.ts,
                 "ts_iso": format_timestamp(self.ts), "distance": self.distance}
+
+    @classmethod
+    def from_json(cls, data: object) -> SpatialHit:
+        """Parse :meth:`to_json` output. Raises ValidationError."""
+        return wire.parse("spatial point", data, lambda d: cls(
+            str(d["record_id"]), wire.number(d["x"]), wire.number(d["y"]), wire.number(d["z"]),
+            str(d["agent_id"]), str(d["layer"]), wire.number(d["ts"]),
+            wire.optional_number(d.get("distance"))))
 
 
 F64 = npt.NDArray[np.float64]

@@ -19,7 +19,9 @@ name                       what                                        seed 000
 
 On top: :class:`LLMGateway` (providers over httpx: OpenAI-compatible and Anthropic, streaming),
 :class:`Extractor` (conversation → validated memory candidates) and :class:`Summarizer`
-(compaction summaries), both falling back to local heuristics and saying why.
+(compaction summaries), both falling back to local heuristics and saying why;
+:func:`check_connection` (one small real request that says in plain words whether provider
+settings work) and the settings' file form, presets and key stores (:mod:`engine.llm.settings`).
 """
 
 from engine.clock import DeterministicClock, DeterministicRNG
@@ -27,10 +29,12 @@ from engine.llm.backoff import BackoffConfig, ExponentialBackoff
 from engine.llm.breaker import BreakerState, CircuitBreaker, CircuitConfig
 from engine.llm.budget import BudgetDecision, BudgetTracker
 from engine.llm.confidence import fold_confidence, merge_confidence
+from engine.llm.connection import EVENT_CONNECTION_TEST, ConnectionCheck, check_connection
 from engine.llm.errors import (
     BudgetExceeded,
     CircuitOpen,
     InvalidModelOutput,
+    KeyringUnavailable,
     LLMError,
     ProviderError,
     ProviderNotConfigured,
@@ -63,7 +67,19 @@ from engine.llm.projection import ProjectionResult, RateLimiter, TokenProjector
 from engine.llm.providers import ChatMessage, ChatRequest, ChatResponse, LLMProvider, Usage
 from engine.llm.repair import repair_json
 from engine.llm.salience import SalienceConfig, SelectionResult, select_salient_messages
-from engine.llm.settings import LLMSettings, ModelPrice, ProviderKind, llm_settings_from_env
+from engine.llm.settings import (
+    PROVIDER_PRESETS,
+    KeyringStore,
+    LLMSettings,
+    ModelPrice,
+    ProviderKind,
+    ProviderPreset,
+    SecretStore,
+    key_lookup,
+    llm_settings_from_env,
+    llm_settings_from_json,
+    llm_settings_to_json,
+)
 from engine.llm.streaming import StreamEvent, StreamingAssembler
 from engine.llm.summarizer import Summarizer, SummaryResult
 
@@ -71,9 +87,11 @@ __all__ = [
     "EVENT_BREAKER",
     "EVENT_BUDGET_ALERT",
     "EVENT_CALL",
+    "EVENT_CONNECTION_TEST",
     "EVENT_FALLBACK",
     "EVENT_RETRY",
     "EVENT_THROTTLE",
+    "PROVIDER_PRESETS",
     "SCHEMA_VERSION",
     "BackoffConfig",
     "BreakerState",
@@ -86,6 +104,7 @@ __all__ = [
     "CircuitBreaker",
     "CircuitConfig",
     "CircuitOpen",
+    "ConnectionCheck",
     "Conversation",
     "ConversationTurn",
     "DeterministicClock",
@@ -96,6 +115,8 @@ __all__ = [
     "GatewayStatus",
     "InvalidItem",
     "InvalidModelOutput",
+    "KeyringStore",
+    "KeyringUnavailable",
     "LLMError",
     "LLMGateway",
     "LLMProvider",
@@ -107,9 +128,11 @@ __all__ = [
     "ProviderError",
     "ProviderKind",
     "ProviderNotConfigured",
+    "ProviderPreset",
     "RateLimited",
     "RateLimiter",
     "SalienceConfig",
+    "SecretStore",
     "SelectionResult",
     "StreamEvent",
     "StreamingAssembler",
@@ -117,8 +140,12 @@ __all__ = [
     "SummaryResult",
     "TokenProjector",
     "Usage",
+    "check_connection",
     "fold_confidence",
+    "key_lookup",
     "llm_settings_from_env",
+    "llm_settings_from_json",
+    "llm_settings_to_json",
     "load_conversation",
     "merge_confidence",
     "parse_conversation",

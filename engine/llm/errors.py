@@ -7,6 +7,7 @@
       + ProviderError                     LLM_PROVIDER_ERROR: HTTP error, timeout, broken stream
       + RateLimited                       LLM_RATE_LIMITED: throttling would wait too long
       + InvalidModelOutput                LLM_INVALID_OUTPUT: the answer is not usable JSON
+      + KeyringUnavailable                LLM_KEYRING_UNAVAILABLE: no OS keyring to keep a key in
 
 Messages never contain an API key, request headers or prompt text.
 """
@@ -19,6 +20,7 @@ __all__ = [
     "BudgetExceeded",
     "CircuitOpen",
     "InvalidModelOutput",
+    "KeyringUnavailable",
     "LLMError",
     "ProviderError",
     "ProviderNotConfigured",
@@ -38,6 +40,7 @@ class ProviderError(LLMError):
     Attributes:
         provider: Provider name.
         failure: ``http``, ``timeout``, ``connect``, ``protocol`` or ``truncated``.
+        detail: The message without the provider/status prefix (scrubbed of the key).
         status: HTTP status, when there was one.
         retryable: Whether another attempt may succeed (429, 408, 5xx, timeouts, broken streams).
         retry_after_ms: The server's ``Retry-After`` in ms, when given.
@@ -53,6 +56,7 @@ class ProviderError(LLMError):
         super().__init__(f"{where}: {message}")
         self.provider = provider
         self.failure = failure
+        self.detail = message
         self.status = status
         self.retryable = retryable
         self.retry_after_ms = retry_after_ms
@@ -69,3 +73,12 @@ class InvalidModelOutput(LLMError):
     """The model answered, but the answer could not be repaired into the expected JSON."""
 
     code = "LLM_INVALID_OUTPUT"
+
+
+class KeyringUnavailable(LLMError):
+    """The OS keyring cannot keep or read a key (no backend, locked, refused).
+
+    The message says what to do instead (an environment variable); it never holds the key.
+    """
+
+    code = "LLM_KEYRING_UNAVAILABLE"

@@ -38,9 +38,13 @@ __all__ = [
     "OpenAIProvider",
     "Usage",
     "build_provider",
+    "endpoint_url",
 ]
 
 log = logging.getLogger("engine.llm.providers")
+
+PATHS = {ProviderKind.OPENAI: "/chat/completions", ProviderKind.ANTHROPIC: "/v1/messages"}
+"""The endpoint of each wire protocol, under the base URL."""
 
 _SECRETISH = re.compile(r"(sk-[A-Za-z0-9_\-*]{4,}|Bearer\s+\S+|x-api-key\S*)", re.IGNORECASE)
 
@@ -220,8 +224,9 @@ class _HttpProvider(abc.ABC):
             return ProviderError(self.name, "timeout", type(exc).__name__, retryable=True,
                                  partial_output_tokens=partial)
         if isinstance(exc, httpx.ConnectError):
+            reason = self._scrub(str(exc)) or type(exc).__name__
             return ProviderError(self.name, "connect", f"cannot connect to "
-                                 f"{self.settings.base_url}", retryable=True)
+                                 f"{self.settings.base_url} ({reason})", retryable=True)
         return ProviderError(self.name, "protocol", f"{type(exc).__name__}: "
                              f"{self._scrub(str(exc))}", retryable=True,
                              partial_output_tokens=partial)
@@ -287,7 +292,7 @@ class OpenAIProvider(_HttpProvider):
     kind = ProviderKind.OPENAI
 
     def _path(self) -> str:
-        return "/chat/completions"
+        return PATHS[ProviderKind.OPENAI]
 
     def _headers(self, key: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -368,7 +373,7 @@ class AnthropicProvider(_HttpProvider):
     kind = ProviderKind.ANTHROPIC
 
     def _path(self) -> str:
-        return "/v1/messages"
+        return PATHS[ProviderKind.ANTHROPIC]
 
     def _headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": self.settings.anthropic_version,
@@ -444,6 +449,12 @@ class AnthropicProvider(_HttpProvider):
             elif kind == "error":
                 yield StreamEvent("error", error=self._scrub(json.dumps(data.get("error"))))
                 return
+
+
+def endpoint_url(settings: LLMSettings) -> str:
+    """The URL a call to ``settings`` goes to (base URL + the protocol's path)."""
+    path = PATHS.get(settings.kind, "") if settings.kind is not None else ""
+    return settings.base_url.rstrip("/") + path
 
 
 def build_provider(settings: LLMSettings, api_key: Callable[[], str | None],

@@ -25,6 +25,12 @@ Environment variables (all optional; see docs/llm.md):
 ``MNEMOSCOPE_LLM_TPM``              tokens-per-minute limit (overrides the table of seed 000 §3)
 ``MNEMOSCOPE_LLM_PRICES``           JSON ``{"model-prefix": [usd_per_M_input, usd_per_M_output]}``
 ==================================  =========================================================
+
+The settings file's ``llm`` section (written by the GUI's provider dialog) holds the editable
+part (:data:`FILE_FIELDS`): :func:`llm_settings_to_json` / :func:`llm_settings_from_json`; the
+environment is applied over it. :meth:`LLMSettings.problems` lists what a user must fix before
+saving, each naming its field. Keys a user types are kept by a :class:`SecretStore` — the OS
+keyring (:class:`KeyringStore`), never the settings file.
 """
 
 from __future__ import annotations
@@ -39,19 +45,32 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from engine.errors import ConfigInvalid
 from engine.llm.backoff import BackoffConfig
 from engine.llm.breaker import CircuitConfig
+from engine.llm.errors import KeyringUnavailable
 from engine.llm.projection import DEFAULT_TOKENS_PER_MINUTE
 
 __all__ = [
     "DEFAULT_PRICES",
+    "FILE_FIELDS",
     "KEYRING_SERVICE",
+    "PROVIDER_PRESETS",
+    "KeyringStore",
     "LLMSettings",
     "ModelPrice",
     "ProviderKind",
+    "ProviderPreset",
+    "SecretStore",
+    "env_overrides",
+    "key_lookup",
     "llm_settings_from_env",
+    "llm_settings_from_json",
+    "llm_settings_to_json",
+    "preset_name",
     "resolve_api_key",
 ]
 
@@ -76,6 +95,10 @@ _ALIASES: Mapping[str, tuple[ProviderKind, str]] = MappingProxyType({
     "llamacpp": (ProviderKind.OPENAI, "http://127.0.0.1:8080/v1"),
 })
 _LOCAL = frozenset({"ollama", "vllm", "lmstudio", "llamacpp"})
+_LABELS = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama (local)",
+           "vllm": "vLLM (local)", "lmstudio": "LM Studio (local)",
+           "llamacpp": "llama.cpp server (local)"}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +205,10 @@ class LLMSettings:
             raise ConfigInvalid("llm.daily_budget_usd", self.daily_budget_usd, "must be finite")
         if self.base_url and not re.match(r"^https?://", self.base_url):
             raise ConfigInvalid("llm.base_url", self.base_url, "must start with http:// or https://")
+        if self.tpm_limit is not None and (not isinstance(self.tpm_limit, int)
+                                           or isinstance(self.tpm_limit, bool)
+                                           or self.tpm_limit < 1):
+            raise ConfigInvalid("llm.tpm_limit", self.tpm_limit, "must be an integer >= 1")
         object.__setattr__(self, "prices", dict(self.prices))
         object.__setattr__(self, "tokens_per_minute", dict(self.tokens_per_minute))
 
@@ -189,6 +216,44 @@ class LLMSettings:
     def configured(self) -> bool:
         """True when a provider kind, base URL and model are all set."""
         return self.kind is not None and bool(self.base_url) and bool(self.model)
+
+    @property
+    def keyring_account(self) -> str:
+        """The keyring user name the key is kept under: the provider name (``openai``, ...)."""
+        return self.provider or (self.kind.value if self.kind is not None else "")
+
+    def problems(self) -> tuple[ConfigInvalid, ...]:
+        """What a user must fix before these settings can reach a provider, each naming its
+        field (``llm.base_url``, ``llm.model`` ...). Empty when no provider is chosen (local
+        heuristics only) or when nothing is missing."""
+        if not self.provider and self.kind is None:
+            return ()
+        found: list[ConfigInvalid] = []
+        if self.kind is None:
+            found.append(ConfigInvalid("llm.provider", self.provider, "is not a known provider")
+                         if self.provider.lower() not in _ALIASES else
+                         ConfigInvalid("llm.kind", None, "is not set (openai or anthropic)"))
+        url = urlsplit(self.base_url)
+        if not self.base_url:
+            found.append(ConfigInvalid("llm.base_url", self.base_url, "is required"))
+        elif url.scheme not in ("http", "https") or not url.hostname:
+            found.append(ConfigInvalid("llm.base_url", self.base_url,
+                                       "must look like http(s)://host[:port][/path]"))
+        elif url.username or url.password:
+            found.append(ConfigInvalid("llm.base_url", "<hidden>", "must not hold a user name "
+                                       "or password (the key has its own field)"))
+        if not self.model.strip():
+            found.append(ConfigInvalid("llm.model", self.model,
+                                       "is required (for example gpt-4o-mini or llama3.2)"))
+        if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
+            found.append(ConfigInvalid("llm.api_key_env", self.api_key_env,
+                                       "is not an environment variable name (letters, digits "
+                                       "and _, not starting with a digit)"))
+        if self.read_timeout_s > self.total_timeout_s:
+            found.append(ConfigInvalid("llm.total_timeout_s", self.total_timeout_s,
+                                       f"must be at least the read timeout "
+                                       f"({self.read_timeout_s:g} s)"))
+        return tuple(found)
 
     @property
     def tpm(self) -> int:
@@ -232,6 +297,47 @@ def _default_key_env(provider: str, kind: ProviderKind) -> str | None:
     if provider in _LOCAL:
         return None
     return "ANTHROPIC_API_KEY" if kind is ProviderKind.ANTHROPIC else "OPENAI_API_KEY"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderPreset:
+    """A provider the settings dialog offers, with its defaults.
+
+    Attributes:
+        name: Alias stored in the settings (``openai``, ``ollama`` ...).
+        label: What the user reads.
+        kind: Wire protocol.
+        base_url: Default API base.
+        api_key_env: Default key variable; None for local servers (usually no key).
+    """
+
+    name: str
+    label: str
+    kind: ProviderKind
+    base_url: str
+    api_key_env: str | None
+
+    @property
+    def local(self) -> bool:
+        """A server on this machine (Ollama, vLLM, LM Studio, llama.cpp)."""
+        return self.name in _LOCAL
+
+
+PROVIDER_PRESETS: Mapping[str, ProviderPreset] = MappingProxyType({
+    name: ProviderPreset(name, label, _ALIASES[name][0], _ALIASES[name][1],
+                         _default_key_env(name, _ALIASES[name][0]))
+    for name, label in _LABELS.items()})
+"""Every provider alias except ``claude`` (= anthropic), in menu order."""
+
+
+def preset_name(settings: LLMSettings) -> str:
+    """The :data:`PROVIDER_PRESETS` key for ``settings`` (``claude`` → ``anthropic``; a
+    nameless provider by its protocol); "" when no provider is configured."""
+    if settings.provider in PROVIDER_PRESETS:
+        return settings.provider
+    if settings.kind is None:
+        return ""
+    return "anthropic" if settings.kind is ProviderKind.ANTHROPIC else "openai"
 
 
 def _number(env: Mapping[str, str], name: str, kind: type) -> float | int | None:
@@ -297,6 +403,13 @@ def llm_settings_from_env(env: Mapping[str, str] | None = None,
         raise ConfigInvalid(var, exc.value, exc.reason) from exc
 
 
+def env_overrides(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The LLM variables set (non-empty) in ``env``: they win over the settings file."""
+    env = dict(os.environ) if env is None else env
+    return tuple(sorted(name for name, value in env.items() if value.strip() and (
+        name.startswith("MNEMOSCOPE_LLM_") or name == "MEMORY_LLM_PRIMARY")))
+
+
 def _parse_prices(raw: str) -> dict[str, ModelPrice]:
     try:
         data = json.loads(raw)
@@ -311,6 +424,138 @@ def _parse_prices(raw: str) -> dict[str, ModelPrice]:
                                 "must be [usd_per_million_input, usd_per_million_output]")
         prices[str(model)] = ModelPrice(pair[0], pair[1])
     return prices
+
+
+FILE_FIELDS: tuple[str, ...] = (
+    "provider", "base_url", "model", "api_key_env", "use_keyring", "daily_budget_usd",
+    "tpm_limit", "connect_timeout_s", "read_timeout_s", "total_timeout_s")
+"""The settings a user edits (provider dialog) and the settings file's ``llm`` section holds."""
+
+_FILE_TYPES: Mapping[str, tuple[type, ...]] = MappingProxyType({
+    "provider": (str,), "base_url": (str,), "model": (str,), "api_key_env": (str, type(None)),
+    "use_keyring": (bool,), "daily_budget_usd": (int, float), "tpm_limit": (int, type(None)),
+    "connect_timeout_s": (int, float), "read_timeout_s": (int, float),
+    "total_timeout_s": (int, float)})
+
+
+def llm_settings_to_json(settings: LLMSettings) -> dict[str, Any]:
+    """The :data:`FILE_FIELDS` of ``settings`` as JSON values (no key: settings hold none)."""
+    return {name: getattr(settings, name) for name in FILE_FIELDS}
+
+
+def llm_settings_from_json(data: Mapping[str, Any], base: LLMSettings | None = None,
+                           where: str = "llm") -> LLMSettings:
+    """``base`` (default: defaults) with the :data:`FILE_FIELDS` found in ``data``.
+
+    Unknown keys are ignored (a newer version may write more). The provider alias sets the
+    wire protocol.
+
+    Raises:
+        ConfigInvalid: naming ``<where>.<field>`` and the bad value.
+    """
+    settings = base if base is not None else LLMSettings()
+    changes: dict[str, Any] = {}
+    for name, expected in _FILE_TYPES.items():
+        if name not in data:
+            continue
+        value = data[name]
+        if not isinstance(value, expected) or (isinstance(value, bool)
+                                               and bool not in expected):
+            raise ConfigInvalid(f"{where}.{name}", value, "has the wrong type")
+        changes[name] = value
+    if "provider" in changes:
+        provider = str(changes["provider"]).strip().lower()
+        changes["provider"] = provider
+        changes["kind"] = _alias(provider, f"{where}.provider")[0] if provider else None
+    if isinstance(changes.get("base_url"), str):
+        changes["base_url"] = changes["base_url"].strip().rstrip("/")
+    try:
+        return dataclasses.replace(settings, **changes)
+    except ConfigInvalid as exc:
+        raise ConfigInvalid(f"{where}.{exc.field.removeprefix('llm.')}", exc.value,
+                            exc.reason) from exc
+
+
+class SecretStore(Protocol):
+    """Keeps API keys by account (the provider name). Methods may block: call them off the
+    GUI thread."""
+
+    def available(self) -> bool:
+        """Keys can be kept here."""
+        ...
+
+    def get(self, account: str) -> str | None:
+        """The key kept for ``account``, or None."""
+        ...
+
+    def set(self, account: str, secret: str) -> None:
+        """Keep ``secret`` for ``account`` (raises :class:`KeyringUnavailable`)."""
+        ...
+
+    def delete(self, account: str) -> None:
+        """Forget the key of ``account`` (no error when there is none)."""
+        ...
+
+
+class KeyringStore:
+    """The OS keyring (``keyring``): service :data:`KEYRING_SERVICE`, one account per provider.
+
+    Every call may block (D-Bus, a Keychain prompt); ``keyring`` is imported on first use.
+    """
+
+    def available(self) -> bool:
+        """A real backend is installed (not ``keyring``'s "fail" placeholder)."""
+        try:
+            import keyring
+            from keyring.backends import fail
+
+            return not isinstance(keyring.get_keyring(), fail.Keyring)
+        except Exception:  # a broken backend configuration is "not available", not a crash
+            return False
+
+    def get(self, account: str) -> str | None:
+        """The key kept for ``account``; None when none is kept or the keyring fails."""
+        try:
+            return _keyring_get(KEYRING_SERVICE, account)
+        except Exception:  # locked keyring, D-Bus missing: as if no key were kept
+            return None
+
+    def set(self, account: str, secret: str) -> None:
+        """Keep ``secret``.
+
+        Raises:
+            KeyringUnavailable: the keyring refused (the message never holds the key).
+        """
+        import keyring
+
+        try:
+            keyring.set_password(KEYRING_SERVICE, account, secret)
+        except Exception as exc:  # NoKeyringError, a locked keyring, D-Bus gone ...
+            raise KeyringUnavailable(
+                f"the OS keyring could not keep the key for {account!r} "
+                f"({type(exc).__name__}); put the key in an environment variable and name "
+                f"that variable instead") from exc
+
+    def delete(self, account: str) -> None:
+        """Forget the key of ``account``."""
+        import keyring
+
+        try:
+            keyring.delete_password(KEYRING_SERVICE, account)
+        except Exception:  # nothing kept, or no keyring: nothing to forget
+            return
+
+
+def key_lookup(settings: LLMSettings, secrets: SecretStore | None = None,
+               env: Mapping[str, str] | None = None) -> Callable[[], str | None]:
+    """The key function a gateway or a connection test calls at request time:
+    :func:`resolve_api_key` with ``secrets`` standing in for the OS keyring."""
+    getter = None if secrets is None else (lambda _service, account: secrets.get(account))
+
+    def lookup() -> str | None:
+        return resolve_api_key(settings, env, getter)
+
+    return lookup
 
 
 def resolve_api_key(settings: LLMSettings, env: Mapping[str, str] | None = None,
@@ -328,7 +573,7 @@ def resolve_api_key(settings: LLMSettings, env: Mapping[str, str] | None = None,
         return None
     getter = keyring_get if keyring_get is not None else _keyring_get
     try:
-        return getter(KEYRING_SERVICE, settings.provider or settings.kind.value) or None
+        return getter(KEYRING_SERVICE, settings.keyring_account) or None
     except Exception:  # no keyring backend, locked keyring, D-Bus missing: treat as no key
         return None
 

@@ -1,10 +1,17 @@
 """Retrieval: hybrid ranking with full diagnostics, token packing and pressure compression.
 
 Public surface: the seed 002 request/bundle types (:mod:`.types`), the weights and tables
-(:mod:`.weights`), the orchestrator (:class:`Retriever`) and :func:`rescore`, which re-ranks a
-bundle's candidates under other weights without touching the store (the GUI's sliders).
+(defined in :mod:`engine.config`, ``MemoryConfig.retrieval``), the orchestrator
+(:class:`Retriever`) and :func:`rescore`, which re-ranks a bundle's candidates under other
+weights without touching the store (the GUI's sliders).
 """
 
+from engine.config import (
+    DEFAULT_LAYER_WEIGHTS,
+    DEFAULT_PURPOSE_WEIGHTS,
+    RetrievalConfig,
+    ScoringWeights,
+)
 from engine.retrieval.compression import compress, first_sentence
 from engine.retrieval.lexical import TextIndex, stem, terms
 from engine.retrieval.retriever import Ranking, Retriever, rescore
@@ -19,12 +26,6 @@ from engine.retrieval.types import (
     RetrievedBundle,
     SemanticMode,
     Strategy,
-)
-from engine.retrieval.weights import (
-    DEFAULT_LAYER_WEIGHTS,
-    DEFAULT_PURPOSE_WEIGHTS,
-    RetrievalConfig,
-    ScoringWeights,
 )
 
 __all__ = [

@@ -9,6 +9,10 @@ unanswerable, is left out unless asked for) is retrieved with :meth:`MemoryEngin
 inspection mode; a hit at k is any evidence ``dia_id`` among the top k records (a record that
 absorbed others counts for all of their ``dia_id``s). The baseline ranks the same records by
 cosine alone, with the same embeddings, in the same run.
+
+Splits: of every five conversations in file order the first three are ``dev`` (ranking changes
+are tuned on them) and the last two ``held-out`` (they decide); :func:`split_of` says which.
+Results are reported per split as well as overall.
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ if TYPE_CHECKING:
     from engine.embedding import Embedder
     from engine.memory_engine import MemoryEngine
 
-__all__ = ["KS", "LocomoResult", "evaluate_locomo", "ingest", "locomo_memories"]
+__all__ = ["KS", "SPLITS", "LocomoResult", "evaluate_locomo", "ingest", "locomo_memories",
+           "split_of"]
 
 KS = (1, 5, 10)
+SPLITS = ("all", "dev", "held-out")
 ADVERSARIAL = 5
 _SESSION = re.compile(r"^session_(\d+)$")
 _OBS_SESSION = re.compile(r"(\d+)")
@@ -50,8 +56,11 @@ class LocomoResult:
     ours: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
     baseline: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
     by_category: dict[int, list[int]] = field(default_factory=dict)  # [n, ours@5, base@5]
+    by_split: dict[str, list[int]] = field(default_factory=dict)  # [n, ours@5, base@5]
     ingest: dict[str, int] = field(default_factory=dict)
     records: int = 0
+    split: str = "all"
+    conversations: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """``{"questions": n, "ours": {"hit@1": x, ...}, "baseline": {...}}`` (+ details)."""
@@ -59,13 +68,21 @@ class LocomoResult:
             return {f"hit@{k}": round(hits[k] / self.questions, 4) if self.questions else 0.0
                     for k in KS}
 
+        def at5(groups: Mapping[Any, list[int]]) -> dict[str, dict[str, float]]:
+            return {str(key): {"questions": v[0], "ours_hit@5": round(v[1] / v[0], 4),
+                               "baseline_hit@5": round(v[2] / v[0], 4)}
+                    for key, v in sorted(groups.items())}
+
         return {"questions": self.questions, "unit": self.unit, "ours": rates(self.ours),
                 "baseline": rates(self.baseline), "records": self.records,
+                "split": self.split, "conversations": list(self.conversations),
                 "ingest": dict(sorted(self.ingest.items())),
-                "by_category": {str(c): {"questions": v[0],
-                                         "ours_hit@5": round(v[1] / v[0], 4),
-                                         "baseline_hit@5": round(v[2] / v[0], 4)}
-                                for c, v in sorted(self.by_category.items())}}
+                "by_split": at5(self.by_split), "by_category": at5(self.by_category)}
+
+
+def split_of(index: int) -> str:
+    """``dev`` or ``held-out`` for the conversation at ``index`` in file order (3 of 5 dev)."""
+    return "dev" if index % 5 < 3 else "held-out"
 
 
 def _session_time(text: str, source: str) -> float:
@@ -178,7 +195,7 @@ def _record_dia_ids(engine: MemoryEngine, covered: Mapping[str, set[str]]
 
 def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
                     include_adversarial: bool = False, review: str = "keep",
-                    limit_conversations: int | None = None,
+                    split: str = "all", limit_conversations: int | None = None,
                     limit_questions: int | None = None,
                     open_engine: Callable[[str, DeterministicClock], MemoryEngine] | None = None,
                     progress: Callable[[str], None] | None = None) -> LocomoResult:
@@ -189,7 +206,8 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
         embedder: The embedding model (None: Jaccard path; the baseline then scores 0).
         include_adversarial: Also ask category-5 questions.
         review: How deferred memories are resolved (:func:`ingest`).
-        limit_conversations: Only the first N conversations (tests use a tiny slice).
+        split: ``all``, or only the ``dev`` or ``held-out`` conversations (:func:`split_of`).
+        limit_conversations: Only the first N conversations of the split (tests use a slice).
         limit_questions: Only the first N qualifying questions per conversation.
         open_engine: Opens an engine on a directory (default: embedded store, in-memory ledger).
     """
@@ -203,8 +221,12 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
         raise InputFormatError(source, 0, "file", f"cannot read LoCoMo JSON: {exc}") from exc
     if not isinstance(samples, list):
         raise InputFormatError(source, 0, "file", "expected a list of conversations")
-    result = LocomoResult(unit=unit)
-    for sample in samples[:limit_conversations]:
+    if split not in SPLITS:
+        raise InputFormatError(source, 0, "split", f"{split!r} is not one of {', '.join(SPLITS)}")
+    chosen = [(split_of(i), sample) for i, sample in enumerate(samples)
+              if split == "all" or split_of(i) == split]
+    result = LocomoResult(unit=unit, split=split)
+    for part, sample in chosen[:limit_conversations]:
         memories = locomo_memories(sample, unit, source)
         questions = [q for q in sample.get("qa", []) if _evidence(q)
                      and (include_adversarial or q.get("category") != ADVERSARIAL)]
@@ -222,7 +244,8 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
             try:
                 covered = ingest(engine, memories, review=review, counts=result.ingest)
                 result.records += engine.count()
-                _ask(engine, sample, questions, result, covered)
+                _ask(engine, sample, questions, result, covered, part)
+                result.conversations.append(str(sample.get("sample_id", "")))
             finally:
                 engine.close()
         if progress is not None:
@@ -232,7 +255,7 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
 
 
 def _ask(engine: MemoryEngine, sample: Mapping[str, Any], questions: Sequence[Mapping[str, Any]],
-         result: LocomoResult, covered: Mapping[str, set[str]]) -> None:
+         result: LocomoResult, covered: Mapping[str, set[str]], part: str) -> None:
     dia = _record_dia_ids(engine, covered)
     agent = str(sample.get("sample_id", "locomo"))
     snapshot = engine.store.view.snapshot()
@@ -253,17 +276,19 @@ def _ask(engine: MemoryEngine, sample: Mapping[str, Any], questions: Sequence[Ma
         else:
             base = []
         result.questions += 1
-        category = int(question.get("category", 0))
-        stats = result.by_category.setdefault(category, [0, 0, 0])
-        stats[0] += 1
+        groups = (result.by_category.setdefault(int(question.get("category", 0)), [0, 0, 0]),
+                  result.by_split.setdefault(part, [0, 0, 0]))
+        for stats in groups:
+            stats[0] += 1
         for k in KS:
             ours_hit = any(dia.get(i, set()) & evidence for i in ranked[:k])
             base_hit = any(dia.get(i, set()) & evidence for i in base[:k])
             result.ours[k] += ours_hit
             result.baseline[k] += base_hit
             if k == 5:
-                stats[1] += ours_hit
-                stats[2] += base_hit
+                for stats in groups:
+                    stats[1] += ours_hit
+                    stats[2] += base_hit
 
 
 def _top(scores: np.ndarray[Any, Any], eligible: np.ndarray[Any, Any], ids: Sequence[str],

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from engine.store.view import ViewSnapshot
 from engine.text import tokenize
 
-__all__ = ["FLAG_TAGS", "STOP_WORDS", "TextIndex", "stem", "terms"]
+__all__ = ["FLAG_TAGS", "STOP_WORDS", "TextIndex", "bm25_weights", "stem", "terms"]
 
 F64 = npt.NDArray[np.float64]
 
@@ -83,6 +83,18 @@ def terms(text: str) -> list[str]:
     return [stem(t) for t in tokenize(text) if t not in STOP_WORDS]
 
 
+def bm25_weights(tfs: F64, lengths: F64, *, live: int, avgdl: float, k1: float, b: float
+                 ) -> F64:
+    """One term's BM25 contribution to the rows holding it (``tfs``: its frequency in each,
+    ``lengths``: their lengths) among ``live`` documents of average length ``avgdl``."""
+    df = len(tfs)
+    if df == 0:
+        return np.zeros(0, dtype=np.float64)
+    idf = math.log(1.0 + (live - df + 0.5) / (df + 0.5))
+    result: F64 = idf * tfs * (k1 + 1.0) / (tfs + k1 * (1.0 - b + b * lengths / avgdl))
+    return result
+
+
 def speaker_terms(text: str) -> tuple[str, ...]:
     """Index terms of the speaker a ``"Name: text"`` turn is attributed to (empty if none)."""
     match = _SPEAKER.match(text)
@@ -102,6 +114,9 @@ class TextIndex:
         self._tags: list[tuple[str, ...]] = []
         self._postings: dict[str, dict[int, int]] = {}
         self._cache: dict[str, tuple[npt.NDArray[np.intp], F64]] = {}
+        # (row, tf) indexed since a word's cached arrays were built, for rows that were not in
+        # its posting (appends): merged on the next read instead of rebuilding the arrays
+        self._pending: dict[str, list[tuple[int, int]]] = {}
         self._row_terms: list[tuple[str, ...]] = []
         self._speakers: dict[str, dict[int, None]] = {}
         self._speaker_cache: dict[str, npt.NDArray[np.intp]] = {}
@@ -109,13 +124,25 @@ class TextIndex:
         self._length = np.zeros(0, dtype=np.float64)
         self._unique = np.zeros(0, dtype=np.float64)
         self._flagged = np.zeros(0, dtype=bool)
+        self._state: tuple[int, int] = (0, 0)
         self.rebuilds = 0
         self.incremental_rows = 0
 
     # -- keeping in sync -------------------------------------------------------------------
 
     def sync(self, snapshot: ViewSnapshot) -> None:
-        """Update the index to match ``snapshot`` (incrementally when the view only grew)."""
+        """Update the index to match ``snapshot`` (incrementally when the view only grew).
+
+        A snapshot of the view version the index was last synced with costs nothing.
+        """
+        state = (getattr(snapshot, "layout", 0), getattr(snapshot, "version", 0))
+        with self._lock:
+            if state[0] and state == self._state:
+                return
+            self._sync(snapshot)
+            self._state = state
+
+    def _sync(self, snapshot: ViewSnapshot) -> None:
         hashes = snapshot.hashes if isinstance(snapshot.hashes, list) else list(snapshot.hashes)
         tags = snapshot.tags if isinstance(snapshot.tags, list) else list(snapshot.tags)
         with self._lock:
@@ -126,7 +153,8 @@ class TextIndex:
             if new == old and self._hashes == hashes and self._tags == tags:
                 return
             if new >= old and self._hashes == hashes[:old]:
-                changed = [r for r in range(old) if self._tags[r] != tags[r]]
+                changed = [] if self._tags == tags[:old] else [
+                    r for r in range(old) if self._tags[r] != tags[r]]
             elif new == old:
                 changed = [r for r in range(old)
                            if self._hashes[r] != hashes[r] or self._tags[r] != tags[r]]
@@ -139,15 +167,15 @@ class TextIndex:
             self._grow(new)
             for row in changed:
                 self._unindex(row)
-                self._index(row, snapshot.contents[row], tags[row], hashes[row])
+                self._index(row, snapshot.content_array[row], tags[row], hashes[row])
             for row in range(old, new):
-                self._index(row, snapshot.contents[row], tags[row], hashes[row])
+                self._index(row, snapshot.content_array[row], tags[row], hashes[row])
             self.incremental_rows += len(changed) + (new - old)
 
     def _rebuild(self, snapshot: ViewSnapshot) -> None:
         self.rebuilds += 1
         self._hashes, self._tags, self._row_terms = [], [], []
-        self._postings, self._cache = {}, {}
+        self._postings, self._cache, self._pending = {}, {}, {}
         self._speakers, self._row_speaker, self._speaker_cache = {}, [], {}
         n = snapshot.n
         self._length = np.zeros(n, dtype=np.float64)
@@ -155,7 +183,8 @@ class TextIndex:
         self._flagged = np.zeros(n, dtype=bool)
         self._grow(n)
         for row in range(n):
-            self._index(row, snapshot.contents[row], snapshot.tags[row], snapshot.hashes[row])
+            self._index(row, snapshot.content_array[row], snapshot.tag_array[row],
+                        snapshot.hash_array[row])
 
     def _grow(self, n: int) -> None:
         if n <= len(self._length):
@@ -173,8 +202,13 @@ class TextIndex:
         for word in words:
             counts[word] = counts.get(word, 0) + 1
         for word, tf in counts.items():
-            self._postings.setdefault(word, {})[row] = tf
-            self._cache.pop(word, None)
+            posting = self._postings.setdefault(word, {})
+            known = row in posting
+            posting[row] = tf
+            if known:
+                self._forget(word)
+            elif word in self._cache:
+                self._pending.setdefault(word, []).append((row, tf))
         speaker = speaker_terms(content)
         for word in speaker:
             self._speakers.setdefault(word, {})[row] = None
@@ -201,7 +235,12 @@ class TextIndex:
             posting = self._postings.get(word)
             if posting is not None:
                 posting.pop(row, None)
-                self._cache.pop(word, None)
+                self._forget(word)
+
+    def _forget(self, word: str) -> None:
+        """Drop ``word``'s cached arrays (its posting changed other than by new rows)."""
+        self._cache.pop(word, None)
+        self._pending.pop(word, None)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -216,6 +255,12 @@ class TextIndex:
 
     def _posting(self, word: str) -> tuple[npt.NDArray[np.intp], F64]:
         cached = self._cache.get(word)
+        pending = self._pending.pop(word, None)
+        if cached is not None and pending:
+            added = np.asarray(pending, dtype=np.int64).reshape(-1, 2)
+            cached = (np.concatenate([cached[0], added[:, 0].astype(np.intp)]),
+                      np.concatenate([cached[1], added[:, 1].astype(np.float64)]))
+            self._cache[word] = cached
         if cached is None:
             posting = self._postings.get(word, {})
             rows = np.fromiter(posting.keys(), dtype=np.intp, count=len(posting))
@@ -223,6 +268,22 @@ class TextIndex:
             cached = (rows, tfs)
             self._cache[word] = cached
         return cached
+
+    def lengths(self, n: int) -> F64:
+        """Length in terms of each of the first ``n`` rows (a copy)."""
+        with self._lock:
+            return self._length[:n].copy()
+
+    def term_postings(self, word: str, mask: npt.NDArray[np.bool_]
+                      ) -> tuple[npt.NDArray[np.intp], F64]:
+        """Rows containing ``word`` among the ``mask`` rows, and the term's frequency in each."""
+        with self._lock:
+            rows, tfs = self._posting(word)
+        inside = rows < len(mask)
+        if not inside.all():
+            rows, tfs = rows[inside], tfs[inside]
+        keep = mask[rows]
+        return rows[keep], tfs[keep]
 
     def bm25(self, query_terms: Sequence[str], mask: npt.NDArray[np.bool_], *,
              k1: float = 1.2, b: float = 0.75) -> F64:
@@ -234,31 +295,19 @@ class TextIndex:
         """
         n = len(mask)
         scores = np.zeros(n, dtype=np.float64)
-        with self._lock:
-            if n == 0 or n > len(self._length):
-                return scores
-            live = int(mask.sum())
-            if live == 0:
-                return scores
-            lengths = self._length[:n]
-            avgdl = float(lengths[mask].mean()) or 1.0
-            norm = k1 * (1.0 - b + b * lengths / avgdl)
-            for word in dict.fromkeys(query_terms):
-                rows, tfs = self._posting(word)
-                if len(rows) == 0:
-                    continue
-                keep = mask[rows]
-                rows, tfs = rows[keep], tfs[keep]
-                df = len(rows)
-                if df == 0:
-                    continue
-                idf = math.log(1.0 + (live - df + 0.5) / (df + 0.5))
-                scores[rows] += idf * tfs * (k1 + 1.0) / (tfs + norm[rows])
+        if n == 0 or n > len(self) or not mask.any():
+            return scores
+        lengths = self.lengths(n)
+        avgdl = float(lengths[mask].mean()) or 1.0
+        live = int(mask.sum())
+        for word in dict.fromkeys(query_terms):
+            rows, tfs = self.term_postings(word, mask)
+            scores[rows] += bm25_weights(tfs, lengths[rows], live=live, avgdl=avgdl, k1=k1, b=b)
         return scores
 
-    def speaker_match(self, query_terms: Sequence[str], n: int) -> F64:
-        """1.0 for rows whose ``"Name:"`` speaker the query names, else 0.0 (first ``n`` rows)."""
-        out = np.zeros(n, dtype=np.float64)
+    def speaker_rows(self, query_terms: Sequence[str], n: int) -> npt.NDArray[np.intp]:
+        """Rows (of the first ``n``) whose ``"Name:"`` speaker the query names, ascending."""
+        found: list[npt.NDArray[np.intp]] = []
         with self._lock:
             for word in dict.fromkeys(query_terms):
                 index = self._speaker_cache.get(word)
@@ -266,7 +315,16 @@ class TextIndex:
                     rows = self._speakers.get(word, {})
                     index = np.fromiter(rows.keys(), dtype=np.intp, count=len(rows))
                     self._speaker_cache[word] = index
-                out[index[index < n]] = 1.0
+                if len(index):
+                    found.append(index[index < n])
+        if not found:
+            return np.zeros(0, dtype=np.intp)
+        return np.unique(np.concatenate(found)) if len(found) > 1 else np.sort(found[0])
+
+    def speaker_match(self, query_terms: Sequence[str], n: int) -> F64:
+        """1.0 for rows whose ``"Name:"`` speaker the query names, else 0.0 (first ``n`` rows)."""
+        out = np.zeros(n, dtype=np.float64)
+        out[self.speaker_rows(query_terms, n)] = 1.0
         return out
 
     def jaccard(self, query_terms: Sequence[str], n: int) -> F64:

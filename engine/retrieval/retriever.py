@@ -9,43 +9,61 @@ records are materialized (through the ``fetch`` callable the engine passes).
 Flow (seed 002 §9):
 
 1. Candidates: live rows; masks for agent/layer (``filter``), TTL (``ttl``), ``privacy``.
-2. Components (:mod:`engine.retrieval.scoring`), weights (:mod:`engine.retrieval.weights`).
+2. Components (:mod:`engine.retrieval.scoring`), weights (``MemoryConfig.retrieval``).
 3. Sort eligible candidates by score desc, then id asc. Above ``partition_min`` candidates a
-   top slice is selected with ``argpartition`` first and widened if packing exhausts it.
+   top slice is selected with a partition first and widened if packing exhausts it.
 4. Pack greedily to the budget: a record that does not fit is skipped and packing continues
    (seed 003 §2 knapsack-lite) until the remaining budget is below the smallest candidate or
    ``skip_limit`` records in a row did not fit.
 5. ``throttle``: budget × compression ratio and content compressed (first sentence + tags);
    ``exhausted``: only the top ``exhausted_records`` record(s), compressed.
 6. The engine emits ``memory:retrieval`` and counts accesses (not in inspection mode).
+
+What does not depend on the query — candidate masks, the importance and recency bases, the
+layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
+computed once per view version and kept with the snapshot, which the view shares with every
+reader until it changes (:func:`_derived`). Access counting after each retrieval changes only
+the access columns: the next snapshot keeps everything but the access component, the
+access-boosted importance base and their weighted sum, which are recomputed (O(N) vector
+operations); per query the work is one matrix-vector product
+for cosine, the query terms' postings, and a few vector operations. The per-candidate
+diagnostics (component matrix, drop codes) are built only when read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from engine.config import MemoryConfig
+from engine.config import MemoryConfig, RetrievalConfig, ScoringWeights
 from engine.errors import TokenBudgetUndefined
 from engine.records import MemoryRecord, Privacy
 from engine.retrieval.compression import compress
-from engine.retrieval.lexical import TextIndex, terms
+from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
+    Centring,
+    Decaying,
+    TimeOrder,
     access_frequency,
     combine,
+    context_lift,
     context_relevance,
+    importance_base,
     importance_component,
     layer_component,
     lexsort_rank,
     neighbour_matrix,
     recency,
+    recency_base,
     relevance_of,
 )
 from engine.retrieval.types import (
@@ -57,15 +75,17 @@ from engine.retrieval.types import (
     RetrievedBundle,
     SemanticMode,
 )
-from engine.retrieval.weights import RetrievalConfig, ScoringWeights
 from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
 from engine.text import estimate_tokens
 
 __all__ = ["Ranking", "Retriever", "rescore"]
 
 F64 = npt.NDArray[np.float64]
+F32 = npt.NDArray[np.float32]
 B = npt.NDArray[np.bool_]
+Rows = npt.NDArray[np.intp]
 FetchFn = Callable[[Sequence[str]], list[MemoryRecord]]
+T = TypeVar("T")
 
 _CODE = {reason: np.int8(i) for i, reason in enumerate(DropReason)}
 NOT_CANDIDATE = np.int8(-2)
@@ -122,13 +142,14 @@ def rescore(diagnostics: RetrievalDiagnostics, weights: ScoringWeights) -> Ranki
     """Re-rank a bundle's candidates under other weights, without touching the store.
 
     The GUI's weight sliders call this: components are reused, only the ``context`` component
-    (which depends on the semantic/lexical ratio) is recomputed from the stored neighbours, and
-    packing is re-run with the bundle's budget and per-candidate token costs.
+    (which depends on the semantic/lexical ratio) is recomputed from the stored neighbours
+    (:func:`~engine.retrieval.scoring.context_lift`), and packing is re-run with the bundle's
+    budget and per-candidate token costs.
     """
     components = diagnostics.components.copy(order="K")
     if len(components):
         relevance = relevance_of(components, weights) * diagnostics.eligible
-        components[:, COL.context] = context_relevance(relevance, diagnostics.neighbours)
+        components[:, COL.context] = context_lift(relevance, diagnostics.neighbours)
     scores = combine(components, weights) if len(components) else np.zeros(0)
     eligible_rows = diagnostics.rows[diagnostics.eligible[diagnostics.rows]] \
         if len(diagnostics.rows) else diagnostics.rows
@@ -147,11 +168,56 @@ def rescore(diagnostics: RetrievalDiagnostics, weights: ScoringWeights) -> Ranki
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Who may be retrieved for one request shape in one view state (cached, read-only).
+
+    Attributes:
+        key: What determines the masks (agent, layers, privacy, count of expired records).
+        filter_ok: By row: the request's agent and a layer the policy allows.
+        ttl_ok: By row: not expired.
+        privacy_ok: By row: a privacy partition the request allows.
+        eligible: By row: live and passing all three.
+        rows: The eligible rows, ascending.
+        smallest: Fewest tokens any eligible record costs (0 when there is none).
+    """
+
+    key: Hashable
+    filter_ok: B
+    ttl_ok: B
+    privacy_ok: B
+    eligible: B
+    rows: Rows
+    smallest: int
+
+    @property
+    def count(self) -> int:
+        """Number of eligible candidates."""
+        return len(self.rows)
+
+
+@dataclass(slots=True)
+class Scored:
+    """One request's scores and the pieces its component matrix is built from on demand."""
+
+    scores: F64
+    mode: SemanticMode
+    neighbours: npt.NDArray[np.int32]
+    columns: dict[int, Callable[[], npt.ArrayLike]]
+
+    def components(self, n: int) -> F64:
+        """The ``(n, len(COMPONENTS))`` matrix, column-major (each component contiguous)."""
+        matrix = np.zeros((len(COMPONENTS), n), dtype=np.float64).T
+        for column, build in self.columns.items():
+            matrix[:, column] = build()
+        return matrix
+
+
 class Retriever:
     """Scores and packs retrieval requests over view snapshots; one per engine.
 
-    Holds the :class:`~engine.retrieval.lexical.TextIndex` kept in sync with the view and a
-    cache of the time-neighbour matrix. Thread-safe.
+    Holds the :class:`~engine.retrieval.lexical.TextIndex` kept in sync with the view; what it
+    derives from a snapshot is kept with the snapshot (:func:`_derived`). Thread-safe.
 
     Args:
         config: Weights and tables; None = defaults.
@@ -160,23 +226,8 @@ class Retriever:
     def __init__(self, config: RetrievalConfig | None = None) -> None:
         self.config = config or RetrievalConfig()
         self.index = TextIndex()
-        self._lock = threading.RLock()
-        self._neighbours: tuple[tuple[float, ...], npt.NDArray[np.int32]] | None = None
-
-    def _neighbour_matrix(self, snapshot: ViewSnapshot) -> npt.NDArray[np.int32]:
-        n = snapshot.n
-        config = self.config
-        key = (float(n), float(snapshot.alive.sum()), float(snapshot.created_at[:n].sum()),
-               float(snapshot.agent[:n].sum()), float(config.context_neighbours),
-               config.context_window_ms)
-        with self._lock:
-            cached = self._neighbours
-            if cached is not None and cached[0] == key:
-                return cached[1]
-            matrix = neighbour_matrix(snapshot, config.context_neighbours,
-                                      config.context_window_ms)
-            self._neighbours = (key, matrix)
-            return matrix
+        self._lock = threading.Lock()
+        self._neighbour_cache: _NeighbourCache | None = None
 
     def retrieve(self, snapshot: ViewSnapshot, request: RetrievalRequest, *, now_ms: float,
                  memory: MemoryConfig, query_vector: npt.NDArray[np.float32] | None,
@@ -201,80 +252,35 @@ class Retriever:
         config = self.config
         self.index.sync(snapshot)
         n = snapshot.n
-        alive = snapshot.alive[:n]
-        rows = np.flatnonzero(alive)
-
-        # 1. candidate masks (seed 002 §9 step 1)
-        if request.agent_id is not None:
-            agent_ok: B = snapshot.agent[:n] == snapshot.agent_code(request.agent_id)
-        else:
-            agent_ok = np.ones(n, dtype=bool)
-        allowed_layers = request.layers if request.layers is not None \
-            else config.layer_policy[request.purpose]
-        layer_lookup = np.asarray([layer in allowed_layers for layer in LAYERS])
-        filter_ok = agent_ok & layer_lookup[snapshot.layer[:n]]
-        ttl_ok: B = snapshot.expires_at[:n] >= now_ms
-        allowed_privacy = request.privacy if request.privacy is not None else frozenset(Privacy)
-        privacy_ok = np.asarray([p in allowed_privacy for p in PRIVACIES])[snapshot.privacy[:n]]
-        eligible = alive & filter_ok & ttl_ok & privacy_ok
-        drop = np.full(n, NOT_CANDIDATE, dtype=np.int8)
-        drop[alive] = _CODE[DropReason.BUDGET]
-        drop[alive & filter_ok & ttl_ok & ~privacy_ok] = _CODE[DropReason.PRIVACY]
-        drop[alive & filter_ok & ~ttl_ok] = _CODE[DropReason.TTL]
-        drop[alive & ~filter_ok] = _CODE[DropReason.FILTER]
-
-        # 2. components (seed 002 §7, seed 004)
-        half_life_days = config.importance_half_life_days or memory.importance_decay_half_life_days
-        boost = config.importance_boost or memory.importance_boost
-        # (n, 7) in column-major order: each component is one contiguous array, so filling a
-        # column and the weighted sum are plain vector operations (no strided writes, no BLAS)
-        components = np.zeros((len(COMPONENTS), n), dtype=np.float64).T
-        flagged = self.index.flagged(n)
-        components[:, COL.importance] = importance_component(snapshot, now_ms, half_life_days,
-                                                             flagged, boost)
-        components[:, COL.recency] = recency(snapshot.recency_anchor[:n], now_ms,
-                                             config.recency_half_life_ms
-                                             or float(memory.decay_half_life_ms))
-        components[:, COL.layer] = layer_component(snapshot.layer[:n],
-                                                   config.layer_weights[request.purpose])
-        components[:, COL.access] = access_frequency(snapshot.access_count[:n], config.access_cap)
-        mode = self._relevance(snapshot, request, query_vector, eligible, components)
+        live = snapshot.live_rows
+        candidates = self._candidates(snapshot, request, now_ms)
         weights = config.weights_for(request.purpose, request.strategy, request.pressure_state)
-        neighbours = self._neighbour_matrix(snapshot) if config.context_neighbours and \
-            mode is not SemanticMode.NONE else np.zeros((n, 0), dtype=np.int32)
-        if neighbours.shape[1]:
-            components[:, COL.context] = context_relevance(
-                relevance_of(components, weights) * eligible, neighbours)
-        scores = combine(components, weights)
+        scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
+                             query_vector)
 
         # 3-5. sort, compress, pack
         pressure = request.pressure_state
-        ratio = config.compression_ratio or memory.throttle_compression_ratio
+        ratio = memory.throttle_compression_ratio
         compressing = pressure in (PressureState.THROTTLE, PressureState.EXHAUSTED)
         budget = request.max_tokens
         if pressure is PressureState.THROTTLE:
             budget = max(1, math.floor(budget * ratio))
         max_records = config.exhausted_records if pressure is PressureState.EXHAUSTED else 0
-        tokens = snapshot.token_estimate[:n].astype(np.int64)
+        tokens = snapshot.token_estimate[:n]
         compressed: dict[int, str] = {}
+        compressed_tokens: dict[int, int] = {}
 
         def cost(row: int) -> int:
             if not compressing:
                 return int(tokens[row])
-            text = compress(snapshot.contents[row], snapshot.tags[row], ratio)
+            text = compress(snapshot.content_array[row], snapshot.tag_array[row], ratio)
             compressed[row] = text
-            tokens[row] = estimate_tokens(text)
-            return int(tokens[row])
+            compressed_tokens[row] = estimate_tokens(text)
+            return compressed_tokens[row]
 
-        eligible_rows = np.flatnonzero(eligible)
-        smallest = 1 if compressing else (int(tokens[eligible_rows].min())
-                                          if len(eligible_rows) else 0)
-        packed = self._pack_ranked(scores, snapshot.ids, eligible_rows, cost, budget,
-                                   max_records, smallest)
-        packed_rows = np.asarray(packed, dtype=np.intp)
-        drop[packed_rows] = PACKED
-        used = int(tokens[packed_rows].sum()) if len(packed) else 0
-        truncated = bool((drop == _CODE[DropReason.BUDGET]).any())
+        smallest = 1 if compressing else candidates.smallest
+        packed, used = self._pack_ranked(scored.scores, snapshot.ids, candidates.rows, cost,
+                                         budget, max_records, smallest)
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
         records = fetch([snapshot.ids[r] for r in packed]) if packed else []
@@ -284,75 +290,359 @@ class Retriever:
         strategy = request.strategy.value
         if pressure is not PressureState.NORMAL:
             strategy = f"{strategy}:{pressure.value}"
+        packed_rows = np.asarray(packed, dtype=np.intp)
         diagnostics = RetrievalDiagnostics(
-            candidate_count=len(rows),
-            filtered_count=int(len(rows) - eligible.sum()),
+            candidate_count=len(live),
+            filtered_count=len(live) - candidates.count,
             scoring_breakdown=tuple(zip(COMPONENTS, weights.as_tuple(), strict=True)),
             time_ms=elapsed_ms,
             compression_applied=compressing and any(
-                compressed[r] != snapshot.contents[r] for r in packed),
-            semantic_mode=mode, embed_ms=embed_ms, budget=budget, max_records=max_records,
-            ids=snapshot.ids, rows=rows, scores=scores, components=components,
-            drop_codes=drop, tokens=tokens, eligible=eligible, neighbours=neighbours,
+                compressed[r] != snapshot.content_array[r] for r in packed),
+            semantic_mode=scored.mode, embed_ms=embed_ms, budget=budget,
+            max_records=max_records, ids=snapshot.ids, rows=live, scores=scored.scores,
+            eligible=candidates.eligible, neighbours=scored.neighbours,
+            build_components=lambda: scored.components(n),
+            build_drop_codes=lambda: _drop_codes(snapshot.alive[:n], candidates, packed_rows),
+            build_tokens=lambda: _token_costs(tokens, compressed_tokens),
         )
-        return RetrievedBundle(records=tuple(records), total_tokens=used, truncated=truncated,
+        return RetrievedBundle(records=tuple(records), total_tokens=used,
+                               truncated=len(packed) < candidates.count,
                                strategy_applied=strategy, diagnostics=diagnostics,
                                request=request)
 
-    def _relevance(self, snapshot: ViewSnapshot, request: RetrievalRequest,
-                   query_vector: npt.NDArray[np.float32] | None, eligible: B,
-                   components: F64) -> SemanticMode:
-        """Fill the semantic and lexical columns; return how semantic was computed."""
+    # -- 1. candidates ---------------------------------------------------------------------
+
+    def _candidates(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                    now_ms: float) -> Candidates:
+        """The masks of seed 002 §9 step 1, cached per view state and request shape.
+
+        The expired set at ``now_ms`` is the live records whose expiry is before it: later
+        times only add to it, so its size names it and keys the cache instead of the time
+        (counted only once the soonest expiry has passed).
+        """
         n = snapshot.n
+        layers = request.layers if request.layers is not None \
+            else self.config.layer_policy[request.purpose]
+        privacy = request.privacy if request.privacy is not None else frozenset(Privacy)
+        soonest = _derived(snapshot, "soonest expiry", lambda: float(
+            np.min(snapshot.expires_at[:n], initial=np.inf, where=snapshot.alive[:n])))
+        expired = 0 if now_ms <= soonest else int(np.count_nonzero(
+            (snapshot.expires_at[:n] < now_ms) & snapshot.alive[:n]))
+        key = ("candidates", request.agent_id, layers, privacy, expired)
+
+        def build() -> Candidates:
+            alive = snapshot.alive[:n]
+            if request.agent_id is not None:
+                agent_ok: B = snapshot.agent[:n] == snapshot.agent_code(request.agent_id)
+            else:
+                agent_ok = np.ones(n, dtype=bool)
+            layer_ok = np.asarray([layer in layers for layer in LAYERS])[snapshot.layer[:n]]
+            filter_ok = agent_ok & layer_ok
+            ttl_ok: B = snapshot.expires_at[:n] >= now_ms
+            privacy_ok: B = np.asarray([p in privacy for p in PRIVACIES])[snapshot.privacy[:n]]
+            eligible = alive & filter_ok & ttl_ok & privacy_ok
+            rows = np.flatnonzero(eligible)
+            smallest = int(snapshot.token_estimate[:n][rows].min()) if len(rows) else 0
+            return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible, rows, smallest)
+
+        return _derived(snapshot, key, build)
+
+    # -- 2. components (seed 002 §7, seed 004) ---------------------------------------------
+
+    def _score(self, snapshot: ViewSnapshot, request: RetrievalRequest, candidates: Candidates,
+               weights: ScoringWeights, now_ms: float, memory: MemoryConfig,
+               query_vector: npt.NDArray[np.float32] | None) -> Scored:
+        """Every row's score under ``weights``, and how to rebuild its components."""
+        config = self.config
+        n = snapshot.n
+        columns: dict[int, Callable[[], npt.ArrayLike]] = {}
+        scores = self._static_part(snapshot, request, weights, columns)
+        flagged = self.index.flagged
+        self._add_decaying(scores, columns, COL.importance, weights.importance, now_ms,
+                           self._importance_base(snapshot, memory),
+                           lambda: importance_component(
+                               snapshot, now_ms, memory.importance_decay_half_life_days,
+                               flagged(n), memory.importance_boost))
+        self._add_decaying(scores, columns, COL.recency, weights.recency, now_ms,
+                           self._recency_base(snapshot, memory),
+                           lambda: recency(snapshot.recency_anchor[:n], now_ms,
+                                           float(memory.decay_half_life_ms)))
+
         query = (request.query or "").strip()
         if not query:
-            return SemanticMode.NONE
+            return Scored(scores, SemanticMode.NONE, np.zeros((n, 0), dtype=np.int32), columns)
         query_terms = terms(query)
-        has_vector = snapshot.has_vector[:n]
-        if query_vector is not None:
-            cosine = snapshot.vectors[:n] @ query_vector.astype(np.float32)
-            semantic = np.maximum(cosine.astype(np.float64), 0.0)
-            missing = eligible & ~has_vector
-            if missing.any():
-                jaccard = self.index.jaccard(query_terms, n)
-                semantic = np.where(has_vector, semantic, jaccard)
-                mode = SemanticMode.MIXED
-            else:
-                mode = SemanticMode.COSINE
-        else:
-            semantic = self.index.jaccard(query_terms, n)
-            mode = SemanticMode.JACCARD
-        components[:, COL.semantic] = semantic
-        components[:, COL.speaker] = self.index.speaker_match(query_terms, n)
-        bm25 = self.index.bm25(query_terms, eligible, k1=self.config.bm25_k1,
-                               b=self.config.bm25_b)
-        best = float(bm25.max()) if n else 0.0
-        if best > 0:
-            components[:, COL.lexical] = bm25 / best
-        return mode
+        semantic, mode = self._semantic(snapshot, query_terms, query_vector, candidates)
+        lexical = self._lexical(snapshot, query_terms, candidates)
+        speakers = self.index.speaker_rows(query_terms, n)
+        columns[COL.semantic] = _constant(semantic)
+        columns[COL.lexical] = _constant(lexical)
+        columns[COL.speaker] = lambda: _indicator(speakers, n)
+        scores += weights.semantic * semantic
+        scores += weights.lexical * lexical
+        scores[speakers] += weights.speaker
 
-    def _pack_ranked(self, scores: F64, ids: Sequence[str], eligible_rows: npt.NDArray[np.intp],
+        neighbours = np.zeros((n, 0), dtype=np.int32)
+        if config.context_neighbours:
+            neighbours, with_neighbours, their_neighbours = self._neighbours(snapshot)
+            relevance_weight = weights.semantic + weights.lexical
+            if len(with_neighbours) and relevance_weight > 0:
+                # what a neighbour lends: its relevance, 0 for non-candidates and for "no
+                # neighbour" (index -1 reads the extra last slot)
+                padded = np.zeros(n + 1, dtype=np.float32)  # half the bytes to gather from
+                relevance = padded[:n]
+                np.multiply(semantic, weights.semantic / relevance_weight, out=relevance)
+                relevance += (weights.lexical / relevance_weight) * lexical
+                if candidates.count < n:
+                    relevance[~candidates.eligible] = 0.0
+                best = context_relevance(padded, their_neighbours, padded=True)
+                best -= relevance[with_neighbours]
+                context = np.zeros(n, dtype=np.float64)
+                context[with_neighbours] = np.maximum(best, 0.0)  # context_lift, on fewer rows
+                columns[COL.context] = _constant(context)
+                scores += weights.context * context
+        return Scored(scores, mode, neighbours, columns)
+
+    @staticmethod
+    def _add_decaying(scores: F64, columns: dict[int, Callable[[], npt.ArrayLike]], column: int,
+                      weight: float, now_ms: float, decaying: Decaying,
+                      direct: Callable[[], F64]) -> None:
+        """Add a decaying component: its cached base scaled to ``now_ms`` (or ``direct()``
+        when the clock is behind the data)."""
+        scale = decaying.scale(now_ms)
+        if scale is None:
+            value = direct()
+            columns[column] = _constant(value)
+            if weight:
+                scores += weight * value
+            return
+        columns[column] = _scaled(decaying.base, scale)
+        if weight and scale:
+            scores += (weight * scale) * decaying.base
+
+    def _static_part(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                     weights: ScoringWeights, columns: dict[int, Callable[[], npt.ArrayLike]]
+                     ) -> F64:
+        """A fresh array of the weighted layer + access components (cached per view state)."""
+        n = snapshot.n
+        table = self.config.layer_weights[request.purpose]
+        layer_key = tuple(table.get(layer, 0.0) for layer in LAYERS)
+        cap = self.config.access_cap
+        layer = _derived(snapshot, ("layer", layer_key),
+                         lambda: layer_component(snapshot.layer[:n], table))
+        access = _derived(snapshot, ("access", cap),
+                          lambda: access_frequency(snapshot.access_count[:n], cap),
+                          reads_access=True)
+        columns[COL.layer] = _constant(layer)
+        columns[COL.access] = _constant(access)
+        key = ("layer+access", layer_key, cap, weights.layer, weights.access)
+        static = _derived(snapshot, key,
+                          lambda: weights.layer * layer + weights.access * access,
+                          reads_access=True)
+        return static.copy()
+
+    def _importance_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
+        half_life, boost = memory.importance_decay_half_life_days, memory.importance_boost
+        return _derived(snapshot, ("importance", half_life, boost), lambda: importance_base(
+            snapshot, half_life, self.index.flagged(snapshot.n), boost), reads_access=True)
+
+    def _recency_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
+        half_life = float(memory.decay_half_life_ms)
+        return _derived(snapshot, ("recency", half_life),
+                        lambda: recency_base(snapshot, half_life))
+
+    def _semantic(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
+                  query_vector: npt.NDArray[np.float32] | None, candidates: Candidates
+                  ) -> tuple[F64, SemanticMode]:
+        """Cosine clipped at 0 (Jaccard for records without a vector, or without a model)."""
+        n = snapshot.n
+        if query_vector is None:
+            return self.index.jaccard(query_terms, n), SemanticMode.JACCARD
+        query = query_vector.astype(np.float32, copy=False)
+        cosine: F32 = snapshot.vectors[:n] @ query
+        strength = self.config.semantic_centering
+        if strength > 0:
+            centring = _derived(
+                snapshot, ("centring", candidates.key, strength), lambda: Centring.of(
+                    snapshot.vectors[:n], candidates.eligible & snapshot.has_vector[:n],
+                    strength))
+            semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
+        else:
+            semantic = np.maximum(cosine, 0.0, dtype=np.float64)
+        without = _derived(snapshot, "without_vectors", lambda: np.flatnonzero(
+            snapshot.alive[:n] & ~snapshot.has_vector[:n]))
+        if len(without) and candidates.eligible[without].any():
+            semantic[without] = self.index.jaccard(query_terms, n)[without]
+            return semantic, SemanticMode.MIXED
+        semantic[without] = 0.0
+        return semantic, SemanticMode.COSINE
+
+    def _lexical(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
+                 candidates: Candidates) -> F64:
+        """BM25 over the candidates, divided by the best candidate's (0..1).
+
+        Each term's contributions (its postings among the candidates) are cached per view
+        state and candidate set, so a query touches only its terms' postings.
+        """
+        n = snapshot.n
+        if not candidates.count:
+            return np.zeros(n, dtype=np.float64)
+        found = [(rows, values) for rows, values in (
+            self._term_bm25(snapshot, candidates, word) for word in dict.fromkeys(query_terms))
+            if len(rows)]
+        if not found:
+            return np.zeros(n, dtype=np.float64)
+        bm25 = np.zeros(n, dtype=np.float64)
+        for rows, values in found:  # a term's rows are distinct: plain fancy-index adds
+            bm25[rows] += values
+        best = float(bm25.max())
+        if best > 0:
+            bm25 /= best
+        return bm25
+
+    def _term_bm25(self, snapshot: ViewSnapshot, candidates: Candidates, word: str
+                   ) -> tuple[Rows, F64]:
+        """One query term's BM25 contribution to the candidates that hold it (cached)."""
+        k1, b = self.config.bm25_k1, self.config.bm25_b
+
+        def statistics() -> tuple[F64, float]:
+            lengths = self.index.lengths(snapshot.n)
+            return lengths, float(lengths[candidates.eligible].mean()) or 1.0
+
+        def postings() -> tuple[Rows, F64]:
+            lengths, avgdl = _derived(snapshot, ("bm25", candidates.key), statistics)
+            rows, tfs = self.index.term_postings(word, candidates.eligible)
+            return rows, bm25_weights(tfs, lengths[rows], live=candidates.count, avgdl=avgdl,
+                                      k1=k1, b=b)
+
+        return _derived(snapshot, ("bm25", candidates.key, word, k1, b), postings)
+
+    def _neighbours(self, snapshot: ViewSnapshot
+                    ) -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
+        """The time-neighbour matrix, the rows with at least one neighbour, and their lines."""
+        k, window = self.config.context_neighbours, self.config.context_window_ms
+
+        def build() -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
+            # Neighbours depend on who is alive in which agent and layer (the view's layout
+            # changes with those), the row count and the creation times. Writes that keep the
+            # layout and the earlier rows' creation times reuse the last time order: as it is
+            # when no row was appended, extended by a merge when rows were.
+            n = snapshot.n
+            key = (snapshot.layout, k, window)
+            with self._lock:
+                cached = self._neighbour_cache
+            if cached is not None and cached.key == key and cached.order.n <= n and \
+                    cached.created == float(snapshot.created_at[:cached.order.n].sum()):
+                if cached.order.n == n:
+                    return cached.value
+                order = cached.order.extended(snapshot)
+            else:
+                order = TimeOrder.of(snapshot)
+            matrix = neighbour_matrix(snapshot, k, window, order)
+            rows = np.flatnonzero((matrix >= 0).any(axis=1))
+            value = _read_only((matrix, rows, matrix[rows]))
+            with self._lock:
+                self._neighbour_cache = _NeighbourCache(
+                    key, order, float(snapshot.created_at[:n].sum()), value)
+            return value
+
+        return _derived(snapshot, ("neighbours", k, window), build)
+
+    # -- 3-4. rank and pack ----------------------------------------------------------------
+
+    def _pack_ranked(self, scores: F64, ids: Sequence[str], rows: Rows,
                      cost: Callable[[int], int], budget: int, max_records: int,
-                     smallest: int) -> list[int]:
-        """Rank (score desc, id asc) and pack, ranking only a top slice when there are many."""
-        count = len(eligible_rows)
+                     smallest: int) -> tuple[list[int], int]:
+        """Rank (score desc, id asc) and pack, ranking only a top slice when there are many.
+
+        Returns:
+            (packed rows, tokens used).
+        """
+        count = len(rows)
         if count == 0:
-            return []
-        if count <= self.config.partition_min:
-            order = lexsort_rank(scores, ids, eligible_rows)
-            return _pack(order.tolist(), cost, budget, max_records, smallest)[0]
-        size = _FIRST_SLICE
-        eligible_scores = scores[eligible_rows]
-        while True:
-            if size >= count:
-                order = lexsort_rank(scores, ids, eligible_rows)
-                return _pack(order.tolist(), cost, budget, max_records, smallest)[0]
-            kth = np.argpartition(-eligible_scores, size - 1)[size - 1]
-            threshold = eligible_scores[kth]
-            # every row tied with the slice's last score joins it, so ties sort by id
-            top = eligible_rows[eligible_scores >= threshold]
-            order = lexsort_rank(scores, ids, top)
-            packed, _, stopped = _pack(order.tolist(), cost, budget, max_records, smallest)
-            if stopped or len(top) >= count:
-                return packed
-            size *= 4
+            return [], 0
+        if count > self.config.partition_min:
+            values = scores if count == len(scores) else scores[rows]
+            size = _FIRST_SLICE
+            while size < count:
+                # every row tied with the slice's last score joins it, so ties sort by id
+                threshold = np.partition(values, count - size)[count - size]
+                top = rows[values >= threshold]
+                order = lexsort_rank(scores, ids, top)
+                packed, used, stopped = _pack(order.tolist(), cost, budget, max_records,
+                                              smallest)
+                if stopped or len(top) >= count:
+                    return packed, used
+                size *= 4
+        order = lexsort_rank(scores, ids, rows)
+        packed, used, _ = _pack(order.tolist(), cost, budget, max_records, smallest)
+        return packed, used
+
+
+@dataclass(frozen=True, slots=True)
+class _NeighbourCache:
+    """The last time-neighbour matrix and what it was built from (see ``_neighbours``)."""
+
+    key: Hashable
+    order: TimeOrder
+    created: float
+    value: tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]
+
+
+def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T], *,
+             reads_access: bool = False) -> T:
+    """``compute()`` once per snapshot (the view shares one snapshot per version with every
+    reader), its arrays made read-only: bundles' diagnostics share them.
+
+    Unless ``reads_access`` (``compute`` reads ``access_count`` / ``last_accessed``), the value
+    also serves the later snapshots that differ only by access counting.
+    """
+    return snapshot.derived(("retrieval", key), lambda _: _read_only(compute()),
+                            reads_access=reads_access)
+
+
+def _read_only(value: T) -> T:
+    """Mark ``value``'s numpy arrays read-only: itself, a tuple's members or a dataclass's
+    fields."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items: tuple[Any, ...] = tuple(getattr(value, f.name) for f in dataclasses.fields(value))
+    else:
+        items = value if isinstance(value, tuple) else (value,)
+    for item in items:
+        if isinstance(item, np.ndarray):
+            item.flags.writeable = False
+    return value
+
+
+def _constant(value: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:
+    return lambda: value
+
+
+def _scaled(base: F64, scale: float) -> Callable[[], npt.ArrayLike]:
+    return lambda: base * scale
+
+
+def _indicator(rows: Rows, n: int) -> F64:
+    out = np.zeros(n, dtype=np.float64)
+    out[rows] = 1.0
+    return out
+
+
+def _drop_codes(alive: B, candidates: Candidates, packed: Rows) -> npt.NDArray[np.int8]:
+    """By row: packed, why not (filter, TTL, privacy, budget), or not a candidate."""
+    drop = np.full(len(alive), NOT_CANDIDATE, dtype=np.int8)
+    drop[alive] = _CODE[DropReason.BUDGET]
+    passes = alive & candidates.filter_ok
+    drop[passes & candidates.ttl_ok & ~candidates.privacy_ok] = _CODE[DropReason.PRIVACY]
+    drop[passes & ~candidates.ttl_ok] = _CODE[DropReason.TTL]
+    drop[alive & ~candidates.filter_ok] = _CODE[DropReason.FILTER]
+    drop[packed] = PACKED
+    return drop
+
+
+def _token_costs(tokens: npt.NDArray[np.int32], compressed: dict[int, int]
+                 ) -> npt.NDArray[np.int64]:
+    costs = tokens.astype(np.int64)
+    for row, count in compressed.items():
+        costs[row] = count
+    return costs

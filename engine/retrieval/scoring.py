@@ -7,43 +7,53 @@ Components (each in 0..1 except flagged importance, which the seed 002 boost may
 * ``importance``: seed 004 decayed importance (half-life, access boost) × ``importance_boost``
   for records tagged important.
 * ``recency``: ``exp(-Δt / halfLife)`` from the record's recency anchor (seed 002 §7).
-* ``semantic``: cosine of query and record embeddings, clipped at 0; token Jaccard for records
-  without a vector or when the model is unavailable (seed 004 fallback).
+* ``semantic``: cosine of query and record embeddings, measured from a point part of the way
+  towards the candidates' mean embedding (:class:`Centring`), clipped at 0; token Jaccard for
+  records without a vector or when the model is unavailable (seed 004 fallback).
 * ``lexical``: BM25 of the query over the candidates, divided by the best candidate's BM25.
 * ``layer``: the purpose's weight for the record's layer.
 * ``access``: seed 004 ``min(accessCount / 100, 1)``.
-* ``context``: for episodic records, the best relevance (semantic and lexical, in their weight
-  ratio) among the record's time neighbours of the same agent within ``context_window_ms``:
-  the reply to a relevant question is relevant.
+* ``context``: how much more relevant (semantic and lexical, in their weight ratio) the best of
+  the record's time neighbours (same agent and layer, within ``context_window_ms``) is than the
+  record itself: the reply to a relevant question is relevant.
 * ``speaker``: 1 when the record is a turn attributed to someone (``"Name: text"``) whom the
   query names, else 0: "what did Caroline say…" is answered by Caroline's own turns.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from engine.decay import decayed_importance
+from engine.config import COMPONENTS, ScoringWeights
+from engine.decay import MS_PER_DAY, decayed_importance
 from engine.records import Layer
-from engine.retrieval.types import COMPONENTS
-from engine.retrieval.weights import ScoringWeights
 from engine.store.view import LAYERS, ViewSnapshot
 
 __all__ = [
+    "Centring",
     "ComponentIndex",
+    "Decaying",
+    "TimeOrder",
     "access_frequency",
     "combine",
+    "context_lift",
     "context_relevance",
+    "importance_base",
     "linear_recency",
     "neighbour_matrix",
     "recency",
+    "recency_base",
 ]
 
 F64 = npt.NDArray[np.float64]
+F32 = npt.NDArray[np.float32]
+Floats = npt.NDArray[np.floating[Any]]
 I32 = npt.NDArray[np.int32]
 
 
@@ -100,43 +110,208 @@ def importance_component(snapshot: ViewSnapshot, now_ms: float, half_life_days: 
     return result
 
 
-def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float) -> I32:
-    """For each episodic row, up to ``k`` episodic rows of the same agent before and after it.
+@dataclass(frozen=True, slots=True)
+class Decaying:
+    """A column that decays exponentially with time, factored as ``base × exp(-rate·(now - at))``.
 
-    Only episodic records have a conversational context (adjacent turns of one exchange);
-    facts in other layers that merely happen to be stored together lend nothing. Returns an
-    ``(n, 2k)`` array of row indices with ``-1`` where there is none (another agent, further
-    than ``window_ms`` away, another layer, or a dead row).
+    ``base`` is the column's value at time ``at`` (the newest timestamp in it), so it depends
+    only on the view state and is computed once per state; a retrieval at ``now >= at`` scales
+    it by one number (:meth:`scale`). Before ``at`` (a clock behind the data) the caller
+    computes the column directly.
+    """
+
+    base: F64
+    at: float
+    rate: float
+
+    def scale(self, now_ms: float) -> float | None:
+        """The factor at ``now_ms``, or None when ``now_ms`` is before :attr:`at`."""
+        if now_ms < self.at:
+            return None
+        return math.exp(-self.rate * (now_ms - self.at))
+
+
+@dataclass(frozen=True, slots=True)
+class Centring:
+    """Cosine measured from ``m = strength × mean`` of the candidates' embeddings.
+
+    Embeddings of one store share a common direction (one person's memories, one project's
+    notes), which lifts every cosine and compresses the differences that rank. Measuring the
+    angle from a point towards their mean instead of from the origin,
+    ``cos(q - m, d - m)``, spreads them again (the "all-but-the-top" correction of
+    anisotropic embeddings). Everything but the query's own dot products is per view state:
+
+    ``(q - m)·(d - m) = q·d - d·m - q·m + m·m``, ``|d - m|² = 1 - 2 d·m + m·m`` (unit ``d``).
+
+    Attributes:
+        mean: ``m``.
+        mean_dot: ``d·m`` by row.
+        inverse_norm: ``1 / |d - m|`` by row.
+        mean_norm2: ``m·m``.
+    """
+
+    mean: F32
+    mean_dot: F32
+    inverse_norm: F32
+    mean_norm2: float
+
+    @classmethod
+    def of(cls, vectors: F32, rows: npt.NDArray[np.bool_], strength: float,
+           sample: int = 8192) -> Centring:
+        """Centring towards ``strength`` × the mean of ``vectors[rows]`` (unit vectors).
+
+        The mean is taken over at most ``sample`` of the rows (every k-th, so the same data
+        gives the same point): it only anchors the angle, and it spares a pass over every
+        vector; ``d·m`` needs one.
+        """
+        chosen = np.flatnonzero(rows)
+        if len(chosen) > sample:
+            chosen = chosen[:: -(-len(chosen) // sample)]
+        mean: F32 = vectors[chosen].mean(axis=0, dtype=np.float32) if len(chosen) \
+            else np.zeros(vectors.shape[1], dtype=np.float32)
+        mean *= np.float32(strength)
+        mean_dot: F32 = vectors @ mean
+        mean_norm2 = float(mean @ mean)
+        squared = np.maximum(1.0 - 2.0 * mean_dot + mean_norm2, 1e-12).astype(np.float32)
+        inverse_norm: F32 = 1.0 / np.sqrt(squared)
+        return cls(mean, mean_dot, inverse_norm, mean_norm2)
+
+    def cosine(self, cosine: F32, query: F32) -> F32:
+        """``cos(q - m, d - m)`` for every row from the plain cosines ``q·d``."""
+        query_dot = float(query @ self.mean)
+        query_norm = math.sqrt(max(1.0 - 2.0 * query_dot + self.mean_norm2, 1e-12))
+        centred: F32 = cosine - self.mean_dot
+        centred += np.float32(self.mean_norm2 - query_dot)
+        centred *= self.inverse_norm
+        centred *= np.float32(1.0 / query_norm)
+        return centred
+
+
+def importance_base(snapshot: ViewSnapshot, half_life_days: float,
+                    flagged: npt.NDArray[np.bool_], boost: float) -> Decaying:
+    """:func:`importance_component` factored for reuse (:class:`Decaying`)."""
+    n = snapshot.n
+    created = snapshot.created_at[:n]
+    at = float(created.max()) if n else 0.0
+    value = decayed_importance(snapshot.importance[:n], created, snapshot.access_count[:n], at,
+                               half_life_days)
+    base: F64 = np.where(flagged[:n], value * boost, value)
+    return Decaying(base, at, math.log(2.0) / (half_life_days * MS_PER_DAY))
+
+
+def recency_base(snapshot: ViewSnapshot, half_life_ms: float) -> Decaying:
+    """:func:`recency` factored for reuse (:class:`Decaying`)."""
+    anchor = snapshot.recency_anchor[: snapshot.n]
+    at = float(anchor.max()) if len(anchor) else 0.0
+    return Decaying(recency(anchor, at, half_life_ms), at, 1.0 / half_life_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeOrder:
+    """Live rows sorted by (agent, layer, creation time, row): what time neighbours are read
+    from (:func:`neighbour_matrix`).
+
+    Attributes:
+        rows: The live rows in that order.
+        times: Their creation times.
+        groups: Their ``agent × len(LAYERS) + layer``.
+        n: The snapshot row count it covers.
+    """
+
+    rows: npt.NDArray[np.intp]
+    times: F64
+    groups: npt.NDArray[np.int64]
+    n: int
+
+    @classmethod
+    def of(cls, snapshot: ViewSnapshot) -> TimeOrder:
+        """The order of ``snapshot``'s live rows."""
+        return cls._sorted(snapshot, np.flatnonzero(snapshot.alive[: snapshot.n]),
+                           snapshot.n)
+
+    @classmethod
+    def _sorted(cls, snapshot: ViewSnapshot, rows: npt.NDArray[np.intp], n: int) -> TimeOrder:
+        created, groups = snapshot.created_at[rows], _groups(snapshot, rows)
+        order = np.lexsort((created, groups))  # stable: equal keys stay in row order
+        return cls(rows[order], created[order], groups[order], n)
+
+    def extended(self, snapshot: ViewSnapshot) -> TimeOrder:
+        """This order with the live rows ``self.n..snapshot.n`` merged in (appended rows: every
+        earlier row is unchanged, so an O(N) merge replaces the O(N log N) sort)."""
+        fresh = np.flatnonzero(snapshot.alive[self.n: snapshot.n]) + self.n
+        if not len(fresh):
+            return TimeOrder(self.rows, self.times, self.groups, snapshot.n)
+        new = TimeOrder._sorted(snapshot, fresh, snapshot.n)
+        # rows of the same (group, time) keep row order: an appended row goes after them
+        starts = np.searchsorted(self.groups, new.groups, side="left")
+        ends = np.searchsorted(self.groups, new.groups, side="right")
+        at = np.fromiter((start + np.searchsorted(self.times[start:end], time, side="right")
+                          for start, end, time in zip(starts.tolist(), ends.tolist(),
+                                                      new.times.tolist(), strict=True)),
+                         dtype=np.intp, count=len(fresh))
+        return TimeOrder(np.insert(self.rows, at, new.rows), np.insert(self.times, at, new.times),
+                         np.insert(self.groups, at, new.groups), snapshot.n)
+
+
+def _groups(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    groups: npt.NDArray[np.int64] = snapshot.agent[rows].astype(np.int64) * len(LAYERS)
+    groups += snapshot.layer[rows]
+    return groups
+
+
+def neighbour_matrix(snapshot: ViewSnapshot, k: int, window_ms: float,
+                     order: TimeOrder | None = None) -> I32:
+    """For each live row, up to ``k`` rows of the same agent and layer before and after it.
+
+    Records written together by one agent in one layer share a context (adjacent turns of an
+    exchange, facts noted from one conversation). Returns an ``(n, 2k)`` array of row indices
+    (columns ``0..k-1`` the earlier neighbours, nearest first, then the later ones) with ``-1``
+    where there is none (another agent or layer, further than ``window_ms`` away, a dead row).
+
+    Args:
+        order: ``TimeOrder.of(snapshot)`` if the caller has it (or extended it).
     """
     n = snapshot.n
     out = np.full((n, 2 * k), -1, dtype=np.int32)
     if n == 0 or k == 0:
         return out
-    episodic = LAYERS.index(Layer.EPISODIC)
-    live = np.flatnonzero(snapshot.alive[:n] & (snapshot.layer[:n] == episodic))
-    created = snapshot.created_at[:n][live]
-    agent = snapshot.agent[:n][live]
-    order = live[np.lexsort((live, created, agent))]
-    t = snapshot.created_at[:n][order]
-    a = snapshot.agent[:n][order]
+    order = order or TimeOrder.of(snapshot)
+    rows, t, group = order.rows, order.times, order.groups
     for off in range(1, k + 1):
-        if off >= len(order):
+        if off >= len(rows):
             break
-        ok = (a[off:] == a[:-off]) & (np.abs(t[off:] - t[:-off]) <= window_ms)
-        later, earlier = order[off:][ok], order[:-off][ok]
+        ok = (group[off:] == group[:-off]) & (np.abs(t[off:] - t[:-off]) <= window_ms)
+        later, earlier = rows[off:][ok], rows[:-off][ok]
         out[later, off - 1] = earlier
         out[earlier, k + off - 1] = later
     return out
 
 
-def context_relevance(relevance: F64, neighbours: I32) -> F64:
-    """Best ``relevance`` among each row's neighbours (0 where it has none)."""
+def context_relevance(relevance: Floats, neighbours: I32, *, padded: bool = False) -> Floats:
+    """Best ``relevance`` among each row's neighbours (0 where it has none).
+
+    Args:
+        padded: ``relevance`` already ends with an extra 0 (read for the index -1), which
+            spares a copy.
+    """
     if neighbours.shape[1] == 0:
-        return np.zeros(len(relevance))
-    padded = np.append(relevance, 0.0)
-    result: F64 = padded[neighbours[:, 0]]
+        return np.zeros(len(neighbours))
+    if not padded:
+        relevance = np.append(relevance, 0.0)
+    result: Floats = relevance[neighbours[:, 0]]
     for column in range(1, neighbours.shape[1]):
-        np.maximum(result, padded[neighbours[:, column]], out=result)
+        np.maximum(result, relevance[neighbours[:, column]], out=result)
+    return result
+
+
+def context_lift(relevance: F64, neighbours: I32) -> F64:
+    """The ``context`` component: how much more relevant a row's best neighbour is than itself.
+
+    ``max(0, best neighbour relevance - own relevance)``: a reply inherits the relevance its
+    own words lack from the question before it, while a record that already matches gains
+    nothing from matching neighbours (it would otherwise be counted twice).
+    """
+    result: F64 = np.maximum(context_relevance(relevance, neighbours) - relevance, 0.0)
     return result
 
 

@@ -5,13 +5,16 @@ each score component, and why a candidate was dropped (``budget``, ``filter``, `
 ``privacy``). Those per-candidate diagnostics are kept as numpy arrays and turned into dicts only
 when asked for (:attr:`RetrievalDiagnostics.candidates`, :meth:`RetrievedBundle.to_json`), so a
 retrieval over 100K candidates builds no per-candidate Python objects on its hot path.
+
+:class:`Purpose`, :class:`Strategy`, :class:`PressureState` and :data:`COMPONENTS` are defined in
+:mod:`engine.config` (the weight tables are keyed by them) and re-exported here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -19,8 +22,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engine.config import COMPONENTS, PressureState, Purpose, Strategy
 from engine.errors import ValidationError
 from engine.records import Layer, MemoryRecord, Privacy
+from engine.retrieval.scoring import lexsort_rank
 
 __all__ = [
     "COMPONENTS",
@@ -36,33 +41,6 @@ __all__ = [
 ]
 
 F64 = npt.NDArray[np.float64]
-
-
-class Purpose(StrEnum):
-    """Seed 002 ``RetrievalRequest.purpose``: what the context is for (picks the weights)."""
-
-    REASONING = "reasoning"
-    DIALOG = "dialog"
-    NAVIGATION = "navigation"
-    SUMMARY = "summary"
-
-
-class Strategy(StrEnum):
-    """Seed 002 ``RetrievalRequest.strategy``: which component to emphasise."""
-
-    BALANCED = "balanced"
-    RECENCY = "recency"
-    IMPORTANCE = "importance"
-    SEMANTIC = "semantic"
-
-
-class PressureState(StrEnum):
-    """Seed 002 rate-governor pressure: ``throttle`` compresses, ``exhausted`` gives the minimum."""
-
-    NORMAL = "normal"
-    SOFT = "soft"
-    THROTTLE = "throttle"
-    EXHAUSTED = "exhausted"
 
 
 class DropReason(StrEnum):
@@ -82,10 +60,6 @@ class SemanticMode(StrEnum):
     MIXED = "mixed"  # cosine where a record has a vector, Jaccard for records pending one
     NONE = "none"  # no query text: relevance components are 0
 
-
-# Score components in a fixed order (columns of the component matrix).
-COMPONENTS: tuple[str, ...] = (
-    "importance", "recency", "semantic", "lexical", "layer", "access", "context", "speaker")
 
 # Code order of DropReason in the per-candidate array; -1 = packed.
 _DROP_CODES: tuple[DropReason, ...] = tuple(DropReason)
@@ -179,13 +153,27 @@ class CandidateDiagnostic:
                 "tokens": self.tokens}
 
 
+def _no_components() -> F64:
+    return np.zeros((0, len(COMPONENTS)))
+
+
+def _no_drop_codes() -> npt.NDArray[np.int8]:
+    return np.zeros(0, np.int8)
+
+
+def _no_tokens() -> npt.NDArray[np.int64]:
+    return np.zeros(0, np.int64)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class RetrievalDiagnostics:
     """Seed 002 ``RetrievalDiagnostics`` plus per-candidate arrays.
 
     The arrays are indexed by *view row* (the snapshot the retrieval ran on); ``rows`` lists
     the rows that were candidates (the live records). Turn them into per-candidate lines with
-    :attr:`candidates` (rank order) or :meth:`candidate`.
+    :attr:`candidates` (rank order) or :meth:`candidate`. The component matrix, the drop codes
+    and the token costs are built the first time they are read (from the ``build_*``
+    callables the retriever passes): a retrieval nobody inspects never materializes them.
 
     Attributes:
         candidate_count: Live records considered (seed 002 ``candidateCount``).
@@ -200,11 +188,11 @@ class RetrievalDiagnostics:
         ids: Ids by row.
         rows: Candidate rows (live records), ascending.
         scores: Final score by row (filtered candidates are scored too).
+        eligible: By row: passed the filters.
+        neighbours: ``(n, 2k)`` time-neighbour rows (-1: none) for the ``context`` component.
         components: ``(n, len(COMPONENTS))`` component values by row, weights not applied.
         drop_codes: By row: -1 packed, else an index into :class:`DropReason`.
         tokens: Tokens each row costs when packed (after compression, if any).
-        eligible: By row: passed the filters.
-        neighbours: ``(n, 2k)`` time-neighbour rows (-1: none) for the ``context`` component.
     """
 
     candidate_count: int
@@ -219,12 +207,37 @@ class RetrievalDiagnostics:
     ids: Sequence[str] = ()
     rows: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, np.intp))
     scores: F64 = field(default_factory=lambda: np.zeros(0))
-    components: F64 = field(default_factory=lambda: np.zeros((0, len(COMPONENTS))))
-    drop_codes: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, np.int8))
-    tokens: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     eligible: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, bool))
     neighbours: npt.NDArray[np.int32] = field(
         default_factory=lambda: np.zeros((0, 0), np.int32))
+    build_components: Callable[[], F64] = _no_components
+    build_drop_codes: Callable[[], npt.NDArray[np.int8]] = _no_drop_codes
+    build_tokens: Callable[[], npt.NDArray[np.int64]] = _no_tokens
+    _built: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def _once(self, name: str, build: Callable[[], Any]) -> Any:
+        value = self._built.get(name)
+        if value is None:
+            value = self._built.setdefault(name, build())
+        return value
+
+    @property
+    def components(self) -> F64:
+        """``(n, len(COMPONENTS))`` component values by row (column-major), weights not applied."""
+        result: F64 = self._once("components", self.build_components)
+        return result
+
+    @property
+    def drop_codes(self) -> npt.NDArray[np.int8]:
+        """By row: -1 packed, -2 not a candidate, else an index into :class:`DropReason`."""
+        result: npt.NDArray[np.int8] = self._once("drop_codes", self.build_drop_codes)
+        return result
+
+    @property
+    def tokens(self) -> npt.NDArray[np.int64]:
+        """Tokens each row costs when packed (after compression, if any)."""
+        result: npt.NDArray[np.int64] = self._once("tokens", self.build_tokens)
+        return result
 
     @property
     def weights(self) -> dict[str, float]:
@@ -235,9 +248,11 @@ class RetrievalDiagnostics:
     def order(self) -> npt.NDArray[np.intp]:
         """Candidate rows in rank order: eligible first, score desc, then id asc."""
         rows = self.rows
-        keyed = sorted(rows.tolist(), key=lambda r: (not bool(self.eligible[r]),
-                                                     -float(self.scores[r]), self.ids[r]))
-        return np.asarray(keyed, dtype=np.intp)
+        if not len(rows):
+            return rows
+        passed = self.eligible[rows]
+        return np.concatenate([lexsort_rank(self.scores, self.ids, rows[passed]),
+                               lexsort_rank(self.scores, self.ids, rows[~passed])])
 
     def candidate(self, row: int) -> CandidateDiagnostic:
         """The diagnostic line of the candidate at view row ``row``."""

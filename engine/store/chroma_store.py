@@ -694,6 +694,34 @@ class MemoryStore:
             ) from exc
         view.upsert(records, np.where(has[:, None], matrix, 0.0).astype(np.float32))
 
+    def write_access(self, records: Sequence[MemoryRecord]) -> None:
+        """Store new ``access_count`` / ``last_accessed`` of stored ``records`` (access counting).
+
+        One metadata update per batch (no documents, no embeddings), and the view changes only
+        its access columns (:meth:`~engine.store.view.ColumnarView.set_access`), so data derived
+        from it survives. The other fields of ``records`` must be the stored ones.
+
+        Raises:
+            RecordNotFound: naming the first id the store does not hold.
+            StoreReadOnly: the store is read-only.
+            StoreUnavailable: Chroma failed (nothing was changed in the view).
+        """
+        self._check_writable()
+        view = self.view
+        for record in records:
+            if record.id not in view:
+                raise RecordNotFound(record.id)
+        try:
+            for start in range(0, len(records), self._max_batch):
+                chunk = records[start:start + self._max_batch]
+                self._collection.update(ids=[r.id for r in chunk],
+                                        metadatas=[record_to_chroma(r) for r in chunk])
+        except Exception as exc:
+            raise StoreUnavailable(
+                f"counting accesses of {len(records)} records in {self.location} failed: "
+                f"{_short(exc)}") from exc
+        view.set_access(records)
+
     def _previous_state(self, ids: Sequence[str]) -> dict[str, tuple[Any, Any, Any]]:
         existing = [i for i in ids if i in self.view]
         if not existing:

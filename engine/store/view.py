@@ -2,23 +2,38 @@
 
 Retrieval, dedup and the records browser never loop over records in Python and never ask Chroma
 to filter (a metadata ``where`` costs ~150 ms at 100K). They work on numpy columns here: scalar
-fields, categorical codes, and the L2-normalized embedding matrix.
+fields, categorical codes, the L2-normalized embedding matrix, and the text columns (ids,
+contents, hashes, tags) as object arrays.
 
 Rows are append-only with tombstones: an update rewrites a row in place, a delete clears its
 ``alive`` flag, and when a third of the rows are dead the arrays are rebuilt. Growth and rebuilds
-allocate *new* arrays, so a :class:`ViewSnapshot` taken earlier stays internally consistent (it
-holds the old arrays); in-place updates of a live row are visible to it, which readers accept.
+allocate *new* arrays.
 
-Thread-safety: all mutation happens under the view's lock; :meth:`ColumnarView.snapshot` is
-cheap (array slices plus a copy of the alive mask and the id list).
+Snapshots (:meth:`ColumnarView.snapshot`) are versioned and cost no copy: every change bumps
+:attr:`ColumnarView.version`, and until the next change every caller gets the same
+:class:`ViewSnapshot` object. A snapshot holds read-only views of the first ``n`` rows of the
+columns; rows appended later lie beyond its ``n``. Its row set, alive mask and text columns
+never change (copy-on-write: a writer that deletes a row or changes a row's text while a snapshot
+shows that column copies the column first and changes the copy). Scalar columns and vectors of
+a row updated in place *are* visible to a snapshot taken before, which readers accept (as they
+always did).
+
+Access counting (:meth:`ColumnarView.set_access`, :meth:`ColumnarView.touch`) changes only
+``access_count`` and ``last_accessed`` of existing rows. It bumps the version and the
+:attr:`ViewSnapshot.access_version`, and the new snapshot shares the derived data of the one
+before (:meth:`ViewSnapshot.derived`) except what was declared to read the access columns, so a
+retrieval after access counting recomputes only its access-dependent parts.
+
+Thread-safety: all mutation happens under the view's lock; a snapshot is read without it.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +63,15 @@ F64 = npt.NDArray[np.float64]
 I32 = npt.NDArray[np.int32]
 I8 = npt.NDArray[np.int8]
 B = npt.NDArray[np.bool_]
+Obj = npt.NDArray[np.object_]
+T = TypeVar("T")
+
+# Columns a snapshot shows whose rows a writer may change in place; the writer copies one before
+# changing it while a snapshot holds it (copy-on-write). Ids never change in place.
+_COPY_ON_WRITE = ("_alive", "_contents", "_hashes", "_tags")
+_TEXT = ("_ids", "_contents", "_hashes", "_tags")
+# Layout numbers are unique in the process, so two views (a reload) never share one.
+_LAYOUTS = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +80,28 @@ class ViewSnapshot:
 
     Categorical columns are codes into :data:`LAYERS`, :data:`PRIVACIES`, :data:`TIERS`,
     :data:`CATEGORIES` and ``agents`` / ``sources``. ``expires_at`` is ``inf`` for no expiry.
-    ``vectors`` rows are unit length where ``has_vector`` is set and zero elsewhere.
+    ``vectors`` rows are unit length where ``has_vector`` is set and zero elsewhere. Arrays are
+    read-only views shared with the view and with other readers of the same version.
+
+    The text columns come two ways: ``id_array``, ``content_array``, ``hash_array`` and
+    ``tag_array`` are object arrays (index them, or take ``array[rows].tolist()``, when a few
+    rows are needed — no copy), and ``ids``, ``contents``, ``hashes`` and ``tags`` are lists
+    built from them on first use and shared by the snapshots of the same text state (never
+    mutate them).
+
+    Attributes:
+        version: The view's :attr:`ColumnarView.version` this snapshot shows.
+        layout: Changes only when an existing row is deleted or changes its agent, privacy,
+            layer, category or has-vector flag (or rows are renumbered), not when rows are
+            appended or other fields change. Data derived from those columns for the first
+            ``n`` rows of a snapshot stays valid for any later snapshot of the same ``layout``,
+            which only needs the rows appended since (partitions are extended, not redone).
+        access_version: Bumped (with ``version``) by a change that only counts accesses
+            (``access_count`` and ``last_accessed`` of existing rows). Snapshots that differ
+            only by it share their derived data except what reads those two columns.
     """
 
     n: int
-    ids: Sequence[str]
     alive: B
     agent: I32
     agents: Sequence[str]
@@ -80,19 +121,75 @@ class ViewSnapshot:
     token_estimate: I32
     has_vector: B
     vectors: F32
-    contents: Sequence[str]
-    hashes: Sequence[str]
-    tags: Sequence[tuple[str, ...]]
+    id_array: Obj
+    content_array: Obj
+    hash_array: Obj
+    tag_array: Obj
+    version: int = 0
+    layout: int = 0
+    access_version: int = 0
+    _lists: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
+    _access_derived: dict[Hashable, Any] = field(default_factory=dict, repr=False,
+                                                 compare=False)
+
+    @property
+    def ids(self) -> list[str]:
+        """Record id per row."""
+        return cast(list[str], self._as_list("ids", self.id_array))
+
+    @property
+    def contents(self) -> list[str]:
+        """Content per row."""
+        return cast(list[str], self._as_list("contents", self.content_array))
+
+    @property
+    def hashes(self) -> list[str]:
+        """Content hash per row."""
+        return cast(list[str], self._as_list("hashes", self.hash_array))
+
+    @property
+    def tags(self) -> list[tuple[str, ...]]:
+        """Tags per row."""
+        return cast(list[tuple[str, ...]], self._as_list("tags", self.tag_array))
+
+    def _as_list(self, name: str, array: Obj) -> list[Any]:
+        found = self._lists.get(name)
+        if found is None:
+            found = array.tolist()
+            self._lists[name] = found
+        return found
+
+    def derived(self, key: Hashable, compute: Callable[[ViewSnapshot], T], *,
+                reads_access: bool = False) -> T:
+        """``compute(self)``, computed once per snapshot and ``key`` (masks, partitions, …).
+
+        A snapshot is shared by every reader until the view changes, so data derived from it is
+        computed once for all of them. ``key`` names what is computed and its arguments, e.g.
+        ``("ingest.partition", agent, privacy, layer)``.
+
+        Args:
+            reads_access: ``compute`` reads ``access_count`` or ``last_accessed``. Such data is
+                kept for this snapshot only; all other derived data is also kept for the later
+                snapshots that differ only by access counting (see ``access_version``).
+        """
+        store = self._access_derived if reads_access else self._derived
+        try:
+            return cast(T, store[key])
+        except KeyError:
+            value = compute(self)
+            store[key] = value
+            return value
 
     @property
     def live_rows(self) -> npt.NDArray[np.intp]:
-        """Indices of live rows, ascending."""
-        return np.flatnonzero(self.alive)
+        """Indices of live rows, ascending (computed once per snapshot)."""
+        return self.derived("live_rows", lambda s: _frozen(np.flatnonzero(s.alive)))
 
     @property
     def count(self) -> int:
-        """Number of live rows."""
-        return int(self.alive.sum())
+        """Number of live rows (computed once per snapshot)."""
+        return self.derived("count", lambda s: int(np.count_nonzero(s.alive)))
 
     def agent_code(self, agent_id: str) -> int:
         """Code of ``agent_id`` in this snapshot, or -1 when no record has it."""
@@ -100,6 +197,18 @@ class ViewSnapshot:
             return list(self.agents).index(agent_id)
         except ValueError:
             return -1
+
+
+def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """A read-only view of ``array`` (the base stays writable for the view's writer)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _objects(values: Sequence[Any]) -> Obj:
+    """An object array holding ``values`` as they are (tuples stay elements, not rows)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 class ColumnarView:
@@ -115,25 +224,31 @@ class ColumnarView:
         self._lock = threading.RLock()
         self._n = 0
         self._dead = 0
+        self._version = 0
+        self._layout = next(_LAYOUTS)
+        self._access_version = 0
+        self._snapshot: ViewSnapshot | None = None
+        self._shared: set[str] = set()  # columns (of _COPY_ON_WRITE) a snapshot holds
+        self._text_lists: dict[str, list[Any]] = {}  # lists built for the current text state
+        # data derived for the current state but for the access columns (ViewSnapshot.derived)
+        self._derived: dict[Hashable, Any] = {}
         self._rows: dict[str, int] = {}
-        self._by_hash: dict[str, set[int]] | None = {}  # None: build on first use
+        # content hash -> rows. Tuples of ints, not sets: the garbage collector stops tracking
+        # them, while 100K sets made every full collection take ~70 ms (a latency spike).
+        self._by_hash: dict[str, tuple[int, ...]] = {}
         self._agents: list[str] = []
         self._agent_code: dict[str, int] = {}
         self._sources: list[str] = []
         self._source_code: dict[str, int] = {}
-        self._ids: list[str] = []
-        self._contents: list[str] = []
-        self._hashes: list[str] = []
-        self._tags: list[tuple[str, ...]] = []
         self._allocate(max(16, capacity))
 
     def _allocate(self, capacity: int) -> None:
         def grow(old: Any, shape: tuple[int, ...], dtype: type,
-                 fill: float | int | bool = 0) -> Any:
+                 fill: object = 0) -> Any:
             # np.zeros is calloc: pages of unused capacity are never touched (a 100K view's
             # doubled vector capacity is 300 MB; np.full wrote all of it, ~0.4 s).
-            fresh: Any = np.zeros(shape, dtype=dtype) if fill == 0 \
-                else np.full(shape, fill, dtype=dtype)
+            zero = dtype is not object and fill == 0
+            fresh: Any = np.zeros(shape, dtype=dtype) if zero else np.full(shape, fill, dtype)
             if old is not None:
                 fresh[: self._n] = old[: self._n]
             return fresh
@@ -158,6 +273,11 @@ class ColumnarView:
         self._tokens: I32 = grow(get("_tokens"), (capacity,), np.int32)
         self._has_vec: B = grow(get("_has_vec"), (capacity,), np.bool_, False)
         self._vectors: F32 = grow(get("_vectors"), (capacity, self._dim), np.float32)
+        self._ids: Obj = grow(get("_ids"), (capacity,), object, None)
+        self._contents: Obj = grow(get("_contents"), (capacity,), object, None)
+        self._hashes: Obj = grow(get("_hashes"), (capacity,), object, None)
+        self._tags: Obj = grow(get("_tags"), (capacity,), object, None)
+        self._shared.clear()  # every column is a fresh array no snapshot holds
 
     @classmethod
     def from_columns(cls, dimension: int, columns: dict[str, Any], *, ids: list[str],
@@ -178,9 +298,11 @@ class ColumnarView:
             target[:n] = columns[name]
         view._alive[:n] = True
         view._n = n
-        view._ids, view._contents, view._hashes, view._tags = ids, contents, hashes, tags
+        for target, values in ((view._ids, ids), (view._contents, contents),
+                               (view._hashes, hashes), (view._tags, tags)):
+            target[:n] = _objects(values)
         view._rows = {record_id: row for row, record_id in enumerate(ids)}
-        view._by_hash = None  # 100K sets: built when ingest first needs them, not on open
+        view._index_hashes(hashes)
         view._agents, view._sources = list(agents), list(sources)
         view._agent_code = {a: i for i, a in enumerate(view._agents)}
         view._source_code = {s: i for i, s in enumerate(view._sources)}
@@ -192,6 +314,12 @@ class ColumnarView:
     def dimension(self) -> int:
         """Embedding length."""
         return self._dim
+
+    @property
+    def version(self) -> int:
+        """Bumped by every change; a snapshot of the same version shows the same data."""
+        with self._lock:
+            return self._version
 
     def __len__(self) -> int:
         with self._lock:
@@ -209,16 +337,7 @@ class ColumnarView:
     def ids_with_hash(self, digest: str) -> list[str]:
         """Ids of live records whose content hash is ``digest`` (the exact-duplicate cache)."""
         with self._lock:
-            return [self._ids[row] for row in sorted(self._hash_index().get(digest, ()))]
-
-    def _hash_index(self) -> dict[str, set[int]]:
-        """Content hash → live rows (the lock is held by the caller)."""
-        if self._by_hash is None:
-            index: dict[str, set[int]] = {}
-            for row in np.flatnonzero(self._alive[: self._n]).tolist():
-                index.setdefault(self._hashes[row], set()).add(row)
-            self._by_hash = index
-        return self._by_hash
+            return [str(self._ids[row]) for row in sorted(self._by_hash.get(digest, ()))]
 
     def vector(self, record_id: str, *, content_hash: str | None = None) -> F32 | None:
         """A copy of the record's embedding, or None when it has none yet.
@@ -237,24 +356,65 @@ class ColumnarView:
             return vector
 
     def snapshot(self) -> ViewSnapshot:
-        """Consistent columns for reading without the lock."""
+        """The columns as of now, for reading without the lock (no copy; see the module doc).
+
+        Every call between two changes returns the same object.
+        """
         with self._lock:
+            cached = self._snapshot
+            if cached is not None and cached.version == self._version:
+                return cached
             n = self._n
-            return ViewSnapshot(
-                n=n, ids=list(self._ids), alive=self._alive[:n].copy(),
-                agent=self._agent[:n], agents=list(self._agents),
-                source=self._source[:n], sources=list(self._sources),
-                layer=self._layer[:n], privacy=self._privacy[:n], tier=self._tier[:n],
-                category=self._category[:n], importance=self._importance[:n],
-                confidence=self._confidence[:n], created_at=self._created[:n],
-                last_accessed=self._accessed[:n], access_count=self._access_count[:n],
-                expires_at=self._expires[:n], recency_anchor=self._anchor[:n],
-                token_estimate=self._tokens[:n], has_vector=self._has_vec[:n],
-                vectors=self._vectors[:n], contents=list(self._contents),
-                hashes=list(self._hashes), tags=list(self._tags),
+            snapshot = ViewSnapshot(
+                n=n, alive=_frozen(self._alive[:n]),
+                agent=_frozen(self._agent[:n]), agents=list(self._agents),
+                source=_frozen(self._source[:n]), sources=list(self._sources),
+                layer=_frozen(self._layer[:n]), privacy=_frozen(self._privacy[:n]),
+                tier=_frozen(self._tier[:n]), category=_frozen(self._category[:n]),
+                importance=_frozen(self._importance[:n]),
+                confidence=_frozen(self._confidence[:n]), created_at=_frozen(self._created[:n]),
+                last_accessed=_frozen(self._accessed[:n]),
+                access_count=_frozen(self._access_count[:n]),
+                expires_at=_frozen(self._expires[:n]), recency_anchor=_frozen(self._anchor[:n]),
+                token_estimate=_frozen(self._tokens[:n]), has_vector=_frozen(self._has_vec[:n]),
+                vectors=_frozen(self._vectors[:n]), id_array=_frozen(self._ids[:n]),
+                content_array=_frozen(self._contents[:n]), hash_array=_frozen(self._hashes[:n]),
+                tag_array=_frozen(self._tags[:n]), version=self._version, layout=self._layout,
+                access_version=self._access_version, _lists=self._text_lists,
+                _derived=self._derived,
             )
+            self._shared.update(_COPY_ON_WRITE)
+            self._snapshot = snapshot
+            return snapshot
 
     # -- writing ---------------------------------------------------------------------------
+
+    def _changed(self, *, text: bool, layout: bool, access_only: bool = False) -> None:
+        """Count a change (under the lock): ``text``, the text columns or ``n`` changed;
+        ``layout``, an existing row left or moved between partitions (see ViewSnapshot);
+        ``access_only``, only access columns of existing rows changed (derived data that does
+        not read them stays with the next snapshot)."""
+        self._version += 1
+        self._snapshot = None
+        if access_only:
+            self._access_version += 1
+        else:
+            self._derived = {}  # data derived for older snapshots stays with them
+        if text:
+            self._text_lists = {}  # lists built for older snapshots stay with them
+        if layout:
+            self._layout = next(_LAYOUTS)
+
+    def _partition_key(self, row: int) -> tuple[int, int, int, int, bool]:
+        return (int(self._agent[row]), int(self._privacy[row]), int(self._layer[row]),
+                int(self._category[row]), bool(self._has_vec[row]))
+
+    def _own(self, name: str) -> Any:
+        """Column ``name`` ready for an in-place change of a row a snapshot may show."""
+        if name in self._shared:
+            setattr(self, name, getattr(self, name).copy())
+            self._shared.discard(name)
+        return getattr(self, name)
 
     def upsert(self, records: Sequence[MemoryRecord],
                vectors: npt.NDArray[np.float32] | None = None) -> None:
@@ -263,32 +423,29 @@ class ColumnarView:
         A record updated without a vector keeps its old vector only if its content hash did not
         change; otherwise it is marked as having none until re-embedded.
         """
+        if not records:
+            return
         with self._lock:
-            by_hash = self._hash_index()
+            text_changed = layout_changed = False
             for i, record in enumerate(records):
                 row = self._rows.get(record.id)
+                before = None if row is None else self._partition_key(row)
                 if row is None:
                     if self._n == self._capacity:
                         self._allocate(self._capacity * 2)
-                    row = self._n
+                    row = self._n  # beyond every snapshot's rows: written in place
                     self._n += 1
                     self._rows[record.id] = row
-                    self._ids.append(record.id)
-                    self._contents.append(record.content)
-                    self._hashes.append(record.content_hash)
-                    self._tags.append(record.tags)
-                    self._has_vec[row] = False
-                else:
-                    old_hash = self._hashes[row]
-                    by_hash.get(old_hash, set()).discard(row)
-                    if old_hash != record.content_hash:
-                        self._has_vec[row] = False
-                        self._vectors[row] = 0.0
+                    self._ids[row] = record.id
                     self._contents[row] = record.content
                     self._hashes[row] = record.content_hash
                     self._tags[row] = record.tags
-                by_hash.setdefault(record.content_hash, set()).add(row)
-                self._alive[row] = True
+                    self._alive[row] = True
+                    self._has_vec[row] = False
+                    text_changed = True
+                else:
+                    text_changed |= self._update_text(row, record)
+                self._index(record.content_hash, row)
                 self._agent[row] = self._code(record.agent_id, self._agents, self._agent_code)
                 self._source[row] = self._code(record.source, self._sources, self._source_code)
                 self._layer[row] = _LAYER_CODE[record.layer]
@@ -309,38 +466,86 @@ class ColumnarView:
                     if norm > 0.0:
                         self._vectors[row] = vector / norm
                         self._has_vec[row] = True
+                layout_changed |= before is not None and before != self._partition_key(row)
+            self._changed(text=text_changed, layout=layout_changed)
+
+    def _update_text(self, row: int, record: MemoryRecord) -> bool:
+        """Write the text columns of an existing row (copy-on-write); True if one changed."""
+        changed = False
+        old_hash = self._hashes[row]
+        if old_hash != record.content_hash:
+            self._unindex(old_hash, row)
+            self._own("_hashes")[row] = record.content_hash
+            self._has_vec[row] = False
+            self._vectors[row] = 0.0
+            changed = True
+        if self._contents[row] != record.content:
+            self._own("_contents")[row] = record.content
+            changed = True
+        if self._tags[row] != record.tags:
+            self._own("_tags")[row] = record.tags
+            changed = True
+        return changed
 
     def touch(self, record_ids: Iterable[str], now_ms: float) -> None:
-        """Count an access (retrieval) of each record: access_count + 1, last_accessed = now."""
+        """Count an access (retrieval) of each record: access_count + 1, last_accessed = now.
+
+        An access-only change (see :attr:`ViewSnapshot.access_version`); unknown ids are
+        ignored.
+        """
         with self._lock:
+            touched = False
             for record_id in record_ids:
                 row = self._rows.get(record_id)
                 if row is not None:
                     self._access_count[row] += 1
                     self._accessed[row] = now_ms
+                    touched = True
+            if touched:
+                self._changed(text=False, layout=False, access_only=True)
+
+    def set_access(self, records: Sequence[MemoryRecord]) -> None:
+        """Write ``access_count`` and ``last_accessed`` of stored ``records``, nothing else.
+
+        An access-only change (see :attr:`ViewSnapshot.access_version`): the other fields of
+        ``records`` must be those the view holds (the store's access counting guarantees it).
+
+        Raises:
+            KeyError: naming a record the view does not hold.
+        """
+        with self._lock:
+            rows = [self._rows[record.id] for record in records]
+            for row, record in zip(rows, records, strict=True):
+                self._access_count[row] = record.access_count
+                self._accessed[row] = record.last_accessed
+            if rows:
+                self._changed(text=False, layout=False, access_only=True)
 
     def remove(self, record_ids: Iterable[str]) -> None:
         """Drop records (tombstones; rebuilt when a third of the rows are dead)."""
         with self._lock:
-            by_hash = self._hash_index()
+            removed = False
             for record_id in record_ids:
                 row = self._rows.pop(record_id, None)
                 if row is None:
                     continue
-                self._alive[row] = False
-                by_hash.get(self._hashes[row], set()).discard(row)
+                self._own("_alive")[row] = False
+                self._unindex(self._hashes[row], row)
                 self._dead += 1
-            if self._n > 1024 and self._dead * 3 > self._n:
+                removed = True
+            if not removed:
+                return
+            compacted = self._n > 1024 and self._dead * 3 > self._n
+            if compacted:
                 self._compact()
+            self._changed(text=compacted, layout=True)
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: self._n])
-        old_ids, old_contents = self._ids, self._contents
-        old_hashes, old_tags = self._hashes, self._tags
         arrays = {name: getattr(self, name) for name in (
             "_alive", "_agent", "_source", "_layer", "_privacy", "_tier", "_category",
             "_importance", "_confidence", "_created", "_accessed", "_access_count",
-            "_expires", "_anchor", "_tokens", "_has_vec", "_vectors")}
+            "_expires", "_anchor", "_tokens", "_has_vec", "_vectors", *_TEXT)}
         capacity = max(16, len(keep) * 2)
         self._n = 0
         self._alive = None  # type: ignore[assignment]  # forces _allocate to start fresh
@@ -349,12 +554,27 @@ class ColumnarView:
             getattr(self, name)[: len(keep)] = old[keep]
         self._n = len(keep)
         self._dead = 0
-        self._ids = [old_ids[r] for r in keep]
-        self._contents = [old_contents[r] for r in keep]
-        self._hashes = [old_hashes[r] for r in keep]
-        self._tags = [old_tags[r] for r in keep]
-        self._rows = {record_id: row for row, record_id in enumerate(self._ids)}
-        self._by_hash = None  # rebuilt on next use
+        self._rows = {record_id: row for row, record_id in enumerate(self._ids[: self._n])}
+        self._index_hashes(self._hashes[: self._n].tolist())
+
+    def _index_hashes(self, hashes: Sequence[str]) -> None:
+        """Rebuild the hash index for rows ``0..len(hashes)``."""
+        by_hash: dict[str, list[int]] = {}
+        for row, digest in enumerate(hashes):
+            by_hash.setdefault(digest, []).append(row)
+        self._by_hash = {digest: tuple(rows) for digest, rows in by_hash.items()}
+
+    def _index(self, digest: str, row: int) -> None:
+        rows = self._by_hash.get(digest, ())
+        if row not in rows:
+            self._by_hash[digest] = (*rows, row)
+
+    def _unindex(self, digest: str, row: int) -> None:
+        rows = tuple(r for r in self._by_hash.get(digest, ()) if r != row)
+        if rows:
+            self._by_hash[digest] = rows
+        else:
+            self._by_hash.pop(digest, None)
 
     @staticmethod
     def _code(value: str, table: list[str], index: dict[str, int]) -> int:

@@ -54,6 +54,25 @@ def test_search_human_output_and_pressure(store: Path) -> None:
     assert "strategy balanced:throttle" in out
 
 
+def test_search_uses_the_retrieval_weights_from_the_environment(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_RETRIEVAL_WEIGHT_REASONING_RECENCY", "0")
+    monkeypatch.setenv("MEMORY_RETRIEVAL_WEIGHT_REASONING_SEMANTIC", "2")
+    code, out = _run(store, "--json", "search", "typescript", "--inspect")
+    assert code == 0
+    weights = {w["key"]: w["weight"] for w in json.loads(out)["diagnostics"]["scoring_breakdown"]}
+    assert weights["recency"] == 0.0
+    assert weights["semantic"] == max(weights.values())
+
+
+def test_search_names_a_bad_retrieval_variable(store: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MEMORY_RETRIEVAL_BM25_K1", "fast")
+    code, _ = _run(store, "search", "typescript", "--inspect")
+    assert code == 1
+    assert "MEMORY_RETRIEVAL_BM25_K1: must be a number" in capsys.readouterr().err
+
+
 def test_search_rejects_bad_budget(store: Path) -> None:
     with pytest.raises(SystemExit) as info:
         _run(store, "search", "x", "--max-tokens", "0")

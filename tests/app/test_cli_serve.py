@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -18,29 +15,9 @@ from engine.introspection.client import ApiUnauthorized, IntrospectionClient
 from engine.memory_engine import MemoryEngine
 from engine.records import NewMemory
 from engine.store import StoreSpec
+from tests.support.serve_process import cli_env, read_json_document
 
 TOKEN = "cli-test-token-0123456789"
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOSCOPE_")}
-    env.update({"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
-                "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data"), "MNEMOSCOPE_API_TOKEN": TOKEN,
-                "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    return env
-
-
-def _read_json_document(stream: IO[str], deadline: float) -> dict[str, object]:
-    text = ""
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        text += line
-        if line.rstrip() == "}":
-            document: dict[str, object] = json.loads(text)
-            return document
-    raise AssertionError(f"no JSON document from serve: {text!r}")
 
 
 def test_serve_follows_an_agent_in_another_process(tmp_path: Path) -> None:
@@ -50,10 +27,10 @@ def test_serve_follows_an_agent_in_another_process(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "app", "--store", str(store), "--no-model", "--json", "serve",
          "--port", "0", "--refresh", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(tmp_path, TOKEN))
     try:
         assert process.stdout is not None
-        started = _read_json_document(process.stdout, time.monotonic() + 120)
+        started = read_json_document(process.stdout, time.monotonic() + 120)
         assert started["mode"] == "read-only" and started["token_from_env"] is True
         assert started["token"] is None  # a token from the environment is never echoed
         url = str(started["url"])

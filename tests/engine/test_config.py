@@ -1,14 +1,22 @@
 import pytest
 
 from engine.config import (
+    COMPONENTS,
+    DEFAULT_PURPOSE_WEIGHTS,
+    RETRIEVAL_ENV_VARS,
     DedupConfig,
     MemoryConfig,
+    PressureState,
+    Purpose,
     RetentionPolicy,
+    RetrievalConfig,
+    ScoringWeights,
+    Strategy,
     dedup_config_from_env,
     memory_config_from_env,
 )
 from engine.errors import ConfigInvalid
-from engine.records import TrustTier
+from engine.records import Layer, TrustTier
 
 
 def test_defaults_are_seed_002_section_21() -> None:
@@ -60,3 +68,68 @@ def test_dedup_config() -> None:
         dedup_config_from_env({"MEMORY_DEDUP_THRESHOLD_HUMAN": "1.2"})
     with pytest.raises(ConfigInvalid, match="thresholds: missing tier"):
         DedupConfig(thresholds={TrustTier.HUMAN: 0.8})
+
+
+def test_retrieval_weights_come_from_env_variables() -> None:
+    config = memory_config_from_env({
+        "MEMORY_RETRIEVAL_WEIGHT_DIALOG_RECENCY": "0.5",
+        "MEMORY_RETRIEVAL_LAYER_WEIGHT_NAVIGATION_SOCIAL": "0.9",
+        "MEMORY_RETRIEVAL_LAYERS_SUMMARY": "episodic, Semantic",
+        "MEMORY_RETRIEVAL_STRATEGY_SHARE": "0.6",
+        "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS": "3",
+    }).retrieval
+    assert config.purpose_weights[Purpose.DIALOG].recency == 0.5
+    # the purpose's other weights keep their defaults
+    assert config.purpose_weights[Purpose.DIALOG].semantic == \
+        DEFAULT_PURPOSE_WEIGHTS[Purpose.DIALOG].semantic
+    assert config.purpose_weights[Purpose.REASONING] == DEFAULT_PURPOSE_WEIGHTS[Purpose.REASONING]
+    assert config.layer_weights[Purpose.NAVIGATION][Layer.SOCIAL] == 0.9
+    assert config.layer_policy[Purpose.SUMMARY] == {Layer.EPISODIC, Layer.SEMANTIC}
+    assert (config.strategy_share, config.context_neighbours) == (0.6, 3)
+    assert config.weights_for(Purpose.DIALOG, Strategy.RECENCY, PressureState.NORMAL).recency \
+        == pytest.approx(0.6)
+    assert memory_config_from_env({}).retrieval == RetrievalConfig()
+
+
+def test_every_retrieval_weight_has_a_variable() -> None:
+    weights = [v for v in RETRIEVAL_ENV_VARS if v.startswith("MEMORY_RETRIEVAL_WEIGHT_")]
+    assert len(weights) == len(Purpose) * len(COMPONENTS)
+    assert "MEMORY_RETRIEVAL_WEIGHT_SUMMARY_SPEAKER" in RETRIEVAL_ENV_VARS
+    assert "MEMORY_RETRIEVAL_LAYER_WEIGHT_DIALOG_SYSTEM" in RETRIEVAL_ENV_VARS
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MEMORY_RETRIEVAL_WEIGHT_REASONING_SEMANTIC": "-0.1"},
+         "MEMORY_RETRIEVAL_WEIGHT_REASONING_SEMANTIC: must be a number >= 0"),
+        ({"MEMORY_RETRIEVAL_WEIGHT_DIALOG_LEXICAL": "heavy"},
+         "MEMORY_RETRIEVAL_WEIGHT_DIALOG_LEXICAL: must be a number"),
+        ({"MEMORY_RETRIEVAL_LAYER_WEIGHT_SUMMARY_EPISODIC": "1.5"},
+         "MEMORY_RETRIEVAL_LAYER_WEIGHT_SUMMARY_EPISODIC: must be a number in 0..1"),
+        ({"MEMORY_RETRIEVAL_LAYERS_DIALOG": "semantic,dreams"},
+         "MEMORY_RETRIEVAL_LAYERS_DIALOG: unknown layer 'dreams'"),
+        ({"MEMORY_RETRIEVAL_BM25_B": "1.2"}, "MEMORY_RETRIEVAL_BM25_B: must be in 0.0..1.0"),
+        ({"MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS": "-1"},
+         "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS: must be an integer >= 0"),
+        ({"MEMORY_RETRIEVAL_SOFT_IMPORTANCE_FACTOR": "0"},
+         "MEMORY_RETRIEVAL_SOFT_IMPORTANCE_FACTOR: must be a number > 0"),
+        ({f"MEMORY_RETRIEVAL_WEIGHT_SUMMARY_{c.upper()}": "0" for c in COMPONENTS},
+         r"MEMORY_RETRIEVAL_WEIGHT_SUMMARY_\*: at least one weight"),
+        ({"MEMORY_RETRIEVAL_WEIGHT_REASONING_SEMANTICS": "1"},
+         "MEMORY_RETRIEVAL_WEIGHT_REASONING_SEMANTICS: unknown setting"),
+    ],
+)
+def test_bad_retrieval_variables_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigInvalid, match=message):
+        memory_config_from_env(env)
+
+
+def test_retrieval_config_validates_direct_construction() -> None:
+    with pytest.raises(ConfigInvalid, match="purpose_weights: missing purpose"):
+        RetrievalConfig(purpose_weights={Purpose.REASONING: ScoringWeights()})
+    with pytest.raises(ConfigInvalid, match=r"layer_policy\.dialog: must allow a layer"):
+        RetrievalConfig(layer_policy={**{p: frozenset(Layer) for p in Purpose},
+                                      Purpose.DIALOG: frozenset()})
+    with pytest.raises(ConfigInvalid, match=r"weights\.lexical: must be a number >= 0"):
+        ScoringWeights(lexical=float("nan"))

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -100,6 +101,61 @@ def test_batches_larger_than_chroma_max(spec: StoreSpec) -> None:
         store.write(batch, unit(50))
         assert store.count() == 50
         assert [r.id for r in store.get_many([r.id for r in batch])] == [r.id for r in batch]
+    finally:
+        store.close()
+
+
+class FailingCollection:
+    """A real Chroma collection whose ``upsert`` raises on its ``fail_on``-th call (1-based)."""
+
+    def __init__(self, inner: Any, fail_on: int) -> None:
+        self._inner = inner
+        self._fail_on = fail_on
+        self.upserts = 0
+
+    def upsert(self, **batch: Any) -> None:
+        self.upserts += 1
+        if self.upserts == self._fail_on:
+            raise OSError("No space left on device (injected)")
+        self._inner.upsert(**batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_failed_batch_rolls_back_the_batches_written_before_it(spec: StoreSpec) -> None:
+    store = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        stored = records(12)
+        stored_vectors = unit(12, seed=1)
+        store.write(stored, stored_vectors)
+        # 15 records in batches of 5: updates and inserts in every batch; the third batch fails
+        updates = [r.replace(content=f"{r.content}, changed", importance=0.95, version=2)
+                   for r in stored[:8]]
+        fresh = records(7, agent="b")
+        batch = [updates[0], fresh[0], updates[1], updates[2], fresh[1],
+                 updates[3], fresh[2], updates[4], fresh[3], updates[5],
+                 fresh[4], updates[6], fresh[5], updates[7], fresh[6]]
+        store._max_batch = 5
+        failing = FailingCollection(store._collection, fail_on=3)
+        store._collection = failing
+        before = store.view.snapshot()
+        with pytest.raises(StoreUnavailable, match="nothing was changed"):
+            store.write(batch, unit(15, seed=2))
+        assert failing.upserts == 5  # three batches tried, then each of the two written restored
+        # Chroma holds exactly what it held before: the inserted records are gone again and the
+        # updated ones have their old document, metadata and embedding back
+        assert store.read_by_id([r.id for r in fresh]) == []
+        assert store.read_by_id([r.id for r in stored]) == stored
+        page = store._collection.get(ids=[r.id for r in stored], include=["embeddings"])
+        by_id = dict(zip(page["ids"], page["embeddings"], strict=True))
+        for record, vector in zip(stored, stored_vectors, strict=True):
+            assert np.allclose(by_id[record.id], vector, atol=1e-6)
+        # and the view never saw the failed write
+        assert store.view.snapshot() is before and store.count() == 12
+        store._collection = failing._inner
+        store.write(batch, unit(15, seed=2))  # the same write succeeds once the disk is back
+        assert store.count() == 19 and store.get(updates[7].id).content.endswith("changed")
     finally:
         store.close()
 

@@ -11,7 +11,9 @@ Each request takes the next :class:`Behaviour` from a queue (or the default one)
 ``status`` (any HTTP error, e.g. 429 with ``Retry-After`` or 500), ``hang`` (answer only after
 ``delay_s``, past the client's timeout), ``truncate`` (stream only the first ``cut_after`` chunks
 and close the connection without the terminal event), ``invalid_body`` (HTTP 200 with a body or
-stream data that is not JSON), ``drip`` (stream chunks ``delay_s`` apart). Requests are recorded
+stream data that is not JSON), ``drip`` (stream chunks ``delay_s`` apart). With ``api_key`` set,
+a request without that key (``Authorization: Bearer`` / ``x-api-key``) gets a 401 whose body
+echoes the key it was sent, as some real servers do. Requests are recorded
 (path, headers, parsed body) for assertions. The server runs in a daemon thread on port 0 and
 stops itself on ``__exit__`` (waking any hanging handler).
 """
@@ -77,8 +79,9 @@ def _pieces(text: str, count: int) -> list[str]:
 class LLMTestServer:
     """Context manager running the server; ``base_url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, default: Behaviour | None = None) -> None:
+    def __init__(self, default: Behaviour | None = None, api_key: str | None = None) -> None:
         self.default = default or Behaviour()
+        self.api_key = api_key
         self._queue: deque[Behaviour] = deque()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -182,6 +185,20 @@ class LLMTestServer:
                 "usage": {"prompt_tokens": inp, "completion_tokens": out,
                           "total_tokens": inp + out}}
 
+    def _refused_key(self, path: str, headers: Any) -> dict[str, Any] | None:
+        """The 401 body when ``api_key`` is set and the request did not send it, else None."""
+        if self.api_key is None:
+            return None
+        bearer = str(headers.get("Authorization") or "").removeprefix("Bearer ")
+        sent = str(headers.get("x-api-key") or "") or bearer
+        if sent == self.api_key:
+            return None
+        if path.endswith("/messages"):
+            return {"type": "error", "error": {"type": "authentication_error",
+                                               "message": f"invalid x-api-key {sent}"}}
+        return {"error": {"message": f"Incorrect API key provided: {sent}.",
+                          "type": "invalid_request_error", "code": "invalid_api_key"}}
+
     @staticmethod
     def _error_body(path: str, status: int) -> dict[str, Any]:
         kind = "rate_limit_error" if status == 429 else "api_error"
@@ -209,6 +226,10 @@ class LLMTestServer:
                 server._record(RecordedRequest(self.path, dict(self.headers.items()), body, raw))
                 if self.path not in ("/v1/chat/completions", "/v1/messages"):
                     self._send_json(404, {"error": {"message": "unknown path"}})
+                    return
+                refused = server._refused_key(self.path, self.headers)
+                if refused is not None:
+                    self._send_json(401, refused)
                     return
                 behaviour = server._next()
                 try:

@@ -102,8 +102,11 @@ def child_import(spec: StoreSpec, path: Path, agent: str | None,
 def services(runner: TaskRunner, **changes: Any) -> WindowServices:
     """Window services over real embedded stores, without the model and without saving."""
     saved: list[Preferences] = []
+    from app.wiring import attach_remote
+
     defaults: dict[str, Any] = {
         "runner": runner,
+        "attach": attach_remote,
         "open_engine": partial(open_fresh, defer_view=True),
         "list_collections": list_collections,
         "save_preferences": saved.append,

@@ -5,6 +5,10 @@ from __future__ import annotations
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QGraphicsScene,
+    QGraphicsSimpleTextItem,
+    QGraphicsTextItem,
+    QGraphicsView,
     QLabel,
     QLineEdit,
     QMainWindow,
@@ -17,8 +21,9 @@ MAX_ROWS = 400
 
 
 def shown_texts(window: QMainWindow) -> list[str]:
-    """Every text of the window: titles, labels, line/text edits, tooltips, item-view cells
-    (DisplayRole and ToolTipRole over the loaded rows), the status bar message.
+    """Every text of the window and its dialogs: titles, labels, line edits (as displayed),
+    text edits, tooltips, graphics-scene texts and item tooltips (task graph, plots), item-view
+    cells (DisplayRole and ToolTipRole over the loaded rows), the status bar message.
 
     Hidden widgets are scanned too (a stricter check than "visible"): a tab or pane shown later
     must not hold unmasked text either.
@@ -27,10 +32,14 @@ def shown_texts(window: QMainWindow) -> list[str]:
     for widget in window.findChildren(QWidget):
         texts.append(widget.toolTip())
         texts.append(widget.windowTitle())
-        if isinstance(widget, QLabel | QLineEdit):
+        if isinstance(widget, QLabel):
             texts.append(widget.text())
+        elif isinstance(widget, QLineEdit):
+            texts.append(widget.displayText())  # as shown: a password field shows bullets
         elif isinstance(widget, QTextEdit | QPlainTextEdit):
             texts.append(widget.toPlainText())
+        elif isinstance(widget, QGraphicsView) and widget.scene() is not None:
+            texts.extend(_scene_texts(widget.scene()))
         elif isinstance(widget, QAbstractItemView):
             model = widget.model()
             try:
@@ -45,6 +54,18 @@ def shown_texts(window: QMainWindow) -> list[str]:
                         if isinstance(value, str):
                             texts.append(value)
     return [t for t in texts if t]
+
+
+def _scene_texts(scene: QGraphicsScene) -> list[str]:
+    """Text drawn in a graphics scene (task graph labels, plot labels) and item tooltips."""
+    texts: list[str] = []
+    for item in scene.items():
+        texts.append(item.toolTip())
+        if isinstance(item, QGraphicsSimpleTextItem):
+            texts.append(item.text())
+        elif isinstance(item, QGraphicsTextItem):
+            texts.append(item.toPlainText())
+    return texts
 
 
 def leaks(window: QMainWindow, secrets: list[str]) -> list[tuple[str, str]]:

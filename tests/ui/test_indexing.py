@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from engine.query import RecordQuery, SortKey
+from engine.query import RecordQuery, RowPage, SortKey
+from engine.reader import LocalReader
 from engine.records import Layer
 from engine.store import StoreSpec, view_cache
 from tests.ui.bigstore import build_store
@@ -80,9 +81,17 @@ def test_a_filter_waits_for_the_index_and_then_runs(
     engine = open_fresh(StoreSpec(str(uncached), read_only=True), defer_view=True)
     gate = asyncio.Event()
 
-    async def indexed() -> bool:
-        await gate.wait()
-        return engine.view_ready
+    class Index:  # a StoreIndex whose readiness the test releases
+        @property
+        def indexing(self) -> bool:
+            return not gate.is_set()
+
+        async def wait_indexed(self) -> bool:
+            await gate.wait()
+            return engine.view_ready
+
+        def preview_rows(self, offset: int, limit: int) -> RowPage:
+            return engine.preview_rows(offset, limit)
 
     model = RecordTableModel(runner)
 
@@ -90,7 +99,7 @@ def test_a_filter_waits_for_the_index_and_then_runs(
         return model.preview, model.waiting, model.settled, model.total
 
     try:
-        model.set_engine(engine, indexed)
+        model.set_reader(LocalReader(engine), Index())
         qtbot.waitUntil(lambda: model.settled)
         assert state() == (True, False, True, COUNT)
         assert [r.id if r else None for r in (model.record_at(0), model.record_at(1))] == \
@@ -109,7 +118,7 @@ def test_a_filter_waits_for_the_index_and_then_runs(
         importances = [r.importance for r in shown if r is not None]
         assert importances == sorted(importances, reverse=True)
     finally:
-        model.set_engine(None)
+        model.set_reader(None)
         engine.close()
 
 

@@ -60,6 +60,7 @@ def test_only_working_views_are_listed_and_shortcuts_exist(
     window = make_window()
     assert [window.nav.item(i).text() for i in range(window.nav.count())] == [
         "Records", "Timeline", "Pipeline", "Review", "Retrieval", "Map",  # + issue 8
+        "Layers",  # + issue 10
         "Secrets", "Fate", "Budget", "Tasks"]  # + issue 9
     assert window.undo_action.shortcut().toString() == "Ctrl+Z"
     assert window.import_action.shortcut().toString() == "Ctrl+I"

@@ -107,3 +107,30 @@ def test_scan_view_lists_jumps_and_redacts_in_place_undoably(
     window.undo_action.trigger()
     qtbot.waitUntil(lambda: session.pending() == 0 and len(view.hits) == 4)
     assert SECRETS[2] in session.engine.get(ids[2]).content
+
+
+def test_task_graph_is_masked_too(qtbot: QtBot, tmp_path: Path,
+                                  make_window: Callable[..., MainWindow]) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "SEC-1.md").write_text(
+        f"---\nid: SEC-1\ntitle: {SECRETS[2]} rotation\nstatus: todo\npriority: high\n---\n"
+        f"# Rotate the CI token\n\nThe old key was {SECRETS[0]}.\n", encoding="utf-8")
+    (root / "SEC-2.md").write_text(
+        f"---\nid: SEC-2\ntitle: Mail {SECRETS[3]}\nstatus: todo\npriority: low\n"
+        f"depends_on: [SEC-1]\n---\n# Tell ops\n", encoding="utf-8")
+    window = make_window()
+    view = window.tasks_view
+    window.nav.setCurrentRow(list(window.views).index("tasks"))
+    assert run(qtbot, view.open_workspace(root)) is not None
+    with qtbot.waitSignal(view.scene_shown, timeout=10_000):
+        view.select("SEC-1")
+    # node labels are elided: even the start of a token is a leak
+    fragments = [*SECRETS, SECRETS[2][:12]]
+    found = {s for s, _ in leaks(window, fragments)}
+    assert {SECRETS[2], SECRETS[3], SECRETS[2][:12]} <= found  # off: shown (can fail)
+    window.redaction_action.trigger()
+    assert leaks(window, fragments) == []  # labels, tooltips, card, lists: all masked
+    assert "<REDACT:" in view.card_label.text()
+    window.redaction_action.trigger()
+    assert {s for s, _ in leaks(window, fragments)} == found

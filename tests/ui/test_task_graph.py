@@ -6,21 +6,32 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QGraphicsLineItem
 from pytestqt.qtbot import QtBot
 
 from engine.tasks import Scene
 from tests.ui.conftest import run
 from ui.main_window import MainWindow
-from ui.task_graph_view import CYCLE_COLOUR, STATUS_COLOURS, TaskGraphView
+from ui.task_graph_view import (
+    CYCLE_COLOUR,
+    NODE_H,
+    NODE_W,
+    READABLE_ZOOM,
+    STATUS_COLOURS,
+    Flow,
+    TaskGraphView,
+    choose_flow,
+)
 
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo_workspace"
 
 
-def _card(root: Path, name: str, status: str, deps: str) -> None:
+def _card(root: Path, name: str, status: str, deps: str, title: str = "") -> None:
+    title = title or f"Task {name}"
     (root / f"{name}.md").write_text(
-        f"---\nid: {name}\ntitle: Task {name}\nstatus: {status}\npriority: high\n"
-        f"depends_on: [{deps}]\n---\n# Task {name}\n\nDo {name}.\n", encoding="utf-8")
+        f"---\nid: {name}\ntitle: {title}\nstatus: {status}\npriority: high\n"
+        f"depends_on: [{deps}]\n---\n# {title}\n\nDo {name}.\n", encoding="utf-8")
 
 
 def test_cycle_is_drawn_red_with_its_path_and_live_reload(
@@ -39,18 +50,18 @@ def test_cycle_is_drawn_red_with_its_path_and_live_reload(
     assert graph is not None
     assert view.cycles == [("A", "B", "C", "A")]
     assert view.cycle_list.item(0).text() == "A → B → C → A"
-    assert set(view._nodes) == {"A", "B", "C", "D"}
-    assert view._nodes["B"].brush().color().name() == STATUS_COLOURS["in_progress"]
+    assert set(view.nodes) == {"A", "B", "C", "D"}
+    assert view.nodes["B"].brush().color().name() == STATUS_COLOURS["in_progress"]
     red = [line for line in view.graphics.items() if isinstance(line, QGraphicsLineItem)
            and line.pen().color().name() == CYCLE_COLOUR]
     assert len(red) == 3  # the three cycle edges
-    view._nodes["A"].setSelected(True)  # a click selects the node
+    view.nodes["A"].setSelected(True)  # a click selects the node
     assert "Task A" in view.card_label.text()
     assert view.dependencies.item(0).text() == "B"
     assert view.dependents.item(0).text() == "C"
     with qtbot.waitSignal(view.graph_shown, timeout=10_000):  # the watcher sees a new card
         _card(root, "E", "todo", "D")
-    assert "E" in view._nodes
+    assert "E" in view.nodes
 
 
 def test_budget_slider_changes_the_pruned_set(
@@ -61,9 +72,12 @@ def test_budget_slider_changes_the_pruned_set(
     view: TaskGraphView = window.tasks_view
     graph = run(qtbot, view.open_workspace(root))
     assert graph is not None and not view.cycles and len(graph.generations) > 1
-    # prerequisites are left of their dependents
-    column = {i: view._nodes[i].pos().x() for i in view._nodes}
-    assert all(column[e.target] < column[e.source] for e in graph.edges
+    # prerequisites come before their dependents along the flow (left→right or top→bottom)
+    def along_flow(point: QPointF) -> float:
+        return point.x() if view.flow is Flow.LEFT_TO_RIGHT else point.y()
+
+    along = {i: along_flow(view.nodes[i].pos()) for i in view.nodes}
+    assert all(along[e.target] < along[e.source] for e in graph.edges
                if e.kind == "depends_on")
     task = max((n for n in graph.nodes if n.is_task), key=lambda n: sum(
         1 for e in graph.edges if e.source == n.id))
@@ -77,3 +91,106 @@ def test_budget_slider_changes_the_pruned_set(
     assert {p.id for p in tight.pruned} > {p.id for p in large.pruned}
     assert view.pruned.count() == len(tight.pruned) > 0
     assert tight.used_tokens <= 300 or tight.over_budget
+
+
+def _red(view: TaskGraphView) -> set[tuple[str, str]]:
+    return {key for key, line in view.edges.items()
+            if line.pen().color().name() == CYCLE_COLOUR}
+
+
+def test_live_reload_updates_items_in_place(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    _card(root, "A", "todo", "B")
+    _card(root, "B", "in_progress", "C")
+    _card(root, "C", "todo", "")
+    _card(root, "D", "done", "")
+    _card(root, "E", "todo", "D")
+    for other in ("P", "Q", "R"):  # unrelated tasks: a taller graph, to pan both ways
+        _card(root, other, "done", "")
+    window = make_window()
+    view: TaskGraphView = window.tasks_view
+    view._watch_interval_ms = 50
+    window.nav.setCurrentRow(list(window.views).index("tasks"))
+    assert run(qtbot, view.open_workspace(root)) is not None
+    items, lines = dict(view.nodes), dict(view.edges)
+    places = {i: item.pos() for i, item in items.items()}
+    view.nodes["B"].setSelected(True)  # the user selects B, zooms and pans
+    for _ in range(4):
+        view.canvas.zoom(1.25)  # large enough to pan both ways
+    for bar in (view.canvas.horizontalScrollBar(), view.canvas.verticalScrollBar()):
+        assert bar.maximum() - bar.minimum() > 20
+        bar.setValue((bar.minimum() + bar.maximum()) // 2)
+    transform = view.canvas.transform()
+    scroll = (view.canvas.horizontalScrollBar().value(), view.canvas.verticalScrollBar().value())
+
+    def kept_view() -> None:
+        assert view.canvas.transform() == transform
+        assert (view.canvas.horizontalScrollBar().value(),
+                view.canvas.verticalScrollBar().value()) == scroll
+        assert view.nodes["B"].isSelected() and "Task B" in view.card_label.text()
+
+    with qtbot.waitSignal(view.graph_shown, timeout=10_000):  # edit one card
+        _card(root, "C", "done", "", title="Renamed C")
+    assert all(view.nodes[i] is items[i] for i in items)  # no item was rebuilt
+    assert all(view.edges[k] is lines[k] for k in lines)
+    assert view.nodes["C"].brush().color().name() == STATUS_COLOURS["done"]
+    assert view.nodes["C"].label.text().startswith("C Renamed C")  # type: ignore[attr-defined]
+    assert {i: item.pos() for i, item in view.nodes.items()} == places
+    kept_view()
+
+    with qtbot.waitSignal(view.graph_shown, timeout=10_000):  # a new card appears
+        _card(root, "F", "todo", "D")
+    assert set(view.nodes) == {*items, "F"} and view.nodes["F"].scene() is view.graphics
+    assert ("F", "D") in view.edges and view.edges[("F", "D")].scene() is view.graphics
+    assert all(view.nodes[i] is items[i] for i in items)
+    kept_view()
+
+    removed_node, removed_line = view.nodes["E"], view.edges[("E", "D")]
+    with qtbot.waitSignal(view.graph_shown, timeout=10_000):  # a card is deleted
+        (root / "E.md").unlink()
+    assert "E" not in view.nodes and ("E", "D") not in view.edges
+    assert removed_node.scene() is None and removed_line.scene() is None
+    kept_view()
+
+    assert not _red(view) and not view.cycle_list.isVisible()
+    with qtbot.waitSignal(view.graph_shown, timeout=10_000):  # C now needs A: a cycle
+        _card(root, "C", "done", "A", title="Renamed C")
+    assert view.cycle_list.item(0).text() == "A → B → C → A"
+    assert _red(view) == {("A", "B"), ("B", "C"), ("C", "A")}
+    assert all(view.nodes[i] is items[i] for i in ("A", "B", "C", "D"))
+    kept_view()
+    qtbot.waitUntil(lambda: not view._moves, timeout=5000)  # re-layered nodes glided home
+    assert view.nodes["A"].pos() != places["A"]  # A, B, C share a layer now: A moved
+    line = view.edges[("A", "B")].line()  # and the line followed it to the new place
+    out, into = ((QPointF(NODE_W, NODE_H / 2), QPointF(0, NODE_H / 2))
+                 if view.flow is Flow.LEFT_TO_RIGHT else
+                 (QPointF(NODE_W / 2, NODE_H), QPointF(NODE_W / 2, 0)))
+    assert line.p1() == view.nodes["B"].pos() + out  # prerequisite's port
+    assert line.p2() == view.nodes["A"].pos() + into  # dependent's port
+
+
+def test_flow_follows_the_canvas_shape() -> None:
+    deep = [(f"T{i}",) for i in range(11)]
+    wide = [tuple(f"T{i}" for i in range(8)), ("U",)]
+    assert choose_flow(deep, 760, 660) is Flow.TOP_TO_BOTTOM
+    assert choose_flow(wide, 760, 660) is Flow.LEFT_TO_RIGHT
+    assert choose_flow(deep[:3], 760, 660) is Flow.LEFT_TO_RIGHT  # fits either way: default
+
+
+def test_auto_fit_keeps_labels_readable_and_fit_shows_all(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    root = tmp_path / "chain"
+    root.mkdir()
+    for i in range(30):  # a long chain: too long to show whole at a readable size
+        _card(root, f"T{i:02d}", "todo", f"T{i - 1:02d}" if i else "")
+    window = make_window()
+    view: TaskGraphView = window.tasks_view
+    window.nav.setCurrentRow(list(window.views).index("tasks"))
+    assert run(qtbot, view.open_workspace(root)) is not None
+    assert view.canvas.transform().m11() == READABLE_ZOOM
+    view.fit_button.click()
+    assert view.canvas.transform().m11() < READABLE_ZOOM
+    visible = view.canvas.mapToScene(view.canvas.viewport().rect()).boundingRect()
+    assert visible.contains(view.graphics.itemsBoundingRect())

@@ -2,8 +2,9 @@
 
 ``extract`` sends a conversation through the LLM gateway (breaker, throttle, budget, retries,
 redaction), validates the answer against the extraction schema and either prints the candidates
-(``--dry-run``) or stores the valid ones. Provider settings come from ``MNEMOSCOPE_LLM_*``
-environment variables (``engine.llm.settings``), overridden by ``--provider`` / ``--model``.
+(``--dry-run``) or stores the valid ones. Provider settings come from the settings file's ``llm``
+section (the GUI's provider dialog writes it) under the ``MNEMOSCOPE_LLM_*`` environment
+variables (``engine.llm.settings``), overridden by ``--provider`` / ``--model``.
 ``llm status`` prints the breaker state, the token projection of the next call and the day's
 budget, restored from the ledger.
 """
@@ -21,7 +22,7 @@ from app.settings import server_ledger_path
 from engine.clock import SystemClock
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
-from engine.llm import Extractor, LLMGateway, llm_settings_from_env, load_conversation
+from engine.llm import Extractor, LLMGateway, load_conversation
 from engine.llm.extractor import ExtractionResult
 
 __all__ = ["register"]
@@ -76,7 +77,7 @@ def _redactor(ctx: CliContext, *, sends_prompts: bool) -> Callable[[str], str] |
 
 def _gateway(ctx: CliContext, args: argparse.Namespace, ledger: Ledger,
              events: EventBus | None, *, sends_prompts: bool) -> LLMGateway:
-    settings = llm_settings_from_env().with_overrides(
+    settings = ctx.settings.llm_settings().with_overrides(
         provider=getattr(args, "provider", None), model=getattr(args, "model", None))
     redactor = _redactor(ctx, sends_prompts=sends_prompts and settings.configured)
     gateway = LLMGateway(settings, ledger=ledger, events=events, clock=SystemClock(),

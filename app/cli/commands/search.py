@@ -8,6 +8,7 @@ from typing import Any
 from app.cli.context import MODEL_WAIT_SECONDS, CliContext
 from app.cli.groups import eval_group
 from engine.retrieval import PressureState, Purpose, RetrievalRequest, Strategy
+from engine.retrieval.evaluation import SPLITS
 
 __all__ = ["register"]
 
@@ -53,8 +54,12 @@ def register(subparsers: Any) -> None:
     locomo.add_argument("--review", choices=["keep", "merge", "leave"], default="keep",
                         help="resolve memories the pipeline deferred to review: keep both "
                              "(default), merge, or leave pending (lost to the eval)")
+    locomo.add_argument("--split", choices=list(SPLITS), default="all",
+                        help="dev: the first 3 of every 5 conversations (tune on these); "
+                             "held-out: the other 2 (they decide); all (default): both, "
+                             "reported per split too")
     locomo.add_argument("--conversations", type=_positive, default=None, metavar="N",
-                        help="only the first N conversations")
+                        help="only the first N conversations (of the split)")
     locomo.add_argument("--questions", type=_positive, default=None, metavar="N",
                         help="only the first N questions per conversation")
     locomo.set_defaults(handler=_eval_locomo)
@@ -97,7 +102,7 @@ def _eval_locomo(args: argparse.Namespace, ctx: CliContext) -> int:
             embedder = None
     result = evaluate_locomo(args.file, unit=args.unit, embedder=embedder,
                              include_adversarial=args.include_adversarial, review=args.review,
-                             limit_conversations=args.conversations,
+                             split=args.split, limit_conversations=args.conversations,
                              limit_questions=args.questions, progress=ctx.warn)
     document = result.to_json()
     if ctx.json:
@@ -110,4 +115,7 @@ def _eval_locomo(args: argparse.Namespace, ctx: CliContext) -> int:
     for name in ("ours", "baseline"):
         ctx.print(f"  {name:<9} " + "  ".join(f"{key} {value:.3f}"
                                               for key, value in document[name].items()))
+    for part, line in document["by_split"].items():
+        ctx.print(f"  {part:<9} {line['questions']} questions: ours hit@5 "
+                  f"{line['ours_hit@5']:.3f}, cosine {line['baseline_hit@5']:.3f}")
     return 0

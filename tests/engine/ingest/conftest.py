@@ -57,6 +57,10 @@ class TableEmbedder:
         self._table.setdefault(first, base)
         self._table[second] = other
 
+    def put(self, text: str, vector: np.ndarray) -> None:
+        """Make ``text`` embed to ``vector`` (normalized)."""
+        self._table[text] = (vector / np.linalg.norm(vector)).astype(np.float32)
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         self.calls += 1
         out = self._fallback.embed(texts)

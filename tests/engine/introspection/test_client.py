@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -89,10 +90,17 @@ def test_stream_has_no_gaps_across_server_side_reconnects(
     count = 40
     stop = threading.Event()
     seqs: list[int] = []
+    halfway = threading.Event()
     with IntrospectionClient(server.url, TOKEN, sleep=lambda _s: None) as client:
         reader = _collect(client.stream_events(after=start - 1, stop=stop), start + count,
                           stop, seqs)
-        writer = _writer(engine, count)
+        writer = _writer(engine, count, gate=halfway)
+        # the second half is written only after the server has ended a stream and the
+        # client has come back (stream_max_s=0.3), so a reconnect falls inside the run
+        deadline = time.monotonic() + 30
+        while client.reconnects < 1 and time.monotonic() < deadline:
+            stop.wait(0.02)
+        halfway.set()
         writer.join(timeout=60)
         reader.join(timeout=60)
         assert not reader.is_alive()

@@ -75,6 +75,16 @@ def test_every_endpoint(engine: MemoryEngine, clock: DeterministicClock,
     assert [p["sentiment"] for p in social[0]["series"]] == [0.0, 0.5]
     patterns = http.get("/v1/layers/procedural").json()["patterns"]
     assert patterns[0]["success_rate"] == 0.75 and patterns[0]["history"]
+    assert "episodes" not in patterns[0]  # only when asked: they can be many
+    episodes = http.get("/v1/layers/procedural", params={"episodes": "true"}).json()[
+        "patterns"][0]["episodes"]
+    assert [e["episode_id"] for e in episodes] == ["ep0", "ep1", "ep2", "ep3"]
+    assert [e["outcome"] for e in episodes] == [True, True, False, True]
+    assert all(len(e["record_ids"]) == 1 for e in episodes)
+    about = http.get("/v1/events", params={"record": ids[-1]}).json()
+    assert [e["kind"] for e in about["events"]] == ["memory:record:created",
+                                                    "memory:record:edited"]
+    assert {e["record_id"] for e in about["events"]} == {ids[-1]}
     spatial = http.get("/v1/layers/spatial", params={"x": 0, "y": 0, "z": 0,
                                                      "radius": 1.5}).json()["points"]
     assert [p["x"] for p in spatial] == [1.0]  # the point at 0 was deleted

@@ -8,17 +8,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.clock import DeterministicClock
 from engine.errors import TokenBudgetUndefined, ValidationError
 from engine.memory_engine import MemoryEngine
 from engine.records import Layer, Privacy
 from engine.retrieval import (
+    COMPONENTS,
     DropReason,
     PressureState,
     RetrievalRequest,
     ScoringWeights,
     SemanticMode,
 )
-from tests.engine.retrieval.conftest import HashEmbedder, make_record, open_engine, write
+from tests.engine.retrieval.conftest import (
+    DAY,
+    HashEmbedder,
+    make_record,
+    open_engine,
+    write,
+)
 
 FACTS = [
     "User prefers TypeScript for frontend work. They dislike untyped code.",
@@ -230,3 +238,90 @@ def test_speaker_component_favours_the_named_speakers_turns(engine: MemoryEngine
     lines = {c.id: c.components["speaker"] for c in bundle.diagnostics.candidates}
     assert lines == {"r000": 1.0, "r001": 0.0, "r002": 0.0}
     assert bundle.records[0].id == "r000"
+
+
+def test_cached_view_data_follows_writes_touches_and_the_clock(engine: MemoryEngine) -> None:
+    """What retrieval reuses per view state must not outlive the state it came from."""
+    write(engine, [make_record(i, text, age_days=i + 1, expires_in_days=2.0 if i == 1 else None)
+                   for i, text in enumerate(FACTS)])
+    request = RetrievalRequest(max_tokens=10_000, query="cat Tom", agent_id="a")
+    first = engine.retrieve(request)  # counts an access of every packed record
+    assert first.diagnostics.candidate_count == len(FACTS)
+    looked = engine.retrieve(request, inspect=True)
+    # access counting changed only the access columns: the masks survive, the access
+    # component is redone
+    assert looked.diagnostics.eligible is first.diagnostics.eligible
+    again = engine.retrieve(request, inspect=True)  # an unchanged view: reused
+    assert again.diagnostics.eligible is looked.diagnostics.eligible
+    access = {c.id: c.components["access"] for c in looked.diagnostics.candidates}
+    assert set(access.values()) == {0.01}  # one access each, seen through the cache
+    write(engine, [make_record(9, "Tom the cat sleeps on the red sofa", age_days=0.5)])
+    grown = engine.retrieve(request, inspect=True)
+    assert grown.diagnostics.eligible is not looked.diagnostics.eligible
+    assert grown.diagnostics.candidate_count == len(FACTS) + 1
+    assert "r009" in {r.id for r in grown.records}
+    clock = engine.clock
+    assert isinstance(clock, DeterministicClock)
+    clock.advance(3 * DAY)  # r001 expires; the view itself did not change
+    later = engine.retrieve(request, inspect=True)
+    assert later.diagnostics.drop_counts()["ttl"] == 1
+    assert {c.id: c for c in later.diagnostics.candidates}["r001"].drop_reason is DropReason.TTL
+    recency = {c.id: c.components["recency"] for c in later.diagnostics.candidates}
+    assert max(recency.values()) < max(c.components["recency"]
+                                       for c in grown.diagnostics.candidates)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])  # -1: records created after "now"
+def test_decaying_components_match_the_direct_formulas(engine: MemoryEngine,
+                                                        sign: float) -> None:
+    from engine.decay import decayed_importance
+    from engine.retrieval.scoring import recency
+
+    write(engine, [make_record(i, text, age_days=sign * (i + 0.5))
+                   for i, text in enumerate(FACTS)])
+    bundle = engine.retrieve(RetrievalRequest(max_tokens=10_000, query="user"), inspect=True)
+    snapshot = engine.store.view.snapshot()
+    n = snapshot.n
+    memory = engine.config.memory
+    expected_importance = decayed_importance(
+        snapshot.importance[:n], snapshot.created_at[:n], snapshot.access_count[:n],
+        engine.clock.now(), memory.importance_decay_half_life_days)
+    expected_recency = recency(snapshot.recency_anchor[:n], engine.clock.now(),
+                               float(memory.decay_half_life_ms))
+    components = bundle.diagnostics.components
+    np.testing.assert_allclose(components[:n, COMPONENTS.index("importance")],
+                               expected_importance, rtol=1e-12)
+    np.testing.assert_allclose(components[:n, COMPONENTS.index("recency")], expected_recency,
+                               rtol=1e-12, atol=1e-300)
+
+
+def test_context_comes_from_neighbours_of_the_same_layer(engine: MemoryEngine) -> None:
+    write(engine, [
+        make_record(0, "Maria ran a charity race for mental health", age_days=3.0),
+        make_record(1, "She realised how much self-care matters", age_days=3.0 - 1e-6),
+        make_record(2, "She realised the bus was late", layer=Layer.EPISODIC,
+                    age_days=3.0 - 2e-6),
+    ])
+    bundle = engine.retrieve(RetrievalRequest(max_tokens=1000, query="charity race"),
+                             inspect=True)
+    lines = {c.id: c.components["context"] for c in bundle.diagnostics.candidates}
+    assert lines["r001"] > 0.0  # a semantic fact noted next to a relevant one
+    assert lines["r002"] == 0.0  # another layer: not the same stream
+    assert lines["r000"] == 0.0  # already relevant itself: nothing to lend
+
+
+def test_semantic_centring_can_be_turned_off(engine: MemoryEngine) -> None:
+    _fill(engine)
+    request = RetrievalRequest(max_tokens=10_000, query="cat named Tom")
+    centred = engine.retrieve(request, inspect=True).diagnostics
+    engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config,
+                                                    semantic_centering=0.0))
+    plain = engine.retrieve(request, inspect=True).diagnostics
+    snapshot = engine.store.view.snapshot()
+    query = engine.embed_texts(["cat named Tom"])
+    assert query is not None
+    column = COMPONENTS.index("semantic")
+    cosine = np.maximum(snapshot.vectors[: snapshot.n] @ query[0], 0.0)
+    np.testing.assert_allclose(plain.components[:, column], cosine, rtol=1e-6)
+    assert not np.allclose(centred.components[:, column], cosine)
+    assert centred.ids[int(np.argmax(centred.scores))] == plain.ids[int(np.argmax(plain.scores))]

@@ -117,9 +117,12 @@ def test_stemming_and_terms() -> None:
 
 
 def _snapshot(contents: list[str], tags: list[tuple[str, ...]] | None = None) -> object:
-    return types.SimpleNamespace(n=len(contents), contents=contents,
-                                 hashes=[f"h{i}-{c}" for i, c in enumerate(contents)],
-                                 tags=tags or [() for _ in contents])
+    hashes = [f"h{i}-{c}" for i, c in enumerate(contents)]
+    tags = tags or [() for _ in contents]
+    return types.SimpleNamespace(n=len(contents), contents=contents, hashes=hashes, tags=tags,
+                                 content_array=np.array(contents, dtype=object),
+                                 hash_array=np.array(hashes, dtype=object),
+                                 tag_array=np.fromiter(tags, dtype=object, count=len(tags)))
 
 
 def test_bm25_incremental_sync_matches_a_rebuild() -> None:
@@ -141,6 +144,29 @@ def test_bm25_incremental_sync_matches_a_rebuild() -> None:
     fresh.sync(_snapshot(edited))  # type: ignore[arg-type]  # one row rewritten in place
     assert fresh.bm25(query, mask)[2] > 0.0
     assert fresh.rebuilds == 0  # built by appending, then one row re-indexed
+
+
+def test_postings_read_between_appends_and_edits_match_a_rebuild() -> None:
+    rng = np.random.default_rng(4)
+    words = ["cat", "dog", "tea", "lake", "jazz", "cats", "sings"]
+    docs = [" ".join(rng.choice(words, size=5)) for _ in range(60)]
+    grown = TextIndex()
+    query = terms("cat dog jazz sings")
+    for size, edit in ((20, None), (21, None), (21, 3), (35, None), (35, 21), (60, None)):
+        current = list(docs[:size])
+        if edit is not None:
+            docs[edit] = current[edit] = f"lake cat cat {edit}"  # an existing row rewritten
+        grown.sync(_snapshot(current))  # type: ignore[arg-type]
+        fresh = TextIndex()
+        fresh.sync(_snapshot(current))  # type: ignore[arg-type]
+        mask = rng.random(size) < 0.8
+        for word in query:  # read each time: the cached arrays are extended, not rebuilt
+            ours, theirs = grown.term_postings(word, mask), fresh.term_postings(word, mask)
+            assert dict(zip(ours[0].tolist(), ours[1].tolist(), strict=True)) == \
+                dict(zip(theirs[0].tolist(), theirs[1].tolist(), strict=True)), (size, word)
+        np.testing.assert_allclose(grown.bm25(query, mask), fresh.bm25(query, mask))
+        np.testing.assert_array_equal(grown.jaccard(query, size), fresh.jaccard(query, size))
+    assert grown.rebuilds == 0
 
 
 def test_speaker_terms_and_match() -> None:
@@ -172,3 +198,63 @@ def test_compression_keeps_first_sentence_and_tags_within_ratio() -> None:
 
     assert estimate_tokens(short) <= np.ceil(0.55 * estimate_tokens(text))
     assert compress("Short.", (), 0.55) == "Short."
+
+
+def test_centring_measures_cosine_from_part_of_the_mean() -> None:
+    from engine.retrieval.scoring import Centring
+
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((300, 384)).astype(np.float32) + 0.4  # a shared direction
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = vectors[7] + 0.1 * rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+    rows = rng.random(300) < 0.6
+    got = Centring.of(vectors, rows, 0.5).cosine(vectors @ query, query)
+    m = 0.5 * vectors[rows].astype(np.float64).mean(axis=0)
+    centred, q = vectors - m, query - m
+    expected = centred @ q / (np.linalg.norm(centred, axis=1) * np.linalg.norm(q))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    plain = vectors @ query
+    assert np.std(got) > np.std(plain)  # the shared direction no longer compresses them
+    assert int(np.argmax(got)) == int(np.argmax(plain)) == 7
+
+
+def test_context_lift_lends_only_what_a_record_lacks() -> None:
+    from engine.retrieval.scoring import context_lift
+
+    relevance = np.array([0.9, 0.2, 0.95, 0.0])
+    neighbours = np.array([[-1, 1], [0, 2], [1, -1], [-1, -1]], dtype=np.int32)
+    np.testing.assert_allclose(context_lift(relevance, neighbours), [0.0, 0.75, 0.0, 0.0])
+
+
+def test_a_time_order_extended_by_appended_rows_is_the_sorted_one() -> None:
+    from engine.records import Layer, MemoryRecord, NewMemory
+    from engine.retrieval.scoring import TimeOrder, neighbour_matrix
+    from engine.store.view import ColumnarView
+
+    rng = np.random.default_rng(3)
+    view = ColumnarView(4)
+
+    def batch(start: int, count: int) -> list[MemoryRecord]:
+        # few distinct times, so many ties; three agents, two layers
+        return [MemoryRecord.create(NewMemory(
+            f"note {i}", agent_id=f"a{int(rng.integers(3))}",
+            layer=(Layer.EPISODIC, Layer.SEMANTIC)[int(rng.integers(2))],
+            created_at=1e12 + 60_000.0 * int(rng.integers(12))), now_ms=2e12,
+            record_id=f"r{i:04d}") for i in range(start, start + count)]
+
+    view.upsert(batch(0, 300))
+    view.remove(["r0007", "r0100"])  # dead rows are left out of both
+    order = TimeOrder.of(view.snapshot())
+    for start, count in ((300, 1), (301, 17), (318, 5)):
+        view.upsert(batch(start, count))
+        snapshot = view.snapshot()
+        order = order.extended(snapshot)
+        fresh = TimeOrder.of(snapshot)
+        assert order.n == fresh.n == snapshot.n
+        np.testing.assert_array_equal(order.rows, fresh.rows)
+        np.testing.assert_array_equal(order.times, fresh.times)
+        np.testing.assert_array_equal(order.groups, fresh.groups)
+        np.testing.assert_array_equal(neighbour_matrix(snapshot, 2, 90_000.0, order),
+                                      neighbour_matrix(snapshot, 2, 90_000.0))
+    assert order.extended(view.snapshot()).rows is order.rows  # nothing appended

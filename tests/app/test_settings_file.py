@@ -1,0 +1,66 @@
+"""The settings file's ``llm`` section and the running app's one SettingsFile (issue 9)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings, SettingsFile, load_settings
+from app.wiring import _llm_services, _preference_saver
+from engine.errors import ConfigInvalid
+from engine.llm import LLMSettings, ProviderKind
+from ui.main_window import Preferences
+
+
+def test_llm_section_under_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text(json.dumps({"llm": {
+        "provider": "ollama", "base_url": "http://127.0.0.1:11434/v1", "model": "llama3.2",
+        "daily_budget_usd": 1.0}}), encoding="utf-8")
+    settings = load_settings({}, config_dir=tmp_path)
+    llm = settings.llm_settings({})
+    assert (llm.kind, llm.model, llm.daily_budget_usd) == (ProviderKind.OPENAI, "llama3.2", 1.0)
+    env = {"MNEMOSCOPE_LLM_MODEL": "qwen2.5", "MNEMOSCOPE_LLM_DAILY_BUDGET_USD": "3"}
+    assert (settings.llm_settings(env).model,
+            settings.llm_settings(env).daily_budget_usd) == ("qwen2.5", 3.0)
+
+
+def test_bad_llm_section_names_the_file_and_field(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text(json.dumps({"llm": {"base_url": "ftp://x"}}),
+                                            encoding="utf-8")
+    settings = load_settings({}, config_dir=tmp_path)
+    with pytest.raises(ConfigInvalid, match=r"settings.json: llm.base_url: must start with"):
+        settings.llm_settings({})
+
+
+def test_preferences_and_llm_saves_keep_each_others_changes(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setenv("MNEMOSCOPE_CONFIG_DIR", str(tmp_path))
+    settings_file = SettingsFile(Settings(data_dir=str(tmp_path / "data")), tmp_path)
+    services = _llm_services(settings_file)
+    save_preferences = _preference_saver(settings_file)
+    llm = LLMSettings(provider="openai", kind=ProviderKind.OPENAI,
+                      base_url="https://api.openai.com/v1", model="gpt-4o-mini",
+                      api_key_env="OPENAI_API_KEY", use_keyring=False)
+    worker = threading.Thread(target=services.save, args=(llm,))  # the dialog saves off-GUI
+    worker.start()
+    save_preferences(Preferences(theme="dark", recent_stores=("/a",)))
+    worker.join()
+    save_preferences(Preferences(theme="light", recent_stores=("/b", "/a")))
+    data = json.loads((tmp_path / "settings.json").read_text(encoding="utf-8"))
+    assert data["theme"] == "light" and data["recent_stores"] == ["/b", "/a"]
+    assert data["llm"]["model"] == "gpt-4o-mini" and data["llm"]["use_keyring"] is False
+    reloaded = load_settings({}, config_dir=tmp_path).llm_settings({})
+    assert (reloaded.base_url, reloaded.api_key_env) == ("https://api.openai.com/v1",
+                                                         "OPENAI_API_KEY")
+
+
+def test_a_bad_section_does_not_stop_the_app(tmp_path: Path) -> None:
+    settings_file = SettingsFile(Settings(data_dir=str(tmp_path), llm={"model": 3}), tmp_path,
+                                 persist=False)
+    services = _llm_services(settings_file)
+    assert services.settings == LLMSettings()
+    assert services.problem.startswith("LLM settings ignored: settings.json: llm.model")

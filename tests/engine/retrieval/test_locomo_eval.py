@@ -1,0 +1,69 @@
+"""LoCoMo evaluation on a small generated file: splits, hits, merged records' dia_ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import InputFormatError
+from engine.retrieval.evaluation import evaluate_locomo, split_of
+
+TOPICS = ["pottery", "guitar", "sailing", "chess", "baking", "hiking", "painting"]
+
+
+def _conversation(i: int) -> dict[str, object]:
+    topic = TOPICS[i % len(TOPICS)]
+    turns = [
+        {"speaker": "Ann", "dia_id": "D1:1", "text": f"I took up {topic} last week."},
+        {"speaker": "Bob", "dia_id": "D1:2", "text": "The weather was grey all weekend."},
+        {"speaker": "Ann", "dia_id": "D1:3", "text": "My sister moved to a new flat in town."},
+    ]
+    return {
+        "sample_id": f"conv-{i}",
+        "conversation": {"speaker_a": "Ann", "speaker_b": "Bob",
+                         "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
+        "observation": {"session_1_observation": {
+            "Ann": [[f"Ann took up {topic} last week.", "D1:1"],
+                    ["Ann's sister moved to a new flat.", "D1:3"]],
+            "Bob": [["Bob found the weekend weather grey.", "D1:2"]]}},
+        "qa": [{"question": f"What hobby did Ann take up ({topic})?", "evidence": ["D1:1"],
+                "category": 4},
+               {"question": "Is this unanswerable?", "evidence": ["D1:2"], "category": 5}],
+    }
+
+
+@pytest.fixture
+def locomo_file(tmp_path: Path) -> Path:
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([_conversation(i) for i in range(7)]), encoding="utf-8")
+    return path
+
+
+def test_split_of_keeps_three_of_every_five_for_dev() -> None:
+    assert [split_of(i) for i in range(10)] == ["dev"] * 3 + ["held-out"] * 2 + \
+        ["dev"] * 3 + ["held-out"] * 2
+
+
+@pytest.mark.parametrize("unit", ["turns", "observations"])
+def test_a_split_selects_its_conversations(locomo_file: Path, unit: str) -> None:
+    held = evaluate_locomo(locomo_file, unit=unit, embedder=None, split="held-out")
+    assert held.conversations == ["conv-3", "conv-4"]
+    assert held.questions == 2  # category 5 is left out
+    assert held.ours[1] == 2  # the only record naming the topic is the evidence
+    document = held.to_json()
+    assert document["split"] == "held-out"
+    assert set(document["by_split"]) == {"held-out"}
+
+
+def test_all_reports_each_split(locomo_file: Path) -> None:
+    every = evaluate_locomo(locomo_file, unit="observations", embedder=None)
+    assert every.conversations == [f"conv-{i}" for i in range(7)]
+    assert {k: v["questions"] for k, v in every.to_json()["by_split"].items()} == \
+        {"dev": 5, "held-out": 2}
+
+
+def test_an_unknown_split_is_an_input_error(locomo_file: Path) -> None:
+    with pytest.raises(InputFormatError, match="split"):
+        evaluate_locomo(locomo_file, unit="turns", embedder=None, split="test")
