@@ -10,8 +10,10 @@ Three ways to run the window, all from here:
   report, exit 0 (all passed) or 1.
 
 ``MNEMOSCOPE_BENCHMARK_STARTUP=1`` prints ``window-shown <seconds since launch()>`` when the
-window first paints and exits (benchmarks/bench_gui.py times the whole process from outside).
-Nothing heavy (torch, chromadb, sentence-transformers) is imported before the window shows.
+window first paints (``=exit``: and exits; ``=first-page``: then also ``first-page <seconds>``
+once the store's records table holds its first page, and exits). benchmarks/bench_gui.py times
+the whole process from outside. Nothing heavy (torch, chromadb, sentence-transformers) is
+imported before the window shows.
 """
 
 from __future__ import annotations
@@ -117,14 +119,19 @@ def forget_embedded_clients() -> None:
 
 def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None,
                 spec: StoreSpec) -> MemoryEngine:
-    """Open the engine for ``spec`` (blocking: run it on a worker)."""
+    """Open the engine for ``spec`` (blocking: run it on a worker).
+
+    The columnar view is deferred when it must be read from Chroma: the window shows the first
+    page at once and indexes the store in the background (``StoreSession.start_indexing``).
+    """
     if not spec.is_remote:
         forget_embedded_clients()
     ledger = server_ledger_path(settings, spec.location, spec.collection) \
         if spec.is_remote else None
     return MemoryEngine.open(
         spec, ledger_path=ledger, embedder=embedder, redactor=_redact,
-        config=EngineConfig(redaction=settings.redaction, sampling_rate=settings.sampling_rate))
+        config=EngineConfig(redaction=settings.redaction, sampling_rate=settings.sampling_rate),
+        defer_view=True)
 
 
 def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path: Path,
@@ -280,6 +287,12 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         await window.open_store(StoreSpec(settings.store, token=settings.store_token,
                                           read_only=bool(getattr(args, "read_only", False)),
                                           collection=collection))
+        if os.environ.get("MNEMOSCOPE_BENCHMARK_STARTUP") == "first-page":
+            model = window.records.model
+            await _wait_for(lambda: model.settled and model.is_loaded(0), 600, "a first page")
+            print(f"first-page {time.perf_counter() - started:.3f} "
+                  f"preview={model.preview}", flush=True)
+            return
         closed = asyncio.Event()
         app.lastWindowClosed.connect(closed.set)
         await closed.wait()
@@ -479,8 +492,8 @@ async def _self_test(window: MainWindow) -> int:
     """Exercise each view on a temporary store; print one line per check."""
     from PySide6.QtCore import Qt
 
-    from engine.query import SortKey
-    from engine.records import Layer, MemoryRecord
+    from engine.query import RecordRow, SortKey
+    from engine.records import Layer
     from ui.records_model import COLUMNS
 
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-selftest-"))
@@ -488,7 +501,7 @@ async def _self_test(window: MainWindow) -> int:
     view = window.records
     model = view.model
 
-    def loaded(row: int) -> MemoryRecord:
+    def loaded(row: int) -> RecordRow:
         record = model.record_at(row)
         if record is None:
             raise AssertionError(f"row {row} is not loaded")

@@ -110,9 +110,9 @@ def link_preview(content: str, limit: int = _PREVIEW_CHARS) -> str:
 
 def _linked(engine: MemoryEngine, ids: Sequence[str],
             similarity: Sequence[float | None]) -> list[LinkedRecord]:
-    view = engine.store.view
-    present = [i for i in ids if i in view]
-    previews = {r.id: link_preview(r.content) for r in engine.get_many(present)}
+    # Read by id from the store, not through the view: the detail panel works while a store's
+    # view is still being read (the records browser's preview).
+    previews = {r.id: link_preview(r.content) for r in engine.store.read_by_id(ids)}
     return [LinkedRecord(i, s, previews.get(i)) for i, s in zip(ids, similarity, strict=True)]
 
 

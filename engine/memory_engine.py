@@ -39,7 +39,7 @@ from engine.lifecycle import (
     Summarizer,
 )
 from engine.metrics import MemoryMetrics
-from engine.query import RecordPage, RecordQuery, select_rows
+from engine.query import RecordPage, RecordQuery, RecordRow, RowPage, page_rows, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
 from engine.redaction import Redactor, redact_text
 from engine.retrieval import (
@@ -199,6 +199,7 @@ class MemoryEngine:
         config: EngineConfig | None = None,
         redactor: Callable[[str], str] | None = None,
         progress: ProgressFn | None = None,
+        defer_view: bool = False,
     ) -> MemoryEngine:
         """Open the store of ``spec`` with its ledger.
 
@@ -208,6 +209,9 @@ class MemoryEngine:
             embedder: The embedding model (None: Jaccard path only).
             redactor: The redaction function for redaction mode and exports.
             progress: Called with (loaded, total) while the view loads.
+            defer_view: Return once Chroma is open even when the columnar view must be read
+                from it (no usable view cache); :meth:`load_view` reads it then. Meanwhile
+                :meth:`count` and :meth:`preview_rows` work and everything else waits.
 
         Raises:
             StoreLocked, StoreUnavailable, SchemaMismatch: see :meth:`MemoryStore.open`.
@@ -215,7 +219,7 @@ class MemoryEngine:
         clock = clock or SystemClock()
         config = config or EngineConfig()
         store = MemoryStore.open(spec, dimension=config.memory.embedding_dim,
-                                 now_ms=clock.now(), progress=progress)
+                                 now_ms=clock.now(), progress=progress, defer_view=defer_view)
         try:
             if ledger_path is None and not spec.is_remote:
                 ledger_path = Path(spec.location).expanduser() / LEDGER_FILENAME
@@ -288,9 +292,33 @@ class MemoryEngine:
             self._store.reload_view(self._clock.now(), progress)
         return self.count()
 
+    @property
+    def view_ready(self) -> bool:
+        """False while a deferred view is still to be read (``open(defer_view=True)``)."""
+        return self._store.view_ready
+
+    def load_view(self, progress: ProgressFn | None = None,
+                  cancelled: CancelFn | None = None) -> int:
+        """Read the columnar view deferred by ``open(defer_view=True)`` (no-op when ready).
+
+        Blocking: run it on a worker. Returns the record count.
+
+        Raises:
+            Cancelled: ``cancelled()`` turned true or the engine was closed; close it.
+            StoreUnavailable: Chroma failed; close the engine.
+        """
+        self._store.load_view(self._clock.now(), progress, cancelled)
+        return self.count()
+
     def close(self) -> None:
-        """Stop background services, close the store (releasing its lock) and the ledger."""
+        """Stop background services, close the store (releasing its lock) and the ledger.
+
+        Also drops the cached ingest pipeline, which refers back to the engine: without that
+        cycle a closed engine (and its 100K-record view) is freed by reference counting, even
+        in a process that froze its long-lived objects out of the cyclic GC (the GUI does).
+        """
         self.close_layers()
+        self.__dict__.pop("_ingest", None)
         self._store.close()
         self._ledger.close()
 
@@ -367,6 +395,42 @@ class MemoryEngine:
             np.asarray([r.created_at for r in records]),
             np.asarray([r.access_count for r in records]), now, half_life)
         return RecordPage(records, len(rows), query.offset, [float(d) for d in decayed])
+
+    def list_rows(self, query: RecordQuery | None = None) -> RowPage:
+        """One page of table rows matching ``query``, entirely from the columnar view.
+
+        What the records browser shows: no Chroma read, so a store opened from its view cache
+        shows its first page without waiting for Chroma to load the collection.
+        """
+        query = query or RecordQuery()
+        now = self._clock.now()
+        half_life = self._config.memory.importance_decay_half_life_days
+        snapshot = self._store.view.snapshot()
+        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life)
+        page = rows[query.offset:query.offset + query.limit]
+        decayed = decayed_importance(snapshot.importance[page], snapshot.created_at[page],
+                                     snapshot.access_count[page], now, half_life)
+        return RowPage(page_rows(snapshot, page), len(rows), query.offset,
+                       [float(d) for d in np.atleast_1d(decayed)])
+
+    def preview_rows(self, offset: int = 0, limit: int = 100) -> RowPage:
+        """A page of rows newest-written first, straight from Chroma (no view needed).
+
+        The records browser shows these while a deferred view loads; filters and sorting need
+        the view (:meth:`list_rows`).
+        """
+        if offset < 0 or not 1 <= limit <= 10_000:
+            raise ValidationError("preview page", (offset, limit),
+                                  "offset must be >= 0 and limit in 1..10000")
+        now = self._clock.now()
+        records, total = self._store.preview(offset, limit, now_ms=now)
+        decayed = decayed_importance(
+            np.asarray([r.importance for r in records]),
+            np.asarray([r.created_at for r in records]),
+            np.asarray([r.access_count for r in records]), now,
+            self._config.memory.importance_decay_half_life_days)
+        return RowPage([RecordRow.of(r) for r in records], total, offset,
+                       [float(d) for d in np.atleast_1d(decayed)])
 
     def stats(self) -> StoreStats:
         """Counts by layer, agent and privacy, pending embeddings and expired records."""

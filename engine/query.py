@@ -20,7 +20,8 @@ from engine.errors import ValidationError
 from engine.records import Layer, MemoryRecord, Privacy
 from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
 
-__all__ = ["RecordPage", "RecordQuery", "SortKey", "select_rows"]
+__all__ = ["RecordPage", "RecordQuery", "RecordRow", "RowPage", "SortKey", "page_rows",
+           "select_rows"]
 
 
 class SortKey(StrEnum):
@@ -82,6 +83,68 @@ class RecordPage:
     total: int
     offset: int
     decayed_importance: Sequence[float] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRow:
+    """What the records browser's table shows of a record: the view's columns, no Chroma read.
+
+    The attributes have the names and types of :class:`~engine.records.MemoryRecord`'s. The
+    view keeps importance and confidence as float32; a row gives them in their shortest decimal
+    form (0.96, not 0.9599999785), which is the record's value whenever that has at most about
+    seven significant digits. The full record, with provenance, links and metadata, is
+    ``engine.get(row.id)``.
+    """
+
+    id: str
+    content: str
+    layer: Layer
+    agent_id: str
+    importance: float
+    confidence: float
+    created_at: float
+    last_accessed: float
+    access_count: int
+    tags: tuple[str, ...]
+    privacy: Privacy
+    source: str
+
+    @classmethod
+    def of(cls, record: MemoryRecord) -> RecordRow:
+        """The row of a full record."""
+        return cls(record.id, record.content, record.layer, record.agent_id, record.importance,
+                   record.confidence, record.created_at, record.last_accessed,
+                   record.access_count, tuple(record.tags), record.privacy, record.source)
+
+
+@dataclass(frozen=True, slots=True)
+class RowPage:
+    """One page of table rows, the size of the whole result and each row's decayed importance."""
+
+    rows: Sequence[RecordRow]
+    total: int
+    offset: int
+    decayed_importance: Sequence[float] = ()
+
+
+def _decimal(value: np.float32) -> float:
+    """A float32 as the double of its shortest decimal form (numpy prints it round-trip)."""
+    return float(str(value))
+
+
+def page_rows(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> list[RecordRow]:
+    """The table rows of view ``rows`` (a page), read from the snapshot's columns."""
+    return [RecordRow(str(record_id), str(content), LAYERS[layer], snapshot.agents[agent],
+                      _decimal(importance), _decimal(confidence), float(created),
+                      float(accessed), int(count), tuple(tags), PRIVACIES[privacy],
+                      snapshot.sources[source])
+            for record_id, content, layer, agent, importance, confidence, created, accessed,
+            count, tags, privacy, source in zip(
+                snapshot.id_array[rows], snapshot.content_array[rows], snapshot.layer[rows],
+                snapshot.agent[rows], snapshot.importance[rows], snapshot.confidence[rows],
+                snapshot.created_at[rows], snapshot.last_accessed[rows],
+                snapshot.access_count[rows], snapshot.tag_array[rows], snapshot.privacy[rows],
+                snapshot.source[rows], strict=True)]
 
 
 def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from engine.browse import Facets, RecordDetail, facets, record_detail
 from engine.errors import RecordNotFound
 from engine.events import Event, EventFilter
-from engine.query import RecordPage, RecordQuery
+from engine.query import RecordPage, RecordQuery, RowPage
 
 if TYPE_CHECKING:
     from engine.layers import LayerService, PatternDetail, SocialSummary, SpatialHit
@@ -62,6 +62,10 @@ class MemoryReader(Protocol):
 
     def list_records(self, query: RecordQuery) -> RecordPage:
         """One page of the records matching ``query`` (filtered and sorted by the engine)."""
+        ...
+
+    def list_rows(self, query: RecordQuery) -> RowPage:
+        """The same page as table rows (what the records browser shows)."""
         ...
 
     def facets(self) -> Facets:
@@ -142,6 +146,10 @@ class LocalReader:
     def list_records(self, query: RecordQuery) -> RecordPage:
         """One page of records (numpy over the columnar view)."""
         return self._engine.list_records(query)
+
+    def list_rows(self, query: RecordQuery) -> RowPage:
+        """One page of table rows straight from the columnar view (no Chroma read)."""
+        return self._engine.list_rows(query)
 
     def facets(self) -> Facets:
         """Agents, tags and sources with counts."""

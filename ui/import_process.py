@@ -5,7 +5,11 @@ Why a process and not a thread: chromadb's Rust bindings keep the GIL for the wh
 for as long as each batch takes — measured 0.4–4 s per 500-record batch at 10K records. The
 window closes its engine (releasing the store lock), this module runs the import in
 ``python -m ui.import_process`` against the same store, and the window reopens the store after.
-Progress comes back as JSON lines on the child's stdout; Cancel is a line on its stdin.
+Progress comes back as JSON lines on the child's stdout; Cancel is a line on its stdin. The child
+runs at a lower CPU priority (nice 5 where the OS has it): on a busy machine the GUI thread then
+wins the CPU over the import. Measured with two CPU burners beside a 5K-record import (load 5-7):
+nice 0 — import 80 s, event-loop gaps p99 24 ms, max 168 ms; nice 5 — 137 s, p99 9.8 ms, max
+79 ms; nice 10 — 211 s, p99 11.3 ms, max 119 ms. On an idle machine niceness costs nothing.
 
 Protocol (one JSON object per line on stdout): ``{"progress": [done, total]}`` while it runs,
 then ``{"outcomes": [[line, action, record_id, reason], ...]}`` lines (200 per line) and
@@ -15,6 +19,7 @@ then ``{"outcomes": [[line, action, record_id, reason], ...]}`` lines (200 per l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -39,6 +44,16 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 _OUTCOMES_PER_LINE = 200
 """Outcomes travel in small lines: ``json.loads`` holds the GIL for a whole line."""
+
+BACKGROUND_NICE = 5
+"""How much the child lowers its CPU priority (POSIX ``nice``; see the module docstring)."""
+
+
+def _lower_priority() -> None:
+    """Make the import background work for the OS scheduler (no-op where there is no nice)."""
+    if hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(BACKGROUND_NICE)
 
 
 def _outcome_from_json(item: list[Any]) -> LineOutcome:
@@ -114,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversation-agent")
     parser.add_argument("--model", nargs="?", const="", default=None)
     args = parser.parse_args(argv)
+    _lower_priority()
     stop = threading.Event()
 
     def watch_stdin() -> None:

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
+    QProgressBar,
     QPushButton,
     QStackedWidget,
     QVBoxLayout,
@@ -247,11 +248,24 @@ class MainWindow(QMainWindow):
         self.count_label = QLabel("", self)
         self.model_label = QLabel("model: —", self)
         self.redaction_label = QLabel("", self)
-        for label in (self.store_label, self.count_label, self.model_label,
-                      self.redaction_label):
-            self.statusBar().addPermanentWidget(label)
+        # Indexing a store opened without a usable view cache: progress and Cancel.
+        self.index_label = QLabel("", self)
+        self.index_bar = QProgressBar(self)
+        self.index_bar.setFixedWidth(100)
+        self.index_bar.setTextVisible(False)
+        self.index_cancel = QPushButton("Cancel", self)
+        self.index_cancel.setToolTip("Stop indexing the store's records and close it (filters "
+                                     "and sorting need the index)")
+        self.index_cancel.clicked.connect(self._on_index_cancel_clicked)
+        for widget in (self.index_label, self.index_bar, self.index_cancel, self.store_label,
+                       self.count_label, self.model_label, self.redaction_label):
+            self.statusBar().addPermanentWidget(widget)
+        self._show_indexing(None)
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
+        self._attach_after_first_page: StoreSession | None = None
+        self.records.model.reloaded.connect(self._on_records_first_page)
+        self.records.model.load_failed.connect(self._on_records_first_page)
         self.fate.open_record.connect(self.show_record)
         self.scan.open_record.connect(self.show_record)
         self.scan.message.connect(self._on_view_message)
@@ -381,10 +395,11 @@ class MainWindow(QMainWindow):
 
     def _update_actions(self) -> None:
         session = self._session
-        writable = session is not None and not session.read_only
+        indexed = session is not None and not session.indexing
+        writable = indexed and session is not None and not session.read_only
         for made in (self.import_action, self.conversation_action, self.demo_action):
             made.setEnabled(writable)
-        self.export_action.setEnabled(session is not None)
+        self.export_action.setEnabled(indexed)
         self.detach_action.setEnabled(self._attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
             item = self.nav.item(number)
@@ -547,12 +562,9 @@ class MainWindow(QMainWindow):
         self.undo_group.setActiveStack(session.undo_stack)
         session.failed.connect(self._on_session_failed)
         session.records_changed.connect(self._on_records_changed)
-        self.records.set_session(session)
-        self.observe.set_session(session)
-        self.layers.set_session(session)
-        self.fate.set_session(session)
-        self.scan.set_session(session)
-        await self._attach_gateway(session.engine)
+        session.indexing_progress.connect(self._on_indexing_progress)
+        session.indexing_finished.connect(self._on_indexing_finished)
+        self._show_session(session)
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
@@ -566,11 +578,81 @@ class MainWindow(QMainWindow):
                 [spec.location, *[r for r in self._prefs.recent_stores
                                   if r != spec.location]][:10])))
         self._rebuild_recent_menu()
-        await self._refresh_count()
+        await self._attach_gateway(session.engine)
+        if session is self._session:
+            await self._refresh_count()
+        if session is not self._session:
+            return None  # closed meanwhile (indexing cancelled or failed; the banner says)
         self._maybe_offer_demo(session)
         _freeze_long_lived_objects()
         self.store_opened.emit(session)
         return session
+
+    def _show_session(self, session: StoreSession) -> None:
+        """Records at once (a preview while indexing); the other views after its first page
+        (their loads would compete with it for the workers and the GIL), or once indexed."""
+        self._attach_after_first_page = None if session.indexing else session
+        self.records.set_session(session)
+        if session.indexing:
+            self._show_indexing(session)
+            session.start_indexing()
+
+    def _on_records_first_page(self, *_args: object) -> None:
+        """The table's first page arrived (or failed): attach the other views if waiting."""
+        session, self._attach_after_first_page = self._attach_after_first_page, None
+        if session is not None and session is self._session and not session.indexing:
+            self._set_view_sessions(session)
+
+    def _set_view_sessions(self, session: StoreSession | None) -> None:
+        """The views that need the store's columnar view (all but Records)."""
+        self.observe.set_session(session)
+        self.layers.set_session(session)
+        self.fate.set_session(session)
+        self.scan.set_session(session)
+
+    def _show_indexing(self, session: StoreSession | None) -> None:
+        """Show (or hide, None) the status bar's indexing progress and Cancel."""
+        for widget in (self.index_label, self.index_bar, self.index_cancel):
+            widget.setVisible(session is not None)
+        if session is not None:
+            self.index_label.setText("Indexing…")
+            self.index_bar.setRange(0, 0)  # busy until the first progress report
+            self.index_cancel.setEnabled(True)
+
+    def _on_indexing_progress(self, done: int, total: int) -> None:
+        self.index_label.setText(f"Indexing {done:,} / {total:,}")
+        self.index_bar.setRange(0, max(1, total))
+        self.index_bar.setValue(done)
+
+    def _on_index_cancel_clicked(self) -> None:
+        if self._session is not None:
+            self.index_cancel.setEnabled(False)
+            self.index_label.setText("Cancelling…")
+            self._session.cancel_indexing()
+
+    def _on_indexing_finished(self, ready: bool) -> None:
+        session = self._session
+        if session is None or self.sender() is not session:
+            return  # a store closed meanwhile (no lambda holding the session: it would leak)
+        self._show_indexing(None)
+        if ready:
+            self._set_view_sessions(session)
+            self._update_actions()
+            _freeze_long_lived_objects()
+            return
+        spawn(self._abandon(session))
+
+    async def _abandon(self, session: StoreSession) -> None:
+        """Close a store whose indexing failed or was cancelled, and say so."""
+        location = session.spec.location
+        await self.close_store()
+        self.store_label.setText("No store")
+        self.count_label.setText("")
+        if session.indexing_cancelled:
+            self.show_banner(f"Opening {location} was cancelled before its records were "
+                             "indexed.", warning=False)
+        else:
+            self.show_banner(f"Could not index {location}: {session.indexing_error}")
 
     async def _attach_gateway(self, engine: MemoryEngine | None) -> None:
         """Build (worker) the LLM gateway on ``engine``'s ledger for the Budget view."""
@@ -677,11 +759,10 @@ class MainWindow(QMainWindow):
         if session is None:
             return
         self._session = None
+        self._show_indexing(None)
+        session.cancel_indexing()
         self.records.set_session(None)
-        self.observe.set_session(None)
-        self.layers.set_session(None)
-        self.fate.set_session(None)
-        self.scan.set_session(None)
+        self._set_view_sessions(None)
         await self._attach_gateway(None)
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
@@ -948,7 +1029,8 @@ class MainWindow(QMainWindow):
         except EngineError as exc:
             dialog.fail(str(exc))
         try:
-            session.engine = await self._runner.run(self._services.open_engine, session.spec)
+            session.replace_engine(
+                await self._runner.run(self._services.open_engine, session.spec))
         except EngineError as exc:
             self._session = None
             self.undo_group.removeStack(session.undo_stack)
@@ -956,11 +1038,10 @@ class MainWindow(QMainWindow):
             self.show_banner(f"Could not reopen {session.spec.location} after the import: {exc}")
             self._update_actions()
             return None
-        self.records.set_session(session)
-        self.observe.set_session(session)
-        self.layers.set_session(session)
+        self._show_session(session)
         await self._attach_gateway(session.engine)  # on the reopened engine's ledger
         self.store_label.setText(self._store_text(session))
+        self._update_actions()
         _freeze_long_lived_objects()
         if summary is not None:
             dialog.finish(summary)

@@ -1,10 +1,17 @@
 """The records table model: a window over the engine's filtered, sorted records, paged lazily.
 
 ``rowCount`` is the engine's total for the current query; rows arrive a page at a time from
-``reader.list_records`` on a worker (STYLE §3; the reader is a local engine or an attached
-agent's API, :mod:`engine.reader`) and show a placeholder until then. Sorting is a
+``reader.list_rows`` on a worker (STYLE §3; the reader is a local engine — the columnar view's
+columns, no Chroma read — or an attached agent's API, :mod:`engine.reader`) and show a
+placeholder until then. Sorting is a
 new engine query (header click → :meth:`RecordTableModel.sort`), never a proxy over all rows
 (STYLE §4). Every query carries a request token; a page that answers an older query is dropped.
+
+While a local store's columnar view is still being read (opened without a usable view cache;
+the :class:`StoreIndex` says so), the unfiltered default query is answered by its
+``preview_rows`` — Chroma's records newest-written first, straight from the store — so the first
+page shows at once (:attr:`RecordTableModel.preview`). Any other filter or sort waits for the
+view (:attr:`RecordTableModel.waiting`) and runs when it is ready.
 """
 
 from __future__ import annotations
@@ -13,19 +20,19 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
 
 from engine.errors import EngineError
-from engine.query import RecordPage, RecordQuery, SortKey
+from engine.query import RecordQuery, RecordRow, RowPage, SortKey
 from engine.reader import MemoryReader
-from engine.records import MemoryRecord, format_timestamp
+from engine.records import format_timestamp
 from ui.tasks import RequestTokens, TaskRunner
 
-__all__ = ["COLUMNS", "PAGE_SIZE", "Column", "RecordTableModel"]
+__all__ = ["COLUMNS", "PAGE_SIZE", "Column", "RecordTableModel", "StoreIndex"]
 
 PAGE_SIZE = 200
 ModelIndex = QModelIndex | QPersistentModelIndex
@@ -60,9 +67,27 @@ _PREVIEW = 160
 ROLE_RECORD_ID = Qt.ItemDataRole.UserRole + 1
 
 
+class StoreIndex(Protocol):
+    """A local store's columnar view being read in the background (``ui.session.StoreSession``).
+    """
+
+    @property
+    def indexing(self) -> bool:
+        """True until the view is ready (or its reading failed)."""
+        ...
+
+    async def wait_indexed(self) -> bool:
+        """Wait for the view; False when it will never be ready."""
+        ...
+
+    def preview_rows(self, offset: int, limit: int) -> RowPage:
+        """Blocking: rows newest-written first from Chroma, without the view."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class _Row:
-    record: MemoryRecord
+    record: RecordRow
     decayed: float
 
 
@@ -97,12 +122,14 @@ class RecordTableModel(QAbstractTableModel):
         page_loaded(int): A page (index) arrived and its rows were filled in.
         load_failed(str): The engine could not answer a query (the message says why).
         reloaded(): A new query's first page arrived and the rows were reset.
+        index_state_changed(): :attr:`preview` or :attr:`waiting` changed.
     """
 
     total_changed = QtSignal(int)
     page_loaded = QtSignal(int)
     load_failed = QtSignal(str)
     reloaded = QtSignal()
+    index_state_changed = QtSignal()
 
     def __init__(self, runner: TaskRunner, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -118,6 +145,9 @@ class RecordTableModel(QAbstractTableModel):
         self._tasks: set[asyncio.Task[None]] = set()
         self._resetting = False
         self._placeholder = QColor(128, 128, 128)
+        self._index: StoreIndex | None = None
+        self._preview = False
+        self._waiting = False
 
     # -- state -----------------------------------------------------------------------------
 
@@ -131,10 +161,31 @@ class RecordTableModel(QAbstractTableModel):
         """Rows matching the current query."""
         return self._total
 
-    def set_reader(self, reader: MemoryReader | None) -> None:
-        """Show the records ``reader`` reads (None: nothing) and load the first page."""
+    @property
+    def preview(self) -> bool:
+        """True while the rows are Chroma's, newest written first (the view is being read)."""
+        return self._preview
+
+    @property
+    def waiting(self) -> bool:
+        """True while the current filter or sort waits for the view to be read."""
+        return self._waiting
+
+    def set_reader(self, reader: MemoryReader | None, index: StoreIndex | None = None) -> None:
+        """Show the records ``reader`` reads (None: nothing) and load the first page.
+
+        Args:
+            index: A local store whose view may still be being read: while it is, the default
+                query shows its preview rows and any other waits (on the GUI loop).
+        """
         self._reader = reader
+        self._index = index
         self.reload()
+
+    def _set_index_state(self, *, preview: bool, waiting: bool) -> None:
+        if (preview, waiting) != (self._preview, self._waiting):
+            self._preview, self._waiting = preview, waiting
+            self.index_state_changed.emit()
 
     def set_query(self, query: RecordQuery) -> None:
         """Apply new filters (keeping the current sort unless ``query`` sets another)."""
@@ -157,8 +208,11 @@ class RecordTableModel(QAbstractTableModel):
         page = self._pages.get(row // PAGE_SIZE)
         return page is not None and row % PAGE_SIZE < len(page)
 
-    def record_at(self, row: int) -> MemoryRecord | None:
-        """The record of ``row``, or None while its page is loading."""
+    def record_at(self, row: int) -> RecordRow | None:
+        """The record shown in ``row`` (its table columns), or None while its page is loading.
+
+        The full record is the reader's ``get_records([record_at(row).id])``.
+        """
         page = self._pages.get(row // PAGE_SIZE)
         if page is None or not 0 <= row % PAGE_SIZE < len(page):
             return None
@@ -180,7 +234,7 @@ class RecordTableModel(QAbstractTableModel):
         self._pending.clear()
         self._resetting = True
         if self._reader is None:
-            self._apply_reset(self._token, RecordPage([], 0, 0))
+            self._apply_reset(self._token, RowPage([], 0, 0))
             return
         self._spawn(self._fetch(0, self._token, reset=True))
 
@@ -203,13 +257,41 @@ class RecordTableModel(QAbstractTableModel):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _answer(self, reader: MemoryReader, query: RecordQuery, token: int,
+                      *, reset: bool) -> RowPage | None:
+        """The page of ``query``: from the reader, or while the view is read, a preview or a
+        wait. None when the query went stale while it waited, or the view will never be ready.
+        """
+        index = self._index
+        if index is None or not index.indexing:
+            if reset:
+                self._set_index_state(preview=False, waiting=False)
+            return await self._runner.run(reader.list_rows, query)
+        if dataclasses.replace(query, offset=0) == RecordQuery(limit=PAGE_SIZE):
+            if reset:
+                self._set_index_state(preview=True, waiting=False)
+            return await self._runner.run(index.preview_rows, query.offset, query.limit)
+        self._set_index_state(preview=False, waiting=True)
+        if reset:
+            self._clear_rows()  # no preview rows under a filter they do not match
+        ready = await index.wait_indexed()
+        if not self._tokens.is_current(token):
+            return None
+        self._set_index_state(preview=False, waiting=False)
+        if not ready:
+            return None  # never indexed: the window closes the store and says why
+        return await self._runner.run(reader.list_rows, query)
+
     async def _fetch(self, page: int, token: int, *, reset: bool) -> None:
         reader = self._reader
         if reader is None:
             return
         query = dataclasses.replace(self._query, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         try:
-            result = await self._runner.run(reader.list_records, query)
+            answer = await self._answer(reader, query, token, reset=reset)
+            if answer is None:
+                return
+            result = answer
         except EngineError as exc:
             if self._tokens.is_current(token):
                 self._pending.discard(page)
@@ -233,21 +315,31 @@ class RecordTableModel(QAbstractTableModel):
         self.page_loaded.emit(page)
 
     @staticmethod
-    def _rows(result: RecordPage) -> list[_Row]:
-        decayed = list(result.decayed_importance) or [r.importance for r in result.records]
-        return [_Row(r, d) for r, d in zip(result.records, decayed, strict=True)]
+    def _rows(result: RowPage) -> list[_Row]:
+        decayed = list(result.decayed_importance) or [r.importance for r in result.rows]
+        return [_Row(r, d) for r, d in zip(result.rows, decayed, strict=True)]
 
-    def _apply_reset(self, token: int, result: RecordPage) -> None:
+    def _clear_rows(self) -> None:
+        """Show no rows while the query waits (still resetting: not settled)."""
+        self.beginResetModel()
+        self._pages = {}
+        changed = self._total != 0
+        self._total = 0
+        self.endResetModel()
+        if changed:
+            self.total_changed.emit(0)
+
+    def _apply_reset(self, token: int, result: RowPage) -> None:
         self._resetting = False
         self.beginResetModel()
-        self._pages = {0: self._rows(result)} if result.records else {}
+        self._pages = {0: self._rows(result)} if result.rows else {}
         changed = result.total != self._total
         self._total = result.total
         self.endResetModel()
         if changed:
             self.total_changed.emit(self._total)
         self.reloaded.emit()
-        if result.records:
+        if result.rows:
             self.page_loaded.emit(0)
 
     # -- Qt model --------------------------------------------------------------------------

@@ -4,7 +4,9 @@ Filters become a :class:`~engine.query.RecordQuery` the engine answers (numpy ov
 view); the table model fetches pages of it on workers. Selecting a row fetches the record's
 detail (:func:`engine.browse.record_detail`) on a worker, dropping stale answers by token.
 Reads go through the session's :class:`~engine.reader.MemoryReader`, so an attached agent
-(read-only) is browsed with the same view. Writes go through a
+(read-only) is browsed with the same view. While a store's view is still being read
+(indexing), the table pages through Chroma newest-written first, filters wait with an
+"indexing N / M" note, and editing is off until the records are indexed. Writes go through a
 :class:`~ui.session.StoreSession` (serialized, undoable).
 """
 
@@ -224,6 +226,7 @@ class RecordsView(QWidget):
         self._facet_tokens = RequestTokens()
         self._pending_select: str | None = None
         self._agents: list[str] = []
+        self._indexed = (0, 0)
         self.model = RecordTableModel(runner, self)
 
         self.filters = FilterBar(self)
@@ -272,6 +275,7 @@ class RecordsView(QWidget):
         self.model.reloaded.connect(self._on_model_reloaded)
         self.model.page_loaded.connect(self._on_page_loaded)
         self.model.load_failed.connect(self.message)
+        self.model.index_state_changed.connect(self._show_count)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.table.verticalScrollBar().valueChanged.connect(self._on_scrolled)
         self.detail.save_requested.connect(self._on_save_requested)
@@ -329,19 +333,28 @@ class RecordsView(QWidget):
     def _writable(self) -> StoreSession | None:
         """The session, when it is a store that accepts writes."""
         session = self._session
-        return session if isinstance(session, StoreSession) and not session.read_only else None
+        return session if isinstance(session, StoreSession) and not session.read_only \
+            and not session.indexing else None
 
     def set_session(self, session: DataSession | None) -> None:
         """Show the records of ``session`` (None: no store open)."""
-        if self._session is not None:
-            self._session.records_changed.disconnect(self._on_records_changed)
+        old = self._session
+        if old is not None:
+            old.records_changed.disconnect(self._on_records_changed)
+            if isinstance(old, StoreSession):
+                old.indexing_progress.disconnect(self._on_indexing_progress)
+                old.indexing_finished.disconnect(self._on_indexing_finished)
         self._session = session
+        self._indexed = (0, 0)
         self.detail.show_detail(None)
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
+            if isinstance(session, StoreSession):
+                session.indexing_progress.connect(self._on_indexing_progress)
+                session.indexing_finished.connect(self._on_indexing_finished)
         self._update_actions()
-        self.detail.set_read_only(session is None or session.read_only)
-        self.model.set_reader(session.reader if session is not None else None)
+        self.model.set_reader(session.reader if session is not None else None,
+                              session if isinstance(session, StoreSession) else None)
         self.refresh_facets()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
@@ -352,6 +365,7 @@ class RecordsView(QWidget):
 
     def _update_actions(self) -> None:
         writable = self._writable is not None
+        self.detail.set_read_only(not writable)
         selected = bool(self.selected_ids())
         self.add_action.setEnabled(writable)
         for made in (self.delete_action, self.tag_action):
@@ -373,6 +387,8 @@ class RecordsView(QWidget):
 
     async def _load_facets(self, session: DataSession) -> None:
         token = self._facet_tokens.next_token()
+        if isinstance(session, StoreSession) and not await session.wait_indexed():
+            return
         try:
             found: Facets = await self._runner.run(session.reader.facets)
         except EngineError as exc:
@@ -404,11 +420,34 @@ class RecordsView(QWidget):
             descending=current.descending))
 
     def _on_total_changed(self, total: int) -> None:
-        self.count_label.setText(f"{total:,} records")
+        self._show_count()
         self.total_changed.emit(total)
 
+    def _show_count(self) -> None:
+        """The number of rows, and while the store is indexed, what the table shows."""
+        done, total = self._indexed
+        progress = f"indexing {done:,} / {total:,}" if total else "indexing…"
+        if self.model.waiting:
+            text = f"{progress.capitalize()} — filters and sorting apply when done"
+        elif self.model.preview:
+            text = f"{self.model.total:,} records, newest written first ({progress})"
+        else:
+            text = f"{self.model.total:,} records"
+        self.count_label.setText(text)
+
+    def _on_indexing_progress(self, done: int, total: int) -> None:
+        self._indexed = (done, total)
+        if self.model.preview or self.model.waiting:
+            self._show_count()
+
+    def _on_indexing_finished(self, _ready: bool) -> None:
+        if self.model.preview:
+            self.model.reload()  # from Chroma's order to the query's (waiting queries resume)
+        self._update_actions()
+        self._show_count()
+
     def _on_model_reloaded(self) -> None:
-        self.count_label.setText(f"{self.model.total:,} records")
+        self._show_count()
         self._on_scrolled()
         if self._pending_select is not None:
             self._select_loaded(self._pending_select)

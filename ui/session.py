@@ -5,6 +5,11 @@
 
 * :class:`StoreSession` — a store this process opened; its reader is a
   :class:`~engine.reader.LocalReader` over the engine, which the editing views use directly.
+  A store opened without a usable view cache comes with its columnar view deferred
+  (``MemoryEngine.open(defer_view=True)``): :meth:`StoreSession.start_indexing` reads it on a
+  worker with progress and cancel, while the records browser pages through Chroma directly
+  (:meth:`StoreSession.preview_rows`). Everything that needs the view awaits
+  :meth:`StoreSession.wait_indexed` on the GUI loop first, so no worker thread sits blocked.
 * :class:`AttachedSession` — an agent's ``mnemoscope serve`` (read-only), read through a
   :class:`~engine.introspection.remote.RemoteReader`. Its records change when the agent's
   events say so: they arrive on the reader's follower thread, are batched by an
@@ -31,11 +36,12 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 from engine.errors import EngineError
 from engine.events import Event
 from engine.memory_engine import MemoryEngine
+from engine.query import RowPage
 from engine.reader import LocalReader, MemoryReader
 from engine.records import Layer, MemoryRecord, NewMemory
 from engine.store import StoreSpec
 from ui.event_tail import EventTail
-from ui.tasks import TaskRunner
+from ui.tasks import CancelFlag, TaskRunner, spawn
 
 __all__ = ["AttachedSession", "ConnectionRelay", "DataSession", "EditPair", "RecordsCommand",
            "StoreSession"]
@@ -193,13 +199,18 @@ class AttachedSession(DataSession):
 
 
 class StoreSession(DataSession):
-    """One open store: the engine, serialized writes and the undo stack.
+    """One open store: the engine, its indexing, serialized writes and the undo stack.
 
     Signals:
         busy_changed(bool): A write started or finished.
+        indexing_progress(int, int): Records of the deferred view read so far, and the total.
+        indexing_finished(bool): The deferred view is ready (True) or failed / was cancelled
+            (False; ``indexing_error`` says why).
     """
 
     busy_changed = QtSignal(bool)
+    indexing_progress = QtSignal(int, int)
+    indexing_finished = QtSignal(bool)
 
     def __init__(self, engine: MemoryEngine, runner: TaskRunner, spec: StoreSpec, *,
                  banner: str = "", parent: QObject | None = None) -> None:
@@ -212,6 +223,11 @@ class StoreSession(DataSession):
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy = 0
         self._reader = LocalReader(engine)
+        self._indexed = asyncio.Event()
+        self._cancel_indexing = CancelFlag()
+        self.indexing_error = ""
+        if engine.view_ready:
+            self._indexed.set()
 
     @property
     def reader(self) -> LocalReader:
@@ -224,6 +240,60 @@ class StoreSession(DataSession):
     def read_only(self) -> bool:
         """True when the store refuses writes."""
         return self.engine.read_only
+
+    # -- indexing (the deferred columnar view) ---------------------------------------------
+
+    @property
+    def indexing(self) -> bool:
+        """True until the engine's view is ready (or its reading failed)."""
+        return not self._indexed.is_set()
+
+    def start_indexing(self) -> None:
+        """Read the engine's deferred view on a worker (no-op when it is ready)."""
+        if self._indexed.is_set():
+            return
+        progress = self.runner.progress_relay(self.indexing_progress.emit)
+        spawn(self._index(self.engine, progress))
+
+    async def _index(self, engine: MemoryEngine, progress: Callable[[int, int], None]) -> None:
+        try:
+            await self.runner.run(engine.load_view, progress=progress,
+                                  cancelled=self._cancel_indexing.is_set)
+        except EngineError as exc:
+            if engine is self.engine:
+                self.indexing_error = str(exc)
+        if engine is not self.engine:
+            return  # the engine was replaced (reopened) meanwhile; its own indexing reports
+        self._indexed.set()
+        self.indexing_finished.emit(engine.view_ready)
+
+    def cancel_indexing(self) -> None:
+        """Stop reading the view at the next page (the window then closes the store)."""
+        self._cancel_indexing.set()
+
+    @property
+    def indexing_cancelled(self) -> bool:
+        """True once :meth:`cancel_indexing` was called for the current engine."""
+        return self._cancel_indexing.is_set()
+
+    async def wait_indexed(self) -> bool:
+        """Wait until the view is ready; False when its reading failed or was cancelled."""
+        await self._indexed.wait()
+        return self.engine.view_ready
+
+    def preview_rows(self, offset: int, limit: int) -> RowPage:
+        """Blocking (run it on a worker): rows newest-written first, read from Chroma."""
+        return self.engine.preview_rows(offset, limit)
+
+    def replace_engine(self, engine: MemoryEngine) -> None:
+        """Use ``engine`` (the store reopened after an out-of-process import)."""
+        self.engine = engine
+        self._cancel_indexing = CancelFlag()
+        self.indexing_error = ""
+        if engine.view_ready:
+            self._indexed.set()
+        else:
+            self._indexed.clear()
 
     # -- writes ----------------------------------------------------------------------------
 

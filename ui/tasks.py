@@ -63,16 +63,37 @@ class TaskRunner:
     def __init__(self, max_workers: int = 4) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                            thread_name_prefix="mnemo-worker")
+        self._count_lock = threading.Lock()
+        self._pending = 0
+
+    def _counted(self, fn: Callable[[], T]) -> Callable[[], T]:
+        with self._count_lock:
+            self._pending += 1
+
+        def call() -> T:
+            try:
+                return fn()
+            finally:
+                with self._count_lock:
+                    self._pending -= 1
+
+        return call
+
+    def pending(self) -> int:
+        """Calls submitted and not finished yet (0: the workers are idle)."""
+        with self._count_lock:
+            return self._pending
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(*args, **kwargs)`` on a worker thread and return its result."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        return await loop.run_in_executor(self._pool,
+                                          self._counted(lambda: fn(*args, **kwargs)))
 
     def submit(self, fn: Callable[P, T], *args: P.args,
                **kwargs: P.kwargs) -> concurrent.futures.Future[T]:
         """Start ``fn`` on a worker without awaiting (for fire-and-forget background work)."""
-        return self._pool.submit(fn, *args, **kwargs)
+        return self._pool.submit(self._counted(lambda: fn(*args, **kwargs)))
 
     @staticmethod
     def progress_relay(on_progress: Callable[[int, int], None]) -> Callable[[int, int], None]:

@@ -120,9 +120,19 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "LoCoMo turns through `ingest_batch` with all-MiniLM-L6-v2 into a fresh store, vs. the "
         "raw model's `encode_raw` on the same texts before and after (fresh model each).",
         "* **start-up / first page** — `benchmarks/bench_gui.py` (`bench_startup`, "
-        "`bench_first_page`): process start to the window's first paint (offscreen); the "
-        "largest dedup store opened read-only and the records table's first page. Baseline: "
-        "`python -c pass` and the engine's `list_records` first page.",
+        "`bench_first_page`, `bench_process_first_page`): process start to the window's "
+        "first paint (offscreen); the real window opening the largest dedup store read-only "
+        "until the records table holds its first page, with the persisted view cache and "
+        "without it (the first page then comes from Chroma while the view is read in the "
+        "background; the time until indexed is in the note), chromadb already imported; and "
+        "process start → first page. Baseline: `python -c pass` and the engine's "
+        "`list_records` first page.",
+        "* **GUI stall** — `benchmarks/bench_gui.py --stall N` (`bench_ingest_stall`, "
+        "`ui/loop_probe.py`, the same code as `tests/ui/test_event_loop_stalls.py`): gaps of a "
+        "5 ms timer while the window imports N JSONL records into an embedded store (child "
+        "process) and reopens it; offscreen, no model. Baseline: the idle loop's gaps just "
+        "before. The note gives each phase's max raw and net of the GUI thread's run-queue "
+        "wait (time the OS did not schedule it).",
         "* **workspace** — `benchmarks/bench_workspace.py` (`generate`): a new `Workspace` "
         "with an empty card cache loads every card. Baseline: reading the files' bytes.",
         "",

@@ -39,7 +39,7 @@ from engine.layers import (
     SocialSummary,
     SpatialHit,
 )
-from engine.query import RecordPage, RecordQuery
+from engine.query import RecordPage, RecordQuery, RecordRow, RowPage
 from engine.records import MemoryRecord
 
 __all__ = ["REMOTE_HISTORY_LIMIT", "EventFollower", "RemoteReader", "check_url"]
@@ -284,6 +284,12 @@ class RemoteReader:
         rows = page["records"]
         return RecordPage([_record(r) for r in rows], int(page["total"]), int(page["offset"]),
                           [float(r.get("decayed_importance", r["importance"])) for r in rows])
+
+    def list_rows(self, query: RecordQuery) -> RowPage:
+        """The page of :meth:`list_records` as table rows."""
+        page = self.list_records(query)
+        return RowPage([RecordRow.of(r) for r in page.records], page.total, page.offset,
+                       page.decayed_importance)
 
     def facets(self) -> Facets:
         """Agents with record counts (the API counts no tags or sources)."""

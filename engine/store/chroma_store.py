@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.errors import (
+    Cancelled,
     RecordNotFound,
     SchemaMismatch,
     StoreReadOnly,
@@ -47,10 +49,15 @@ __all__ = [
 ]
 
 DEFAULT_COLLECTION = "mnemoscope_memories"
-_READ_PAGE = 2000
+_READ_PAGE = 250
+"""Records per Chroma ``get`` when reading the view. chromadb converts a page's embeddings and
+metadata to Python objects holding the GIL: 2000-record pages froze every other thread (the GUI)
+for up to 176 ms each, 250-record pages for at most 25 ms, and the whole 100K read was no slower
+(measured: 34.5 s vs 22.0 s at load ~5)."""
 _URL = re.compile(r"^https?://", re.IGNORECASE)
 
 ProgressFn = Callable[[int, int], None]
+CancelFn = Callable[[], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +193,11 @@ class MemoryStore:
     """Records in one Chroma collection plus the engine's columnar view of them.
 
     Build with :meth:`open`. Not a context manager on purpose: the engine owns its lifetime.
+
+    The view is complete once :meth:`open` returns, except after ``open(defer_view=True)``
+    without a usable view cache: then :meth:`load_view` (run by the caller on a worker) builds
+    it, and until it has, :attr:`view` and everything that needs it wait, while :meth:`count`
+    and :meth:`preview` answer from Chroma directly.
     """
 
     def __init__(self, spec: StoreSpec, client: Any, collection: Any, view: ColumnarView, *,
@@ -202,6 +214,14 @@ class MemoryStore:
         self._cache_dir = None if spec.is_remote else Path(spec.location).expanduser()
         self._view_from_cache = False
         self._dirty = False
+        # Deferred view (open(defer_view=True)): set once load_view finished or failed.
+        self._view_ready = threading.Event()
+        self._view_ready.set()
+        self._view_failure: str | None = None
+        self._stop_loading = threading.Event()
+        self._loading = threading.Lock()
+        self._chroma_count = 0
+        self._warm: threading.Thread | None = None
         if client is not None:
             try:
                 self._max_batch = max(1, int(client.get_max_batch_size()))
@@ -212,8 +232,13 @@ class MemoryStore:
 
     @classmethod
     def open(cls, spec: StoreSpec, *, dimension: int = 384, now_ms: float = 0.0,
-             progress: ProgressFn | None = None) -> MemoryStore:
+             progress: ProgressFn | None = None, defer_view: bool = False) -> MemoryStore:
         """Open (creating if needed and allowed) the store described by ``spec``.
+
+        Args:
+            progress: Called with (loaded, total) while the view is read from Chroma.
+            defer_view: When the view cannot come from the cache, return as soon as Chroma is
+                open (count known) and leave reading the view to :meth:`load_view`.
 
         Raises:
             StoreLocked: an embedded store is held by another process (open read-only instead).
@@ -225,8 +250,8 @@ class MemoryStore:
             lock = StoreLock(Path(spec.location).expanduser())
             lock.acquire()
         directory = None if spec.is_remote else Path(spec.location).expanduser()
-        # Chroma touches chroma.sqlite3 when its client opens: fingerprint the file first.
-        stamp = view_cache.fingerprint(directory) if directory is not None else None
+        stamp = view_cache.fingerprint(directory, spec.collection) \
+            if directory is not None else None
         try:
             client = _connect(spec)
             collection, foreign = cls._collection_for(client, spec, dimension)
@@ -241,10 +266,14 @@ class MemoryStore:
             if cached is not None:
                 store._view = cached
                 store._view_from_cache = True
+                store._start_warm_up()
                 if progress is not None:
                     progress(len(cached), len(cached))
+            elif defer_view and collection is not None:
+                store._chroma_count = store._count_in_chroma()
+                store._view_ready.clear()
             else:
-                store._load_view(now_ms, progress)
+                store._view = store._read_view(now_ms, progress)
             return store
         except BaseException:
             if lock is not None:
@@ -290,13 +319,41 @@ class MemoryStore:
             )
         return collection, False
 
-    def _load_view(self, now_ms: float, progress: ProgressFn | None) -> None:
+    def _start_warm_up(self) -> None:
+        """Make Chroma load the collection's segments on a thread, after a cached open.
+
+        The first read of a collection in a process loads its index (~0.2 s of CPU at 100K,
+        GIL released). Opened from the cache, nothing needs Chroma for the first page of the
+        records browser (``list_rows`` reads the view), so the load runs in the background
+        instead of in front of the first record detail or write.
+        """
+        collection = self._collection
+
+        def warm() -> None:
+            with contextlib.suppress(Exception):  # only a warm-up: real reads report errors
+                collection.get(limit=1, include=[])
+
+        self._warm = threading.Thread(target=warm, name="mnemoscope-chroma-warm-up",
+                                      daemon=True)
+        self._warm.start()
+
+    def _count_in_chroma(self) -> int:
+        try:
+            return int(self._collection.count())
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+
+    def _read_view(self, now_ms: float, progress: ProgressFn | None,
+                   cancelled: CancelFn | None = None) -> ColumnarView:
+        """A new view with every record of the collection, read from Chroma page by page."""
+        view = ColumnarView(self._view.dimension)
         if self._collection is None:
-            return
+            return view
         try:
             total = self._collection.count()
             offset = 0
             while offset < total:
+                self._check_stop(cancelled, offset, total)
                 page = self._collection.get(limit=_READ_PAGE, offset=offset,
                                             include=["documents", "metadatas", "embeddings"])
                 ids = page["ids"]
@@ -305,15 +362,83 @@ class MemoryStore:
                 records = [record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
                            for i, d, m in zip(ids, page["documents"], page["metadatas"],
                                               strict=True)]
-                vectors = _as_matrix(page.get("embeddings"), len(ids), self._view.dimension)
-                self._view.upsert(records, vectors)
+                vectors = _as_matrix(page.get("embeddings"), len(ids), view.dimension)
+                view.upsert(records, vectors)
                 offset += len(ids)
                 if progress is not None:
                     progress(offset, total)
-        except (StoreUnavailable, ValidationError):
+            self._check_stop(cancelled, offset, total)  # a late cancel still wins
+        except (StoreUnavailable, ValidationError, Cancelled):
             raise
         except Exception as exc:
             raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+        return view
+
+    def _check_stop(self, cancelled: CancelFn | None, done: int, total: int) -> None:
+        if self._stop_loading.is_set() or (cancelled is not None and cancelled()):
+            raise Cancelled(f"reading {self.location} stopped after {done:,} of {total:,} "
+                            "records")
+
+    # -- the deferred view -----------------------------------------------------------------
+
+    @property
+    def view_ready(self) -> bool:
+        """False while a deferred view is still to be read (see :meth:`load_view`)."""
+        return self._view_ready.is_set() and self._view_failure is None
+
+    def load_view(self, now_ms: float, progress: ProgressFn | None = None,
+                  cancelled: CancelFn | None = None) -> None:
+        """Read the view deferred by ``open(defer_view=True)`` (a no-op when it is ready).
+
+        Blocking (tens of seconds at 100K): run it on a worker. Everything waiting for the view
+        proceeds once it returns; if it fails or is cancelled they raise
+        :class:`StoreUnavailable` instead, and the store should be closed.
+
+        Raises:
+            Cancelled: ``cancelled()`` turned true, or the store was closed meanwhile.
+            StoreUnavailable: Chroma failed.
+        """
+        with self._loading:
+            if self._view_ready.is_set():
+                if self._view_failure is not None:
+                    raise StoreUnavailable(self._view_failure)
+                return
+            try:
+                self._view = self._read_view(now_ms, progress, cancelled)
+            except BaseException as exc:
+                self._view_failure = (f"the records of {self.location} were not indexed: "
+                                      f"{_short(exc)}")
+                raise
+            finally:
+                self._view_ready.set()
+
+    def _await_view(self) -> ColumnarView:
+        self._view_ready.wait()
+        if self._view_failure is not None:
+            raise StoreUnavailable(self._view_failure)
+        return self._view
+
+    def preview(self, offset: int, limit: int, *,
+                now_ms: float = 0.0) -> tuple[list[MemoryRecord], int]:
+        """Records newest-written first, read from Chroma without the view, and the total.
+
+        What the records browser shows while a deferred view loads: Chroma's own order
+        (insertion order), reversed, so the first page is the most recently written records.
+        """
+        total = self.count()
+        stop = max(0, total - offset)
+        start = max(0, stop - limit)
+        if self._collection is None or stop == start:
+            return [], total
+        try:
+            page = self._collection.get(limit=stop - start, offset=start,
+                                        include=["documents", "metadatas"])
+        except Exception as exc:
+            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+        records = [record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
+                   for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
+                                      strict=True)]
+        return records[::-1], total
 
     # -- properties ------------------------------------------------------------------------
 
@@ -344,8 +469,12 @@ class MemoryStore:
 
     @property
     def view(self) -> ColumnarView:
-        """The columnar view (live)."""
-        return self._view
+        """The columnar view (live); waits while a deferred view loads (see :meth:`load_view`).
+
+        Raises:
+            StoreUnavailable: the deferred view failed to load or was cancelled.
+        """
+        return self._await_view()
 
     @property
     def max_batch_size(self) -> int:
@@ -359,7 +488,9 @@ class MemoryStore:
         return read_lock_holder(Path(self._spec.location).expanduser())
 
     def count(self) -> int:
-        """Number of records."""
+        """Number of records (Chroma's count at open while a deferred view is not read)."""
+        if not self.view_ready:
+            return self._chroma_count
         return len(self._view)
 
     # -- reading ---------------------------------------------------------------------------
@@ -380,9 +511,10 @@ class MemoryStore:
         """
         if not record_ids:
             return []
-        for record_id in record_ids:
-            if record_id not in self._view:
-                raise RecordNotFound(record_id)
+        if self.view_ready:  # else (a deferred view is read) Chroma's answer says what is missing
+            for record_id in record_ids:
+                if record_id not in self._view:
+                    raise RecordNotFound(record_id)
         try:
             found: dict[str, MemoryRecord] = {}
             for start in range(0, len(record_ids), self._max_batch):
@@ -474,25 +606,21 @@ class MemoryStore:
         return False
 
     def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
-        """Rebuild the columnar view from Chroma and swap it in (readers keep old snapshots)."""
-        fresh = ColumnarView(self._view.dimension)
-        old, self._view = self._view, fresh
-        try:
-            self._load_view(now_ms, progress)
-        except BaseException:
-            self._view = old
-            raise
+        """Rebuild the columnar view from Chroma and swap it in when complete."""
+        self._await_view()
+        self._view = self._read_view(now_ms, progress)
 
     def nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[tuple[str, float]]:
         """Chroma's HNSW top-``k`` neighbours of ``vector`` as ``(id, cosine similarity)``.
 
         Used for large partitions; small ones are searched exactly in the view.
         """
-        if self._collection is None or k <= 0 or len(self._view) == 0:
+        size = len(self.view)
+        if self._collection is None or k <= 0 or size == 0:
             return []
         try:
             result = self._collection.query(query_embeddings=vector.reshape(1, -1),
-                                            n_results=min(k, len(self._view)),
+                                            n_results=min(k, size),
                                             include=["distances"])
         except Exception as exc:
             raise StoreUnavailable(f"querying {self.location} failed: {_short(exc)}") from exc
@@ -527,7 +655,8 @@ class MemoryStore:
         self._check_writable()
         if not records:
             return
-        dim = self._view.dimension
+        view = self.view
+        dim = view.dimension
         matrix = np.zeros((len(records), dim), dtype=np.float32)
         has = np.zeros(len(records), dtype=bool)
         if vectors is not None:
@@ -537,7 +666,7 @@ class MemoryStore:
             has[:] = np.linalg.norm(vectors, axis=1) > 0
         for i, record in enumerate(records):
             if not has[i]:
-                kept = self._view.vector(record.id, content_hash=record.content_hash)
+                kept = view.vector(record.id, content_hash=record.content_hash)
                 if kept is not None:
                     matrix[i] = kept
                     has[i] = True
@@ -563,7 +692,7 @@ class MemoryStore:
                 f"writing {len(records)} records to {self.location} failed: {_short(exc)}; "
                 "nothing was changed"
             ) from exc
-        self._view.upsert(records, np.where(has[:, None], matrix, 0.0).astype(np.float32))
+        view.upsert(records, np.where(has[:, None], matrix, 0.0).astype(np.float32))
 
     def write_access(self, records: Sequence[MemoryRecord]) -> None:
         """Store new ``access_count`` / ``last_accessed`` of stored ``records`` (access counting).
@@ -578,8 +707,9 @@ class MemoryStore:
             StoreUnavailable: Chroma failed (nothing was changed in the view).
         """
         self._check_writable()
+        view = self.view
         for record in records:
-            if record.id not in self._view:
+            if record.id not in view:
                 raise RecordNotFound(record.id)
         try:
             for start in range(0, len(records), self._max_batch):
@@ -590,10 +720,10 @@ class MemoryStore:
             raise StoreUnavailable(
                 f"counting accesses of {len(records)} records in {self.location} failed: "
                 f"{_short(exc)}") from exc
-        self._view.set_access(records)
+        view.set_access(records)
 
     def _previous_state(self, ids: Sequence[str]) -> dict[str, tuple[Any, Any, Any]]:
-        existing = [i for i in ids if i in self._view]
+        existing = [i for i in ids if i in self.view]
         if not existing:
             return {}
         state: dict[str, tuple[Any, Any, Any]] = {}
@@ -634,25 +764,37 @@ class MemoryStore:
             StoreUnavailable: Chroma failed.
         """
         self._check_writable()
+        view = self.view
         for record_id in record_ids:
-            if record_id not in self._view:
+            if record_id not in view:
                 raise RecordNotFound(record_id)
         try:
             for start in range(0, len(record_ids), self._max_batch):
                 self._collection.delete(ids=list(record_ids[start:start + self._max_batch]))
         except Exception as exc:
             raise StoreUnavailable(f"deleting from {self.location} failed: {_short(exc)}") from exc
-        self._view.remove(record_ids)
+        view.remove(record_ids)
 
     def close(self) -> None:
-        """Close the client, save the view (embedded, writable), release the lock. Idempotent."""
+        """Close the client, save the view (embedded, writable), release the lock. Idempotent.
+
+        A deferred view still loading is stopped first (at its next page).
+        """
+        self._stop_loading.set()
+        with self._loading:  # the loader's current page finishes before the client goes
+            if not self._view_ready.is_set():
+                self._view_failure = f"{self.location} was closed before its records were indexed"
+                self._view_ready.set()
+        if self._warm is not None:
+            self._warm.join()
+            self._warm = None
         self._collection = None
         client, self._client = self._client, None
         if client is not None:
             _close_client(client)
-            if self._cache_dir is not None and not self._read_only:
+            if self._cache_dir is not None and not self._read_only and self.view_ready:
                 with contextlib.suppress(OSError):  # a cache we cannot write is only slower
-                    view_cache.save_view(self._view, self._cache_dir,
+                    view_cache.save_view(self._view, self._cache_dir, self._spec.collection,
                                          arrays_current=self._view_from_cache and not self._dirty)
         if self._lock is not None:
             self._lock.release()

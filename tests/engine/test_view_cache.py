@@ -106,3 +106,86 @@ def test_a_damaged_cache_falls_back_to_chroma(store_dir: Path, damage: str) -> N
     reopened = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
     assert not reopened._view_from_cache and reopened.count() == 6
     reopened.close()
+
+
+def test_read_only_opens_keep_the_cache_usable(store_dir: Path) -> None:
+    """chromadb touches chroma.sqlite3 on every open: the fingerprint must not depend on that."""
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    store.write(records(12), vectors(12))
+    store.close()
+    mtime = (store_dir / "chroma.sqlite3").stat().st_mtime_ns
+    for _ in range(3):
+        reader = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+        assert reader._view_from_cache and reader.count() == 12
+        reader.close()
+    writer = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)  # a writer that only reads
+    assert writer._view_from_cache
+    writer.close()
+    assert MemoryStore.open(StoreSpec(str(store_dir), read_only=True))._view_from_cache
+    assert view_cache.fingerprint(store_dir, "mnemoscope_memories") is not None
+    assert mtime <= (store_dir / "chroma.sqlite3").stat().st_mtime_ns
+
+
+def test_the_fingerprint_follows_every_kind_of_write(store_dir: Path) -> None:
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    stamps = [view_cache.fingerprint(store_dir, "mnemoscope_memories")]
+    batch = records(4)
+    store.write(batch, vectors(4))
+    stamps.append(view_cache.fingerprint(store_dir, "mnemoscope_memories"))
+    store.write([batch[0].replace(importance=0.9)])  # an update without a new vector
+    stamps.append(view_cache.fingerprint(store_dir, "mnemoscope_memories"))
+    store.delete([batch[1].id])
+    stamps.append(view_cache.fingerprint(store_dir, "mnemoscope_memories"))
+    store.close()
+    seqs = [stamp["seq"] if stamp else None for stamp in stamps]
+    assert seqs[0] is None and all(isinstance(s, int) for s in seqs[1:])
+    assert seqs[1] < seqs[2] < seqs[3], seqs  # type: ignore[operator]
+    assert view_cache.fingerprint(store_dir, "no_such_collection") is None
+    assert view_cache.fingerprint(store_dir / "missing", "mnemoscope_memories") is None
+
+
+def test_odd_strings_duplicates_and_tags_round_trip(store_dir: Path) -> None:
+    odd = ["naïve café ☕ — 日本語", "emoji 🧠 in astral planes 𝄞",
+           "line\nbreaks\tand \x00 nul", "x"]
+    batch = [MemoryRecord.create(NewMemory(content=text, agent_id=agent, tags=tags),
+                                 now_ms=NOW + i)
+             for i, (text, agent, tags) in enumerate([
+                 (odd[0], "a", ("ünï", "b")), (odd[1], "b", ()), (odd[2], "a", ("b", "ünï")),
+                 (odd[3], "c", ("t",)), (odd[3], "d", ("t",))])]  # an exact duplicate pair
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    store.write(batch, vectors(len(batch)))
+    store.close()
+    cached = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert cached._view_from_cache
+    assert sorted(cached.view.ids_with_hash(batch[3].content_hash)) == \
+        sorted([batch[3].id, batch[4].id])
+    view_cache.invalidate(store_dir)
+    fresh = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert not fresh._view_from_cache
+    same_view(cached, fresh)
+    cached.close()
+    fresh.close()
+
+
+@pytest.mark.parametrize("damage", ["vectors", "mixed saves"])
+def test_vectors_that_do_not_belong_fall_back_to_chroma(store_dir: Path, damage: str) -> None:
+    batch = records(6)
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    store.write(batch, vectors(6))
+    store.close()
+    if damage == "vectors":
+        (store_dir / view_cache.CACHE_VECTORS).write_bytes(b"\x93NUMPY not really")
+    else:  # the arrays of another save, same shape (a crash between renames could mix them)
+        saved = (store_dir / view_cache.CACHE_ARRAYS).read_bytes()
+        store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+        store.write([batch[0].replace(importance=0.77)])
+        store.close()
+        (store_dir / view_cache.CACHE_ARRAYS).write_bytes(saved)
+    reopened = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert not reopened._view_from_cache and reopened.count() == 6
+    assert reopened.get(batch[0].id).importance == (0.77 if damage != "vectors"
+                                                    else batch[0].importance)
+    snapshot = reopened.view.snapshot()
+    row = snapshot.ids.index(batch[0].id)
+    assert float(snapshot.importance[row]) == pytest.approx(reopened.get(batch[0].id).importance)
+    reopened.close()

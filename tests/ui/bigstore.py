@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy
-from engine.store import MemoryStore, StoreSpec
+from engine.store import MemoryStore, StoreSpec, view_cache
 
 AGENTS = ("alpha", "beta", "gamma", "delta")
 LAYERS = tuple(Layer)
@@ -41,6 +46,22 @@ def build_store(path: Path, count: int, *, batch: int = 5000, seed: int = 7) -> 
     finally:
         store.close()
     return time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def view_cache_aside(store: Path) -> Iterator[None]:
+    """Move the store's view cache files away (opens must index it) and back afterwards."""
+    aside = Path(tempfile.mkdtemp(prefix="view-cache-aside-", dir=store.parent))
+    names = (view_cache.CACHE_META, view_cache.CACHE_ARRAYS, view_cache.CACHE_VECTORS)
+    moved = [name for name in names if (store / name).exists()]
+    try:
+        for name in moved:
+            os.replace(store / name, aside / name)
+        yield
+    finally:
+        for name in moved:
+            os.replace(aside / name, store / name)
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 if __name__ == "__main__":

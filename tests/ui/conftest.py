@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,6 +60,17 @@ def distinct_text(number: int, words: int = 9) -> str:
                     for _ in range(words)) + f" {number}"
 
 
+def write_import_file(path: Path, records: int) -> Path:
+    """``records`` JSONL lines of distinct memories (no dedup merges) to import."""
+    import json
+
+    path.write_text("".join(
+        json.dumps({"content": distinct_text(i), "agent_id": f"agent-{i % 5}",
+                    "layer": "episodic", "importance": 0.4}) + "\n"
+        for i in range(records)), encoding="utf-8")
+    return path
+
+
 def run(qtbot: QtBot, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     """Run ``coro`` on the GUI loop and wait (spinning Qt) until it is done."""
     task = spawn(coro)
@@ -66,13 +78,17 @@ def run(qtbot: QtBot, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     return task.result()
 
 
-def open_fresh(spec: StoreSpec) -> MemoryEngine:
-    """Open like the app does: Chroma's per-process client cache dropped first."""
+def open_fresh(spec: StoreSpec, *, defer_view: bool = False) -> MemoryEngine:
+    """Open like the app does: Chroma's per-process client cache dropped first.
+
+    The window's services pass ``defer_view=True`` (as ``app.wiring.open_engine`` does); a test
+    that uses the engine directly gets its view read before this returns.
+    """
     from app.wiring import forget_embedded_clients
 
     if not spec.is_remote:
         forget_embedded_clients()
-    return MemoryEngine.open(spec)
+    return MemoryEngine.open(spec, defer_view=defer_view)
 
 
 def child_import(spec: StoreSpec, path: Path, agent: str | None,
@@ -91,7 +107,7 @@ def services(runner: TaskRunner, **changes: Any) -> WindowServices:
     defaults: dict[str, Any] = {
         "runner": runner,
         "attach": attach_remote,
-        "open_engine": open_fresh,
+        "open_engine": partial(open_fresh, defer_view=True),
         "list_collections": list_collections,
         "save_preferences": saved.append,
         "redactor": redact_text,
@@ -124,8 +140,10 @@ def make_window(qtbot: QtBot, qloop: qasync.QEventLoop,
 
 
 def open_store(qtbot: QtBot, window: MainWindow, path: Path | str, *, timeout: float = 30.0,
-               **spec: Any) -> None:
-    """Open a store in ``window`` and wait for its first page."""
+               indexed: bool = True, **spec: Any) -> None:
+    """Open a store in ``window`` and wait for its first page (and its indexing, by default)."""
     session = run(qtbot, window.open_store(StoreSpec(str(path), **spec)), timeout=timeout)
     assert session is not None, window.banner_label.text()
-    qtbot.waitUntil(lambda: window.records.model.settled)
+    if indexed:
+        qtbot.waitUntil(lambda: not session.indexing, timeout=int(timeout * 1000))
+    qtbot.waitUntil(lambda: window.records.model.settled, timeout=int(timeout * 1000))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from ui.main_window import MainWindow
 
 # The offscreen platform cannot size native dialog windows and says so; nothing to fix here.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write_jsonl(path: Path, count: int, *, bad_lines: tuple[int, ...] = ()) -> Path:
@@ -113,3 +117,18 @@ def test_demo_and_conversation_import_then_redacted_export(
         assert secret in plain_text and secret not in masked_text
     assert "<REDACT:sha256-" in masked_text
     assert not list(tmp_path.glob(".*.partial"))
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="no CPU niceness on this OS")
+def test_the_import_child_runs_at_a_lower_cpu_priority() -> None:
+    """So that on a busy machine the GUI thread wins the CPU over the import."""
+    from ui.import_process import BACKGROUND_NICE
+
+    code = ("import os\nfrom ui.import_process import _lower_priority\n"
+            "before = os.nice(0)\n_lower_priority()\nprint(before, os.nice(0))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    before, after = (int(v) for v in done.stdout.split())
+    assert after == min(19, before + BACKGROUND_NICE)
+    assert after > before or before == 19

@@ -144,24 +144,39 @@ def gui_suite(store: Path | None, runs: int, log: Any) -> SuiteResult:
         result.rows.append(missing_row("first-page", "open store + first page", 0, "ms",
                                        FIRST_PAGE_TARGET, "no store was built (dedup not run)"))
         return result
-    rows = script.bench_first_page(store, max(1, min(runs, 3)))
-    opens = [v * 1000.0 for v in rows[0][1]]
-    engine_pages = [v * 1000.0 for v in rows[1][1]]
-    pages = [v * 1000.0 for v in rows[2][1]]
+    runs = max(1, min(runs, 3))
+    cached, uncached, indexed, engine_pages = (
+        [v * 1000.0 for v in row[1]] for row in script.bench_first_page(store, runs))
+    cold = [v * 1000.0 for v in script.bench_process_first_page(store, runs)[0][1]]
     size = int(store.parent.name.split("-")[-1]) if store.parent.name.startswith("dedup-") else 0
-    total = [a + b for a, b in zip(opens, pages, strict=True)]
-    stats, base = Stats.of(total), Stats.of(engine_pages)
+    target = FIRST_PAGE_TARGET if size == 100_000 else None
+    base = Stats.of(engine_pages)
+    scope = "" if target else "; target is for 100K records"
+    for key, what, values, note in (
+            ("first-page", "open a store (read-only) → records table first page, view cache",
+             cached, "the window (offscreen) from open_store to the table's first page; "
+                     "chromadb already imported"),
+            ("first-page-uncached",
+             "open a store (read-only) → records table first page, no view cache", uncached,
+             "first page from Chroma (newest written first) while the view is read in the "
+             f"background; fully indexed after median {Stats.of(indexed).median / 1000:.1f} s "
+             "(filters and sorts wait for that)")):
+        stats = Stats.of(values)
+        result.rows.append(judged(BenchRow(
+            key=key, what=what, size=size, unit="ms", stats=stats,
+            baseline="engine.list_records first page (200)", baseline_stats=base,
+            ratio=stats.median / base.median if base.median > 0 else math.nan,
+            target=target, note=note + scope, load=load_average()[0])))
+        result.series[key] = values
+        log(f"{key} at {size}: median {stats.median:.0f} ms")
+    stats = Stats.of(cold)
     result.rows.append(judged(BenchRow(
-        key="first-page", what="open a store (read-only) + records table first page",
-        size=size, unit="ms", stats=stats,
-        baseline="engine.list_records first page (200)", baseline_stats=base,
-        ratio=stats.median / base.median if base.median > 0 else math.nan,
-        target=FIRST_PAGE_TARGET if size == 100_000 else None,
-        note=f"engine open median {Stats.of(opens).median:.0f} ms + table model first page "
-             f"median {Stats.of(pages).median:.0f} ms" + (
-                 "" if size == 100_000 else "; target is for 100K records"),
+        key="first-page-cold", what="process start → first page (view cache, model loading)",
+        size=size, unit="ms", stats=stats, baseline="`python -c pass`",
+        baseline_stats=Stats.of(bare), ratio=stats.median / Stats.of(bare).median,
+        target=None, note="no DESIGN target of its own: start-up (judged above) + the open",
         load=load_average()[0])))
-    log(f"first page at {size}: median {stats.median:.0f} ms")
+    log(f"first-page-cold at {size}: median {stats.median:.0f} ms")
     return result
 
 
