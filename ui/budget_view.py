@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
@@ -243,7 +244,12 @@ class BudgetView(QWidget):
         spawn(self.refresh())
 
     async def refresh(self) -> BudgetSnapshot | None:
-        """Read the status and history on a worker and show them (coalesces bursts)."""
+        """Read the status and history on a worker and show them (coalesces bursts).
+
+        Spawned refreshes may run after the window closed: a deleted view does nothing.
+        """
+        if not shiboken6.isValid(self.provider_label):
+            return None
         gateway, clock = self._gateway, self._clock
         if gateway is None or clock is None:
             self.provider_label.setText("No LLM provider configured.")
@@ -259,7 +265,7 @@ class BudgetView(QWidget):
                 snapshot = await self._runner.run(read_snapshot, gateway, self._ledger, clock)
         finally:
             self._running = False
-        if gateway is not self._gateway:
+        if gateway is not self._gateway or not shiboken6.isValid(self.provider_label):
             return None
         self._show(snapshot)
         return snapshot
