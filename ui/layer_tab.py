@@ -13,10 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from PySide6.QtCore import QEvent, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import (
+    QBoxLayout,
+    QSplitter,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.errors import EngineError
 from engine.reader import MemoryReader
@@ -54,6 +61,34 @@ class LayerTab(QWidget, Generic[T]):
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(300)
         self._debounce.timeout.connect(self.refresh)
+
+    # -- shared construction -----------------------------------------------------------------
+
+    def lay_out(self, bar: QBoxLayout, main: QWidget, side: QWidget, *,
+                stretch: tuple[int, int], sizes: tuple[int, int]) -> QVBoxLayout:
+        """The tabs' layout: ``bar`` above ``main`` beside ``side`` (a splitter); returned so a
+        tab can add rows below."""
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(main)
+        split.addWidget(side)
+        split.setStretchFactor(0, stretch[0])
+        split.setStretchFactor(1, stretch[1])
+        split.setSizes(list(sizes))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.addLayout(bar)
+        layout.addWidget(split, 1)
+        return layout
+
+    def link_records(self, tree: QTreeWidget, role: int) -> None:
+        """A click on an item of ``tree`` holding a record id under ``role`` opens that record."""
+        def open_record(item: QTreeWidgetItem, _column: int = 0) -> None:
+            record_id = item.data(0, role)
+            if isinstance(record_id, str):
+                self.record_selected.emit(record_id)
+
+        tree.itemClicked.connect(open_record)
+        tree.itemActivated.connect(open_record)
 
     # -- what subclasses provide -------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
-    QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -129,8 +128,7 @@ class PatternsView(LayerTab[list[PatternDetail]]):
         self.episodes.setRootIsDecorated(False)
         self.episodes.setColumnWidth(0, 120)
         self.episodes.setColumnWidth(1, 84)
-        self.episodes.itemClicked.connect(self._on_episode_activated)
-        self.episodes.itemActivated.connect(self._on_episode_activated)
+        self.link_records(self.episodes, _ROLE_RECORD)
         self.open_button = QPushButton("Open procedural record", self)
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self._on_open_pattern)
@@ -145,16 +143,7 @@ class PatternsView(LayerTab[list[PatternDetail]]):
         side_layout.addWidget(QLabel("Source episodes (click to open)", side))
         side_layout.addWidget(self.episodes, 1)
         side_layout.addWidget(self.open_button)
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.table)
-        split.addWidget(side)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
-        split.setSizes([560, 500])
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.addLayout(bar)
-        layout.addWidget(split, 1)
+        self.lay_out(bar, self.table, side, stretch=(1, 1), sizes=(560, 500))
         self.agent_box.currentIndexChanged.connect(self._fill_table)
         self.refresh_button.clicked.connect(self.refresh)
         self.apply_theme(current_theme())
@@ -328,11 +317,6 @@ class PatternsView(LayerTab[list[PatternDetail]]):
             item.setText(2, self._shown(text) if text is not None else "(no longer stored)")
             item.setToolTip(2, self._shown(text) if text is not None else "")
         return found
-
-    def _on_episode_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
-        record_id = item.data(0, _ROLE_RECORD)
-        if isinstance(record_id, str):
-            self.record_selected.emit(record_id)
 
     def _on_pattern_double_clicked(self, _item: QTreeWidgetItem, _column: int) -> None:
         self._on_open_pattern()

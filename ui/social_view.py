@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -226,8 +225,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
         self.records.setRootIsDecorated(False)
         self.records.setColumnWidth(0, 120)
         self.records.setColumnWidth(1, 72)
-        self.records.itemActivated.connect(self._on_record_activated)
-        self.records.itemClicked.connect(self._on_record_activated)
+        self.link_records(self.records, _ROLE_RECORD)
         self.open_button = QPushButton("Open summary record", self)
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self._on_open_summary)
@@ -241,16 +239,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
         side_layout.addWidget(QLabel("Interaction records (click to open)", side))
         side_layout.addWidget(self.records, 1)
         side_layout.addWidget(self.open_button)
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.plot)
-        split.addWidget(side)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        split.setSizes([640, 420])
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.addLayout(bar)
-        layout.addWidget(split, 1)
+        self.lay_out(bar, self.plot, side, stretch=(3, 2), sizes=(640, 420))
         self.agent_box.currentIndexChanged.connect(self._on_agent_changed)
         self.refresh_button.clicked.connect(self.refresh)
         self.apply_theme(current_theme())
@@ -473,11 +462,6 @@ class SocialView(LayerTab[list[SocialSummary]]):
             item.setText(2, self._shown(text) if text is not None else "(no longer stored)")
             item.setToolTip(2, self._shown(text) if text is not None else "")
         return found
-
-    def _on_record_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
-        record_id = item.data(0, _ROLE_RECORD)
-        if isinstance(record_id, str):
-            self.record_selected.emit(record_id)
 
     def _on_open_summary(self) -> None:
         if self.selected is not None:

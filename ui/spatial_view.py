@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -176,8 +175,7 @@ class SpatialView(LayerTab[SpatialData]):
         self.neighbour_list.setRootIsDecorated(False)
         self.neighbour_list.setColumnWidth(0, 70)
         self.neighbour_list.setColumnWidth(1, 100)
-        self.neighbour_list.itemClicked.connect(self._on_neighbour_activated)
-        self.neighbour_list.itemActivated.connect(self._on_neighbour_activated)
+        self.link_records(self.neighbour_list, _ROLE_RECORD)
         self.within_label = QLabel("Points within the radius (click to open)", self)
         self.open_button = QPushButton("Open record", self)
         self.open_button.setEnabled(False)
@@ -192,16 +190,8 @@ class SpatialView(LayerTab[SpatialData]):
         side_layout.addWidget(self.within_label)
         side_layout.addWidget(self.neighbour_list, 1)
         side_layout.addWidget(self.open_button)
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.plot)
-        split.addWidget(side)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        split.setSizes([660, 400])
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.addLayout(bar)
-        layout.addWidget(split, 1)
+        layout = self.lay_out(bar, self.plot, side, stretch=(3, 2),
+                              sizes=(660, 400))
         layout.addWidget(self.strip)
         layout.addLayout(strip_bar)
         self.agent_box.currentIndexChanged.connect(self.apply_filter)
@@ -423,11 +413,6 @@ class SpatialView(LayerTab[SpatialData]):
             item.setToolTip(2, self._shown(text))
             self.neighbour_list.addTopLevelItem(item)
         return self.neighbours
-
-    def _on_neighbour_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
-        record_id = item.data(0, _ROLE_RECORD)
-        if isinstance(record_id, str):
-            self.record_selected.emit(record_id)
 
     def _on_open_selected(self) -> None:
         if self.selected is not None:
