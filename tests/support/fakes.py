@@ -11,7 +11,7 @@ from engine.embedding import EmbedderState, EmbedderStatus, Vectors
 from engine.errors import EmbeddingUnavailable
 from engine.text import tokenize
 
-__all__ = ["HashingEmbedder"]
+__all__ = ["DictSecrets", "HashingEmbedder"]
 
 
 class HashingEmbedder:
@@ -55,3 +55,22 @@ class HashingEmbedder:
                 out[row, int.from_bytes(digest[:4], "little") % self._dimension] += 1.0
             out[row] /= np.linalg.norm(out[row])
         return out
+
+
+class DictSecrets:
+    """A SecretStore in memory (the OS keyring's stand-in)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, str] = {}
+
+    def available(self) -> bool:
+        return True
+
+    def get(self, account: str) -> str | None:
+        return self.kept.get(account)
+
+    def set(self, account: str, secret: str) -> None:
+        self.kept[account] = secret
+
+    def delete(self, account: str) -> None:
+        self.kept.pop(account, None)

@@ -30,6 +30,7 @@ from engine.llm import (
     llm_settings_to_json,
 )
 from engine.memory_engine import MemoryEngine
+from tests.support.fakes import DictSecrets
 from tests.support.llm_server import Behaviour, LLMTestServer
 from tests.ui.conftest import DEMO, child_import, open_store, run
 from tests.ui.redaction_scan import shown_texts
@@ -44,24 +45,6 @@ pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSi
 KEY = "sk-live-TOPSECRET-a1b2c3d4e5f6g7h8"
 WRONG = "sk-wrong-ECHOED-0000111122223333"
 
-
-class DictSecrets:
-    """The OS keyring's stand-in (a SecretStore in memory)."""
-
-    def __init__(self) -> None:
-        self.kept: dict[str, str] = {}
-
-    def available(self) -> bool:
-        return True
-
-    def get(self, account: str) -> str | None:
-        return self.kept.get(account)
-
-    def set(self, account: str, secret: str) -> None:
-        self.kept[account] = secret
-
-    def delete(self, account: str) -> None:
-        self.kept.pop(account, None)
 
 
 @pytest.fixture

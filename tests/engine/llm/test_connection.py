@@ -29,6 +29,7 @@ from engine.llm import (
 from engine.llm.persistence import LLMLedger
 from engine.llm.settings import PROVIDER_PRESETS, ProviderKind
 from tests.engine.llm.conftest import SECRET_KEY, START_MS
+from tests.support.fakes import DictSecrets
 from tests.support.llm_server import Behaviour, LLMTestServer
 
 WRONG_KEY = "sk-wrong-KEY-9876543210fedcba"
@@ -234,24 +235,6 @@ def test_settings_file_form_round_trips_and_names_bad_fields() -> None:
     assert fields == {"llm.base_url", "llm.model", "llm.api_key_env", "llm.total_timeout_s"}
     assert LLMSettings().problems() == ()
 
-
-class DictSecrets:
-    """A SecretStore in memory (the OS keyring's stand-in)."""
-
-    def __init__(self) -> None:
-        self.kept: dict[str, str] = {}
-
-    def available(self) -> bool:
-        return True
-
-    def get(self, account: str) -> str | None:
-        return self.kept.get(account)
-
-    def set(self, account: str, secret: str) -> None:
-        self.kept[account] = secret
-
-    def delete(self, account: str) -> None:
-        self.kept.pop(account, None)
 
 
 def test_key_lookup_env_first_then_the_secret_store() -> None:
