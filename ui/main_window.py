@@ -12,6 +12,7 @@ engine itself are greyed out in the navigation while attached.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import gc
@@ -199,6 +200,10 @@ class MainWindow(QMainWindow):
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
         self._gateway: LLMGateway | None = None
+        # Gateway rebuilds run one at a time; each builds on the engine last asked for, so a
+        # rebuild still in flight when the store closes finishes before its ledger does.
+        self._gateway_lock = asyncio.Lock()
+        self._gateway_engine: MemoryEngine | None = None
         self._llm_settings = services.llm.settings if services.llm is not None \
             else LLMSettings()
         self.provider_dialog: ProviderSettingsDialog | None = None
@@ -655,24 +660,31 @@ class MainWindow(QMainWindow):
             self.show_banner(f"Could not index {location}: {session.indexing_error}")
 
     async def _attach_gateway(self, engine: MemoryEngine | None) -> None:
-        """Build (worker) the LLM gateway on ``engine``'s ledger for the Budget view."""
-        old, self._gateway = self._gateway, None
-        if old is not None:
-            await self._runner.run(old.close)
-        llm = self._services.llm
-        if engine is None or llm is None:
-            self.budget.set_gateway(None, None, None, None)
-            return
-        try:
-            gateway = await self._runner.run(llm.make_gateway, engine, self._llm_settings)
-        except EngineError as exc:
-            self.budget.set_gateway(None, None, None, None)
-            self.budget.provider_label.setText(f"LLM provider not usable: {exc}")
-            return
-        self._gateway = gateway
-        self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
-        if llm.problem:
-            self.budget.set_problem(llm.problem)
+        """Build (worker) the LLM gateway on ``engine``'s ledger for the Budget view.
+
+        Calls are serialised; one superseded by a later call while it waited does nothing.
+        """
+        self._gateway_engine = engine
+        async with self._gateway_lock:
+            if engine is not self._gateway_engine:
+                return  # a later call asked for another engine (or none): it builds
+            old, self._gateway = self._gateway, None
+            if old is not None:
+                await self._runner.run(old.close)
+            llm = self._services.llm
+            if engine is None or llm is None:
+                self.budget.set_gateway(None, None, None, None)
+                return
+            try:
+                gateway = await self._runner.run(llm.make_gateway, engine, self._llm_settings)
+            except EngineError as exc:
+                self.budget.set_gateway(None, None, None, None)
+                self.budget.provider_label.setText(f"LLM provider not usable: {exc}")
+                return
+            self._gateway = gateway
+            self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
+            if llm.problem:
+                self.budget.set_problem(llm.problem)
 
     @property
     def gateway(self) -> LLMGateway | None:
@@ -736,8 +748,7 @@ class MainWindow(QMainWindow):
         except (OSError, EngineError) as exc:
             saved = False
             self.show_banner(f"LLM settings apply to this session but were not saved: {exc}")
-        session = self._session
-        await self._attach_gateway(session.engine if session is not None else None)
+        await self._attach_gateway(self._gateway_engine)  # the current one (none while importing)
         what = f"{settings.provider} · {settings.model}" if settings.configured else "none"
         self._on_view_message(f"LLM provider settings {'saved' if saved else 'applied'}: "
                               f"{what}")

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["CancelFlag", "RequestTokens", "TaskRunner", "spawn", "wait_until"]
+__all__ = ["CancelFlag", "RequestTokens", "TaskRunner", "pending_tasks", "spawn", "wait_until"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -43,6 +43,11 @@ def spawn(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
 
     task.add_done_callback(done)
     return task
+
+
+def pending_tasks() -> list[asyncio.Task[Any]]:
+    """The tasks started with :func:`spawn` that have not finished (for shutdown and tests)."""
+    return [task for task in _RUNNING if not task.done()]
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:

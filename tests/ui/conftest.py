@@ -23,7 +23,7 @@ from engine.store import StoreSpec, list_collections
 from ui.import_process import run_in_child
 from ui.importing import ImportSummary
 from ui.main_window import MainWindow, Preferences, WindowServices
-from ui.tasks import TaskRunner, spawn
+from ui.tasks import TaskRunner, pending_tasks, spawn
 
 T = TypeVar("T")
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo" / "memories.jsonl"
@@ -137,6 +137,9 @@ def make_window(qtbot: QtBot, qloop: qasync.QEventLoop,
         run(qtbot, window.close_store())
         window.close()
         window.deleteLater()
+    # Work a test started and did not wait for finishes here, on this test's loop: left
+    # running, it would resume in the next test (on a closed store, without a loop).
+    qtbot.waitUntil(lambda: not pending_tasks(), timeout=15_000)
 
 
 def open_store(qtbot: QtBot, window: MainWindow, path: Path | str, *, timeout: float = 30.0,

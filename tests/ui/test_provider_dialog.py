@@ -6,8 +6,11 @@ written to the ledger, the events or the settings file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,7 +40,7 @@ from tests.ui.redaction_scan import shown_texts
 from ui.dialogs import ImportProgressDialog
 from ui.main_window import MainWindow
 from ui.provider_dialog import LLMServices, ProviderSettingsDialog
-from ui.tasks import TaskRunner
+from ui.tasks import TaskRunner, pending_tasks, spawn
 
 # The offscreen platform warns when a dialog window is shown; nothing else may warn.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -230,6 +233,47 @@ def test_validation_errors_are_inline_and_name_the_field(
     assert not [label for label in dialog.errors.values() if label.isVisible()]
     assert run(qtbot, dialog.save()) is not None
     assert window.provider_dialog is None  # closed (and released)
+    qtbot.waitUntil(lambda: window.llm_settings.model == "test-model"
+                    and window.gateway is not None
+                    and window.gateway.settings.model == "test-model")
+
+
+def test_closing_the_store_while_the_gateway_rebuilds_leaves_no_gateway_on_its_ledger(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow],
+        server: LLMTestServer, secrets: DictSecrets) -> None:
+    services, _file = _services(tmp_path, secrets)
+    building, release = threading.Event(), threading.Event()
+
+    failures: list[Exception] = []
+
+    def slow_gateway(engine: MemoryEngine, settings: LLMSettings) -> LLMGateway:
+        if settings.configured:  # the rebuild after Save, not the one on opening
+            building.set()
+            release.wait(10)
+        try:
+            return _gateway(secrets, engine, settings)
+        except Exception as exc:  # e.g. StoreUnavailable: the ledger was closed under it
+            failures.append(exc)
+            raise
+
+    window = make_window(llm=dataclasses.replace(services, make_gateway=slow_gateway))
+    open_store(qtbot, window, tmp_path / "store")
+    dialog = _dialog(window)
+    _fill(dialog, server)
+    assert run(qtbot, dialog.save()) is not None  # the rebuild is spawned, not awaited
+    qtbot.waitUntil(building.is_set)
+    closed = spawn(window.close_store())  # File → Close while the gateway is being built
+    # Closing waits for the build to finish; were it not to, it would be done (the store's
+    # ledger closed under the build) well within these two seconds.
+    deadline = time.monotonic() + 2.0
+    qtbot.waitUntil(lambda: closed.done() or time.monotonic() > deadline, timeout=5000)
+    release.set()
+    qtbot.waitUntil(lambda: closed.done() and not pending_tasks(), timeout=15_000)
+    assert closed.result() is None and window.session is None
+    assert failures == []  # the build finished before the store's ledger closed
+    assert window.gateway is None  # and was closed with the store, not left on its ledger
+    assert window.llm_settings.model == "test-model"  # the saved settings still apply
+    assert "not usable" not in window.budget.provider_label.text()
 
 
 def test_save_persists_atomically_and_rebuilds_the_running_gateway(
