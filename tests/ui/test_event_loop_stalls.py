@@ -30,10 +30,6 @@ MAX_GAP_MS = 50.0
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.xfail(strict=False, reason=(
-    "met at load 1-2 (max 9.4 ms importing, 17.8 ms reopening) and beside two CPU burners "
-    "(net max 17 / 24 ms); at load ~9 from other jobs a rare gap stays unexplained (90 ms net, "
-    "GUI thread neither running nor queued: no lock of ours held); see docs/gui.md"))
 def test_import_of_10k_records_never_stalls_the_event_loop(
         qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
     """Real path for an embedded store, without the embedding model (records pend embedding)."""
