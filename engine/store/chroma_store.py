@@ -168,6 +168,10 @@ def _short(exc: BaseException) -> str:
 
 CLAIMS_SUFFIX = "__claims"
 CLAIM_STALE_SECONDS = 60.0
+# A claim matters only between a writer's version check and its write (milliseconds); one
+# kept an hour can no longer decide anything, so older ones are deleted, at most every 10 min.
+CLAIM_KEEP_SECONDS = 3600.0
+CLAIM_PRUNE_EVERY_SECONDS = 600.0
 
 
 def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
@@ -214,6 +218,7 @@ class MemoryStore:
         self._cache_dir = None if spec.is_remote else Path(spec.location).expanduser()
         self._view_from_cache = False
         self._dirty = False
+        self._claims_pruned_at = 0.0  # time.monotonic() of the last prune (0: not yet)
         # Deferred view (open(defer_view=True)): set once load_view finished or failed.
         self._view_ready = threading.Event()
         self._view_ready.set()
@@ -583,10 +588,11 @@ class MemoryStore:
         if not self._spec.is_remote or self._client is None:
             return True
         key = f"{record_id}@{version}"
+        if not self._claims_pruned_at or \
+                time.monotonic() - self._claims_pruned_at >= CLAIM_PRUNE_EVERY_SECONDS:
+            self.prune_claims()
         try:
-            claims = self._client.get_or_create_collection(
-                f"{self._spec.collection}{CLAIMS_SUFFIX}", embedding_function=None,
-                metadata={"mnemoscope_claims": 1})
+            claims = self._claims_collection()
             for attempt in range(2):
                 claims.add(ids=[key], documents=[token], embeddings=[[1.0]],
                            metadatas=[{"at": time.time()}])
@@ -604,6 +610,32 @@ class MemoryStore:
             raise StoreUnavailable(f"claiming {key} on {self.location} failed: {_short(exc)}"
                                    ) from exc
         return False
+
+    def _claims_collection(self) -> Any:
+        assert self._client is not None
+        return self._client.get_or_create_collection(
+            f"{self._spec.collection}{CLAIMS_SUFFIX}", embedding_function=None,
+            metadata={"mnemoscope_claims": 1})
+
+    def prune_claims(self, older_than_s: float = CLAIM_KEEP_SECONDS) -> None:
+        """Delete the claims (see :meth:`claim_version`) made more than ``older_than_s`` ago.
+
+        Server stores only. Called by :meth:`claim_version` at most every
+        ``CLAIM_PRUNE_EVERY_SECONDS``, so the side collection holds about an hour of writes
+        instead of one entry per version ever written.
+
+        Raises:
+            StoreUnavailable: the server could not be reached.
+        """
+        if not self._spec.is_remote or self._client is None:
+            return
+        cutoff = time.time() - older_than_s
+        try:
+            self._claims_collection().delete(where={"at": {"$lt": cutoff}})
+        except Exception as exc:
+            raise StoreUnavailable(f"pruning the write claims of {self.location} failed: "
+                                   f"{_short(exc)}") from exc
+        self._claims_pruned_at = time.monotonic()
 
     def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
         """Rebuild the columnar view from Chroma and swap it in when complete."""

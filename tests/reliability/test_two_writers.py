@@ -10,6 +10,7 @@ covers the single-conflict cases; this is the sustained race.)
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from engine.errors import EditConflict
 from engine.memory_engine import MemoryEngine
 from engine.records import NewMemory
 from engine.store import StoreSpec
+from engine.store.chroma_store import CLAIM_PRUNE_EVERY_SECONDS
 from tests.support.fakes import HashingEmbedder
 
 EDITS_EACH = 15
@@ -93,5 +95,38 @@ def test_a_dead_writers_claim_does_not_block_the_record(chroma_server_url: str,
         # once the claim is stale it is replaced and the edit goes through
         assert engine.store.claim_version(record.id, 2, "live-writer", stale_after_s=0.0)
         assert not engine.store.claim_version(record.id, 2, "third", stale_after_s=3600.0)
+    finally:
+        engine.close()
+
+
+@pytest.mark.slow
+def test_claims_older_than_an_hour_are_pruned(chroma_server_url: str, unique_collection: str,
+                                              tmp_path: Path) -> None:
+    spec = StoreSpec(chroma_server_url, collection=unique_collection)
+    engine = MemoryEngine.open(spec, ledger_path=tmp_path / "p.sqlite3",
+                               embedder=HashingEmbedder(), clock=DeterministicClock(1e12))
+    try:
+        store = engine.store
+        record = engine.add(NewMemory("edited over months", agent_id="prune"))
+        for version in (2, 3):  # two real edits, each claimed
+            engine.update(record.id, {"importance": 0.1 * version}, expected_version=version - 1)
+        claims = store._claims_collection()
+        now = time.time()
+        claims.add(ids=["old@2", "old@3"], documents=["a", "b"], embeddings=[[1.0], [1.0]],
+                   metadatas=[{"at": now - 7200.0}, {"at": now - 3700.0}])
+        assert set(claims.get()["ids"]) == {f"{record.id}@2", f"{record.id}@3", "old@2",
+                                           "old@3"}
+        store.prune_claims()
+        assert set(claims.get()["ids"]) == {f"{record.id}@2", f"{record.id}@3"}  # recent kept
+        store.prune_claims(older_than_s=0.0)
+        assert claims.get()["ids"] == []
+        # claim_version prunes by itself, at most every CLAIM_PRUNE_EVERY_SECONDS
+        claims.add(ids=["old@4"], documents=["c"], embeddings=[[1.0]],
+                   metadatas=[{"at": now - 7200.0}])
+        assert store.claim_version(record.id, 4, "writer")
+        assert "old@4" in claims.get()["ids"]  # pruned a moment ago: not yet again
+        store._claims_pruned_at -= CLAIM_PRUNE_EVERY_SECONDS
+        assert store.claim_version(record.id, 5, "writer")
+        assert set(claims.get()["ids"]) == {f"{record.id}@4", f"{record.id}@5"}
     finally:
         engine.close()
