@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from engine.clock import Clock, SystemClock
+from engine.errors import EngineError
 from engine.events import EventBus
 from engine.ledger import Ledger
 from engine.llm.errors import ProviderError
@@ -115,6 +116,9 @@ def check_connection(settings: LLMSettings, api_key: Callable[[], str | None], *
         cancelled: Polled before sending and between stream chunks; a cancelled test returns
             ``failure="cancelled"`` (a request already sent is still recorded).
 
+    A row or event that cannot be written (the store closed meanwhile) does not fail the
+    check: its summary ends with why it was not recorded.
+
     Returns:
         The outcome; failures are results, not exceptions.
     """
@@ -146,7 +150,10 @@ def check_connection(settings: LLMSettings, api_key: Callable[[], str | None], *
     finally:
         provider.close()
     result = _scrubbed(result, key)
-    _record(result, settings, provider.name, ledger, events, clock or SystemClock())
+    try:
+        _record(result, settings, provider.name, ledger, events, clock or SystemClock())
+    except EngineError as exc:  # e.g. the store was closed while the request was out
+        result = replace(result, summary=f"{result.summary} (Not recorded: {exc}.)")
     return result
 
 

@@ -206,6 +206,21 @@ def test_cancel_stops_waiting_and_drops_the_late_result(qtbot: QtBot, window: Ma
     assert dialog.result_label.text() == "Test cancelled."
 
 
+def test_closing_the_store_under_a_cancelled_test_is_no_error(
+        qtbot: QtBot, window: MainWindow, server: LLMTestServer) -> None:
+    server.default = Behaviour("hang", delay_s=10.0)
+    dialog = _dialog(window)
+    _fill(dialog, server, read_timeout=1.0)
+    dialog.test_button.click()
+    qtbot.waitUntil(lambda: len(server.requests) == 1, timeout=5000)
+    dialog.cancel_test_button.click()
+    dialog.reject()  # Cancel: the dialog goes, the request still hangs on its worker
+    assert run(qtbot, window.close_store()) is None and window.session is None
+    # the worker's read timeout passes after the store's ledger closed: the test's row cannot
+    # be written, which is no crash (pytest-qt fails the test on an escaped exception)
+    qtbot.waitUntil(lambda: not pending_tasks(), timeout=10_000)
+
+
 def test_validation_errors_are_inline_and_name_the_field(
         qtbot: QtBot, window: MainWindow, server: LLMTestServer) -> None:
     dialog = _dialog(window)

@@ -258,3 +258,13 @@ def test_os_keyring_without_a_backend_says_so_without_the_key() -> None:
         store.set("openai", SECRET_KEY)
     assert SECRET_KEY not in str(caught.value)
     assert "environment variable" in str(caught.value)
+
+
+def test_a_ledger_closed_while_the_request_was_out_is_said_not_raised(
+        server: LLMTestServer, recorder: Recorder) -> None:
+    server.default = Behaviour(content="pong")
+    recorder.ledger.close()  # the store closed while the request was out
+    result = recorder.check(_settings(server))
+    assert result.ok and result.reply == "pong"  # the provider's answer still counts
+    assert result.summary.startswith("Connected: test-model replied “pong” in ")
+    assert "(Not recorded: ledger " in result.summary and "closed database" in result.summary
