@@ -385,8 +385,8 @@ class Retriever:
         spans = query_spans(query)
         if spans:  # the query names a day or month: the records created then
             dated = date_match(snapshot.created_at[:n], spans, config.date_tolerance_ms)
-            columns[COL.date] = _constant(dated.astype(np.float64))
-            scores[dated] += weights.date
+            columns[COL.date] = lambda: dated.astype(np.float64)
+            scores += weights.date * dated  # a masked add is ~10x slower at 100K
 
         neighbours = np.zeros((n, 0), dtype=np.int32)
         if config.context_neighbours:

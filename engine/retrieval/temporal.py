@@ -90,6 +90,9 @@ def date_match(created_at: npt.NDArray[np.float64], spans: tuple[DateSpan, ...],
     """By row: created within ``tolerance_ms`` of one of ``spans`` (``[start - tol, end + tol)``).
     """
     hit = np.zeros(len(created_at), dtype=bool)
+    inside = np.empty(len(created_at), dtype=bool)
     for span in spans:
-        hit |= (created_at >= span.start - tolerance_ms) & (created_at < span.end + tolerance_ms)
+        np.greater_equal(created_at, span.start - tolerance_ms, out=inside)
+        np.logical_and(inside, created_at < span.end + tolerance_ms, out=inside)
+        hit |= inside
     return hit
