@@ -57,7 +57,7 @@ __all__ = ["COMPONENT_COLORS", "RankRow", "RetrievalView", "ScoreBars", "context
 
 COMPONENT_COLORS = {"importance": "#bf8700", "recency": "#8250df", "semantic": "#0969da",
                     "lexical": "#1a7f37", "layer": "#bc4c00", "access": "#6e7781",
-                    "context": "#54aeff", "speaker": "#a40e26"}
+                    "context": "#54aeff", "speaker": "#a40e26", "date": "#bf3989"}
 MAX_ROWS = 60
 _EXTRA_COLORS = ("#a40e26", "#116329", "#6639ba", "#57606a")
 

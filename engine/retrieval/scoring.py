@@ -18,6 +18,8 @@ Components (each in 0..1 except flagged importance, which the seed 002 boost may
   record itself: the reply to a relevant question is relevant.
 * ``speaker``: 1 when the record is a turn attributed to someone (``"Name: text"``) whom the
   query names, else 0: "what did Caroline say…" is answered by Caroline's own turns.
+* ``date``: 1 when the record was created on a day or in a month the query names
+  (:mod:`engine.retrieval.temporal`), else 0: "what did Maria donate in December 2023?".
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class ComponentIndex:
     access: int = COMPONENTS.index("access")
     context: int = COMPONENTS.index("context")
     speaker: int = COMPONENTS.index("speaker")
+    date: int = COMPONENTS.index("date")
 
 
 COL = ComponentIndex()

@@ -77,6 +77,7 @@ def test_retrieval_weights_come_from_env_variables() -> None:
         "MEMORY_RETRIEVAL_LAYERS_SUMMARY": "episodic, Semantic",
         "MEMORY_RETRIEVAL_STRATEGY_SHARE": "0.6",
         "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS": "3",
+        "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "0",
     }).retrieval
     assert config.purpose_weights[Purpose.DIALOG].recency == 0.5
     # the purpose's other weights keep their defaults
@@ -86,6 +87,7 @@ def test_retrieval_weights_come_from_env_variables() -> None:
     assert config.layer_weights[Purpose.NAVIGATION][Layer.SOCIAL] == 0.9
     assert config.layer_policy[Purpose.SUMMARY] == {Layer.EPISODIC, Layer.SEMANTIC}
     assert (config.strategy_share, config.context_neighbours) == (0.6, 3)
+    assert (config.date_tolerance_ms, RetrievalConfig().date_tolerance_ms) == (0.0, 86_400_000.0)
     assert config.weights_for(Purpose.DIALOG, Strategy.RECENCY, PressureState.NORMAL).recency \
         == pytest.approx(0.6)
     assert memory_config_from_env({}).retrieval == RetrievalConfig()
@@ -95,6 +97,7 @@ def test_every_retrieval_weight_has_a_variable() -> None:
     weights = [v for v in RETRIEVAL_ENV_VARS if v.startswith("MEMORY_RETRIEVAL_WEIGHT_")]
     assert len(weights) == len(Purpose) * len(COMPONENTS)
     assert "MEMORY_RETRIEVAL_WEIGHT_SUMMARY_SPEAKER" in RETRIEVAL_ENV_VARS
+    assert "MEMORY_RETRIEVAL_WEIGHT_DIALOG_DATE" in RETRIEVAL_ENV_VARS
     assert "MEMORY_RETRIEVAL_LAYER_WEIGHT_DIALOG_SYSTEM" in RETRIEVAL_ENV_VARS
 
 
@@ -114,6 +117,8 @@ def test_every_retrieval_weight_has_a_variable() -> None:
          "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS: must be an integer >= 0"),
         ({"MEMORY_RETRIEVAL_SOFT_IMPORTANCE_FACTOR": "0"},
          "MEMORY_RETRIEVAL_SOFT_IMPORTANCE_FACTOR: must be a number > 0"),
+        ({"MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "-1"},
+         "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS: must be a number >= 0"),
         ({f"MEMORY_RETRIEVAL_WEIGHT_SUMMARY_{c.upper()}": "0" for c in COMPONENTS},
          r"MEMORY_RETRIEVAL_WEIGHT_SUMMARY_\*: at least one weight"),
         ({"MEMORY_RETRIEVAL_WEIGHT_REASONING_SEMANTICS": "1"},

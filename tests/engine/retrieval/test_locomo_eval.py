@@ -67,3 +67,38 @@ def test_all_reports_each_split(locomo_file: Path) -> None:
 def test_an_unknown_split_is_an_input_error(locomo_file: Path) -> None:
     with pytest.raises(InputFormatError, match="split"):
         evaluate_locomo(locomo_file, unit="turns", embedder=None, split="test")
+
+
+def _two_sessions() -> dict[str, object]:
+    """Ann takes up a hobby in each of two sessions; the question names the second's date."""
+    def turns(session: int, hobby: str, news: str) -> list[dict[str, str]]:
+        return [{"speaker": "Ann", "dia_id": f"D{session}:1", "text": f"I took up {hobby}."},
+                {"speaker": "Bob", "dia_id": f"D{session}:2", "text": news}]
+
+    return {
+        "sample_id": "conv-dated",
+        "conversation": {"speaker_a": "Ann", "speaker_b": "Bob",
+                         "session_1_date_time": "1:56 pm on 8 May, 2023",
+                         "session_1": turns(1, "chess", "My bike got fixed."),
+                         "session_2_date_time": "10:00 am on 20 June, 2023",
+                         "session_2": turns(2, "golf", "I baked bread for the neighbours.")},
+        "observation": {
+            "session_1_observation": {"Ann": [["Ann took up chess.", "D1:1"]],
+                                      "Bob": [["Bob's bike got fixed.", "D1:2"]]},
+            "session_2_observation": {"Ann": [["Ann took up golf.", "D2:1"]],
+                                      "Bob": [["Bob baked bread for the neighbours.",
+                                               "D2:2"]]}},
+        "qa": [{"question": "What did Ann take up on 20 June, 2023?", "evidence": ["D2:1"],
+                "category": 4},
+               {"question": "What did Ann take up in May 2023?", "evidence": ["D1:1"],
+                "category": 4}],
+    }
+
+
+@pytest.mark.parametrize("unit", ["turns", "observations"])
+def test_a_question_naming_a_date_finds_that_sessions_record(tmp_path: Path, unit: str) -> None:
+    path = tmp_path / "dated.json"
+    path.write_text(json.dumps([_two_sessions()]), encoding="utf-8")
+    result = evaluate_locomo(path, unit=unit, embedder=None)
+    assert result.questions == 2
+    assert result.ours[1] == 2  # the record of the named session ranks first for both

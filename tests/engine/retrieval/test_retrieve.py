@@ -148,7 +148,7 @@ def test_drop_reasons_for_filter_ttl_and_privacy(engine: MemoryEngine) -> None:
     line = bundle.to_json()["diagnostics"]["candidates"][0]
     assert set(line) == {"id", "score", "components", "packed", "drop_reason", "tokens"}
     assert set(line["components"]) == {"importance", "recency", "semantic", "lexical", "layer",
-                                       "access", "context", "speaker"}
+                                       "access", "context", "speaker", "date"}
     assert bundle.diagnostics.filtered_count == 4
 
 
@@ -238,6 +238,47 @@ def test_speaker_component_favours_the_named_speakers_turns(engine: MemoryEngine
     lines = {c.id: c.components["speaker"] for c in bundle.diagnostics.candidates}
     assert lines == {"r000": 1.0, "r001": 0.0, "r002": 0.0}
     assert bundle.records[0].id == "r000"
+
+
+def test_date_component_favours_records_created_on_the_named_day(engine: MemoryEngine) -> None:
+    # NOW is 2025-06-15 15:06 UTC: ages 10, 3 and 40 days are 5 June, 12 June and 6 May
+    write(engine, [
+        make_record(0, "Maria went to the shelter with her friends", age_days=10.0),
+        make_record(1, "Maria went to the gym with her friends", age_days=3.0),
+        make_record(2, "Maria went to the beach with her friends", age_days=40.0),
+    ])
+
+    def dates(query: str) -> tuple[dict[str, float], str]:
+        bundle = engine.retrieve(RetrievalRequest(max_tokens=1000, query=query), inspect=True)
+        lines = {c.id: c.components["date"] for c in bundle.diagnostics.candidates}
+        return lines, bundle.records[0].id
+
+    assert dates("Where did Maria go with her friends on 5 June, 2025?") == (
+        {"r000": 1.0, "r001": 0.0, "r002": 0.0}, "r000")
+    assert dates("Where did Maria go with her friends on May 6th 2025?") == (
+        {"r000": 0.0, "r001": 0.0, "r002": 1.0}, "r002")
+    assert dates("Where did Maria go with her friends in June 2025?")[0] == \
+        {"r000": 1.0, "r001": 1.0, "r002": 0.0}
+    assert set(dates("Where did Maria go with her friends?")[0].values()) == {0.0}
+    # a day either side counts by default (time zones, notes written the day after)
+    assert dates("Where did Maria go on 4 June 2025?")[0]["r000"] == 1.0
+    engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config,
+                                                    date_tolerance_ms=0.0))
+    assert dates("Where did Maria go on 4 June 2025?")[0]["r000"] == 0.0
+
+
+def test_a_query_without_a_date_ranks_as_without_the_date_weight(engine: MemoryEngine) -> None:
+    _fill(engine)
+    request = RetrievalRequest(max_tokens=10_000, query="where does the user live")
+    with_date = engine.retrieve(request, inspect=True)
+    weights = engine.retrieval_config.purpose_weights
+    engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config, purpose_weights={
+        p: dataclasses.replace(w, date=0.0) for p, w in weights.items()}))
+    without = engine.retrieve(request, inspect=True)
+    assert [c.id for c in with_date.diagnostics.candidates] == \
+        [c.id for c in without.diagnostics.candidates]
+    assert dict(with_date.diagnostics.scoring_breakdown)["date"] > 0.0
+    assert dict(without.diagnostics.scoring_breakdown)["date"] == 0.0
 
 
 def test_cached_view_data_follows_writes_touches_and_the_clock(engine: MemoryEngine) -> None:

@@ -90,7 +90,7 @@ def test_weights_per_purpose_strategy_and_pressure() -> None:
     recency_first = config.weights_for(Purpose.REASONING, Strategy.RECENCY, PressureState.NORMAL)
     assert round(recency_first.recency, 9) == config.strategy_share
     semantic = config.weights_for(Purpose.REASONING, Strategy.SEMANTIC, PressureState.NORMAL)
-    relevance = ("semantic", "lexical", "context")
+    relevance = ("semantic", "lexical", "context", "speaker", "date")  # the strategy's group
     assert sum(getattr(semantic, c) for c in relevance) >= \
         max(config.strategy_share, sum(getattr(base, c) for c in relevance)) - 1e-9
     soft = config.weights_for(Purpose.REASONING, Strategy.BALANCED, PressureState.SOFT)
