@@ -25,8 +25,10 @@ computed once per view version and kept with the snapshot, which the view shares
 reader until it changes (:func:`_derived`). Access counting after each retrieval changes only
 the access columns: the next snapshot keeps everything but the access component, the
 access-boosted importance base and their weighted sum, which are recomputed (O(N) vector
-operations); per query the work is one matrix-vector product
-for cosine, the query terms' postings, and a few vector operations. The per-candidate
+operations). Appending records changes no existing row: what was derived for an earlier view
+state of the same lineage is extended by the new rows (:func:`_grown`, giving what a full
+recompute gives). Per query the work is one matrix-vector product for cosine, the query terms'
+postings, and a few vector operations. The per-candidate
 diagnostics (component matrix, drop codes) are built only when read.
 """
 

@@ -78,6 +78,9 @@ _COPY_ON_WRITE = ("_alive", "_contents", "_hashes", "_tags")
 _TEXT = ("_ids", "_contents", "_hashes", "_tags")
 # Layout numbers are unique in the process, so two views (a reload) never share one.
 _LAYOUTS = itertools.count(1)
+# Most values a lineage keeps for extension (ViewSnapshot.grown); the oldest kept goes first.
+# Retrieval keeps ~20 per request shape plus one per query term seen.
+GROWN_LIMIT = 4096
 
 
 class IdColumn(Sequence[str]):
@@ -256,7 +259,10 @@ class ViewSnapshot:
                 value = compute(snapshot)
             newest = self._grown.get(key)
             if newest is None or newest[0] <= self.n:
+                self._grown.pop(key, None)  # re-inserted: the newest kept is the last
                 self._grown[key] = (self.n, self.access_version, value)
+                if len(self._grown) > GROWN_LIMIT:
+                    _drop_oldest(self._grown)
             return value
 
         return self.derived(key, build, reads_access=reads_access)
@@ -280,6 +286,15 @@ class ViewSnapshot:
             return list(self.agents).index(agent_id)
         except ValueError:
             return -1
+
+
+def _drop_oldest(values: dict[Hashable, Any]) -> None:
+    """Drop the first entry of ``values``; none when another reader changes it meanwhile (it
+    is read without a lock: the next insertion drops one)."""
+    try:
+        values.pop(next(iter(values)), None)
+    except (RuntimeError, StopIteration):
+        return
 
 
 def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -310,3 +310,22 @@ def test_centring_and_time_order_extensions_equal_full_computations() -> None:
     np.testing.assert_array_equal(
         neighbour_matrix(snapshot, 2, 10 * MINUTE, order),
         neighbour_matrix(snapshot, 2, 10 * MINUTE))
+
+
+def test_a_lineage_keeps_at_most_grown_limit_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.store import view as view_module
+
+    monkeypatch.setattr(view_module, "GROWN_LIMIT", 3)
+    work = Workload(seed=8)
+    work.add(5)
+    snapshot = work.view.snapshot()
+    def times_n(factor: int) -> Callable[[ViewSnapshot], int]:
+        return lambda s: factor * s.n
+
+    for key in range(5):
+        assert snapshot.grown(key, times_n(key), lambda s, old, start: old) == key * 5
+    assert list(snapshot._grown) == [2, 3, 4]  # the oldest went first
+    work.add(1)
+    later = work.view.snapshot()
+    assert later.grown(4, lambda s: -1, lambda s, old, start: old + s.n) == 26  # extended
+    assert later.grown(0, lambda s: -1, lambda s, old, start: old) == -1  # dropped: computed
