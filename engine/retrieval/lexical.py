@@ -33,6 +33,8 @@ F64 = npt.NDArray[np.float64]
 
 # Records tagged with one of these are "flagged" (seed 002 importance boost).
 FLAG_TAGS = frozenset({"important", "pinned", "flagged"})
+# Up to this many rows a posting read from a start row looks them up one by one (term_postings).
+_FEW_ROWS = 64
 
 _STOP_TEXT = """
 a about above after again against all am an and any are as at be because been before being
@@ -295,10 +297,23 @@ class TextIndex:
     def term_postings(self, word: str, mask: npt.NDArray[np.bool_], start: int = 0
                       ) -> tuple[npt.NDArray[np.intp], F64]:
         """Rows containing ``word`` among the ``mask`` rows (from row ``start`` on), and the
-        term's frequency in each."""
+        term's frequency in each (in no particular order).
+
+        A few rows from ``start`` (the rows appended since a caller's last read) are looked up
+        one by one instead of filtering the term's whole posting array.
+        """
+        n = len(mask)
+        if 0 < n - start <= _FEW_ROWS:
+            with self._lock:
+                posting = self._postings.get(word, {})
+                found = [(row, posting[row]) for row in range(start, n) if row in posting]
+            rows = np.fromiter((row for row, _ in found), dtype=np.intp, count=len(found))
+            tfs = np.fromiter((tf for _, tf in found), dtype=np.float64, count=len(found))
+            keep = mask[rows]
+            return rows[keep], tfs[keep]
         with self._lock:
             rows, tfs = self._posting(word)
-        inside = rows < len(mask)
+        inside = rows < n
         if start:
             inside &= rows >= start
         if not inside.all():

@@ -600,8 +600,10 @@ class Retriever:
         def extend(old: _Neighbours, start: int) -> _Neighbours:
             # only the appended rows' lines and those of the k rows each side of them change
             order, positions = old.order.merged(snapshot)
-            near = np.unique(np.clip((positions[:, None] + np.arange(-k, k + 1)).ravel(), 0,
-                                     len(order.rows) - 1)) if len(positions) else positions
+            last = len(order.rows) - 1
+            spans = [np.arange(max(p - k, 0), min(p + k, last) + 1) for p in positions.tolist()]
+            near = np.unique(np.concatenate(spans)) if len(spans) > 1 else \
+                spans[0] if spans else positions
             matrix = np.concatenate((old.matrix, np.full((snapshot.n - start, 2 * k), -1,
                                                          dtype=np.int32)))
             has = np.concatenate((old.has, np.zeros(snapshot.n - start, dtype=bool)))

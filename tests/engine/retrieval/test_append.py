@@ -329,3 +329,22 @@ def test_a_lineage_keeps_at_most_grown_limit_values(monkeypatch: pytest.MonkeyPa
     later = work.view.snapshot()
     assert later.grown(4, lambda s: -1, lambda s, old, start: old + s.n) == 26  # extended
     assert later.grown(0, lambda s: -1, lambda s, old, start: old) == -1  # dropped: computed
+
+
+def test_postings_from_a_start_row_read_one_by_one_equal_the_filtered_posting() -> None:
+    work = Workload(seed=12)
+    work.add(300)
+    retriever = Retriever()
+    snapshot = work.view.snapshot()
+    retriever.index.sync(snapshot)
+    mask = snapshot.alive & (snapshot.agent != 1)
+    for word in ("cat", "garden", "caroline", "nowhere"):
+        for start in (0, 150, 260, 299, 300):
+            few = retriever.index.term_postings(word, mask, start)
+            whole = retriever.index.term_postings(word, mask)
+            chosen = whole[0] >= start
+            order = np.argsort(few[0])
+            np.testing.assert_array_equal(few[0][order], np.sort(whole[0][chosen]))
+            np.testing.assert_array_equal(few[1][order],
+                                          whole[1][chosen][np.argsort(whole[0][chosen])])
+    assert len(retriever.index.term_postings("cat", mask, 260)[0]) > 0
