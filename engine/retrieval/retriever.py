@@ -78,7 +78,7 @@ from engine.retrieval.types import (
     RetrievedBundle,
     SemanticMode,
 )
-from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
+from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot, append_rows
 from engine.text import estimate_tokens
 
 __all__ = ["Ranking", "Retriever", "rescore"]
@@ -370,12 +370,12 @@ class Retriever:
                 return build()  # the key's expired count no longer names old rows' set
             added = masks(start)
             filter_ok, ttl_ok, privacy_ok, eligible = (
-                np.concatenate((before, after)) for before, after in zip(
+                append_rows(before, after) for before, after in zip(
                     (old.filter_ok, old.ttl_ok, old.privacy_ok, old.eligible), added,
                     strict=True))
             new_rows = np.flatnonzero(added[3]) + start
             return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible,
-                              np.concatenate((old.rows, new_rows)),
+                              append_rows(old.rows, new_rows),
                               smallest(new_rows, old.smallest if old.count else None))
 
         return _grown(snapshot, key, build, extend)
@@ -552,13 +552,13 @@ class Retriever:
             total = float(lengths[eligible[start:]].sum())  # whole numbers: exact in any order
             if old is None:
                 return lengths, total
-            return np.concatenate((old[0], lengths)), old[1] + total
+            return append_rows(old[0], lengths), old[1] + total
 
         def postings(start: int, old: tuple[Rows, F64] | None) -> tuple[Rows, F64]:
             rows, tfs = index.term_postings(word, eligible, start)
             if old is None:
                 return rows, tfs
-            return np.concatenate((old[0], rows)), np.concatenate((old[1], tfs))
+            return append_rows(old[0], rows), append_rows(old[1], tfs)
 
         def weights() -> tuple[Rows, F64]:
             lengths, total = _grown(snapshot, ("bm25 lengths", candidates.key),
@@ -705,9 +705,10 @@ def _appended(snapshot: ViewSnapshot, key: Hashable,
               rows_from: Callable[[int], npt.NDArray[Any]], *,
               reads_access: bool = False) -> npt.NDArray[Any]:
     """A per-row array whose row values depend on that row alone: ``rows_from(start)`` gives
-    rows ``start..n``, and appended rows are computed and concatenated (:func:`_grown`)."""
+    rows ``start..n``, and appended rows are computed and added (:func:`_grown`,
+    :func:`~engine.store.view.append_rows`)."""
     return _grown(snapshot, key, lambda: rows_from(0),
-                  lambda old, start: np.concatenate((old, rows_from(start))),
+                  lambda old, start: append_rows(old, rows_from(start)),
                   reads_access=reads_access)
 
 

@@ -27,7 +27,6 @@ from engine.retrieval import retriever as retriever_module
 from engine.retrieval import scoring as scoring_module
 from engine.retrieval.retriever import Retriever
 from engine.retrieval.scoring import (
-    CENTRING_BLOCK,
     DECAY_EPOCH_MS,
     Centring,
     TimeOrder,
@@ -154,7 +153,6 @@ def test_retrieval_after_appends_is_a_full_recompute_bit_for_bit(agent: str | No
     snapshot = work.view.snapshot()
     assert snapshot.lineage == first_lineage  # only appends: every state was extended
     grown = int(np.count_nonzero(snapshot.has_vector))
-    assert 2000 < CENTRING_BLOCK < snapshot.n  # appends crossed a d·m block
     assert mean_rows(grown) != mean_rows(counted)  # the centring's mean moved
     assert newest - first_newest > 2 * DECAY_EPOCH_MS  # the decay epoch moved
 
@@ -225,9 +223,7 @@ def test_an_append_costs_the_new_rows_not_all_of_them(monkeypatch: pytest.Monkey
     full = _sizes(monkeypatch, retriever_module, ["neighbour_matrix", "neighbour_lines"],
                   lambda *args: len(args[1]))
     scoring = _sizes(monkeypatch, scoring_module, ["recency", "decayed_importance",
-                                                   "_block_dots"],
-                     lambda *args: len(args[0]) - (args[2] if len(args) > 2 and
-                                                   isinstance(args[2], int) else 0))
+                                                   "_mean_dots"], lambda *args: len(args[0]))
     whole = _sizes(monkeypatch, Centring, ["of"], lambda *args: len(args[0]))
     for _ in range(5):
         work.add(created=NOW - 60 * 86_400_000.0)  # older than the newest: same decay epoch
@@ -236,8 +232,7 @@ def test_an_append_costs_the_new_rows_not_all_of_them(monkeypatch: pytest.Monkey
     assert len(full["neighbour_lines"]) == 5 and max(full["neighbour_lines"]) <= 5
     assert scoring["recency"] == [1] * 5
     assert scoring["decayed_importance"] == [1] * 5
-    assert len(scoring["_block_dots"]) == 5
-    assert max(scoring["_block_dots"]) <= CENTRING_BLOCK + 1  # one block of d·m, not all
+    assert scoring["_mean_dots"] == [1] * 5  # d·m of the new row, not of all
 
 
 def test_view_lineage_stays_through_appends_and_access_counting_only() -> None:
@@ -288,12 +283,12 @@ def test_view_lineage_stays_through_appends_and_access_counting_only() -> None:
 
 def test_centring_and_time_order_extensions_equal_full_computations() -> None:
     work = Workload(seed=6)
-    work.add(CENTRING_BLOCK - 3)
+    work.add(2045)
     snapshot = work.view.snapshot()
     rows = snapshot.has_vector.copy()
     centring = Centring.of(snapshot.vectors, rows, 0.5)
     order = TimeOrder.of(snapshot)
-    for count in (1, 2, 5, 40, 1):  # across a block edge and a mean step
+    for count in (1, 2, 5, 40, 1):  # across a mean step
         start = snapshot.n
         work.add(count, created=NOW - 30 * 86_400_000.0 + 11 * MINUTE * start)
         snapshot = work.view.snapshot()
@@ -306,7 +301,7 @@ def test_centring_and_time_order_extensions_equal_full_computations() -> None:
         order, positions = order.merged(snapshot)
         assert sorted(order.rows[positions].tolist()) == list(range(start, snapshot.n))
         np.testing.assert_array_equal(order.rows, TimeOrder.of(snapshot).rows)
-    assert mean_rows(centring.count) != mean_rows(CENTRING_BLOCK - 3)
+    assert mean_rows(centring.count) != mean_rows(2045)
     np.testing.assert_array_equal(
         neighbour_matrix(snapshot, 2, 10 * MINUTE, order),
         neighbour_matrix(snapshot, 2, 10 * MINUTE))
@@ -348,3 +343,22 @@ def test_postings_from_a_start_row_read_one_by_one_equal_the_filtered_posting() 
             np.testing.assert_array_equal(few[1][order],
                                           whole[1][chosen][np.argsort(whole[0][chosen])])
     assert len(retriever.index.term_postings("cat", mask, 260)[0]) > 0
+
+
+def test_append_rows_writes_after_an_array_once_and_copies_otherwise() -> None:
+    from engine.store.view import append_rows
+
+    first = np.arange(5.0)
+    grown = append_rows(first, np.array([5.0]))
+    longer = append_rows(grown, np.array([6.0, 7.0]))
+    assert longer.base is grown.base  # written after it, no copy
+    forked = append_rows(grown, np.array([9.0]))  # grown was appended to already: a copy
+    assert forked.base is not grown.base
+    np.testing.assert_array_equal(grown, [0, 1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(longer, [0, 1, 2, 3, 4, 5, 6, 7])
+    np.testing.assert_array_equal(forked, [0, 1, 2, 3, 4, 5, 9])
+    assert not longer.flags.writeable and not forked.flags.writeable
+    lines = append_rows(np.zeros((2, 3), dtype=np.int32), np.full((1, 3), -1, dtype=np.int32))
+    assert lines.shape == (3, 3) and lines.dtype == np.int32
+    assert append_rows(np.zeros(2, dtype=bool), np.ones(1, dtype=bool)).tolist() == [
+        False, False, True]
