@@ -303,7 +303,7 @@ class TextIndex:
         one by one instead of filtering the term's whole posting array.
         """
         n = len(mask)
-        if 0 < n - start <= _FEW_ROWS:
+        if start and 0 < n - start <= _FEW_ROWS:
             with self._lock:
                 posting = self._postings.get(word, {})
                 found = [(row, posting[row]) for row in range(start, n) if row in posting]
