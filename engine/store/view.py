@@ -320,9 +320,11 @@ def append_rows(old: npt.NDArray[Any], new: npt.NDArray[Any]) -> npt.NDArray[Any
     100K rows costs the row, not 0.1-1 ms of copying. Otherwise the rows are copied into a new
     buffer of twice their count. ``old`` and every earlier result stay as they were.
     """
+    if not len(new) and not old.flags.writeable and new.dtype == old.dtype:
+        return old  # nothing to add: the same read-only rows
     total = len(old) + len(new)
     owner = old.base
-    if isinstance(owner, np.ndarray) and owner.dtype == np.result_type(old, new) \
+    if isinstance(owner, np.ndarray) and owner.dtype == old.dtype == new.dtype \
             and owner.shape[1:] == old.shape[1:] and len(owner) >= total \
             and old.ctypes.data == owner.ctypes.data and old.strides == owner.strides:
         with _FILLED_LOCK:

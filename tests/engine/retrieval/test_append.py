@@ -362,3 +362,14 @@ def test_append_rows_writes_after_an_array_once_and_copies_otherwise() -> None:
     assert lines.shape == (3, 3) and lines.dtype == np.int32
     assert append_rows(np.zeros(2, dtype=bool), np.ones(1, dtype=bool)).tolist() == [
         False, False, True]
+
+
+def test_append_rows_of_nothing_is_the_same_read_only_array() -> None:
+    from engine.store.view import append_rows
+
+    rows = append_rows(np.arange(3), np.arange(3, 5))
+    assert append_rows(rows, np.zeros(0, dtype=rows.dtype)) is rows
+    writable = np.arange(3)
+    kept = append_rows(writable, np.zeros(0, dtype=writable.dtype))
+    assert kept is not writable and not kept.flags.writeable  # never hands out a writable one
+    np.testing.assert_array_equal(kept, writable)
