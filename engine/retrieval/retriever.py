@@ -337,17 +337,16 @@ class Retriever:
         expired = 0 if now_ms <= soonest else int(np.count_nonzero(
             (snapshot.expires_at[:n] < now_ms) & snapshot.alive[:n]))
         key = ("candidates", request.agent_id, layers, privacy, expired)
-        agent = snapshot.agent_code(request.agent_id) if request.agent_id is not None else None
-        layer_allowed = np.asarray([layer in layers for layer in LAYERS])
-        privacy_allowed = np.asarray([p in privacy for p in PRIVACIES])
 
         def masks(start: int) -> tuple[B, B, B, B]:
             """filter_ok, ttl_ok, privacy_ok and eligible of the rows ``start..n``."""
-            filter_ok: B = layer_allowed[snapshot.layer[start:n]]
-            if agent is not None:
-                filter_ok &= snapshot.agent[start:n] == agent
+            filter_ok: B = np.asarray([layer in layers for layer in LAYERS])[
+                snapshot.layer[start:n]]
+            if request.agent_id is not None:
+                filter_ok &= snapshot.agent[start:n] == snapshot.agent_code(request.agent_id)
             ttl_ok: B = snapshot.expires_at[start:n] >= now_ms
-            privacy_ok: B = privacy_allowed[snapshot.privacy[start:n]]
+            privacy_ok: B = np.asarray([p in privacy for p in PRIVACIES])[
+                snapshot.privacy[start:n]]
             return filter_ok, ttl_ok, privacy_ok, snapshot.alive[start:n] & filter_ok & \
                 ttl_ok & privacy_ok
 
@@ -497,11 +496,16 @@ class Retriever:
         cosine: F32 = snapshot.vectors[:n] @ query
         strength = self.config.semantic_centering
         if strength > 0:
-            vectors, rows = snapshot.vectors[:n], candidates.eligible & snapshot.has_vector[:n]
+            vectors = snapshot.vectors[:n]
+
+            def rows() -> B:  # the rows the centring is over
+                with_vectors: B = candidates.eligible & snapshot.has_vector[:n]
+                return with_vectors
+
             centring = _grown(
                 snapshot, ("centring", candidates.key, strength),
-                lambda: Centring.of(vectors, rows, strength),
-                lambda old, start: old.extended(vectors, rows, start, strength))
+                lambda: Centring.of(vectors, rows(), strength),
+                lambda old, start: old.extended(vectors, rows(), start, strength))
             semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         else:
             semantic = np.maximum(cosine, 0.0, dtype=np.float64)
