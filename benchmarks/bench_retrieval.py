@@ -88,14 +88,16 @@ def synthetic(i: int, rng: np.random.Generator) -> MemoryRecord:
     return MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:07d}")
 
 
-def _between(view: ColumnarView, state: str, packed: Sequence[str], step: int,
+def _between(view: ColumnarView, state: str, packed: Sequence[str],
              rng: np.random.Generator) -> None:
     """Change ``view`` as ``state`` says before the next request (untimed)."""
     if state == "access" and packed:
         view.touch(packed, NOW)
     elif state == "append":
         vector = rng.standard_normal((1, 384)).astype(np.float32)
-        view.upsert([synthetic(10_000_000 + step, rng)], vector)
+        # a new id each time, also across measure() runs over one view (an id seen before
+        # would make this an update of an existing record, not an append)
+        view.upsert([synthetic(10_000_000 + len(view), rng)], vector)
 
 
 @dataclass
@@ -129,7 +131,7 @@ def measure(view: ColumnarView, queries: Sequence[str], vectors: np.ndarray,
         return []
 
     for i, (query, qv) in enumerate(zip(queries, vectors, strict=True)):
-        _between(view, state, packed, i, rng)
+        _between(view, state, packed, rng)
         request = RetrievalRequest(max_tokens=BUDGET, query=query, agent_id=agent)
         started = time.perf_counter()
         snapshot = view.snapshot()

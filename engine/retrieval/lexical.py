@@ -33,6 +33,8 @@ F64 = npt.NDArray[np.float64]
 
 # Records tagged with one of these are "flagged" (seed 002 importance boost).
 FLAG_TAGS = frozenset({"important", "pinned", "flagged"})
+# Up to this many rows a posting read from a start row looks them up one by one (term_postings).
+_FEW_ROWS = 64
 
 _STOP_TEXT = """
 a about above after again against all am an and any are as at be because been before being
@@ -125,6 +127,7 @@ class TextIndex:
         self._unique = np.zeros(0, dtype=np.float64)
         self._flagged = np.zeros(0, dtype=bool)
         self._state: tuple[int, int] = (0, 0)
+        self._lineage = 0  # the view lineage (ViewSnapshot.lineage) last synced with
         self.rebuilds = 0
         self.incremental_rows = 0
 
@@ -133,14 +136,29 @@ class TextIndex:
     def sync(self, snapshot: ViewSnapshot) -> None:
         """Update the index to match ``snapshot`` (incrementally when the view only grew).
 
-        A snapshot of the view version the index was last synced with costs nothing.
+        A snapshot of the view version the index was last synced with costs nothing; one of
+        the same lineage (only rows appended since) costs the new rows.
         """
         state = (getattr(snapshot, "layout", 0), getattr(snapshot, "version", 0))
+        lineage = getattr(snapshot, "lineage", 0)
         with self._lock:
             if state[0] and state == self._state:
                 return
-            self._sync(snapshot)
+            old = len(self._hashes)
+            if lineage and lineage == self._lineage and snapshot.n >= old:
+                self._append(snapshot, old)
+            else:
+                self._sync(snapshot)
             self._state = state
+            self._lineage = lineage
+
+    def _append(self, snapshot: ViewSnapshot, start: int) -> None:
+        """Index rows ``start..n``: the rows before are those last synced (same lineage)."""
+        self._grow(snapshot.n)
+        for row in range(start, snapshot.n):
+            self._index(row, snapshot.content_array[row], snapshot.tag_array[row],
+                        snapshot.hash_array[row])
+        self.incremental_rows += snapshot.n - start
 
     def _sync(self, snapshot: ViewSnapshot) -> None:
         hashes = snapshot.hashes if isinstance(snapshot.hashes, list) else list(snapshot.hashes)
@@ -187,9 +205,11 @@ class TextIndex:
                         snapshot.hash_array[row])
 
     def _grow(self, n: int) -> None:
+        """Room for ``n`` rows in the per-row arrays (capacity doubles: appending one row at a
+        time does not copy them each time)."""
         if n <= len(self._length):
             return
-        extra = n - len(self._length)
+        extra = max(n, 2 * len(self._length)) - len(self._length)
         self._length = np.concatenate([self._length, np.zeros(extra)])
         self._unique = np.concatenate([self._unique, np.zeros(extra)])
         self._flagged = np.concatenate([self._flagged, np.zeros(extra, dtype=bool)])
@@ -269,17 +289,33 @@ class TextIndex:
             self._cache[word] = cached
         return cached
 
-    def lengths(self, n: int) -> F64:
-        """Length in terms of each of the first ``n`` rows (a copy)."""
+    def lengths(self, n: int, start: int = 0) -> F64:
+        """Length in terms of each of the rows ``start..n`` (a copy)."""
         with self._lock:
-            return self._length[:n].copy()
+            return self._length[start:n].copy()
 
-    def term_postings(self, word: str, mask: npt.NDArray[np.bool_]
+    def term_postings(self, word: str, mask: npt.NDArray[np.bool_], start: int = 0
                       ) -> tuple[npt.NDArray[np.intp], F64]:
-        """Rows containing ``word`` among the ``mask`` rows, and the term's frequency in each."""
+        """Rows containing ``word`` among the ``mask`` rows (from row ``start`` on), and the
+        term's frequency in each (in no particular order).
+
+        A few rows from ``start`` (the rows appended since a caller's last read) are looked up
+        one by one instead of filtering the term's whole posting array.
+        """
+        n = len(mask)
+        if start and 0 < n - start <= _FEW_ROWS:
+            with self._lock:
+                posting = self._postings.get(word, {})
+                found = [(row, posting[row]) for row in range(start, n) if row in posting]
+            rows = np.fromiter((row for row, _ in found), dtype=np.intp, count=len(found))
+            tfs = np.fromiter((tf for _, tf in found), dtype=np.float64, count=len(found))
+            keep = mask[rows]
+            return rows[keep], tfs[keep]
         with self._lock:
             rows, tfs = self._posting(word)
-        inside = rows < len(mask)
+        inside = rows < n
+        if start:
+            inside &= rows >= start
         if not inside.all():
             rows, tfs = rows[inside], tfs[inside]
         keep = mask[rows]
@@ -332,7 +368,7 @@ class TextIndex:
         unique_query = list(dict.fromkeys(query_terms))
         inter = np.zeros(n, dtype=np.float64)
         with self._lock:
-            if n > len(self._unique):
+            if n > len(self._hashes):
                 return inter
             for word in unique_query:
                 rows, _ = self._posting(word)

@@ -25,8 +25,10 @@ computed once per view version and kept with the snapshot, which the view shares
 reader until it changes (:func:`_derived`). Access counting after each retrieval changes only
 the access columns: the next snapshot keeps everything but the access component, the
 access-boosted importance base and their weighted sum, which are recomputed (O(N) vector
-operations); per query the work is one matrix-vector product
-for cosine, the query terms' postings, and a few vector operations. The per-candidate
+operations). Appending records changes no existing row: what was derived for an earlier view
+state of the same lineage is extended by the new rows (:func:`_grown`, giving what a full
+recompute gives). Per query the work is one matrix-vector product for cosine, the query terms'
+postings, and a few vector operations. The per-candidate
 diagnostics (component matrix, drop codes) are built only when read.
 """
 
@@ -61,6 +63,7 @@ from engine.retrieval.scoring import (
     importance_component,
     layer_component,
     lexsort_rank,
+    neighbour_lines,
     neighbour_matrix,
     recency,
     recency_base,
@@ -76,7 +79,7 @@ from engine.retrieval.types import (
     RetrievedBundle,
     SemanticMode,
 )
-from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
+from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot, append_rows
 from engine.text import estimate_tokens
 
 __all__ = ["Ranking", "Retriever", "rescore"]
@@ -280,11 +283,12 @@ class Retriever:
             return compressed_tokens[row]
 
         smallest = 1 if compressing else candidates.smallest
-        packed, used = self._pack_ranked(scored.scores, snapshot.ids, candidates.rows, cost,
+        ids = snapshot.id_column  # no list of every id: packing reads a few
+        packed, used = self._pack_ranked(scored.scores, ids, candidates.rows, cost,
                                          budget, max_records, smallest)
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
-        records = fetch([snapshot.ids[r] for r in packed]) if packed else []
+        records = fetch([ids[r] for r in packed]) if packed else []
         if compressing:
             records = [rec.replace(content=compressed[r]) if compressed[r] != rec.content
                        else rec for rec, r in zip(records, packed, strict=True)]
@@ -300,7 +304,7 @@ class Retriever:
             compression_applied=compressing and any(
                 compressed[r] != snapshot.content_array[r] for r in packed),
             semantic_mode=scored.mode, embed_ms=embed_ms, budget=budget,
-            max_records=max_records, ids=snapshot.ids, rows=live, scores=scored.scores,
+            max_records=max_records, ids=ids, rows=live, scores=scored.scores,
             eligible=candidates.eligible, neighbours=scored.neighbours,
             build_components=lambda: scored.components(n),
             build_drop_codes=lambda: _drop_codes(snapshot.alive[:n], candidates, packed_rows),
@@ -325,28 +329,56 @@ class Retriever:
         layers = request.layers if request.layers is not None \
             else self.config.layer_policy[request.purpose]
         privacy = request.privacy if request.privacy is not None else frozenset(Privacy)
-        soonest = _derived(snapshot, "soonest expiry", lambda: float(
-            np.min(snapshot.expires_at[:n], initial=np.inf, where=snapshot.alive[:n])))
+        def soonest_from(start: int) -> float:
+            return float(np.min(snapshot.expires_at[start:n], initial=np.inf,
+                                where=snapshot.alive[start:n]))
+
+        soonest = _grown(snapshot, "soonest expiry", lambda: soonest_from(0),
+                         lambda old, start: min(old, soonest_from(start)))
         expired = 0 if now_ms <= soonest else int(np.count_nonzero(
             (snapshot.expires_at[:n] < now_ms) & snapshot.alive[:n]))
         key = ("candidates", request.agent_id, layers, privacy, expired)
 
-        def build() -> Candidates:
-            alive = snapshot.alive[:n]
+        def masks(start: int) -> tuple[B, B, B, B]:
+            """filter_ok, ttl_ok, privacy_ok and eligible of the rows ``start..n``."""
+            filter_ok: B = np.asarray([layer in layers for layer in LAYERS])[
+                snapshot.layer[start:n]]
             if request.agent_id is not None:
-                agent_ok: B = snapshot.agent[:n] == snapshot.agent_code(request.agent_id)
-            else:
-                agent_ok = np.ones(n, dtype=bool)
-            layer_ok = np.asarray([layer in layers for layer in LAYERS])[snapshot.layer[:n]]
-            filter_ok = agent_ok & layer_ok
-            ttl_ok: B = snapshot.expires_at[:n] >= now_ms
-            privacy_ok: B = np.asarray([p in privacy for p in PRIVACIES])[snapshot.privacy[:n]]
-            eligible = alive & filter_ok & ttl_ok & privacy_ok
-            rows = np.flatnonzero(eligible)
-            smallest = int(snapshot.token_estimate[:n][rows].min()) if len(rows) else 0
-            return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible, rows, smallest)
+                filter_ok &= snapshot.agent[start:n] == snapshot.agent_code(request.agent_id)
+            ttl_ok: B = snapshot.expires_at[start:n] >= now_ms
+            privacy_ok: B = np.asarray([p in privacy for p in PRIVACIES])[
+                snapshot.privacy[start:n]]
+            return filter_ok, ttl_ok, privacy_ok, snapshot.alive[start:n] & filter_ok & \
+                ttl_ok & privacy_ok
 
-        return _derived(snapshot, key, build)
+        def smallest(rows: Rows, before: int | None = None) -> int:
+            """Fewest tokens of ``rows`` and ``before`` (0 when neither has any)."""
+            values = [] if before is None else [before]
+            if len(rows):
+                values.append(int(snapshot.token_estimate[rows].min()))
+            return min(values, default=0)
+
+        def build() -> Candidates:
+            filter_ok, ttl_ok, privacy_ok, eligible = masks(0)
+            rows = np.flatnonzero(eligible)
+            return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible, rows,
+                              smallest(rows))
+
+        def extend(old: Candidates, start: int) -> Candidates:
+            if expired and np.any((snapshot.expires_at[start:n] < now_ms)
+                                  & snapshot.alive[start:n]):
+                return build()  # the key's expired count no longer names old rows' set
+            added = masks(start)
+            filter_ok, ttl_ok, privacy_ok, eligible = (
+                append_rows(before, after) for before, after in zip(
+                    (old.filter_ok, old.ttl_ok, old.privacy_ok, old.eligible), added,
+                    strict=True))
+            new_rows = np.flatnonzero(added[3]) + start
+            return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible,
+                              append_rows(old.rows, new_rows),
+                              smallest(new_rows, old.smallest if old.count else None))
+
+        return _grown(snapshot, key, build, extend)
 
     # -- 2. components (seed 002 §7, seed 004) ---------------------------------------------
 
@@ -434,28 +466,30 @@ class Retriever:
         table = self.config.layer_weights[request.purpose]
         layer_key = tuple(table.get(layer, 0.0) for layer in LAYERS)
         cap = self.config.access_cap
-        layer = _derived(snapshot, ("layer", layer_key),
-                         lambda: layer_component(snapshot.layer[:n], table))
-        access = _derived(snapshot, ("access", cap),
-                          lambda: access_frequency(snapshot.access_count[:n], cap),
-                          reads_access=True)
+        layer = _appended(snapshot, ("layer", layer_key),
+                          lambda start: layer_component(snapshot.layer[start:n], table))
+        access = _appended(snapshot, ("access", cap),
+                           lambda start: access_frequency(snapshot.access_count[start:n], cap),
+                           reads_access=True)
         columns[COL.layer] = _constant(layer)
         columns[COL.access] = _constant(access)
         key = ("layer+access", layer_key, cap, weights.layer, weights.access)
-        static = _derived(snapshot, key,
-                          lambda: weights.layer * layer + weights.access * access,
-                          reads_access=True)
+        static = _appended(snapshot, key, lambda start: weights.layer * layer[start:]
+                           + weights.access * access[start:], reads_access=True)
         return static.copy()
 
     def _importance_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life, boost = memory.importance_decay_half_life_days, memory.importance_boost
-        return _derived(snapshot, ("importance", half_life, boost), lambda: importance_base(
-            snapshot, half_life, self.index.flagged(snapshot.n), boost), reads_access=True)
+        flagged = self.index.flagged
+        return _grown(snapshot, ("importance", half_life, boost), lambda: importance_base(
+            snapshot, half_life, flagged(snapshot.n), boost),
+            lambda old, start: importance_base(snapshot, half_life, flagged(snapshot.n), boost,
+                                               old, start), reads_access=True)
 
     def _recency_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life = float(memory.decay_half_life_ms)
-        return _derived(snapshot, ("recency", half_life),
-                        lambda: recency_base(snapshot, half_life))
+        return _grown(snapshot, ("recency", half_life), lambda: recency_base(snapshot, half_life),
+                      lambda old, start: recency_base(snapshot, half_life, old, start))
 
     def _semantic(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
                   query_vector: npt.NDArray[np.float32] | None, candidates: Candidates
@@ -468,15 +502,21 @@ class Retriever:
         cosine: F32 = snapshot.vectors[:n] @ query
         strength = self.config.semantic_centering
         if strength > 0:
-            centring = _derived(
-                snapshot, ("centring", candidates.key, strength), lambda: Centring.of(
-                    snapshot.vectors[:n], candidates.eligible & snapshot.has_vector[:n],
-                    strength))
+            vectors = snapshot.vectors[:n]
+
+            def rows() -> B:  # the rows the centring is over
+                with_vectors: B = candidates.eligible & snapshot.has_vector[:n]
+                return with_vectors
+
+            centring = _grown(
+                snapshot, ("centring", candidates.key, strength),
+                lambda: Centring.of(vectors, rows(), strength),
+                lambda old, start: old.extended(vectors, rows(), start, strength))
             semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         else:
             semantic = np.maximum(cosine, 0.0, dtype=np.float64)
-        without = _derived(snapshot, "without_vectors", lambda: np.flatnonzero(
-            snapshot.alive[:n] & ~snapshot.has_vector[:n]))
+        without = _appended(snapshot, "without_vectors", lambda start: np.flatnonzero(
+            snapshot.alive[start:n] & ~snapshot.has_vector[start:n]) + start)
         if len(without) and candidates.eligible[without].any():
             semantic[without] = self.index.jaccard(query_terms, n)[without]
             return semantic, SemanticMode.MIXED
@@ -508,27 +548,47 @@ class Retriever:
 
     def _term_bm25(self, snapshot: ViewSnapshot, candidates: Candidates, word: str
                    ) -> tuple[Rows, F64]:
-        """One query term's BM25 contribution to the candidates that hold it (cached)."""
+        """One query term's BM25 contribution to the candidates that hold it (cached).
+
+        The term lengths, their total over the candidates and each term's postings among them
+        are extended on appends; the weights (which every append changes through the live count
+        and the average length) are computed per view state.
+        """
         k1, b = self.config.bm25_k1, self.config.bm25_b
+        n, index, eligible = snapshot.n, self.index, candidates.eligible
 
-        def statistics() -> tuple[F64, float]:
-            lengths = self.index.lengths(snapshot.n)
-            return lengths, float(lengths[candidates.eligible].mean()) or 1.0
+        def statistics(start: int, old: tuple[F64, float] | None) -> tuple[F64, float]:
+            lengths = index.lengths(n, start)
+            total = float(lengths[eligible[start:]].sum())  # whole numbers: exact in any order
+            if old is None:
+                return lengths, total
+            return append_rows(old[0], lengths), old[1] + total
 
-        def postings() -> tuple[Rows, F64]:
-            lengths, avgdl = _derived(snapshot, ("bm25", candidates.key), statistics)
-            rows, tfs = self.index.term_postings(word, candidates.eligible)
+        def postings(start: int, old: tuple[Rows, F64] | None) -> tuple[Rows, F64]:
+            rows, tfs = index.term_postings(word, eligible, start)
+            if old is None:
+                return rows, tfs
+            return append_rows(old[0], rows), append_rows(old[1], tfs)
+
+        def weights() -> tuple[Rows, F64]:
+            lengths, total = _grown(snapshot, ("bm25 lengths", candidates.key),
+                                    lambda: statistics(0, None),
+                                    lambda old, start: statistics(start, old))
+            avgdl = total / candidates.count or 1.0
+            rows, tfs = _grown(snapshot, ("bm25 postings", candidates.key, word),
+                               lambda: postings(0, None),
+                               lambda old, start: postings(start, old))
             return rows, bm25_weights(tfs, lengths[rows], live=candidates.count, avgdl=avgdl,
                                       k1=k1, b=b)
 
-        return _derived(snapshot, ("bm25", candidates.key, word, k1, b), postings)
+        return _derived(snapshot, ("bm25", candidates.key, word, k1, b), weights)
 
     def _neighbours(self, snapshot: ViewSnapshot
                     ) -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
         """The time-neighbour matrix, the rows with at least one neighbour, and their lines."""
         k, window = self.config.context_neighbours, self.config.context_window_ms
 
-        def build() -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
+        def build() -> _Neighbours:
             # Neighbours depend on who is alive in which agent and layer (the view's layout
             # changes with those), the row count and the creation times. Writes that keep the
             # layout and the earlier rows' creation times reuse the last time order: as it is
@@ -545,14 +605,32 @@ class Retriever:
             else:
                 order = TimeOrder.of(snapshot)
             matrix = neighbour_matrix(snapshot, k, window, order)
-            rows = np.flatnonzero((matrix >= 0).any(axis=1))
-            value = _read_only((matrix, rows, matrix[rows]))
+            return remember(_Neighbours.of(order, matrix, np.any(matrix >= 0, axis=1)))
+
+        def extend(old: _Neighbours, start: int) -> _Neighbours:
+            # only the appended rows' lines and those of the k rows each side of them change
+            order, positions = old.order.merged(snapshot)
+            last = len(order.rows) - 1
+            spans = [np.arange(max(p - k, 0), min(p + k, last) + 1) for p in positions.tolist()]
+            near = np.unique(np.concatenate(spans)) if len(spans) > 1 else \
+                spans[0] if spans else positions
+            matrix = np.concatenate((old.matrix, np.full((snapshot.n - start, 2 * k), -1,
+                                                         dtype=np.int32)))
+            has = np.concatenate((old.has, np.zeros(snapshot.n - start, dtype=bool)))
+            lines = neighbour_lines(order, near, k, window)
+            matrix[order.rows[near]] = lines
+            has[order.rows[near]] = (lines >= 0).any(axis=1)
+            return remember(_Neighbours.of(order, matrix, has))
+
+        def remember(value: _Neighbours) -> _Neighbours:
             with self._lock:
                 self._neighbour_cache = _NeighbourCache(
-                    key, order, float(snapshot.created_at[:n].sum()), value)
+                    (snapshot.layout, k, window), value.order,
+                    float(snapshot.created_at[:snapshot.n].sum()), value)
             return value
 
-        return _derived(snapshot, ("neighbours", k, window), build)
+        value = _grown(snapshot, ("neighbours", k, window), build, extend)
+        return value.matrix, value.rows, value.lines
 
     # -- 3-4. rank and pack ----------------------------------------------------------------
 
@@ -586,13 +664,62 @@ class Retriever:
 
 
 @dataclass(frozen=True, slots=True)
+class _Neighbours:
+    """A view state's time neighbours (see ``Retriever._neighbours``).
+
+    Attributes:
+        order: The time order they were read from.
+        matrix: :func:`~engine.retrieval.scoring.neighbour_matrix`.
+        has: By row: it has at least one neighbour.
+        rows: The rows that have, ascending.
+        lines: Their lines of ``matrix``.
+    """
+
+    order: TimeOrder
+    matrix: npt.NDArray[np.int32]
+    has: B
+    rows: Rows
+    lines: npt.NDArray[np.int32]
+
+    @classmethod
+    def of(cls, order: TimeOrder, matrix: npt.NDArray[np.int32], has: npt.ArrayLike
+           ) -> _Neighbours:
+        """The neighbours in ``matrix`` (``has`` its rows with any)."""
+        mask: B = np.asarray(has, dtype=np.bool_)
+        rows = np.flatnonzero(mask)
+        return cls(order, matrix, mask, rows, np.take(matrix, rows, axis=0))  # 10x matrix[rows]
+
+
+@dataclass(frozen=True, slots=True)
 class _NeighbourCache:
-    """The last time-neighbour matrix and what it was built from (see ``_neighbours``)."""
+    """The last time neighbours, for the next view state of the same layout (see
+    ``Retriever._neighbours``)."""
 
     key: Hashable
     order: TimeOrder
     created: float
-    value: tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]
+    value: _Neighbours
+
+
+def _grown(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T],
+           extend: Callable[[T, int], T], *, reads_access: bool = False) -> T:
+    """:func:`_derived`, extended from an earlier view state's value when only rows were
+    appended since (:meth:`ViewSnapshot.grown`): ``extend(value, start)`` must give what
+    ``compute()`` would, the rows before ``start`` being unchanged."""
+    return snapshot.grown(("retrieval", key), lambda _: _read_only(compute()),
+                          lambda _, old, start: _read_only(extend(old, start)),
+                          reads_access=reads_access)
+
+
+def _appended(snapshot: ViewSnapshot, key: Hashable,
+              rows_from: Callable[[int], npt.NDArray[Any]], *,
+              reads_access: bool = False) -> npt.NDArray[Any]:
+    """A per-row array whose row values depend on that row alone: ``rows_from(start)`` gives
+    rows ``start..n``, and appended rows are computed and added (:func:`_grown`,
+    :func:`~engine.store.view.append_rows`)."""
+    return _grown(snapshot, key, lambda: rows_from(0),
+                  lambda old, start: append_rows(old, rows_from(start)),
+                  reads_access=reads_access)
 
 
 def _derived(snapshot: ViewSnapshot, key: Hashable, compute: Callable[[], T], *,

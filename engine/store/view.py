@@ -24,6 +24,11 @@ Access counting (:meth:`ColumnarView.set_access`, :meth:`ColumnarView.touch`) ch
 before (:meth:`ViewSnapshot.derived`) except what was declared to read the access columns, so a
 retrieval after access counting recomputes only its access-dependent parts.
 
+Appending rows keeps every existing row as it was. Snapshots between two changes of existing rows
+share a :attr:`ViewSnapshot.lineage`, and data derived for one of them can be extended by the
+rows appended since instead of recomputed (:meth:`ViewSnapshot.grown`): an agent that writes
+and reads in a loop pays per request for its new rows, not for all of them.
+
 Thread-safety: all mutation happens under the view's lock; a snapshot is read without it.
 """
 
@@ -31,9 +36,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Hashable, Iterable, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +52,9 @@ __all__ = [
     "PRIVACIES",
     "TIERS",
     "ColumnarView",
+    "IdColumn",
     "ViewSnapshot",
+    "append_rows",
 ]
 
 LAYERS: tuple[Layer, ...] = tuple(Layer)
@@ -72,6 +80,40 @@ _COPY_ON_WRITE = ("_alive", "_contents", "_hashes", "_tags")
 _TEXT = ("_ids", "_contents", "_hashes", "_tags")
 # Layout numbers are unique in the process, so two views (a reload) never share one.
 _LAYOUTS = itertools.count(1)
+# Most values a lineage keeps for extension (ViewSnapshot.grown); the oldest kept goes first.
+# Retrieval keeps ~20 per request shape plus one per query term seen.
+GROWN_LIMIT = 4096
+
+
+class IdColumn(Sequence[str]):
+    """A snapshot's ids as a read-only sequence over its id column, building no list.
+
+    Reading a few ids (what retrieval packs, the ties it sorts) costs those ids; a list of all
+    of them (:attr:`ViewSnapshot.ids`) touches every string, ~1 ms at 100K rows once the
+    view has changed.
+    """
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: Obj) -> None:
+        self._array = array
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return cast(list[str], self._array[index].tolist())
+        return cast(str, self._array[index])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(cast(Iterable[str], self._array))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +141,11 @@ class ViewSnapshot:
         access_version: Bumped (with ``version``) by a change that only counts accesses
             (``access_count`` and ``last_accessed`` of existing rows). Snapshots that differ
             only by it share their derived data except what reads those two columns.
+        lineage: Changes whenever an existing row changes other than by access counting (an
+            update in place, a delete, a compaction) or the view is rebuilt; appending rows
+            keeps it. The first ``n`` rows of a snapshot equal, column by column (but the
+            access columns), those of every later snapshot of the same lineage, so data derived
+            from them can be extended by the rows appended since (:meth:`grown`).
     """
 
     n: int
@@ -128,15 +175,25 @@ class ViewSnapshot:
     version: int = 0
     layout: int = 0
     access_version: int = 0
+    lineage: int = 0
     _lists: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
     _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
     _access_derived: dict[Hashable, Any] = field(default_factory=dict, repr=False,
                                                  compare=False)
+    # key -> (n, access_version, value) of the newest snapshot of this lineage that computed
+    # it (see grown); shared by the snapshots of one lineage
+    _grown: dict[Hashable, tuple[int, int, Any]] = field(default_factory=dict, repr=False,
+                                                         compare=False)
 
     @property
     def ids(self) -> list[str]:
         """Record id per row."""
         return cast(list[str], self._as_list("ids", self.id_array))
+
+    @property
+    def id_column(self) -> IdColumn:
+        """Record id per row, read from ``id_array`` on demand (see :class:`IdColumn`)."""
+        return IdColumn(self.id_array)
 
     @property
     def contents(self) -> list[str]:
@@ -156,7 +213,10 @@ class ViewSnapshot:
     def _as_list(self, name: str, array: Obj) -> list[Any]:
         found = self._lists.get(name)
         if found is None:
-            found = array.tolist()
+            # an earlier list of this lineage is extended (a list copy, ~10x cheaper than
+            # tolist of every row)
+            found = self.grown(("list", name), lambda _: array.tolist(),
+                               lambda _, old, start: old + array[start:].tolist())
             self._lists[name] = found
         return found
 
@@ -181,15 +241,46 @@ class ViewSnapshot:
             store[key] = value
             return value
 
+    def grown(self, key: Hashable, compute: Callable[[ViewSnapshot], T],
+              extend: Callable[[ViewSnapshot, T, int], T], *, reads_access: bool = False) -> T:
+        """Like :meth:`derived`, but extended from an earlier snapshot's value when it can be.
+
+        When an earlier snapshot of the same :attr:`lineage` (and, if ``reads_access``, the
+        same :attr:`access_version`) computed ``key`` for its ``m <= n`` rows, the value is
+        ``extend(self, that value, m)``: that snapshot's first ``m`` rows are this one's, so
+        ``extend`` only has to add what rows ``m..n`` change. Otherwise it is
+        ``compute(self)``. ``extend`` must give what ``compute`` would (tests hold each caller
+        to it); neither may change the earlier value, which other readers may hold.
+        """
+        def build(snapshot: ViewSnapshot) -> T:
+            last = self._grown.get(key)
+            if last is not None and last[0] <= self.n and (
+                    not reads_access or last[1] == self.access_version):
+                value = extend(snapshot, cast(T, last[2]), last[0])
+            else:
+                value = compute(snapshot)
+            newest = self._grown.get(key)
+            if newest is None or newest[0] <= self.n:
+                self._grown.pop(key, None)  # re-inserted: the newest kept is the last
+                self._grown[key] = (self.n, self.access_version, value)
+                if len(self._grown) > GROWN_LIMIT:
+                    _drop_oldest(self._grown)
+            return value
+
+        return self.derived(key, build, reads_access=reads_access)
+
     @property
     def live_rows(self) -> npt.NDArray[np.intp]:
         """Indices of live rows, ascending (computed once per snapshot)."""
-        return self.derived("live_rows", lambda s: _frozen(np.flatnonzero(s.alive)))
+        return self.grown("live_rows", lambda s: _frozen(np.flatnonzero(s.alive)),
+                          lambda s, old, start: append_rows(
+                              old, np.flatnonzero(s.alive[start:]) + start))
 
     @property
     def count(self) -> int:
         """Number of live rows (computed once per snapshot)."""
-        return self.derived("count", lambda s: int(np.count_nonzero(s.alive)))
+        return self.grown("count", lambda s: int(np.count_nonzero(s.alive)),
+                          lambda s, old, start: old + int(np.count_nonzero(s.alive[start:])))
 
     def agent_code(self, agent_id: str) -> int:
         """Code of ``agent_id`` in this snapshot, or -1 when no record has it."""
@@ -199,11 +290,62 @@ class ViewSnapshot:
             return -1
 
 
+def _drop_oldest(values: dict[Hashable, Any]) -> None:
+    """Drop the first entry of ``values``; none when another reader changes it meanwhile (it
+    is read without a lock: the next insertion drops one)."""
+    try:
+        values.pop(next(iter(values)), None)
+    except (RuntimeError, StopIteration):
+        return
+
+
 def _frozen(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """A read-only view of ``array`` (the base stays writable for the view's writer)."""
     view = array.view()
     view.flags.writeable = False
     return view
+
+
+# Buffers append_rows made: id -> (a weak reference to it, rows of it given out so far).
+_FILLED: dict[int, tuple[weakref.ReferenceType[npt.NDArray[Any]], int]] = {}
+_FILLED_LOCK = threading.Lock()
+
+
+def append_rows(old: npt.NDArray[Any], new: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``np.concatenate((old, new))`` as a read-only array, without copying ``old`` when it can.
+
+    The result is a view of a buffer with room to spare; when ``old`` is such a view and no
+    other array was appended to it yet, ``new`` is written into the room after it (which no
+    earlier view shows) instead of copying every row: appending one row to a derived column of
+    100K rows costs the row, not 0.1-1 ms of copying. Otherwise the rows are copied into a new
+    buffer of twice their count. ``old`` and every earlier result stay as they were.
+    """
+    if not len(new) and not old.flags.writeable and new.dtype == old.dtype:
+        return old  # nothing to add: the same read-only rows
+    total = len(old) + len(new)
+    owner = old.base
+    if isinstance(owner, np.ndarray) and owner.dtype == old.dtype == new.dtype \
+            and owner.shape[1:] == old.shape[1:] and len(owner) >= total \
+            and old.ctypes.data == owner.ctypes.data and old.strides == owner.strides:
+        with _FILLED_LOCK:
+            entry = _FILLED.get(id(owner))
+            if entry is not None and entry[0]() is owner and entry[1] == len(old):
+                owner[len(old):total] = new
+                _FILLED[id(owner)] = (entry[0], total)
+                return _frozen(owner[:total])
+    buffer = np.empty((max(16, 2 * total), *old.shape[1:]), dtype=np.result_type(old, new))
+    buffer[: len(old)] = old
+    buffer[len(old): total] = new
+    key = id(buffer)
+
+    def forget(reference: weakref.ReferenceType[npt.NDArray[Any]]) -> None:
+        with _FILLED_LOCK:
+            if _FILLED.get(key, (None, 0))[0] is reference:
+                del _FILLED[key]
+
+    with _FILLED_LOCK:
+        _FILLED[key] = (weakref.ref(buffer, forget), total)
+    return _frozen(buffer[:total])
 
 
 def _objects(values: Sequence[Any]) -> Obj:
@@ -226,6 +368,8 @@ class ColumnarView:
         self._dead = 0
         self._version = 0
         self._layout = next(_LAYOUTS)
+        self._lineage = next(_LAYOUTS)
+        self._grown: dict[Hashable, tuple[int, int, Any]] = {}  # see ViewSnapshot.grown
         self._access_version = 0
         self._snapshot: ViewSnapshot | None = None
         self._shared: set[str] = set()  # columns (of _COPY_ON_WRITE) a snapshot holds
@@ -380,8 +524,8 @@ class ColumnarView:
                 vectors=_frozen(self._vectors[:n]), id_array=_frozen(self._ids[:n]),
                 content_array=_frozen(self._contents[:n]), hash_array=_frozen(self._hashes[:n]),
                 tag_array=_frozen(self._tags[:n]), version=self._version, layout=self._layout,
-                access_version=self._access_version, _lists=self._text_lists,
-                _derived=self._derived,
+                access_version=self._access_version, lineage=self._lineage,
+                _lists=self._text_lists, _derived=self._derived, _grown=self._grown,
             )
             self._shared.update(_COPY_ON_WRITE)
             self._snapshot = snapshot
@@ -389,11 +533,14 @@ class ColumnarView:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _changed(self, *, text: bool, layout: bool, access_only: bool = False) -> None:
+    def _changed(self, *, text: bool, layout: bool, access_only: bool = False,
+                 existing: bool = True) -> None:
         """Count a change (under the lock): ``text``, the text columns or ``n`` changed;
         ``layout``, an existing row left or moved between partitions (see ViewSnapshot);
         ``access_only``, only access columns of existing rows changed (derived data that does
-        not read them stays with the next snapshot)."""
+        not read them stays with the next snapshot); ``existing``, a row a snapshot shows
+        changed other than by access counting (False: rows were only appended, or only
+        accesses counted; the lineage stays)."""
         self._version += 1
         self._snapshot = None
         if access_only:
@@ -404,6 +551,9 @@ class ColumnarView:
             self._text_lists = {}  # lists built for older snapshots stay with them
         if layout:
             self._layout = next(_LAYOUTS)
+        if existing and not access_only:
+            self._lineage = next(_LAYOUTS)
+            self._grown = {}  # what older snapshots computed stays with them
 
     def _partition_key(self, row: int) -> tuple[int, int, int, int, bool]:
         return (int(self._agent[row]), int(self._privacy[row]), int(self._layer[row]),
@@ -426,10 +576,12 @@ class ColumnarView:
         if not records:
             return
         with self._lock:
-            text_changed = layout_changed = False
+            text_changed = layout_changed = existing = False
+            appended_from = self._n  # rows from here on are this call's own
             for i, record in enumerate(records):
                 row = self._rows.get(record.id)
                 before = None if row is None else self._partition_key(row)
+                existing |= row is not None and row < appended_from
                 if row is None:
                     if self._n == self._capacity:
                         self._allocate(self._capacity * 2)
@@ -467,7 +619,7 @@ class ColumnarView:
                         self._vectors[row] = vector / norm
                         self._has_vec[row] = True
                 layout_changed |= before is not None and before != self._partition_key(row)
-            self._changed(text=text_changed, layout=layout_changed)
+            self._changed(text=text_changed, layout=layout_changed, existing=existing)
 
     def _update_text(self, row: int, record: MemoryRecord) -> bool:
         """Write the text columns of an existing row (copy-on-write); True if one changed."""

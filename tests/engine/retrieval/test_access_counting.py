@@ -74,7 +74,8 @@ def _fresh_snapshot(engine: MemoryEngine) -> ViewSnapshot:
     stored = engine.store.get_many([snapshot.ids[r] for r in live])
     assert [r.access_count for r in stored] == snapshot.access_count[live].tolist()
     assert [r.last_accessed for r in stored] == snapshot.last_accessed[live].tolist()
-    return dataclasses.replace(snapshot, _lists={}, _derived={}, _access_derived={})
+    return dataclasses.replace(snapshot, _lists={}, _derived={}, _access_derived={},
+                               _grown={})
 
 
 def _ranking(bundle: RetrievedBundle) -> list[tuple[str, float]]:

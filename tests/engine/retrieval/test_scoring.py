@@ -201,7 +201,7 @@ def test_compression_keeps_first_sentence_and_tags_within_ratio() -> None:
 
 
 def test_centring_measures_cosine_from_part_of_the_mean() -> None:
-    from engine.retrieval.scoring import Centring
+    from engine.retrieval.scoring import Centring, mean_rows
 
     rng = np.random.default_rng(5)
     vectors = rng.standard_normal((300, 384)).astype(np.float32) + 0.4  # a shared direction
@@ -210,7 +210,9 @@ def test_centring_measures_cosine_from_part_of_the_mean() -> None:
     query /= np.linalg.norm(query)
     rows = rng.random(300) < 0.6
     got = Centring.of(vectors, rows, 0.5).cosine(vectors @ query, query)
-    m = 0.5 * vectors[rows].astype(np.float64).mean(axis=0)
+    chosen = np.flatnonzero(rows)
+    assert 0.94 * len(chosen) <= mean_rows(len(chosen)) < len(chosen)
+    m = 0.5 * vectors[chosen[:mean_rows(len(chosen))]].astype(np.float64).mean(axis=0)
     centred, q = vectors - m, query - m
     expected = centred @ q / (np.linalg.norm(centred, axis=1) * np.linalg.norm(q))
     np.testing.assert_allclose(got, expected, atol=1e-5)
