@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -666,6 +667,48 @@ class _Run:
 # -- drivers ------------------------------------------------------------------------------------
 
 
+class _ChunkEncoder:
+    """Embeddings of a batch's chunks, encoded one chunk ahead on a helper thread.
+
+    ``vectors(i)`` returns chunk ``i``'s embeddings (None when the model is not ready or
+    failed: its memories then embed one by one and report the error) and, with ``overlap``,
+    starts encoding chunk ``i + 1`` before returning, so the model works while the caller
+    decides and writes chunk ``i``. After a failed chunk nothing is encoded ahead, so the model
+    is never used by two threads of this batch at once. :meth:`close` waits for the helper.
+    """
+
+    def __init__(self, pipeline: IngestPipeline, chunks: Sequence[Sequence[NewMemory]], *,
+                 overlap: bool) -> None:
+        self._embed = pipeline.embed
+        self._chunks = chunks
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mnemoscope-ingest-encode") \
+            if overlap and len(chunks) > 1 else None
+        self._ahead: tuple[int, Future[F32 | None]] | None = None
+
+    def _encode(self, number: int) -> F32 | None:
+        try:
+            return self._embed([item.content for item in self._chunks[number]])
+        except EngineError:
+            return None  # per-item embedding reports the failure
+
+    def vectors(self, number: int) -> F32 | None:
+        """Chunk ``number``'s embeddings (see the class docstring)."""
+        if self._ahead is not None and self._ahead[0] == number:
+            found = self._ahead[1].result()
+        else:
+            found = self._encode(number)
+        self._ahead = None
+        if self._pool is not None and found is not None and number + 1 < len(self._chunks):
+            self._ahead = (number + 1, self._pool.submit(self._encode, number + 1))
+        return found
+
+    def close(self) -> None:
+        """Wait for the helper thread (an encode in flight finishes; its result is dropped)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+
 class SteppedRun:
     """The stepped driver: one incoming memory, advanced a stage at a time.
 
@@ -814,7 +857,9 @@ class IngestPipeline:
 
         Each memory goes through the same stages as :meth:`ingest`; later memories see earlier
         ones of the same chunk. A chunk is written all at once (records, edit history, review
-        items), then its events are emitted.
+        items), then its events are emitted. With ``policy.overlap_encode`` the next chunk is
+        encoded on a helper thread while this one is decided and written (the model releases
+        the GIL while it encodes); the helper is joined before this returns.
 
         Args:
             progress: Called with (processed, total) after each memory.
@@ -828,37 +873,49 @@ class IngestPipeline:
         results: list[IngestResult] = []
         total = len(items)
         size = self.policy.batch_size
-        for start in range(0, total, size):
-            chunk = items[start:start + size]
-            if cancelled is not None and cancelled():
-                return BatchResult(tuple(results), total, cancelled=True)
-            chunk_vectors: F32 | None
-            if vectors is not None:
-                chunk_vectors = vectors[start:start + size]
-            else:
-                try:
-                    chunk_vectors = self.embed([item.content for item in chunk])
-                except EngineError:
-                    chunk_vectors = None  # per-item embedding reports the failure
-            with self.write_lock:
-                writes = _WriteSet(self, self.store.view.snapshot(),
-                                   self.review.lookup([item.content_hash for item in chunk]))
-                runs: list[_Run] = []
-                for offset, item in enumerate(chunk):
-                    if cancelled is not None and cancelled():
-                        return BatchResult(tuple(results), total, cancelled=True)
-                    vector = None if chunk_vectors is None else chunk_vectors[offset]
-                    run = _Run(self, item, vector=vector, precomputed=chunk_vectors is not None,
-                               writes=writes)
-                    while not run.done:
-                        run.step()
-                    runs.append(run)
-                    if progress is not None:
-                        progress(start + offset + 1, total)
-                writes.flush()
-            writes.emit()
-            results.extend(run.result() for run in runs)
+        chunks = [items[start:start + size] for start in range(0, total, size)]
+        encoder = None if vectors is not None else _ChunkEncoder(
+            self, chunks, overlap=self.policy.overlap_encode)
+        try:
+            for number, chunk in enumerate(chunks):
+                start = number * size
+                if cancelled is not None and cancelled():
+                    return BatchResult(tuple(results), total, cancelled=True)
+                chunk_vectors = vectors[start:start + size] if vectors is not None else \
+                    encoder.vectors(number) if encoder is not None else None
+                runs = self._decide_chunk(chunk, chunk_vectors, start, total,
+                                          progress=progress, cancelled=cancelled)
+                if runs is None:
+                    return BatchResult(tuple(results), total, cancelled=True)
+                results.extend(run.result() for run in runs)
+        finally:
+            if encoder is not None:
+                encoder.close()
         return BatchResult(tuple(results), total)
+
+    def _decide_chunk(self, chunk: Sequence[NewMemory], chunk_vectors: F32 | None, start: int,
+                      total: int, *, progress: ProgressFn | None, cancelled: CancelFn | None
+                      ) -> list[_Run] | None:
+        """Run one chunk's memories through the stages and write them; None when cancelled
+        (nothing of the chunk written)."""
+        with self.write_lock:
+            writes = _WriteSet(self, self.store.view.snapshot(),
+                               self.review.lookup([item.content_hash for item in chunk]))
+            runs: list[_Run] = []
+            for offset, item in enumerate(chunk):
+                if cancelled is not None and cancelled():
+                    return None
+                vector = None if chunk_vectors is None else chunk_vectors[offset]
+                run = _Run(self, item, vector=vector, precomputed=chunk_vectors is not None,
+                           writes=writes)
+                while not run.done:
+                    run.step()
+                runs.append(run)
+                if progress is not None:
+                    progress(start + offset + 1, total)
+            writes.flush()
+        writes.emit()
+        return runs
 
     # -- review ------------------------------------------------------------------------------
 

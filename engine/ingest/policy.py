@@ -60,6 +60,8 @@ class IngestPolicy:
             partition neighbour when the partition is large (other partitions' hits are filtered
             out afterwards); the factor used is the store's size over the partition's.
         batch_size: Records embedded and written per chunk by batch ingest.
+        overlap_encode: Batch ingest encodes the next chunk on a helper thread while it
+            decides and writes the current one.
         confirm_band: On the embedding path, a merge within this distance above its threshold
             also needs lexical support (two weak signals must agree), else it goes to review
             with reason ``low_overlap``. 0 disables the rule.
@@ -81,6 +83,7 @@ class IngestPolicy:
     related_min_similarity: float = 0.6
     hnsw_overfetch: int = 8
     batch_size: int = 256
+    overlap_encode: bool = True
     confirm_band: float = 0.05
     confirm_min_jaccard: float = 0.4
     gray_min_jaccard: float = 0.2
