@@ -1,26 +1,40 @@
 """Ingest throughput with the real model, as a ratio to the raw model's encode rate.
 
 The same texts (LoCoMo dialogue turns) are encoded raw (``encode_raw``: no cache, no hashing,
-no pipeline) and ingested through ``MemoryEngine.ingest_batch`` into a fresh embedded store
-(embedding, dedup decision, merge rules, Chroma writes, edit history, events), each with its own
-freshly loaded model so no cache is shared. Raw runs are done before and after the ingest and
-averaged, to cancel drift on a shared machine. A second ingest with event sampling 0 shows what
-the event log costs.
+no pipeline, the same encode batch size) and ingested through ``MemoryEngine.ingest_batch`` into
+a fresh embedded store (embedding, dedup decision, merge rules, Chroma writes, edit history,
+review items, events). One model serves every run; its content-hash cache is cleared before each
+ingest so nothing is served from an earlier run.
 
-Usage: ``python benchmarks/bench_ingest.py [--turns 2000] [--data PATH]``
+Runs alternate — raw, each ingest variant, raw, each variant, ..., raw — and each ingest run is
+compared with the mean of the two raw runs around it, so drift on a shared machine cancels; the
+figures are medians over the rounds. Wall rate (texts/s) and CPU rate (texts per CPU second,
+every thread of the process) are both reported, with the load average: on a busy machine the
+wall ratio mostly measures who got a core when, the CPU ratio what the pipeline costs.
+
+Variants: ``ingest`` (defaults: the next chunk is encoded while this one is decided and
+written), ``serial`` (``overlap_encode`` off), ``sampling0`` (event sampling 0).
+
+Usage: ``python benchmarks/bench_ingest.py [--turns 2000] [--rounds 3]
+[--variants ingest,serial] [--data PATH] [--json]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.embedding import SentenceTransformerEmbedder
+from engine.ingest.policy import IngestPolicy
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import Category, Layer, NewMemory, TrustTier
 from engine.store import StoreSpec
@@ -28,6 +42,16 @@ from engine.store import StoreSpec
 _DATA = Path("shared/data/locomo/locomo_dev.json")  # ../shared beside the checkout
 DEFAULT_DATA = next((p / _DATA for p in Path(__file__).resolve().parents if (p / _DATA).is_file()),
                     _DATA)
+VARIANTS = {"ingest": (1.0, True), "serial": (1.0, False), "sampling0": (0.0, True)}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One run: texts per wall second and per CPU second, and the 1-minute load average."""
+
+    wall_rate: float
+    cpu_rate: float
+    load: float
 
 
 def load_turns(path: Path, limit: int) -> list[tuple[str, str]]:
@@ -47,6 +71,7 @@ def load_turns(path: Path, limit: int) -> list[tuple[str, str]]:
 
 
 def model() -> SentenceTransformerEmbedder:
+    """The packaged model, loaded and warmed up."""
     embedder = SentenceTransformerEmbedder()
     embedder.start_loading()
     if not embedder.wait_ready(600):
@@ -55,49 +80,120 @@ def model() -> SentenceTransformerEmbedder:
     return embedder
 
 
-def raw_rate(texts: list[str]) -> float:
-    embedder = model()
-    began = time.perf_counter()
-    embedder.encode_raw(texts)
-    return len(texts) / (time.perf_counter() - began)
+def timed(count: int, work: Callable[[], object]) -> Timing:
+    """Run ``work`` and rate ``count`` texts by wall and process CPU time."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    work()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return Timing(count / wall, count / cpu, os.getloadavg()[0])
 
 
-def ingest_rate(turns: list[tuple[str, str]], sampling: float) -> tuple[float, dict[str, int]]:
+def raw_run(embedder: SentenceTransformerEmbedder, texts: list[str]) -> Timing:
+    """The raw model on ``texts``."""
+    return timed(len(texts), lambda: embedder.encode_raw(texts))
+
+
+def ingest_run(embedder: SentenceTransformerEmbedder, turns: list[tuple[str, str]],
+               variant: str) -> tuple[Timing, dict[str, int]]:
+    """``ingest_batch`` of ``turns`` into a fresh store (opening it is not timed)."""
+    sampling, overlap = VARIANTS[variant]
     directory = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
-    engine = MemoryEngine.open(StoreSpec(str(directory / "store")), embedder=model(),
+    engine = MemoryEngine.open(StoreSpec(str(directory / "store")), embedder=embedder,
                                config=EngineConfig(sampling_rate=sampling))
+    engine.set_ingest_policy(IngestPolicy(overlap_encode=overlap))
     items = [NewMemory(text, agent_id=agent, layer=Layer.EPISODIC, category=Category.EPISODE,
                        source="locomo", source_tier=TrustTier.AGENT) for agent, text in turns]
+    embedder.cache.clear()
+    counts: dict[str, int] = {}
     try:
-        began = time.perf_counter()
-        result = engine.ingest_batch(items)
-        elapsed = time.perf_counter() - began
+        timing = timed(len(items), lambda: counts.update(engine.ingest_batch(items).counts))
     finally:
         engine.close()
         shutil.rmtree(directory, ignore_errors=True)
-    return len(items) / elapsed, result.counts
+    return timing, counts
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", default="ingest,serial",
+                        help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    turns = load_turns(args.data, args.turns)
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    report = measure(load_turns(args.data, args.turns), rounds=args.rounds, variants=variants)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+
+
+def measure(turns: list[tuple[str, str]], *, rounds: int = 3,
+            variants: Sequence[str] = ("ingest",)) -> dict[str, Any]:
+    """Alternate raw and ingest runs (see the module docstring) and summarize them: ``{"texts",
+    "decisions", "raw": {...}, variant: {"wall_rate", "cpu_rate", "wall_ratio", "cpu_ratio",
+    "wall_ratios", "load"}}`` (rates in texts/s, ratios as medians over the rounds)."""
     texts = [text for _, text in turns]
-    before = raw_rate(texts)
-    with_events, counts = ingest_rate(turns, 1.0)
-    without_events, _ = ingest_rate(turns, 0.0)
-    after = raw_rate(texts)
-    raw = statistics.mean([before, after])
-    print(f"{len(texts)} LoCoMo turns; decisions: "
-          + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
-    print(f"{'run':<28}{'texts/s':>10}{'ratio to raw':>14}")
-    print(f"{'raw encode (before)':<28}{before:>10.1f}{before / raw:>14.3f}")
-    print(f"{'raw encode (after)':<28}{after:>10.1f}{after / raw:>14.3f}")
-    print(f"{'ingest_batch, events on':<28}{with_events:>10.1f}{with_events / raw:>14.3f}")
-    print(f"{'ingest_batch, sampling 0':<28}{without_events:>10.1f}"
-          f"{without_events / raw:>14.3f}")
+    embedder = model()
+    raws = [raw_run(embedder, texts)]
+    runs: dict[str, list[tuple[Timing, Timing, Timing]]] = {v: [] for v in variants}
+    counts: dict[str, int] = {}
+    for _ in range(rounds):
+        timings = {}
+        for variant in variants:
+            timings[variant], counts = ingest_run(embedder, turns, variant)
+        raws.append(raw_run(embedder, texts))
+        for variant, timing in timings.items():
+            runs[variant].append((raws[-2], timing, raws[-1]))
+    return summarize(len(texts), counts, raws, runs)
+
+
+def summarize(count: int, counts: dict[str, int], raws: list[Timing],
+              runs: dict[str, list[tuple[Timing, Timing, Timing]]]) -> dict[str, Any]:
+    """Medians over rounds of each variant's rates and its ratios to the raw runs around it."""
+    def median(values: list[float]) -> float:
+        return round(statistics.median(values), 3)
+
+    report: dict[str, Any] = {
+        "texts": count, "decisions": {k: v for k, v in counts.items() if v},
+        "raw": {"wall_rate": median([r.wall_rate for r in raws]),
+                "cpu_rate": median([r.cpu_rate for r in raws]),
+                "load": [round(r.load, 2) for r in raws]},
+    }
+    for variant, rounds in runs.items():
+        report[variant] = {
+            "wall_rate": median([t.wall_rate for _, t, _ in rounds]),
+            "cpu_rate": median([t.cpu_rate for _, t, _ in rounds]),
+            "wall_ratio": median([t.wall_rate / statistics.mean([a.wall_rate, b.wall_rate])
+                                  for a, t, b in rounds]),
+            "cpu_ratio": median([t.cpu_rate / statistics.mean([a.cpu_rate, b.cpu_rate])
+                                 for a, t, b in rounds]),
+            "wall_ratios": [round(t.wall_rate / statistics.mean([a.wall_rate, b.wall_rate]), 3)
+                            for a, t, b in rounds],
+            "load": [round(t.load, 2) for _, t, _ in rounds],
+        }
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """The figures as a table."""
+    decisions = report["decisions"]
+    print(f"{report['texts']} LoCoMo turns; decisions: "
+          + ", ".join(f"{k} {v}" for k, v in decisions.items()))
+    print(f"{'run':<12}{'texts/s':>9}{'texts/CPU s':>13}{'wall ratio':>12}{'CPU ratio':>11}"
+          "  per-round wall ratios; load")
+    for name, row in report.items():
+        if not isinstance(row, dict) or "wall_rate" not in row:
+            continue
+        ratios = row.get("wall_ratios", "")
+        print(f"{name:<12}{row['wall_rate']:>9.1f}{row['cpu_rate']:>13.1f}"
+              f"{row.get('wall_ratio', 1.0):>12.3f}{row.get('cpu_ratio', 1.0):>11.3f}"
+              f"  {ratios}; {row['load']}")
 
 
 if __name__ == "__main__":

@@ -141,6 +141,12 @@ class EmbeddingCache:
             while len(self._items) > self._capacity:
                 self._items.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every vector (and the hit and miss counts)."""
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)

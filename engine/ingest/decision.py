@@ -17,7 +17,9 @@ Rules, in order (DESIGN decisions 2-5; seed 000 §9, seed 001, seed 004):
      threshold, embedding and words must both say "same";
    * categories differ and similarity is between the tier threshold and 0.95 → ``deferred``
      (``category_mismatch``);
-   * similarity in the gray zone below the threshold → ``deferred`` (``gray_zone``);
+   * similarity in the gray zone below the threshold → ``deferred`` (``gray_zone``), on the
+     embedding path only when the texts also share at least ``gray_min_jaccard`` of their
+     tokens (else the pair is distinct and the memory is judged as new, step 3);
    * a pair the user already rejected is not a candidate; a pair already waiting in the review
      queue is ``skipped`` (``pending_review``).
 3. **New**: stored if surprise ≥ the surprise threshold (seed 004, DESIGN 5), else ``skipped``
@@ -158,7 +160,9 @@ def decide(
             # seed 004 shouldMerge: different categories merge only above 0.95
             effective = max(threshold, dedup.cross_category_threshold)
         thresholds["effective"] = effective
-        if best.similarity >= floor:
+        if best.similarity >= floor and not _distinct_in_gray_zone(
+                best, content, semantic=semantic, threshold=threshold, policy=policy,
+                thresholds=thresholds):
             if best.id in pending_targets:
                 return Decision(Action.SKIPPED, Reason.PENDING_REVIEW, best.id,
                                 best.similarity, thresholds)
@@ -187,3 +191,13 @@ def decide(
     return Decision(Action.SKIPPED, Reason.NOT_NOVEL,
                     None if nearest is None else nearest.id,
                     None if nearest is None else nearest.similarity, thresholds)
+
+
+def _distinct_in_gray_zone(best: Candidate, content: str, *, semantic: bool, threshold: float,
+                           policy: IngestPolicy, thresholds: dict[str, float]) -> bool:
+    """True when ``best`` is below the merge threshold on the embedding path and the texts share
+    too few words (``policy.gray_min_jaccard``) to be worth a review: the pair is distinct."""
+    if not semantic or best.similarity >= threshold or policy.gray_min_jaccard <= 0.0:
+        return False
+    thresholds["gray_min_jaccard"] = policy.gray_min_jaccard
+    return jaccard(tokenize(best.content), tokenize(content)) < policy.gray_min_jaccard

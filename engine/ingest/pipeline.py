@@ -23,7 +23,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,7 @@ from engine.ingest.merge import (
     merge_weight,
 )
 from engine.ingest.policy import IngestPolicy
-from engine.ingest.review import ReviewItem, ReviewQueue, ReviewStatus
+from engine.ingest.review import ReviewItem, ReviewLookup, ReviewQueue, ReviewStatus
 from engine.ingest.search import BatchOverlay, CandidateSearch, SearchResult
 from engine.ingest.surprise import SurpriseScore, surprise_score
 from engine.records import MemoryRecord, NewMemory, ProvenanceEntry, RelatedLink
@@ -198,9 +199,11 @@ class _WriteSet:
     history, review items and aliases; :meth:`emit` then emits the queued events.
     """
 
-    def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot | None) -> None:
+    def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot | None,
+                 lookup: ReviewLookup | None = None) -> None:
         self.pipeline = pipeline
         self.snapshot = snapshot  # what batch runs search (None: each run takes its own)
+        self.lookup = lookup  # the chunk's aliases, rejections, pending reviews (batch only)
         self.overlay = BatchOverlay()
         self.batch_id = uuid.uuid4().hex
         self.writes: dict[str, MemoryRecord] = {}
@@ -209,6 +212,7 @@ class _WriteSet:
         self.actors: dict[str, str] = {}
         self.links: dict[str, list[RelatedLink]] = {}
         self.reviews: list[tuple[_Run, dict[str, Any]]] = []
+        self.deferred_targets: list[_Run] = []  # batch deferrals whose target is read at flush
         self.aliases: list[tuple[str, str]] = []
         self.runs: list[_Run] = []
 
@@ -235,6 +239,11 @@ class _WriteSet:
         pipeline = self.pipeline
         store = pipeline.store
         top_k = pipeline.policy.dedup.related_top_k
+        if self.deferred_targets:  # one read for the chunk's deferral targets
+            ids = [run.target_id for run in self.deferred_targets]
+            targets = {r.id: r for r in store.get_many(list(dict.fromkeys(ids)))}
+            for run, target_id in zip(self.deferred_targets, ids, strict=True):
+                run.before = targets[target_id]
         # symmetric related links (seed 001): back-links onto their targets
         missing = [i for i in self.links if i not in self.writes and i in store.view]
         fetched = {r.id: r for r in store.get_many(missing)} if missing else {}
@@ -261,8 +270,8 @@ class _WriteSet:
             for op, pairs in (("create", created), ("update", updated)):
                 if pairs:
                     pipeline.record_edits(op, pairs, "ingest", self.batch_id)
-        for run, spec in self.reviews:
-            item = pipeline.review.add(**spec)
+        items = pipeline.review.add_many([spec for _, spec in self.reviews])
+        for (run, _), item in zip(self.reviews, items, strict=True):
             run.review_item = item
         pipeline.review.add_aliases(self.aliases)
 
@@ -397,11 +406,17 @@ class _Run:
         writes = self.writes
         snapshot = writes.snapshot if writes is not None and writes.snapshot is not None \
             else pipeline.store.view.snapshot()
+        lookup = writes.lookup if writes is not None else None
+        if lookup is not None:
+            aliases: Sequence[str] = lookup.aliases.get(self.content_hash, ())
+            rejected: Collection[str] = lookup.rejected.get(self.content_hash, ())
+        else:
+            aliases = pipeline.review.aliases(self.content_hash)
+            rejected = pipeline.review.rejected_targets(self.content_hash)
         self.search = pipeline.search.search(
             self.new, self.content_hash, self.vector, snapshot,
             overlay=writes.overlay if writes is not None else None,
-            aliases=pipeline.review.aliases(self.content_hash),
-            rejected=pipeline.review.rejected_targets(self.content_hash))
+            aliases=aliases, rejected=rejected)
         latency = (time.perf_counter() - began) * 1000.0
         data = self.search.to_json()
         best = self.search.exact.id if self.search.exact is not None else (
@@ -425,10 +440,15 @@ class _Run:
             same_category_count=search.same_category_count,
             partition_size=search.surprise_partition_size,
             exact_duplicate=search.hash_hit or search.duplicate_elsewhere)
-        pending = self.pipeline.review.pending_targets(self.content_hash)
-        if self.writes is not None:  # deferred earlier in this chunk, not yet in the ledger
-            pending |= {spec["target_id"] for _, spec in self.writes.reviews
-                        if spec["content_hash"] == self.content_hash}
+        lookup = self.writes.lookup if self.writes is not None else None
+        pending: Collection[str]
+        if lookup is not None:  # with the deferrals made earlier in this chunk
+            pending = lookup.pending.get(self.content_hash, ())
+        else:
+            pending = self.pipeline.review.pending_targets(self.content_hash)
+            if self.writes is not None:  # deferred earlier in this unit, not yet in the ledger
+                pending |= {spec["target_id"] for _, spec in self.writes.reviews
+                            if spec["content_hash"] == self.content_hash}
         self.decision = decide(
             content=new.content, confidence=new.confidence, tier=new.source_tier,
             category=new.category, exact=search.exact, candidates=search.candidates,
@@ -455,6 +475,11 @@ class _Run:
                 new, now_ms=now, record_id=self.incoming_id, importance=importance,
                 embedding_model=pipeline.model_name() if self.semantic else "")
             self.after = add_related(record, search.related, pipeline.policy.dedup.related_top_k)
+        elif decision.action is Action.DEFERRED and decision.target_id is not None \
+                and self.writes is not None and decision.target_id not in self.writes.writes:
+            # batch: the target is read with the chunk's others when the chunk is written
+            self.writes.deferred_targets.append(self)
+            review = self._review(decision)
         elif decision.target_id is not None and decision.action in (
                 Action.UPDATED, Action.MERGED, Action.SKIPPED, Action.DEFERRED):
             self.before = self._get(decision.target_id)
@@ -477,11 +502,7 @@ class _Run:
                 appended = add_provenance(self.before, entry)
                 self.after = appended if appended is not self.before else None
             elif decision.action is Action.DEFERRED:
-                review = {"reason": decision.reason.value, "target_id": decision.target_id,
-                          "similarity": decision.similarity, "content_hash": self.content_hash,
-                          "incoming_id": self.incoming_id, "incoming": new,
-                          "vector": self.vector, "conflicts": decision.conflicts,
-                          "thresholds": decision.thresholds}
+                review = self._review(decision)
         self._review_spec = review
         return {"action": decision.action.value,
                 "before": None if self.before is None else self.before.to_json(),
@@ -491,6 +512,20 @@ class _Run:
                     "reason": review["reason"], "target_id": review["target_id"],
                     "similarity": review["similarity"],
                     "conflicts": [c.to_json() for c in decision.conflicts]}}
+
+    @property
+    def target_id(self) -> str:
+        """The decision's target (a run that has one)."""
+        assert self.decision is not None and self.decision.target_id is not None
+        return self.decision.target_id
+
+    def _review(self, decision: Decision) -> dict[str, Any]:
+        """The review item to queue for a deferral (keys of :meth:`ReviewQueue.add`)."""
+        return {"reason": decision.reason.value, "target_id": decision.target_id,
+                "similarity": decision.similarity, "content_hash": self.content_hash,
+                "incoming_id": self.incoming_id, "incoming": self.new,
+                "vector": self.vector, "conflicts": decision.conflicts,
+                "thresholds": decision.thresholds}
 
     def _get(self, record_id: str) -> MemoryRecord:
         if self.writes is not None:
@@ -534,6 +569,8 @@ class _Run:
             writes.aliases.append((self.content_hash, decision.target_id))
         if self._review_spec is not None:
             writes.reviews.append((self, self._review_spec))
+            if writes.lookup is not None:
+                writes.lookup.add_pending(self.content_hash, self._review_spec["target_id"])
 
     def _events(self) -> dict[str, Any]:
         self._queue_outcome()
@@ -628,6 +665,48 @@ class _Run:
 
 
 # -- drivers ------------------------------------------------------------------------------------
+
+
+class _ChunkEncoder:
+    """Embeddings of a batch's chunks, encoded one chunk ahead on a helper thread.
+
+    ``vectors(i)`` returns chunk ``i``'s embeddings (None when the model is not ready or
+    failed: its memories then embed one by one and report the error) and, with ``overlap``,
+    starts encoding chunk ``i + 1`` before returning, so the model works while the caller
+    decides and writes chunk ``i``. After a failed chunk nothing is encoded ahead, so the model
+    is never used by two threads of this batch at once. :meth:`close` waits for the helper.
+    """
+
+    def __init__(self, pipeline: IngestPipeline, chunks: Sequence[Sequence[NewMemory]], *,
+                 overlap: bool) -> None:
+        self._embed = pipeline.embed
+        self._chunks = chunks
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mnemoscope-ingest-encode") \
+            if overlap and len(chunks) > 1 else None
+        self._ahead: tuple[int, Future[F32 | None]] | None = None
+
+    def _encode(self, number: int) -> F32 | None:
+        try:
+            return self._embed([item.content for item in self._chunks[number]])
+        except EngineError:
+            return None  # per-item embedding reports the failure
+
+    def vectors(self, number: int) -> F32 | None:
+        """Chunk ``number``'s embeddings (see the class docstring)."""
+        if self._ahead is not None and self._ahead[0] == number:
+            found = self._ahead[1].result()
+        else:
+            found = self._encode(number)
+        self._ahead = None
+        if self._pool is not None and found is not None and number + 1 < len(self._chunks):
+            self._ahead = (number + 1, self._pool.submit(self._encode, number + 1))
+        return found
+
+    def close(self) -> None:
+        """Wait for the helper thread (an encode in flight finishes; its result is dropped)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
 
 
 class SteppedRun:
@@ -778,7 +857,9 @@ class IngestPipeline:
 
         Each memory goes through the same stages as :meth:`ingest`; later memories see earlier
         ones of the same chunk. A chunk is written all at once (records, edit history, review
-        items), then its events are emitted.
+        items), then its events are emitted. With ``policy.overlap_encode`` the next chunk is
+        encoded on a helper thread while this one is decided and written (the model releases
+        the GIL while it encodes); the helper is joined before this returns.
 
         Args:
             progress: Called with (processed, total) after each memory.
@@ -792,36 +873,49 @@ class IngestPipeline:
         results: list[IngestResult] = []
         total = len(items)
         size = self.policy.batch_size
-        for start in range(0, total, size):
-            chunk = items[start:start + size]
-            if cancelled is not None and cancelled():
-                return BatchResult(tuple(results), total, cancelled=True)
-            chunk_vectors: F32 | None
-            if vectors is not None:
-                chunk_vectors = vectors[start:start + size]
-            else:
-                try:
-                    chunk_vectors = self.embed([item.content for item in chunk])
-                except EngineError:
-                    chunk_vectors = None  # per-item embedding reports the failure
-            with self.write_lock:
-                writes = _WriteSet(self, self.store.view.snapshot())
-                runs: list[_Run] = []
-                for offset, item in enumerate(chunk):
-                    if cancelled is not None and cancelled():
-                        return BatchResult(tuple(results), total, cancelled=True)
-                    vector = None if chunk_vectors is None else chunk_vectors[offset]
-                    run = _Run(self, item, vector=vector, precomputed=chunk_vectors is not None,
-                               writes=writes)
-                    while not run.done:
-                        run.step()
-                    runs.append(run)
-                    if progress is not None:
-                        progress(start + offset + 1, total)
-                writes.flush()
-            writes.emit()
-            results.extend(run.result() for run in runs)
+        chunks = [items[start:start + size] for start in range(0, total, size)]
+        encoder = None if vectors is not None else _ChunkEncoder(
+            self, chunks, overlap=self.policy.overlap_encode)
+        try:
+            for number, chunk in enumerate(chunks):
+                start = number * size
+                if cancelled is not None and cancelled():
+                    return BatchResult(tuple(results), total, cancelled=True)
+                chunk_vectors = vectors[start:start + size] if vectors is not None else \
+                    encoder.vectors(number) if encoder is not None else None
+                runs = self._decide_chunk(chunk, chunk_vectors, start, total,
+                                          progress=progress, cancelled=cancelled)
+                if runs is None:
+                    return BatchResult(tuple(results), total, cancelled=True)
+                results.extend(run.result() for run in runs)
+        finally:
+            if encoder is not None:
+                encoder.close()
         return BatchResult(tuple(results), total)
+
+    def _decide_chunk(self, chunk: Sequence[NewMemory], chunk_vectors: F32 | None, start: int,
+                      total: int, *, progress: ProgressFn | None, cancelled: CancelFn | None
+                      ) -> list[_Run] | None:
+        """Run one chunk's memories through the stages and write them; None when cancelled
+        (nothing of the chunk written)."""
+        with self.write_lock:
+            writes = _WriteSet(self, self.store.view.snapshot(),
+                               self.review.lookup([item.content_hash for item in chunk]))
+            runs: list[_Run] = []
+            for offset, item in enumerate(chunk):
+                if cancelled is not None and cancelled():
+                    return None
+                vector = None if chunk_vectors is None else chunk_vectors[offset]
+                run = _Run(self, item, vector=vector, precomputed=chunk_vectors is not None,
+                           writes=writes)
+                while not run.done:
+                    run.step()
+                runs.append(run)
+                if progress is not None:
+                    progress(start + offset + 1, total)
+            writes.flush()
+        writes.emit()
+        return runs
 
     # -- review ------------------------------------------------------------------------------
 

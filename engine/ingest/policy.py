@@ -60,10 +60,18 @@ class IngestPolicy:
             partition neighbour when the partition is large (other partitions' hits are filtered
             out afterwards); the factor used is the store's size over the partition's.
         batch_size: Records embedded and written per chunk by batch ingest.
+        overlap_encode: Batch ingest encodes the next chunk on a helper thread while it
+            decides and writes the current one.
         confirm_band: On the embedding path, a merge within this distance above its threshold
             also needs lexical support (two weak signals must agree), else it goes to review
             with reason ``low_overlap``. 0 disables the rule.
         confirm_min_jaccard: The token Jaccard that counts as lexical support.
+        gray_min_jaccard: On the embedding path, a pair in the gray zone (below its merge
+            threshold) is worth a person's review only if the texts also share at least this
+            token Jaccard; below it the pair counts as distinct and the memory is judged as new
+            (it still gets a ``related`` link). Dialogue turns of one conversation share
+            speakers and style, so many distinct turns reach the gray zone on embedding
+            similarity alone. 0 disables the rule.
     """
 
     dedup: DedupConfig = field(default_factory=DedupConfig)
@@ -75,8 +83,10 @@ class IngestPolicy:
     related_min_similarity: float = 0.6
     hnsw_overfetch: int = 8
     batch_size: int = 256
+    overlap_encode: bool = True
     confirm_band: float = 0.05
     confirm_min_jaccard: float = 0.4
+    gray_min_jaccard: float = 0.2
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gray_zone_scope", GrayZoneScope(self.gray_zone_scope))
@@ -95,7 +105,7 @@ class IngestPolicy:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigInvalid(name, value, "must be an integer >= 1")
-        for name in ("confirm_band", "confirm_min_jaccard"):
+        for name in ("confirm_band", "confirm_min_jaccard", "gray_min_jaccard"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
                 raise ConfigInvalid(name, value, "must be in 0..1")

@@ -33,7 +33,9 @@ from engine.ingest.jsonl import new_memory_from_json, new_memory_to_json
 from engine.ledger import Ledger
 from engine.records import NewMemory, format_timestamp
 
-__all__ = ["ReviewItem", "ReviewQueue", "ReviewStatus"]
+__all__ = ["ReviewItem", "ReviewLookup", "ReviewQueue", "ReviewStatus"]
+
+_IN_CHUNK = 500  # SQLite host parameters per IN (...) query
 
 _MIGRATIONS = (
     """
@@ -155,21 +157,38 @@ class ReviewQueue:
             incoming_id: str, incoming: NewMemory, vector: npt.NDArray[np.float32] | None,
             conflicts: Sequence[Conflict], thresholds: Mapping[str, float]) -> ReviewItem:
         """Queue a deferred merge and return the item."""
-        item = ReviewItem(uuid.uuid4().hex, self._clock.now(), ReviewStatus.PENDING, reason,
-                          target_id, similarity, content_hash, incoming_id, incoming,
-                          tuple(conflicts), dict(thresholds))
+        return self.add_many([{
+            "reason": reason, "target_id": target_id, "similarity": similarity,
+            "content_hash": content_hash, "incoming_id": incoming_id, "incoming": incoming,
+            "vector": vector, "conflicts": conflicts, "thresholds": thresholds}])[0]
+
+    def add_many(self, specs: Sequence[Mapping[str, Any]]) -> list[ReviewItem]:
+        """Queue deferred merges in one ledger transaction (all or none); keys as :meth:`add`.
+
+        Raises:
+            StoreUnavailable, StoreReadOnly: the ledger refused the write; nothing was queued.
+        """
+        now = self._clock.now()
+        items = [ReviewItem(uuid.uuid4().hex, now, ReviewStatus.PENDING, spec["reason"],
+                            spec["target_id"], spec["similarity"], spec["content_hash"],
+                            spec["incoming_id"], spec["incoming"], tuple(spec["conflicts"]),
+                            dict(spec["thresholds"])) for spec in specs]
+        if not items:
+            return items
         with self._ledger.transaction() as conn:
-            conn.execute(
+            conn.executemany(
                 "INSERT INTO review_items(id, created_at, status, reason, target_id, similarity,"
                 " content_hash, agent_id, incoming_id, incoming, vector, conflicts, thresholds)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (item.id, item.created_at, item.status.value, reason, target_id, similarity,
-                 content_hash, incoming.agent_id, incoming_id,
-                 json.dumps(new_memory_to_json(incoming)),
-                 None if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
-                 json.dumps([c.to_json() for c in conflicts]), json.dumps(dict(thresholds))),
-            )
-        return item
+                [(item.id, item.created_at, item.status.value, item.reason, item.target_id,
+                  item.similarity, item.content_hash, item.incoming.agent_id, item.incoming_id,
+                  json.dumps(new_memory_to_json(item.incoming)),
+                  None if spec["vector"] is None
+                  else np.asarray(spec["vector"], dtype=np.float32).tobytes(),
+                  json.dumps([c.to_json() for c in item.conflicts]),
+                  json.dumps(dict(item.thresholds)))
+                 for item, spec in zip(items, specs, strict=True)])
+        return items
 
     def get(self, item_id: str) -> ReviewItem:
         """The item with ``item_id``.
@@ -265,6 +284,30 @@ class ReviewQueue:
                              " created_at) VALUES (?, ?, ?)",
                              [(h, r, now) for h, r in pairs])
 
+    def lookup(self, content_hashes: Sequence[str]) -> ReviewLookup:
+        """Aliases, rejected pairs and pending targets of many content hashes, read with one
+        query per table (batch ingest reads a chunk's at once instead of three per memory)."""
+        lookup = ReviewLookup()
+        if not self.available:
+            return lookup
+        unique = sorted(set(content_hashes))
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start:start + _IN_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for row in self._ledger.query(
+                    f"SELECT content_hash, record_id FROM hash_aliases WHERE content_hash IN"
+                    f" ({marks}) ORDER BY created_at", chunk):
+                lookup.aliases.setdefault(row["content_hash"], []).append(row["record_id"])
+            for row in self._ledger.query(
+                    f"SELECT content_hash, target_id FROM review_rejections WHERE content_hash"
+                    f" IN ({marks})", chunk):
+                lookup.rejected.setdefault(row["content_hash"], set()).add(row["target_id"])
+            for row in self._ledger.query(
+                    f"SELECT content_hash, target_id FROM review_items WHERE status = ? AND"
+                    f" content_hash IN ({marks})", (ReviewStatus.PENDING.value, *chunk)):
+                lookup.pending.setdefault(row["content_hash"], set()).add(row["target_id"])
+        return lookup
+
     def aliases(self, content_hash: str) -> list[str]:
         """Records ``content_hash`` was merged into, oldest first."""
         if not self.available:
@@ -273,6 +316,22 @@ class ReviewQueue:
             "SELECT record_id FROM hash_aliases WHERE content_hash = ? ORDER BY created_at",
             (content_hash,))
         return [row["record_id"] for row in rows]
+
+
+@dataclass
+class ReviewLookup:
+    """What the ledger knows about a set of content hashes (:meth:`ReviewQueue.lookup`):
+    records each was merged into (oldest first), records a person said each is not, and
+    targets each already waits for in the queue. A batch adds its own deferrals with
+    :meth:`add_pending` as it goes."""
+
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+    rejected: dict[str, set[str]] = field(default_factory=dict)
+    pending: dict[str, set[str]] = field(default_factory=dict)
+
+    def add_pending(self, content_hash: str, target_id: str) -> None:
+        """Note a deferral made earlier in the same batch (not yet in the ledger)."""
+        self.pending.setdefault(content_hash, set()).add(target_id)
 
 
 def _row_to_item(row: Any) -> ReviewItem:

@@ -26,7 +26,7 @@ privacy and layer; surprise is measured against the same agent and privacy (any 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from engine.ingest.decision import Candidate, ExactMatch
 from engine.ingest.policy import IngestPolicy
-from engine.records import MemoryRecord, NewMemory, RelatedLink
+from engine.records import Category, Layer, MemoryRecord, NewMemory, Privacy, RelatedLink
 from engine.store import CATEGORIES, LAYERS, PRIVACIES, MemoryStore
 from engine.store.view import ViewSnapshot
 from engine.text import jaccard, tokenize
@@ -105,27 +105,77 @@ class SearchResult:
         }
 
 
+class _OverlayGroup:
+    """The new records of one (agent, privacy) written earlier in a batch chunk, with their
+    vectors stacked in one growing matrix so a search is one matrix-vector product."""
+
+    def __init__(self) -> None:
+        self.records: list[MemoryRecord] = []
+        self.vector_count = 0
+        self.category_counts: Counter[Category] = Counter()
+        self.layer_counts: Counter[Layer] = Counter()
+        self._has_vector: list[bool] = []
+        self._matrix: F32 | None = None
+
+    def add(self, record: MemoryRecord, vector: F32 | None) -> None:
+        row = len(self.records)
+        if vector is not None:
+            if self._matrix is None:
+                self._matrix = np.zeros((max(16, 2 * row), len(vector)), dtype=np.float32)
+            elif row >= len(self._matrix):
+                grown = np.zeros((max(2 * len(self._matrix), row + 1), self._matrix.shape[1]),
+                                 dtype=np.float32)
+                grown[:len(self._matrix)] = self._matrix
+                self._matrix = grown
+            self._matrix[row] = vector
+            self.vector_count += 1
+        self.records.append(record)
+        self._has_vector.append(vector is not None)
+        self.category_counts[record.category] += 1
+        self.layer_counts[record.layer] += 1
+
+    def similarities(self, vector: F32) -> npt.NDArray[np.float32]:
+        """Cosine of ``vector`` to every record of the group (rows without a vector: -inf)."""
+        count = len(self.records)
+        if self._matrix is None:
+            return np.full(count, -np.inf, dtype=np.float32)
+        matrix = self._matrix[:count] if count <= len(self._matrix) else self._matrix
+        sims = np.full(count, -np.inf, dtype=np.float32)
+        sims[:len(matrix)] = np.einsum("ij,j->i", matrix, vector)
+        if self.vector_count < count:
+            sims[~np.asarray(self._has_vector)] = -np.inf
+        return sims
+
+
 @dataclass
 class BatchOverlay:
     """Records written earlier in the same batch but not yet in the view.
 
     Batch ingest writes a chunk at once; until then, later memories of the chunk must still see
-    earlier ones (a file that repeats a line must not insert it twice).
+    earlier ones (a file that repeats a line must not insert it twice). New records are grouped
+    by agent and privacy (the surprise partition) with their vectors stacked, so searching the
+    overlay costs one matrix-vector product, not a Python loop over the chunk.
     """
 
     records: dict[str, MemoryRecord] = field(default_factory=dict)
     vectors: dict[str, F32] = field(default_factory=dict)
     new_ids: list[str] = field(default_factory=list)
     by_hash: dict[str, list[str]] = field(default_factory=dict)
+    groups: dict[tuple[str, Privacy], _OverlayGroup] = field(default_factory=dict)
 
     def put(self, record: MemoryRecord, vector: F32 | None, *, new: bool) -> None:
         """Remember a record written in this batch (``new``: inserted, not updated)."""
         self.records[record.id] = record
         if vector is not None:
             self.vectors[record.id] = vector
-        if new and record.id not in self.new_ids:
+        if new and record.id not in self.by_hash.get(record.content_hash, ()):
             self.new_ids.append(record.id)
             self.by_hash.setdefault(record.content_hash, []).append(record.id)
+            key = (record.agent_id, record.privacy)
+            group = self.groups.get(key)
+            if group is None:
+                group = self.groups[key] = _OverlayGroup()
+            group.add(record, vector)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,8 +309,12 @@ class CandidateSearch:
         else:
             rows, sims, method = self._jaccard_scan(tokens, snapshot, part)
         merge_mask = snapshot.layer[rows] == layer if len(rows) else np.zeros(0, dtype=bool)
+        # On the embedding path rows come most similar first (ties are improbable): only the
+        # best candidate_k that survive the rejected pairs can be candidates.
+        wanted = self._policy.candidate_k + len(rejected) if vector is not None else len(rows)
         found: list[Candidate] = []
-        for row, sim in zip(rows[merge_mask].tolist(), sims[merge_mask].tolist(), strict=True):
+        for row, sim in zip(rows[merge_mask][:wanted].tolist(),
+                            sims[merge_mask][:wanted].tolist(), strict=True):
             if sim <= 0.0:
                 continue  # nothing in common: not a candidate
             found.append(Candidate(str(snapshot.id_array[row]), float(sim),
@@ -273,15 +327,17 @@ class CandidateSearch:
             (float(sims.max()) if len(sims) else 0.0)
         surprise_size = part.surprise_size
         same_category = int(part.category_counts[_CATEGORY_CODE[new.category]])
+        merge_size = part.merge_size
         if overlay is not None and overlay.new_ids:
-            extra, extra_surprise, extra_same, extra_cos, extra_jac = self._overlay(
-                new, tokens, vector, overlay)
-            found.extend(extra)
-            surprise_size += extra_surprise
-            same_category += extra_same
-            if extra_cos is not None:
-                max_cos = extra_cos if max_cos is None else max(max_cos, extra_cos)
-            max_jac = max(max_jac, extra_jac)
+            extra = self._overlay(new, tokens, vector, overlay, wanted)
+            found.extend(extra.candidates)
+            surprise_size += extra.surprise_size
+            merge_size += extra.merge_size
+            same_category += extra.same_category
+            if extra.max_cosine is not None:
+                max_cos = extra.max_cosine if max_cos is None else max(max_cos,
+                                                                       extra.max_cosine)
+            max_jac = max(max_jac, extra.max_jaccard)
         found.sort(key=lambda c: (-c.similarity, c.id))
         dropped = tuple(c.id for c in found if c.id in rejected)
         candidates = tuple(c for c in found if c.id not in rejected)[: self._policy.candidate_k]
@@ -293,8 +349,7 @@ class CandidateSearch:
             semantic=vector is not None,
             method=method if surprise_size else "none",
             hash_hit=hash_hit, exact=exact, candidates=candidates, rejected=dropped,
-            related=related, partition_size=part.merge_size + sum(
-                1 for c in found if c.found_by == "batch"),
+            related=related, partition_size=merge_size,
             surprise_partition_size=surprise_size, same_category_count=same_category,
             max_cosine=max_cos, max_jaccard=max_jac, duplicate_elsewhere=elsewhere,
         )
@@ -404,32 +459,53 @@ class CandidateSearch:
     # -- batch overlay -----------------------------------------------------------------------
 
     def _overlay(self, new: NewMemory, tokens: frozenset[str], vector: F32 | None,
-                 overlay: BatchOverlay
-                 ) -> tuple[list[Candidate], int, int, float | None, float]:
-        found: list[Candidate] = []
-        surprise_size = same_category = 0
+                 overlay: BatchOverlay, wanted: int) -> _OverlayFound:
+        group = overlay.groups.get((new.agent_id, new.privacy))
+        if group is None:
+            return _OverlayFound()
+        records = group.records
+        k = self._policy.candidate_k
         max_cos: float | None = None
-        max_jac = 0.0
-        for record_id in overlay.new_ids:
-            record = overlay.records[record_id]
-            if not _same_partition(record, new, layer=False):
-                continue
-            surprise_size += 1
-            same_category += record.category == new.category
-            other = self._tokens.tokens(record.content_hash, record.content)
-            jac = jaccard(tokens, other)
-            max_jac = max(max_jac, jac)
-            if vector is not None:
-                other_vector = overlay.vectors.get(record_id)
-                if other_vector is None:
-                    continue
-                sim = float(other_vector @ vector)
-                max_cos = sim if max_cos is None else max(max_cos, sim)
-            else:
-                sim = jac
-            if record.layer == new.layer:
-                found.append(Candidate(record.id, sim, record.category, record.content, "batch"))
-        return found, surprise_size, same_category, max_cos, max_jac
+        if vector is not None and group.vector_count:
+            sims = group.similarities(vector)
+            order = _top_k(sims, 4 * k)
+            order = order[np.isfinite(sims[order])]
+            max_cos = float(sims[order[0]]) if len(order) else None
+            # keyword novelty against the nearest neighbours, as for the view (module doc)
+            neighbours = order[:k].tolist()
+            max_jac = max((jaccard(tokens, self._record_tokens(records[i])) for i in neighbours),
+                          default=0.0)
+            scored = [(i, float(sims[i])) for i in order.tolist()]
+        else:
+            jaccards = [jaccard(tokens, self._record_tokens(r)) for r in records]
+            max_jac = max(jaccards, default=0.0)
+            scored = [] if vector is not None else list(enumerate(jaccards))
+        if len(group.layer_counts) > 1:
+            scored = [(i, sim) for i, sim in scored if records[i].layer == new.layer]
+        elif new.layer not in group.layer_counts:
+            scored = []
+        if vector is not None:
+            scored = scored[:wanted]
+        found = [Candidate(records[i].id, sim, records[i].category, records[i].content, "batch")
+                 for i, sim in scored]
+        return _OverlayFound(found, len(records), group.layer_counts[new.layer],
+                             group.category_counts[new.category], max_cos, max_jac)
+
+    def _record_tokens(self, record: MemoryRecord) -> frozenset[str]:
+        return self._tokens.tokens(record.content_hash, record.content)
+
+
+@dataclass(frozen=True, slots=True)
+class _OverlayFound:
+    """What the batch overlay adds to a search: candidates of the merge partition (the
+    nearest ``4 × candidate_k`` on the embedding path), partition sizes and maxima."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    surprise_size: int = 0
+    merge_size: int = 0
+    same_category: int = 0
+    max_cosine: float | None = None
+    max_jaccard: float = 0.0
 
 
 def _same_partition(record: MemoryRecord | None, new: NewMemory, *, layer: bool) -> bool:

@@ -54,6 +54,15 @@ def test_lru_cache_evicts_oldest() -> None:
     assert cache.get("a") is None and cache.get("c") is not None and len(cache) == 2
 
 
+def test_cache_clear_forgets_vectors_and_counts() -> None:
+    cache = EmbeddingCache(capacity=4)
+    cache.put("a", np.ones(3, dtype=np.float32))
+    assert cache.get("a") is not None and cache.get("b") is None
+    cache.clear()
+    assert len(cache) == 0 and (cache.hits, cache.misses) == (0, 0)
+    assert cache.get("a") is None and cache.misses == 1
+
+
 def test_importing_engine_does_not_import_heavy_modules() -> None:
     code = ("import sys, engine, engine.memory_engine, engine.store, engine.embedding, "
             "engine.events, engine.query, app.cli.context\n"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from engine.errors import InputFormatError
+from engine.embedding import EmbedderStatus, Vectors
+from engine.errors import EmbeddingFailed, InputFormatError
 from engine.events import EventFilter
 from engine.ingest import Action, IngestPolicy, Reason
 from engine.ingest.salience import SalienceConfig, select_salient
@@ -24,6 +27,29 @@ LINES = [
     {"content": "Kim's shift starts at 8am", "agent_id": "kim"},
     {"content": "Kim's shift starts at 9am", "agent_id": "kim"},
 ]
+
+
+class FlakyEmbedder:
+    """The table embedder, except that call number ``fail_on_call`` raises EmbeddingFailed."""
+
+    def __init__(self, table: TableEmbedder, fail_on_call: int) -> None:
+        self._table = table
+        self._fail_on = fail_on_call
+        self.calls = 0
+        self.model_name = table.model_name
+        self.dimension = table.dimension
+
+    def status(self) -> EmbedderStatus:
+        return self._table.status()
+
+    def is_ready(self) -> bool:
+        return True
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls += 1
+        if self.calls == self._fail_on:
+            raise EmbeddingFailed(f"encoding {len(texts)} texts failed: test")
+        return self._table.embed(texts)
 
 
 def _write(path: Path, rows: list[object]) -> Path:
@@ -130,6 +156,45 @@ class TestBatch:
             (Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION),
             (Action.SKIPPED, Reason.PENDING_REVIEW)]
         assert len(engine.review_queue()) == 1
+
+    def test_encoding_ahead_decides_as_encoding_in_turn(self, make_engine: EngineFactory,
+                                                        table: TableEmbedder) -> None:
+        # pairs across chunk boundaries (chunks of 3): merges, a contradiction, a gray zone
+        table.pair("Ivy keeps bees", "Ivy is a beekeeper", 0.93)
+        table.pair("Ivy's hives number 12", "Ivy's hives number 21", 0.96)
+        table.pair("Ivy sells honey at the market", "Ivy sells her honey at markets", 0.78)
+        items = [NewMemory(text, agent_id="ivy") for text in (
+            "Ivy keeps bees", "Ivy's hives number 12", "Ivy sells honey at the market",
+            "Ivy is a beekeeper", "Ivy's hives number 21", "Ivy lives by the river",
+            "Ivy sells her honey at markets", "Ivy keeps bees", "Ivy walks her dog daily")]
+        outcomes = []
+        for overlap in (True, False):
+            engine = make_engine(name=f"store-{overlap}")
+            engine.set_ingest_policy(IngestPolicy(batch_size=3, overlap_encode=overlap))
+            calls = table.calls
+            result = engine.ingest_batch(items)
+            assert table.calls - calls == 3  # one encode per chunk, none per memory
+            outcomes.append([(r.action, r.reason) for r in result.results])
+            assert not [t for t in threading.enumerate()
+                        if t.name.startswith("mnemoscope-ingest-encode")]
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0][3:5] == [(Action.MERGED, Reason.NEAR_DUPLICATE),
+                                    (Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION)]
+        assert outcomes[0][6:8] == [(Action.DEFERRED, Reason.GRAY_ZONE),
+                                    (Action.SKIPPED, Reason.EQUAL_CONFIDENCE)]
+
+    def test_a_failed_chunk_encode_falls_back_per_memory(self, make_engine: EngineFactory,
+                                                         table: TableEmbedder) -> None:
+        flaky = FlakyEmbedder(table, fail_on_call=2)  # the second chunk's encode
+        engine = make_engine(embedder=flaky)
+        engine.set_ingest_policy(IngestPolicy(batch_size=2))
+        items = [NewMemory(text) for text in (
+            "Otto rides a red bicycle", "The bakery opens at dawn", "Lena studies marine biology",
+            "Oslo trains were late again", "Mars has two small moons")]
+        result = engine.ingest_batch(items)
+        assert [r.action for r in result.results] == [Action.INSERTED] * 5
+        assert all(r.semantic for r in result.results)  # the retry per memory succeeded
+        assert flaky.calls == 2 + 2 + 1  # chunk, failed chunk + one per memory, chunk
 
     def test_cancel_leaves_nothing_half_written(self, engine: MemoryEngine) -> None:
         engine.set_ingest_policy(IngestPolicy(batch_size=4))

@@ -48,3 +48,19 @@ def test_contradiction_with_the_real_model(make_engine: EngineFactory,
     result = engine.ingest(NewMemory("The weekly standup is at 5pm"))
     assert result.similarity is not None and result.similarity > 0.9
     assert (result.action, result.reason) == (Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION)
+
+
+def test_distinct_dialogue_turns_are_not_review_items(make_engine: EngineFactory,
+                                                      model: SentenceTransformerEmbedder) -> None:
+    # Two turns of one speaker: cosine ~0.73 (the agent tier's gray zone) on shared speaker and
+    # tone, but hardly a word in common -- distinct, so stored and linked, not queued.
+    engine = make_engine(embedder=model)
+    first = engine.ingest(NewMemory(
+        "Nate: I'm always here for you! You've got so much talent, just keep going for it!",
+        source_tier=TrustTier.AGENT))
+    result = engine.ingest(NewMemory("Nate: You too, take care!", source_tier=TrustTier.AGENT))
+    assert result.similarity is not None and 0.70 <= result.similarity < 0.85
+    assert (result.action, result.reason) == (Action.INSERTED, Reason.NOVEL)
+    assert result.record is not None
+    assert [link.id for link in result.record.related] == [first.record_id]
+    assert engine.review_queue() == []

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from engine.config import DedupConfig
+from engine.errors import ConfigInvalid
 from engine.ingest.decision import Candidate, ExactMatch, decide
 from engine.ingest.kinds import Action, Reason
 from engine.ingest.merge import add_provenance, add_related, merge_records, merge_weight
@@ -93,6 +94,33 @@ class TestNearDuplicate:
         assert below.review_floor(TrustTier.AUTO, semantic=True) == pytest.approx(0.80)
         assert _decide(similarity=0.75, tier=TrustTier.AUTO, policy=below)[0] is \
             Action.INSERTED
+
+    def test_gray_zone_needs_lexical_support(self) -> None:
+        stored = "Thanks so much, your kind words mean a lot to me"
+        incoming = "The support group meeting was so powerful and moving"
+        assert _decide(similarity=0.75, stored=stored, incoming=incoming) == (
+            Action.INSERTED, Reason.NOVEL)
+        assert _decide(similarity=0.75, stored=stored, incoming=incoming,
+                       policy=IngestPolicy(gray_min_jaccard=0.0)) == (Action.DEFERRED,
+                                                                      Reason.GRAY_ZONE)
+        # at or above the threshold the rule does not apply (the confirm band does)
+        assert _decide(similarity=0.86, stored=stored, incoming=incoming)[0] is Action.MERGED
+        # on the Jaccard path the similarity already is the word overlap
+        assert _decide(similarity=0.55, stored=stored, incoming=incoming,
+                       semantic=False) == (Action.DEFERRED, Reason.GRAY_ZONE)
+
+    def test_low_overlap_in_the_gray_zone_skips_the_guard(self) -> None:
+        # "never" vs none would be a negation conflict; the pair is not a near duplicate
+        assert _decide(similarity=0.75, stored="Jon: Thanks, I'm grateful for your help.",
+                       incoming="Jon: Nice one, Gina! You never give up, what motivates you?"
+                       ) == (Action.INSERTED, Reason.NOVEL)
+        assert _decide(similarity=0.75, stored="Jon never drinks coffee at work",
+                       incoming="Jon drinks coffee at work") == (
+            Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION)
+
+    def test_gray_min_jaccard_is_validated(self) -> None:
+        with pytest.raises(ConfigInvalid, match="gray_min_jaccard"):
+            IngestPolicy(gray_min_jaccard=1.5)
 
     def test_gray_zone_width_is_configurable(self) -> None:
         narrow = IngestPolicy(dedup=DedupConfig(gray_zone=0.0))
