@@ -46,7 +46,8 @@ def spawn(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
 
 
 def pending_tasks() -> list[asyncio.Task[Any]]:
-    """The tasks started with :func:`spawn` that have not finished (for shutdown and tests)."""
+    """The tasks started with :func:`spawn` that have not finished (the GUI tests wait for
+    none to be left before their event loop goes)."""
     return [task for task in _RUNNING if not task.done()]
 
 

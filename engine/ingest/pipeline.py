@@ -708,7 +708,6 @@ class _ChunkEncoder:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-
 class SteppedRun:
     """The stepped driver: one incoming memory, advanced a stage at a time.
 
