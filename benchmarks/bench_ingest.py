@@ -134,12 +134,14 @@ def main() -> None:
 
 
 def measure(turns: list[tuple[str, str]], *, rounds: int = 3,
-            variants: Sequence[str] = ("ingest",)) -> dict[str, Any]:
+            variants: Sequence[str] = ("ingest",),
+            embedder: SentenceTransformerEmbedder | None = None) -> dict[str, Any]:
     """Alternate raw and ingest runs (see the module docstring) and summarize them: ``{"texts",
     "decisions", "raw": {...}, variant: {"wall_rate", "cpu_rate", "wall_ratio", "cpu_ratio",
-    "wall_ratios", "load"}}`` (rates in texts/s, ratios as medians over the rounds)."""
+    "wall_ratios", "load"}, "model_threads"}`` (rates in texts/s, ratios as medians over the
+    rounds). ``embedder``: a loaded model to use instead of loading one."""
     texts = [text for _, text in turns]
-    embedder = model()
+    embedder = embedder or model()
     raws = [raw_run(embedder, texts)]
     runs: dict[str, list[tuple[Timing, Timing, Timing]]] = {v: [] for v in variants}
     counts: dict[str, int] = {}
@@ -150,7 +152,17 @@ def measure(turns: list[tuple[str, str]], *, rounds: int = 3,
         raws.append(raw_run(embedder, texts))
         for variant, timing in timings.items():
             runs[variant].append((raws[-2], timing, raws[-1]))
-    return summarize(len(texts), counts, raws, runs)
+    report = summarize(len(texts), counts, raws, runs)
+    report["model_threads"] = model_threads()
+    return report
+
+
+def model_threads() -> int:
+    """Torch's intra-op threads (the raw rate depends on it: an inherited OMP_NUM_THREADS=1
+    leaves the second core to the pipeline and flatters the ratio)."""
+    import torch  # loaded by the model already
+
+    return int(torch.get_num_threads())
 
 
 def summarize(count: int, counts: dict[str, int], raws: list[Timing],
@@ -183,7 +195,8 @@ def summarize(count: int, counts: dict[str, int], raws: list[Timing],
 def print_report(report: dict[str, Any]) -> None:
     """The figures as a table."""
     decisions = report["decisions"]
-    print(f"{report['texts']} LoCoMo turns; decisions: "
+    print(f"{report['texts']} LoCoMo turns; model threads {report['model_threads']} of "
+          f"{os.cpu_count()} CPUs; decisions: "
           + ", ".join(f"{k} {v}" for k, v in decisions.items()))
     print(f"{'run':<12}{'texts/s':>9}{'texts/CPU s':>13}{'wall ratio':>12}{'CPU ratio':>11}"
           "  per-round wall ratios; load")

@@ -27,8 +27,8 @@ Each size is measured in three states (``--after``; :data:`STATES`):
     python benchmarks/bench_retrieval.py [--sizes 2000,10000,100000] [--runs 200]
                                          [--after steady,access,append]
 
-BLAS runs single-threaded here (``OPENBLAS_NUM_THREADS=1`` etc., set before numpy loads unless
-already set): on a shared 2-core machine a multi-threaded BLAS matvec of 2K × 384 took 6-15 ms
+BLAS runs single-threaded when this runs as a script (``OPENBLAS_NUM_THREADS=1`` etc., set before
+numpy loads unless already set): on a shared 2-core machine a multi-threaded BLAS matvec of 2K × 384 took 6-15 ms
 waiting for its threads, single-threaded 0.05 ms. Set ``MNEMOSCOPE_BENCH_BLAS_THREADS`` to
 compare.
 """
@@ -43,8 +43,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, os.environ.get("MNEMOSCOPE_BENCH_BLAS_THREADS", "1"))
+if __name__ == "__main__":  # not when imported: `mnemoscope bench` loads the model later, and
+    # OMP_NUM_THREADS=1 would leave torch one thread for the ingest suite (numpy is loaded by then)
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, os.environ.get("MNEMOSCOPE_BENCH_BLAS_THREADS", "1"))
 
 import numpy as np  # noqa: E402  (BLAS threads are set first)
 

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.clock import Clock
+from engine.collector import fewer_collections
 from engine.errors import EngineError, RecordNotFound, StoreUnavailable, ValidationError
 from engine.events import Event, EventBus
 from engine.ingest.contradiction import Conflict
@@ -869,10 +870,17 @@ class IngestPipeline:
         Raises:
             StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay.
         """
-        results: list[IngestResult] = []
-        total = len(items)
         size = self.policy.batch_size
-        chunks = [items[start:start + size] for start in range(0, total, size)]
+        chunks = [items[start:start + size] for start in range(0, len(items), size)]
+        with fewer_collections():  # fewer GC passes over the batch's garbage (engine/collector.py)
+            return self._run_chunks(chunks, len(items), vectors, progress=progress,
+                                    cancelled=cancelled)
+
+    def _run_chunks(self, chunks: Sequence[Sequence[NewMemory]], total: int,
+                    vectors: F32 | None, *, progress: ProgressFn | None,
+                    cancelled: CancelFn | None) -> BatchResult:
+        results: list[IngestResult] = []
+        size = self.policy.batch_size
         encoder = None if vectors is not None else _ChunkEncoder(
             self, chunks, overlap=self.policy.overlap_encode)
         try:

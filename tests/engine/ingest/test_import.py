@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.collector import BATCH_THRESHOLD
 from engine.embedding import EmbedderStatus, Vectors
 from engine.errors import EmbeddingFailed, InputFormatError
 from engine.events import EventFilter
@@ -137,11 +139,20 @@ class TestBatch:
         items = [NewMemory("Mia plays the cello"), NewMemory("Mia is a cellist"),
                  NewMemory("Mia plays the cello"), NewMemory("Noah paints murals")]
         seen: list[tuple[int, int]] = []
-        result = engine.ingest_batch(items, progress=lambda done, total: seen.append(
-            (done, total)))
+        thresholds: set[int] = set()
+
+        def progress(done: int, total: int) -> None:
+            seen.append((done, total))
+            thresholds.add(gc.get_threshold()[0])
+
+        before = gc.get_threshold()
+        result = engine.ingest_batch(items, progress=progress)
         assert [r.action for r in result.results] == [Action.INSERTED, Action.MERGED,
                                                       Action.SKIPPED, Action.INSERTED]
         assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+        # fewer GC passes while the batch runs, and the process's setting back afterwards
+        assert thresholds == {max(before[0], BATCH_THRESHOLD)}
+        assert gc.get_threshold() == before
         assert engine.count() == 2 and not result.cancelled
         merged = engine.get(result.results[0].record_id or "")
         assert merged.merged_from == (result.results[1].incoming_id,)
