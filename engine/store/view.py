@@ -499,6 +499,22 @@ class ColumnarView:
             vector: F32 = self._vectors[row].copy()
             return vector
 
+    def holds_unchanged(self, records: Sequence[MemoryRecord],
+                        vectors: F32) -> npt.NDArray[np.bool_]:
+        """Per record: True when it is held with this very content and embedding.
+
+        Such a record's write changes only its metadata. ``vectors[i]`` is record i's (a zero
+        row: none); it matches a held vector within 1e-6 per component.
+        """
+        same = np.zeros(len(records), dtype=bool)
+        with self._lock:
+            for i, record in enumerate(records):
+                row = self._rows.get(record.id)
+                if row is not None and self._has_vec[row] \
+                        and self._contents[row] == record.content:
+                    same[i] = bool(np.abs(self._vectors[row] - vectors[i]).max() <= 1e-6)
+        return same
+
     def snapshot(self) -> ViewSnapshot:
         """The columns as of now, for reading without the lock (no copy; see the module doc).
 

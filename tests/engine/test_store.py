@@ -160,6 +160,77 @@ def test_a_failed_batch_rolls_back_the_batches_written_before_it(spec: StoreSpec
         store.close()
 
 
+class RecordingCollection:
+    """A real Chroma collection that records which ids each ``update`` and ``upsert`` got, and
+    makes the ``fail_upsert``-th upsert raise (0: none)."""
+
+    def __init__(self, inner: Any, fail_upsert: int = 0) -> None:
+        self._inner = inner
+        self._fail_upsert = fail_upsert
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def update(self, **batch: Any) -> None:
+        self.calls.append(("update", list(batch["ids"])))
+        self._inner.update(**batch)
+
+    def upsert(self, **batch: Any) -> None:
+        self.calls.append(("upsert", list(batch["ids"])))
+        if sum(kind == "upsert" for kind, _ in self.calls) == self._fail_upsert:
+            raise OSError("No space left on device (injected)")
+        self._inner.upsert(**batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_record_stored_with_the_same_text_and_vector_gets_a_metadata_update(
+        spec: StoreSpec) -> None:
+    store = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        stored, vectors = records(6), unit(6)
+        store.write(stored, vectors)
+        relinked = stored[0].replace(importance=0.97, version=2)  # what a back-link write is
+        reworded = stored[1].replace(content="memory number one, reworded", version=2)
+        fresh = records(1, agent="b")[0]
+        recording = RecordingCollection(store._collection)
+        store._collection = recording
+        # the first keeps its stored vector (given again, or not at all); the second has a new
+        # text and vector; the third is new
+        store.write([relinked, reworded, fresh], np.stack([vectors[0], unit(1, 7)[0],
+                                                            unit(1, 8)[0]]))
+        assert recording.calls == [("update", [relinked.id]),
+                                   ("upsert", [reworded.id, fresh.id])]
+        assert store.get(relinked.id) == relinked and store.get(reworded.id) == reworded
+        page = recording.get(ids=[relinked.id], include=["embeddings", "documents"])
+        assert page["documents"] == [relinked.content]
+        assert np.allclose(page["embeddings"][0], vectors[0], atol=1e-6)
+        assert store.nearest(vectors[0], 1)[0][0] == relinked.id
+        recording.calls.clear()
+        store.write([relinked.replace(importance=0.5, version=3)])  # no vector: the stored one
+        assert recording.calls == [("update", [relinked.id])]
+    finally:
+        store.close()
+
+
+def test_a_failed_upsert_rolls_back_the_metadata_update_before_it(spec: StoreSpec) -> None:
+    store = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        stored, vectors = records(4), unit(4)
+        store.write(stored, vectors)
+        relinked = stored[0].replace(importance=0.97, version=2)
+        recording = RecordingCollection(store._collection, fail_upsert=1)
+        store._collection = recording
+        before = store.view.snapshot()
+        with pytest.raises(StoreUnavailable, match="nothing was changed"):
+            store.write([relinked, *records(2, agent="b")],
+                        np.concatenate([vectors[:1], unit(2, 9)]))
+        assert [kind for kind, _ in recording.calls] == ["update", "upsert", "update"]
+        assert store.read_by_id([r.id for r in stored]) == stored  # the old metadata is back
+        assert store.view.snapshot() is before and store.count() == 4
+    finally:
+        store.close()
+
+
 def test_bad_vectors_write_nothing(spec: StoreSpec) -> None:
     store = MemoryStore.open(spec, now_ms=NOW)
     try:
