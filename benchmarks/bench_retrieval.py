@@ -27,10 +27,10 @@ Each size is measured in three states (``--after``; :data:`STATES`):
     python benchmarks/bench_retrieval.py [--sizes 2000,10000,100000] [--runs 200]
                                          [--after steady,access,append]
 
-BLAS runs single-threaded when this runs as a script (``OPENBLAS_NUM_THREADS=1`` etc., set before
-numpy loads unless already set): on a shared 2-core machine a multi-threaded BLAS matvec of 2K × 384 took 6-15 ms
-waiting for its threads, single-threaded 0.05 ms. Set ``MNEMOSCOPE_BENCH_BLAS_THREADS`` to
-compare.
+BLAS runs single-threaded when this runs as a script (``OPENBLAS_NUM_THREADS=1`` etc., set
+before numpy loads unless already set): on a shared 2-core machine a multi-threaded BLAS matvec
+of 2K × 384 took 6-15 ms waiting for its threads, single-threaded 0.05 ms. Set
+``MNEMOSCOPE_BENCH_BLAS_THREADS`` to compare.
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ if __name__ == "__main__":  # not when imported: `mnemoscope bench` loads the mo
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, os.environ.get("MNEMOSCOPE_BENCH_BLAS_THREADS", "1"))
 
-import numpy as np  # noqa: E402  (BLAS threads are set first)
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.config import MemoryConfig  # noqa: E402  (BLAS threads are set first)
-from engine.metrics import LatencySummary, PercentileSummary  # noqa: E402  (BLAS threads are set first)
-from engine.records import Layer, MemoryRecord, NewMemory  # noqa: E402  (BLAS threads are set first)
-from engine.retrieval import RetrievalRequest, Retriever  # noqa: E402  (BLAS threads are set first)
-from engine.store.view import ColumnarView  # noqa: E402  (BLAS threads are set first)
+from engine.config import MemoryConfig
+from engine.metrics import LatencySummary, PercentileSummary
+from engine.records import Layer, MemoryRecord, NewMemory
+from engine.retrieval import RetrievalRequest, Retriever
+from engine.store.view import ColumnarView
 
 _TEXT = ("alpha beta gamma delta cafe jazz deploy database migration cat dog tea coffee "
          "paint lake sunrise support group counselor swim kids work career friend "

@@ -290,7 +290,8 @@ def ingest_suite(turns: int, log: Log) -> SuiteResult:
         baseline=f"raw model encode (alternating runs, median of {INGEST_ROUNDS} rounds)",
         baseline_stats=Stats.of([float(raw["wall_rate"])]),
         ratio=float(ingest["wall_ratio"]), target=INGEST_TARGET,
-        note=f"LoCoMo turns; model on {report['model_threads']} threads; each ingest run against the raw runs before and after it, "
+        note=f"LoCoMo turns; model on {report['model_threads']} threads; each ingest run "
+             f"against the raw runs before and after it, "
              f"ratios per round {ingest['wall_ratios']} at load {ingest['load']}; CPU time "
              f"{ingest['cpu_rate']:.1f} vs raw {raw['cpu_rate']:.1f} texts per CPU s "
              f"(ratio {ingest['cpu_ratio']:.2f}); {decisions}"))
