@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.embedding import EmbedBackend, ModelSpec
 from engine.errors import ConfigInvalid
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class Settings:
         data_dir: Where the default store, server ledgers and caches live.
         model_path: A local sentence-transformers model directory (default: the packaged
             all-MiniLM-L6-v2).
+        embed_backend: What runs the model: ``openvino`` (default; bf16 where the CPU has
+            it), ``openvino-f32`` or ``torch`` (:class:`~engine.embedding.EmbedBackend`).
         load_model: Load the embedding model at all (off: Jaccard path only).
         redaction: Start with redaction on.
         sampling_rate: Voyeur event sampling rate.
@@ -83,6 +86,7 @@ class Settings:
     store_token: str | None = None
     data_dir: str = ""
     model_path: str | None = None
+    embed_backend: str = EmbedBackend.OPENVINO.value
     load_model: bool = True
     redaction: bool = False
     sampling_rate: float = 1.0
@@ -101,6 +105,15 @@ class Settings:
             raise ConfigInvalid("sampling_rate", self.sampling_rate, "must be in 0..1")
         if self.theme not in ("system", "light", "dark"):
             raise ConfigInvalid("theme", self.theme, "must be system, light or dark")
+        if self.embed_backend not in tuple(EmbedBackend):
+            raise ConfigInvalid("embed_backend", self.embed_backend,
+                                f"must be one of {', '.join(EmbedBackend)}")
+
+    def model_spec(self) -> ModelSpec:
+        """The embedding model to load; its OpenVINO conversion is cached under
+        ``data_dir/models``."""
+        return ModelSpec(self.model_path, EmbedBackend(self.embed_backend),
+                         str(Path(self.data_dir) / "models"))
 
     def with_recent(self, location: str, keep: int = 10) -> Settings:
         """A copy with ``location`` first in the recent-stores list."""
@@ -134,6 +147,7 @@ _ENV: Mapping[str, tuple[str, type]] = {
     "MNEMOSCOPE_STORE_TOKEN": ("store_token", str),
     "MNEMOSCOPE_DATA_DIR": ("data_dir", str),
     "MNEMOSCOPE_MODEL_PATH": ("model_path", str),
+    "MNEMOSCOPE_EMBED_BACKEND": ("embed_backend", str),
     "MNEMOSCOPE_LOAD_MODEL": ("load_model", bool),
     "MNEMOSCOPE_REDACTION": ("redaction", bool),
     "MNEMOSCOPE_SAMPLING_RATE": ("sampling_rate", float),
@@ -181,6 +195,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             raise ConfigInvalid(str(path), type(data).__name__, "must hold a JSON object")
         types: dict[str, type | tuple[type, ...]] = {
                  "store": str, "data_dir": str, "model_path": (str, type(None)),
+                 "embed_backend": str,
                  "load_model": bool, "redaction": bool, "sampling_rate": (int, float),
                  "recent_stores": list, "theme": str, "version": int, "extra": dict,
                  "llm": dict}

@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
-from engine.embedding import EmbedderState, EmbedderStatus, SentenceTransformerEmbedder
+from engine.embedding import (
+    EmbedderState,
+    EmbedderStatus,
+    ModelSpec,
+    SentenceTransformerEmbedder,
+)
 from engine.errors import ConfigInvalid, EngineError
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
@@ -134,14 +139,13 @@ def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None
         defer_view=True)
 
 
-def _bulk_import(model_path: str | None, load_model: bool, spec: StoreSpec, path: Path,
+def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
                  conversation_agent: str | None, progress: Callable[[int, int], None],
                  cancelled: Callable[[], bool]) -> ImportSummary:
     from ui.import_process import run_in_child
 
-    return run_in_child(spec, path, conversation_agent=conversation_agent,
-                        model_path=model_path, load_model=load_model, progress=progress,
-                        cancelled=cancelled)
+    return run_in_child(spec, path, conversation_agent=conversation_agent, model=model,
+                        progress=progress, cancelled=cancelled)
 
 
 def attach_remote(url: str, token: str,
@@ -236,8 +240,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         if windows and not loop.is_closed():
             loop.call_soon_threadsafe(windows[0].show_model_state, status)
 
-    embedder = SentenceTransformerEmbedder(settings.model_path, on_state=on_model_state) \
-        if load_model else None
+    embedder = settings.model_spec().embedder(on_state=on_model_state) if load_model else None
     settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,
@@ -250,7 +253,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         demo_memories=DEMO_MEMORIES if DEMO_MEMORIES.is_file() else None,
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
         version=_version(),
-        bulk_import=partial(_bulk_import, settings.model_path, load_model),
+        bulk_import=partial(_bulk_import, settings.model_spec() if load_model else None),
         llm=_llm_services(settings_file),
         attach=attach_remote,
     )

@@ -7,6 +7,10 @@ loads lazily on a background thread (:meth:`~SentenceTransformerEmbedder.start_l
 reports its :class:`EmbedderStatus`; until it is ready the engine takes the Jaccard path and says
 so. Vectors are L2-normalized float32, so cosine similarity is a dot product. Embeddings are
 cached by content hash in a bounded LRU.
+
+The model runs on OpenVINO by default (:mod:`engine.embedding_openvino`: the same weights,
+about twice torch's rate on a CPU) and on torch through sentence-transformers when OpenVINO
+cannot run it or :class:`EmbedBackend` says so; :attr:`EmbedderStatus.backend` says which.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -27,12 +31,17 @@ import numpy.typing as npt
 from engine.errors import EmbeddingFailed, EmbeddingUnavailable
 from engine.text import content_hash
 
+if TYPE_CHECKING:
+    from engine.embedding_openvino import OpenVinoEncoder
+
 __all__ = [
     "DEFAULT_MODEL_NAME",
+    "EmbedBackend",
     "Embedder",
     "EmbedderState",
     "EmbedderStatus",
     "EmbeddingCache",
+    "ModelSpec",
     "SentenceTransformerEmbedder",
     "Vectors",
     "default_model_path",
@@ -40,6 +49,17 @@ __all__ = [
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 Vectors = npt.NDArray[np.float32]
+
+
+class EmbedBackend(StrEnum):
+    """What runs the default embedder's model."""
+
+    OPENVINO = "openvino"
+    """OpenVINO at the precision the CPU runs fastest (bf16 where native), else torch."""
+    OPENVINO_F32 = "openvino-f32"
+    """OpenVINO in f32 (vectors equal torch's to 1e-6), else torch."""
+    TORCH = "torch"
+    """sentence-transformers on torch."""
 
 
 class EmbedderState(StrEnum):
@@ -60,6 +80,8 @@ class EmbedderStatus:
     dimension: int
     reason: str = ""
     load_seconds: float | None = None
+    backend: str = ""
+    """What runs the model once ready, e.g. ``OpenVINO bf16 (cached)`` or ``torch (…why)``."""
 
 
 @runtime_checkable
@@ -92,6 +114,27 @@ class Embedder(Protocol):
             EmbeddingFailed: the model raised.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Which model the app loads, what runs it, and where its conversion is cached.
+
+    Attributes:
+        path: A local sentence-transformers model directory; None: the packaged model.
+        backend: What runs it.
+        cache_dir: Where the OpenVINO conversion is kept between runs (None: not kept).
+    """
+
+    path: str | None = None
+    backend: EmbedBackend = EmbedBackend.OPENVINO
+    cache_dir: str | None = None
+
+    def embedder(self, on_state: Callable[[EmbedderStatus], None] | None = None
+                 ) -> SentenceTransformerEmbedder:
+        """A new (not yet loading) embedder for this spec."""
+        return SentenceTransformerEmbedder(self.path, on_state=on_state, backend=self.backend,
+                                           cache_dir=self.cache_dir)
 
 
 def default_model_path() -> Path:
@@ -161,6 +204,9 @@ class SentenceTransformerEmbedder:
         batch_size: Encode batch size (32 measured best on 2 cores, DESIGN).
         cache_size: LRU capacity of the content-hash cache.
         on_state: Called (from the loading thread) whenever the state changes.
+        backend: What runs the model (:class:`EmbedBackend`).
+        cache_dir: Where the OpenVINO conversion of the model is kept between runs; None
+            converts on every load (about two seconds).
     """
 
     def __init__(
@@ -172,6 +218,8 @@ class SentenceTransformerEmbedder:
         batch_size: int = 32,
         cache_size: int = 50_000,
         on_state: Callable[[EmbedderStatus], None] | None = None,
+        backend: EmbedBackend = EmbedBackend.OPENVINO,
+        cache_dir: str | Path | None = None,
     ) -> None:
         self._model_path = Path(model_path) if model_path is not None else None
         self._model_name = model_name or (
@@ -187,6 +235,10 @@ class SentenceTransformerEmbedder:
         self._reason = ""
         self._load_seconds: float | None = None
         self._model: Any = None
+        self._backend = backend
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._openvino: OpenVinoEncoder | None = None
+        self._backend_used = ""
         self._thread: threading.Thread | None = None
 
     # -- state -----------------------------------------------------------------------------
@@ -210,7 +262,7 @@ class SentenceTransformerEmbedder:
         """A snapshot of the state; never blocks on loading."""
         with self._lock:
             return EmbedderStatus(self._state, self._model_name, self._dimension, self._reason,
-                                  self._load_seconds)
+                                  self._load_seconds, self._backend_used)
 
     def is_ready(self) -> bool:
         """True once the model has loaded."""
@@ -267,11 +319,28 @@ class SentenceTransformerEmbedder:
                     f"model {path} has dimension {actual}, the store expects {self._dimension}"
                 )
             self._model = model
+            self._openvino, self._backend_used = self._accelerate(model, path)
             self._load_seconds = time.perf_counter() - started
             self._ready.set()
             self._set_state(EmbedderState.READY)
         except Exception as exc:  # any failure leaves the engine on the Jaccard path
             self._set_state(EmbedderState.FAILED, f"{type(exc).__name__}: {exc}")
+
+    def _accelerate(self, model: Any, path: Path) -> tuple[OpenVinoEncoder | None, str]:
+        """The OpenVINO encoder for ``model`` and the backend's description, or None and why
+        torch runs it."""
+        if self._backend is EmbedBackend.TORCH:
+            return None, "torch"
+        from engine import embedding_openvino
+
+        precision = embedding_openvino.Precision.F32 \
+            if self._backend is EmbedBackend.OPENVINO_F32 else embedding_openvino.Precision.AUTO
+        try:
+            encoder = embedding_openvino.build(model, path, dimension=self._dimension,
+                                               precision=precision, cache_dir=self._cache_dir)
+        except Exception as exc:  # Unsupported, or anything OpenVINO raised: torch still works
+            return None, f"torch (OpenVINO not used: {exc})"
+        return encoder, encoder.description
 
     # -- encoding --------------------------------------------------------------------------
 
@@ -299,13 +368,7 @@ class SentenceTransformerEmbedder:
             order = list(missing)
             batch_texts = [texts[missing[key][0]] for key in order]
             try:
-                vectors = self._model.encode(
-                    batch_texts,
-                    batch_size=self._batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                ).astype(np.float32, copy=False)
+                vectors = self._encode(batch_texts, self._openvino)
             except Exception as exc:
                 raise EmbeddingFailed(f"encoding {len(batch_texts)} texts failed: {exc}") from exc
             for key, vector in zip(order, vectors, strict=True):
@@ -313,10 +376,20 @@ class SentenceTransformerEmbedder:
                 out[missing[key]] = vector
         return out
 
-    def encode_raw(self, texts: Sequence[str]) -> Vectors:
-        """Encode without the cache or hashing: the raw model rate (benchmarks' baseline)."""
+    def encode_raw(self, texts: Sequence[str], *, torch: bool = False) -> Vectors:
+        """Encode without the cache or hashing: the raw model rate (benchmarks' baselines).
+
+        Args:
+            torch: Run sentence-transformers on torch (the model as shipped) even when
+                OpenVINO runs it for :meth:`embed`.
+        """
         if not self._ready.is_set():
             raise EmbeddingUnavailable("embedding model is not loaded")
+        return self._encode(texts, None if torch else self._openvino)
+
+    def _encode(self, texts: Sequence[str], openvino: OpenVinoEncoder | None) -> Vectors:
+        if openvino is not None:
+            return openvino.encode(texts, self._batch_size)
         vectors: Vectors = self._model.encode(
             list(texts), batch_size=self._batch_size, normalize_embeddings=True,
             convert_to_numpy=True, show_progress_bar=False,

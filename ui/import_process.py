@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.embedding import EmbedBackend, ModelSpec
 from engine.errors import EngineError, StoreUnavailable
 from engine.store import StoreSpec
 from ui.importing import ImportSummary, LineOutcome, import_conversation, import_jsonl
@@ -62,8 +63,7 @@ def _outcome_from_json(item: list[Any]) -> LineOutcome:
 
 
 def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None = None,
-                 model_path: str | None = None, load_model: bool = False,
-                 progress: ProgressFn | None = None,
+                 model: ModelSpec | None = None, progress: ProgressFn | None = None,
                  cancelled: CancelFn | None = None) -> ImportSummary:
     """Import ``path`` into the embedded store ``spec`` in a child process (blocking).
 
@@ -77,8 +77,9 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
                "--collection", spec.collection, "--path", str(path)]
     if conversation_agent is not None:
         command += ["--conversation-agent", conversation_agent]
-    if load_model:
-        command += ["--model"] + ([model_path] if model_path else [])
+    if model is not None:
+        command += ["--model", model.path or "", "--embed-backend", model.backend.value,
+                    "--model-cache", model.cache_dir or ""]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
@@ -118,7 +119,6 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
 
 def main(argv: list[str] | None = None) -> int:
     """The child: import one file into one embedded store, reporting on stdout."""
-    from engine.embedding import SentenceTransformerEmbedder
     from engine.memory_engine import MemoryEngine
     from engine.redaction import redact_text
 
@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", required=True)
     parser.add_argument("--conversation-agent")
     parser.add_argument("--model", nargs="?", const="", default=None)
+    parser.add_argument("--embed-backend", choices=list(EmbedBackend),
+                        default=EmbedBackend.OPENVINO.value)
+    parser.add_argument("--model-cache", default="")
     args = parser.parse_args(argv)
     _lower_priority()
     stop = threading.Event()
@@ -153,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
 
     embedder = None
     if args.model is not None:
-        embedder = SentenceTransformerEmbedder(args.model or None)
+        embedder = ModelSpec(args.model or None, EmbedBackend(args.embed_backend),
+                             args.model_cache or None).embedder()
         embedder.wait_ready()
     try:
         engine = MemoryEngine.open(StoreSpec(args.store, collection=args.collection),

@@ -488,7 +488,8 @@ class MainWindow(QMainWindow):
         """Show the embedding model state: loading, ready, or fallback with the reason."""
         if status.state is EmbedderState.READY:
             text = f"model: ready ({status.model_name})"
-            tip = f"{status.model_name}, {status.dimension}-d"
+            tip = f"{status.model_name}, {status.dimension}-d" + (
+                f", run by {status.backend}" if status.backend else "")
         elif status.state is EmbedderState.FAILED:
             text = "model: fallback (Jaccard)"
             tip = status.reason or "no model"

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from app.settings import Settings, server_ledger_path
-from engine.embedding import SentenceTransformerEmbedder
 from engine.memory_engine import MemoryEngine, engine_config_from_env
 from engine.store import StoreSpec
 
@@ -72,7 +71,7 @@ class CliContext:
             return self._engine
         embedder = None
         if self.load_model and self.settings.load_model:
-            embedder = SentenceTransformerEmbedder(self.settings.model_path)
+            embedder = self.settings.model_spec().embedder()
             if embed and not embedder.wait_ready(MODEL_WAIT_SECONDS):
                 self.warn(f"note: embedding model unavailable "
                           f"({embedder.status().reason or 'still loading'}); "

@@ -166,7 +166,7 @@ class EngineSource:
                        "redaction": config.redaction},
             "model": {"state": status.state.value, "name": status.model_name,
                       "dimension": status.dimension, "reason": status.reason,
-                      "load_seconds": status.load_seconds,
+                      "load_seconds": status.load_seconds, "backend": status.backend,
                       "semantic": engine.semantic_ready()},
             "events": {"last_seq": engine.events.last_seq()},
         }

@@ -64,3 +64,24 @@ def test_a_bad_section_does_not_stop_the_app(tmp_path: Path) -> None:
     services = _llm_services(settings_file)
     assert services.settings == LLMSettings()
     assert services.problem.startswith("LLM settings ignored: settings.json: llm.model")
+
+
+def test_embedding_backend_from_the_file_and_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text(json.dumps({"embed_backend": "torch"}))
+    settings = load_settings({}, config_dir=tmp_path)
+    assert settings.embed_backend == "torch"
+    overridden = load_settings({"MNEMOSCOPE_EMBED_BACKEND": "openvino-f32",
+                                "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")},
+                               config_dir=tmp_path)
+    spec = overridden.model_spec()
+    assert spec.backend.value == "openvino-f32" and spec.path is None
+    assert spec.cache_dir == str(tmp_path / "data" / "models")
+    assert Settings().model_spec().backend.value == "openvino"  # the default
+
+
+def test_an_unknown_embedding_backend_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigInvalid, match=r"embed_backend.*openvino, openvino-f32, torch.*onnx"):
+        load_settings({"MNEMOSCOPE_EMBED_BACKEND": "onnx"}, config_dir=tmp_path)
+    (tmp_path / "settings.json").write_text(json.dumps({"embed_backend": 2}))
+    with pytest.raises(ConfigInvalid, match="embed_backend"):
+        load_settings({}, config_dir=tmp_path)

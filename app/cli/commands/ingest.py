@@ -178,7 +178,6 @@ def _review_reject(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _eval_dedup(args: argparse.Namespace, ctx: CliContext) -> int:
-    from engine.embedding import SentenceTransformerEmbedder
     from engine.ingest import IngestPolicy
     from engine.ingest.evaluation import evaluate_dedup, read_sts
 
@@ -188,7 +187,7 @@ def _eval_dedup(args: argparse.Namespace, ctx: CliContext) -> int:
 
     embed: Callable[[Any], Any] = no_model
     if ctx.load_model and ctx.settings.load_model:
-        embedder = SentenceTransformerEmbedder(ctx.settings.model_path)
+        embedder = ctx.settings.model_spec().embedder()
         if embedder.wait_ready(180.0):
             embed = embedder.embed
         else:

@@ -282,6 +282,8 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     model = report["model"]
     ctx.print(f"model                  {model['name']}: {model['state']}, "
               f"{model['dimension']} dims {model['reason']}".rstrip())
+    if model["backend"]:
+        ctx.print(f"model backend          {model['backend']}")
     return 0
 
 

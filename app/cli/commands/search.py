@@ -90,12 +90,11 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _eval_locomo(args: argparse.Namespace, ctx: CliContext) -> int:
-    from engine.embedding import SentenceTransformerEmbedder
     from engine.retrieval.evaluation import evaluate_locomo
 
     embedder = None
     if ctx.load_model and ctx.settings.load_model:
-        embedder = SentenceTransformerEmbedder(ctx.settings.model_path)
+        embedder = ctx.settings.model_spec().embedder()
         if not embedder.wait_ready(MODEL_WAIT_SECONDS):
             ctx.warn(f"note: embedding model unavailable ({embedder.status().reason}); "
                      "ranking on token Jaccard, the cosine baseline scores 0")

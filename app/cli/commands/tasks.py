@@ -216,9 +216,8 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
     workspace = _open(args, ctx)
     embedder = None
     if not args.keyword_only and ctx.load_model and ctx.settings.load_model:
-        from engine.embedding import SentenceTransformerEmbedder
 
-        embedder = SentenceTransformerEmbedder(ctx.settings.model_path)
+        embedder = ctx.settings.model_spec().embedder()
         embedder.wait_ready(MODEL_WAIT_SECONDS)
     result = CardSearch(workspace, embedder).search(
         args.query, limit=args.limit, mode="keyword" if args.keyword_only else "hybrid")

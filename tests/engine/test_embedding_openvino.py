@@ -1,0 +1,104 @@
+"""The OpenVINO backend: the same vectors as torch, a cached conversion, torch as the fallback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.embedding import (
+    EmbedBackend,
+    EmbedderState,
+    ModelSpec,
+    SentenceTransformerEmbedder,
+    default_model_path,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.model]
+
+# What a memory store holds: one word, dialogue, numbers and dates, non-Latin script, emoji,
+# and a text past the model's 256-token window (truncated alike by both backends).
+TEXTS = [
+    "ok",
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "The standup moved from 3pm to 5pm on 2026-03-14.",
+    "Bob does not like tea.",
+    "東京の会議は火曜日に移動しました。",
+    "Deploy finished 🎉 — thanks all!",
+    " ".join(f"word{i} and some filler text about the quarterly planning meeting"
+             for i in range(60)),
+]
+
+
+def _ready(embedder: SentenceTransformerEmbedder) -> SentenceTransformerEmbedder:
+    assert embedder.wait_ready(300), embedder.status().reason
+    return embedder
+
+
+def test_the_default_runs_on_openvino_and_agrees_with_torch(
+        real_embedder: SentenceTransformerEmbedder) -> None:
+    status = real_embedder.status()
+    assert status.backend.startswith("OpenVINO "), status.backend
+    for batch in (TEXTS, TEXTS[:1], TEXTS * 5):  # one text, a batch, more than one batch of 32
+        fast = real_embedder.encode_raw(batch)
+        reference = real_embedder.encode_raw(batch, torch=True)
+        assert fast.shape == reference.shape == (len(batch), 384)
+        assert np.allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+        assert float(np.min(np.sum(fast * reference, axis=1))) > 0.9999
+    # embed() takes the same path (a cache miss is encoded by OpenVINO)
+    real_embedder.cache.clear()
+    assert np.array_equal(real_embedder.embed(TEXTS[:3]), real_embedder.encode_raw(TEXTS[:3]))
+
+
+def test_openvino_sends_no_telemetry(real_embedder: SentenceTransformerEmbedder) -> None:
+    assert real_embedder.status().backend.startswith("OpenVINO ")
+    import openvino.tools.ovc.telemetry_utils as telemetry
+
+    assert sys.modules["openvino_telemetry"] is None
+    assert telemetry.tm.__name__ == "openvino.tools.ovc.telemetry_stub"
+
+
+def test_f32_conversion_is_cached_and_a_damaged_cache_is_converted_again(
+        tmp_path: Path) -> None:
+    spec = ModelSpec(backend=EmbedBackend.OPENVINO_F32, cache_dir=str(tmp_path))
+    first = _ready(spec.embedder())
+    assert first.status().backend == "OpenVINO f32 (converted)"
+    [cached] = list(tmp_path.glob("openvino-*/model.xml"))
+    assert not list(tmp_path.glob(".openvino-*"))  # no staging directory left behind
+    second = _ready(spec.embedder())
+    assert second.status().backend == "OpenVINO f32 (cached)"
+    vectors = first.encode_raw(TEXTS)
+    assert np.allclose(vectors, second.encode_raw(TEXTS), rtol=0, atol=1e-6)
+    # f32 matches torch to float rounding
+    assert float(np.abs(vectors - first.encode_raw(TEXTS, torch=True)).max()) < 1e-5
+    cached.write_text("<not a model", encoding="utf-8")
+    third = _ready(spec.embedder())
+    assert third.status().backend == "OpenVINO f32 (converted)"
+    assert np.allclose(vectors, third.encode_raw(TEXTS), rtol=0, atol=1e-6)
+
+
+def test_torch_when_asked(tmp_path: Path) -> None:
+    embedder = _ready(ModelSpec(backend=EmbedBackend.TORCH, cache_dir=str(tmp_path)).embedder())
+    assert embedder.status().backend == "torch"
+    assert np.array_equal(embedder.encode_raw(TEXTS), embedder.encode_raw(TEXTS, torch=True))
+    assert not list(tmp_path.iterdir())  # nothing converted
+
+
+def test_a_model_openvino_cannot_run_stays_on_torch_and_says_why(tmp_path: Path) -> None:
+    # the packaged weights with CLS pooling: a model of another shape, still a working one
+    model = tmp_path / "cls-model"
+    shutil.copytree(default_model_path(), model)
+    pooling = model / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text(encoding="utf-8"))
+    config.update({key: False for key in config if key.startswith("pooling_mode_")})
+    config["pooling_mode_cls_token"] = True
+    pooling.write_text(json.dumps(config), encoding="utf-8")
+    embedder = _ready(SentenceTransformerEmbedder(model, cache_dir=tmp_path / "cache"))
+    status = embedder.status()
+    assert status.state is EmbedderState.READY
+    assert status.backend == "torch (OpenVINO not used: only mean pooling converts)"
+    assert embedder.embed(["a memory"]).shape == (1, 384)
