@@ -284,19 +284,28 @@ def ingest_suite(turns: int, log: Log) -> SuiteResult:
     report = script.measure(script.load_turns(data, turns), rounds=INGEST_ROUNDS)
     raw, ingest = report["raw"], report["ingest"]
     decisions = ", ".join(f"{k} {v}" for k, v in report["decisions"].items())
+    backend = report.get("raw_backend")
+    pipeline = "" if backend is None else (
+        f"; against the same model raw on the engine's backend ({backend['wall_rate']:.1f} "
+        f"texts/s) {ingest['backend_ratio']:.2f} (per round {ingest['backend_ratios']}; CPU "
+        f"{ingest['backend_cpu_ratio']:.2f}): what the pipeline costs")
     result.rows.append(_row(
         key="ingest", what=what, size=int(report["texts"]), unit="texts/s",
         stats=Stats.of([float(ingest["wall_rate"])]),
-        baseline=f"raw model encode (alternating runs, median of {INGEST_ROUNDS} rounds)",
+        baseline=f"raw model encode, sentence-transformers on torch (alternating runs, median "
+                 f"of {INGEST_ROUNDS} rounds)",
         baseline_stats=Stats.of([float(raw["wall_rate"])]),
         ratio=float(ingest["wall_ratio"]), target=INGEST_TARGET,
-        note=f"LoCoMo turns; model on {report['model_threads']} threads; each ingest run "
-             f"against the raw runs before and after it, "
-             f"ratios per round {ingest['wall_ratios']} at load {ingest['load']}; CPU time "
-             f"{ingest['cpu_rate']:.1f} vs raw {raw['cpu_rate']:.1f} texts per CPU s "
-             f"(ratio {ingest['cpu_ratio']:.2f}); {decisions}"))
-    log(f"ingest: {ingest['wall_rate']:.1f} texts/s vs raw {raw['wall_rate']:.1f} "
-        f"({ingest['wall_ratio']:.2f}; CPU {ingest['cpu_ratio']:.2f})")
+        note=f"LoCoMo turns; engine backend {report['backend']}, torch on "
+             f"{report['model_threads']} threads; each ingest run against the raw runs before "
+             f"and after it, ratios per round {ingest['wall_ratios']} at load {ingest['load']}; "
+             f"CPU time {ingest['cpu_rate']:.1f} vs raw {raw['cpu_rate']:.1f} texts per CPU s "
+             f"(ratio {ingest['cpu_ratio']:.2f}){pipeline}; {decisions}"))
+    log(f"ingest: {ingest['wall_rate']:.1f} texts/s vs raw torch {raw['wall_rate']:.1f} "
+        f"({ingest['wall_ratio']:.2f}; CPU {ingest['cpu_ratio']:.2f})"
+        + ("" if backend is None else
+           f", vs raw {report['backend']} {backend['wall_rate']:.1f} "
+           f"({ingest['backend_ratio']:.2f})"))
     return result
 
 

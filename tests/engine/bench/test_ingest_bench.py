@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from engine.bench.suites import ROOT, load_script
 from engine.embedding import SentenceTransformerEmbedder
 
@@ -35,7 +37,28 @@ def test_a_small_run_reports_rates_ratios_and_the_model_threads(
     report = script.measure(turns, rounds=1, embedder=real_embedder)
     assert report["texts"] == 24 and sum(report["decisions"].values()) == 24
     assert report["model_threads"] == torch.get_num_threads()
-    assert report["raw"]["wall_rate"] > 0 and len(report["raw"]["load"]) == 2
+    # the engine runs OpenVINO: both baselines, torch (the target's) and the engine's backend
+    assert report["backend"] == real_embedder.status().backend
+    assert report["backend"].startswith("OpenVINO ")
+    for baseline in ("raw", "raw_backend"):
+        assert report[baseline]["wall_rate"] > 0 and len(report[baseline]["load"]) == 2
     row = report["ingest"]
     assert row["wall_rate"] > 0 and row["cpu_rate"] > 0 and len(row["wall_ratios"]) == 1
     assert row["wall_ratio"] == row["wall_ratios"][0]
+    assert row["backend_ratio"] == row["backend_ratios"][0] > 0
+    raw = report["raw"]["wall_rate"]  # one round: its ratio is against that round's two runs
+    assert row["wall_ratio"] == pytest.approx(row["wall_rate"] / raw, rel=1e-2)
+
+
+def test_ratios_compare_each_run_with_the_baseline_runs_around_it() -> None:
+    script = load_script("bench_ingest")
+    assert script is not None
+    timing = script.Timing
+    raws = {"raw": [timing(100.0, 50.0, 1.0), timing(300.0, 150.0, 1.0), timing(200.0, 100.0, 1.0)],
+            "raw_backend": [timing(400.0, 200.0, 1.0)] * 3}
+    runs = {"ingest": [timing(180.0, 90.0, 1.0), timing(250.0, 125.0, 1.0)]}
+    report = script.summarize(10, {"inserted": 10, "merged": 0}, raws, runs)
+    row = report["ingest"]
+    assert row["wall_ratios"] == [0.9, 1.0] and row["wall_ratio"] == 0.95
+    assert row["backend_ratios"] == [0.45, 0.625] and row["cpu_ratio"] == 0.95
+    assert report["decisions"] == {"inserted": 10} and report["raw"]["wall_rate"] == 200.0
