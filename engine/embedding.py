@@ -57,7 +57,7 @@ class EmbedBackend(StrEnum):
     OPENVINO = "openvino"
     """OpenVINO at the precision the CPU runs fastest (bf16 where native), else torch."""
     OPENVINO_F32 = "openvino-f32"
-    """OpenVINO in f32 (vectors equal torch's to 1e-6), else torch."""
+    """OpenVINO in f32 (vectors equal torch's to 1e-5 per component), else torch."""
     TORCH = "torch"
     """sentence-transformers on torch."""
 

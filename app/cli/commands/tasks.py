@@ -216,7 +216,6 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
     workspace = _open(args, ctx)
     embedder = None
     if not args.keyword_only and ctx.load_model and ctx.settings.load_model:
-
         embedder = ctx.settings.model_spec().embedder()
         embedder.wait_ready(MODEL_WAIT_SECONDS)
     result = CardSearch(workspace, embedder).search(
