@@ -25,6 +25,12 @@ def run_gui(args: argparse.Namespace, settings: Settings) -> int:
               "`QT_QPA_PLATFORM=offscreen mnemoscope --self-test`, or use the command line "
               "(`mnemoscope --help`).", file=sys.stderr)
         return 2
+    from app.qt_platform import check_xcb
+
+    problem = check_xcb()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     from app.wiring import launch
 
     return launch(args, settings)
