@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         ReviewItem,
         SteppedRun,
     )
+    from engine.ingest.importer import SalienceCut
     from engine.layers import LayerService, SpatialHit
     from engine.records import TrustTier
 
@@ -810,12 +811,20 @@ class MemoryEngine:
 
     def import_conversation(self, path: str | Path, *, agent_id: str = "default",
                             progress: ProgressFn | None = None,
-                            cancelled: CancelFn | None = None) -> ImportReport:
-        """Import a conversation (JSON list of {speaker|role, content, ts}) via salience."""
+                            cancelled: CancelFn | None = None,
+                            keep: SalienceCut | None = None,
+                            dry_run: bool = False) -> ImportReport:
+        """Import a conversation (any format of :mod:`engine.ingest.conversations`).
+
+        Args:
+            keep: Which turns to keep (default: seed 000 §1 salience selection).
+            dry_run: Report what the import would do and write nothing.
+        """
         from engine.ingest.importer import import_conversation
 
         return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
-                                   progress=progress, cancelled=cancelled)
+                                   progress=progress, cancelled=cancelled, keep=keep,
+                                   dry_run=dry_run)
 
     def export_jsonl(self, path: str | Path, *,
                      redact: Callable[[str], str] | None = None) -> int:

@@ -2,19 +2,22 @@
 
 :func:`import_jsonl` parses a JSONL file (:mod:`engine.ingest.jsonl`), sends the good lines
 through batch ingest and reports every line — its decision, or why it was refused.
-:func:`import_conversation` reads a conversation (a JSON list of ``{speaker|role, content,
-ts}``), keeps the salient messages (seed 000 §1) and ingests them as episodic memories.
+:func:`import_conversation` reads a conversation in any format of
+:mod:`engine.ingest.conversations`, keeps the salient messages (seed 000 §1, or a
+:class:`SalienceCut` the user chose) and ingests them as episodic memories; with ``dry_run`` it
+reports what it would do and writes nothing.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InputFormatError, ValidationError
+from engine.errors import ValidationError
+from engine.ingest.conversations import read_conversation
 from engine.ingest.jsonl import read_jsonl, write_jsonl_atomic
 from engine.ingest.kinds import Action
 from engine.ingest.pipeline import CancelFn, IngestPipeline, IngestResult, ProgressFn
@@ -25,11 +28,10 @@ from engine.records import (
     MemoryRecord,
     NewMemory,
     TrustTier,
-    parse_timestamp,
 )
 
-__all__ = ["ImportReport", "LineOutcome", "export_records", "import_conversation",
-           "import_jsonl"]
+__all__ = ["ImportReport", "LineOutcome", "SalienceCut", "export_records",
+           "import_conversation", "import_jsonl"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +55,26 @@ class LineOutcome:
     target_id: str | None = None
     similarity: float | None = None
     result: IngestResult | None = None
+    content: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The CLI's per-line object."""
-        return {"line": self.line, "action": self.action, "reason": self.reason, "id": self.id,
-                "target_id": self.target_id,
-                "similarity": None if self.similarity is None else round(self.similarity, 6)}
+        """The CLI's per-line object (``content`` only where the import names the text)."""
+        row: dict[str, Any] = {
+            "line": self.line, "action": self.action, "reason": self.reason, "id": self.id,
+            "target_id": self.target_id,
+            "similarity": None if self.similarity is None else round(self.similarity, 6)}
+        if self.content is not None:
+            row["content"] = self.content
+        return row
 
     @classmethod
-    def from_result(cls, line: int, result: IngestResult) -> LineOutcome:
+    def from_result(cls, line: int, result: IngestResult,
+                    content: str | None = None) -> LineOutcome:
         """The outcome of a line that went through the pipeline."""
         reason = result.error if result.action is Action.ERROR and result.error \
             else result.reason.value
         return cls(line, result.action.value, reason, result.record_id, result.target_id,
-                   result.similarity, result)
+                   result.similarity, result, content)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +86,17 @@ class ImportReport:
         lines: Outcomes, in file order (refused lines included; lines of a cancelled chunk
             are absent).
         cancelled: The caller cancelled; nothing of the chunk in progress was written.
+        dry_run: Nothing was written: the outcomes are what an import would do.
+        format: The conversation format detected (conversation imports).
+        keep: Which conversation turns were kept, in words (conversation imports).
     """
 
     path: str
     lines: tuple[LineOutcome, ...]
     cancelled: bool = False
+    dry_run: bool = False
+    format: str | None = None
+    keep: str | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -98,15 +112,20 @@ class ImportReport:
         return tuple(o for o in self.lines if o.action == Action.ERROR.value)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"results": [...], "counts": {...}, "cancelled": bool}`` (the CLI's document)."""
-        return {"results": [o.to_json() for o in self.lines], "counts": self.counts,
-                "cancelled": self.cancelled}
+        """``{"results": [...], "counts": {...}, "cancelled": bool}`` (the CLI's document),
+        plus ``dry_run``, ``format`` and ``keep`` for conversation imports."""
+        document: dict[str, Any] = {"results": [o.to_json() for o in self.lines],
+                                    "counts": self.counts, "cancelled": self.cancelled}
+        if self.format is not None:
+            document.update(format=self.format, keep=self.keep, dry_run=self.dry_run)
+        return document
 
 
 def _ingest_lines(pipeline: IngestPipeline, path: str,
                   parsed: Iterable[tuple[int, NewMemory | None, str | None]],
                   progress: ProgressFn | None, cancelled: CancelFn | None,
-                  skipped: Iterable[LineOutcome] = ()) -> ImportReport:
+                  skipped: Iterable[LineOutcome] = (), *, dry_run: bool = False
+                  ) -> ImportReport:
     refused: list[LineOutcome] = list(skipped)
     good: list[tuple[int, NewMemory]] = []
     for line, memory, error in parsed:
@@ -114,11 +133,14 @@ def _ingest_lines(pipeline: IngestPipeline, path: str,
             refused.append(LineOutcome(line, Action.ERROR.value, error or "invalid"))
         else:
             good.append((line, memory))
-    batch = pipeline.ingest_batch([m for _, m in good], progress=progress, cancelled=cancelled)
-    outcomes = refused + [LineOutcome.from_result(line, result)
-                          for (line, _), result in zip(good, batch.results, strict=False)]
+    memories = [m for _, m in good]
+    batch = pipeline.simulate_batch(memories, progress=progress, cancelled=cancelled) \
+        if dry_run else pipeline.ingest_batch(memories, progress=progress, cancelled=cancelled)
+    outcomes = refused + [LineOutcome.from_result(line, result,
+                                                  memory.content if dry_run else None)
+                          for (line, memory), result in zip(good, batch.results, strict=False)]
     outcomes.sort(key=lambda o: o.line)
-    return ImportReport(path, tuple(outcomes), batch.cancelled)
+    return ImportReport(path, tuple(outcomes), batch.cancelled, dry_run)
 
 
 def import_jsonl(pipeline: IngestPipeline, path: str | Path, *, source: str | None = None,
@@ -134,78 +156,121 @@ def import_jsonl(pipeline: IngestPipeline, path: str | Path, *, source: str | No
     return _ingest_lines(pipeline, str(path), parsed, progress, cancelled)
 
 
-def _messages(path: Path) -> Iterator[tuple[int, str, str, float | None, str | None]]:
-    """(number, speaker, content, ts, error) per conversation message."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputFormatError(str(path), 0, "file", f"cannot open: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputFormatError(str(path), 0, "file", f"not valid UTF-8 at byte {exc.start}"
-                               ) from exc
-    except json.JSONDecodeError as exc:
-        raise InputFormatError(str(path), exc.lineno, "file", f"not JSON: {exc.msg}") from exc
-    if isinstance(data, Mapping) and isinstance(data.get("messages"), list):
-        data = data["messages"]
-    if not isinstance(data, list):
-        raise InputFormatError(str(path), 0, "file",
-                               "expected a JSON list of {speaker|role, content, ts} objects")
-    for number, item in enumerate(data, start=1):
-        if not isinstance(item, Mapping):
-            yield number, "", "", None, f"message {number}: expected an object"
-            continue
-        speaker = item.get("speaker", item.get("role"))
-        content = item.get("content", item.get("text"))
-        if not isinstance(speaker, str) or not speaker.strip():
-            yield number, "", "", None, f"message {number}: needs a 'speaker' or 'role' string"
-            continue
-        if not isinstance(content, str) or not content.strip():
-            yield number, "", "", None, f"message {number}: needs a non-empty 'content' string"
-            continue
+@dataclass(frozen=True, slots=True)
+class SalienceCut:
+    """Which conversation messages an import keeps.
+
+    Attributes:
+        mode: ``default`` (seed 000 §1 salience selection with its limits), ``all`` (every
+            turn), or ``top`` (the ``percent`` highest-scoring turns by the same salience
+            score, in conversation order).
+        percent: For ``top``: 0 < percent <= 100.
+    """
+
+    mode: str = "default"
+    percent: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("default", "all", "top"):
+            raise ValidationError("keep", self.mode, "expected default, all or a percentage")
+        if self.mode == "top" and (self.percent is None or not 0 < self.percent <= 100):
+            raise ValidationError("keep", self.percent, "a percentage must be in (0, 100]")
+
+    @classmethod
+    def parse(cls, text: str) -> SalienceCut:
+        """``default``, ``all``, or ``N%`` / ``N`` (the top N percent).
+
+        Raises:
+            ValidationError: naming the value.
+        """
+        value = text.strip().lower()
+        if value in ("default", "all"):
+            return cls(value)
         try:
-            ts = parse_timestamp(item.get("ts"), f"message {number}.ts")
-        except ValidationError as exc:
-            yield number, "", "", None, str(exc)
-            continue
-        yield number, speaker.strip(), content.strip(), ts, None
+            percent = float(value.removesuffix("%"))
+        except ValueError:
+            raise ValidationError("keep", text, "expected default, all or a percentage such "
+                                  "as 50%") from None
+        return cls("top", percent)
+
+    def describe(self) -> str:
+        """How the cut is named to a person."""
+        if self.mode == "top":
+            return f"the top {self.percent:g}% by salience"
+        return "every turn" if self.mode == "all" else "salient turns (the default)"
+
+
+def _select(contents: list[str], cut: SalienceCut,
+            config: SalienceConfig | None) -> dict[int, float]:
+    """Position → salience score of the kept messages."""
+    if cut.mode == "default":
+        return {s.index: s.score for s in select_salient(contents, config=config)}
+    # every message scored by the same formula (no top-k, no token cap)
+    everything = SalienceConfig(top_k=max(1, len(contents)), max_tokens=10**12)
+    scored = {s.index: s.score for s in select_salient(contents, config=everything)}
+    if cut.mode == "all":
+        return scored
+    assert cut.percent is not None
+    count = max(1, math.ceil(len(contents) * cut.percent / 100.0)) if contents else 0
+    best = sorted(scored, key=lambda index: (-scored[index], index))[:count]
+    return {index: scored[index] for index in sorted(best)}
 
 
 def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id: str = "default",
                         progress: ProgressFn | None = None, cancelled: CancelFn | None = None,
-                        config: SalienceConfig | None = None) -> ImportReport:
-    """Turn a conversation into episodic memories of ``agent_id`` via salience selection.
+                        config: SalienceConfig | None = None, keep: SalienceCut | None = None,
+                        dry_run: bool = False) -> ImportReport:
+    """Turn a conversation into episodic memories of ``agent_id``.
 
-    Each selected message becomes ``"<speaker>: <content>"`` (layer episodic, category
-    episode, trust tier agent, source ``conversation:<file name>``, created at its ``ts``);
-    messages salience did not select are reported as ``skipped`` / ``not_salient``.
+    The file may be in any format :mod:`engine.ingest.conversations` reads (the report names
+    the one detected). Each kept message becomes ``"<speaker>: <content>"`` (layer episodic,
+    category episode, trust tier agent, source ``conversation:<file name>``, created at its
+    time, with speaker, message number, session and dataset ids in metadata); messages the
+    salience cut (``keep``, default seed 000 §1) left out are reported as ``skipped`` /
+    ``not_salient``, instructions and tool traffic as ``skipped`` with that reason.
+
+    Args:
+        keep: Which turns to keep (default: seed 000 §1 salience selection).
+        dry_run: Decide everything, write nothing (:meth:`IngestPipeline.simulate_batch`).
 
     Raises:
-        InputFormatError: the file is not a JSON list of messages.
+        InputFormatError: the file is in none of the accepted formats.
     """
     file = Path(path)
-    rows = list(_messages(file))
-    good = [r for r in rows if r[4] is None]
-    selected = select_salient([r[2] for r in good], config=config)
-    chosen = {s.index: s.score for s in selected}
+    conversation = read_conversation(file)
+    cut = keep or SalienceCut()
+    good = [m for m in conversation.messages if m.usable]
+    chosen = _select([m.content for m in good], cut, config)
     parsed: list[tuple[int, NewMemory | None, str | None]] = []
     skipped: list[LineOutcome] = []
-    for position, (number, speaker, content, ts, _) in enumerate(good):
+    for message in conversation.messages:
+        if message.skip is not None:
+            skipped.append(LineOutcome(message.number, Action.SKIPPED.value, message.skip,
+                                       content=message.content or None))
+        elif message.error is not None:
+            parsed.append((message.number, None, message.error))
+    for position, message in enumerate(good):
+        text = f"{message.speaker}: {message.content}"
         if position not in chosen:
-            skipped.append(LineOutcome(number, Action.SKIPPED.value, "not_salient"))
+            skipped.append(LineOutcome(message.number, Action.SKIPPED.value, "not_salient",
+                                       content=text))
             continue
+        metadata: dict[str, Any] = {"speaker": message.speaker, "message": message.number,
+                                    "salience": round(chosen[position], 6), **message.extra}
+        if message.session is not None:
+            metadata["session"] = message.session
         try:
             memory = NewMemory(
-                content=f"{speaker}: {content}", agent_id=agent_id, layer=Layer.EPISODIC,
+                content=text, agent_id=agent_id, layer=Layer.EPISODIC,
                 category=Category.EPISODE, source=f"conversation:{file.name}",
-                source_tier=TrustTier.AGENT, created_at=ts,
-                metadata={"speaker": speaker, "message": number,
-                          "salience": round(chosen[position], 6)})
+                source_tier=TrustTier.AGENT, created_at=message.ts, metadata=metadata)
         except ValidationError as exc:
-            parsed.append((number, None, str(exc)))
+            parsed.append((message.number, None, str(exc)))
             continue
-        parsed.append((number, memory, None))
-    parsed.extend((number, None, error) for number, _, _, _, error in rows if error is not None)
-    return _ingest_lines(pipeline, str(file), parsed, progress, cancelled, skipped)
+        parsed.append((message.number, memory, None))
+    report = _ingest_lines(pipeline, str(file), parsed, progress, cancelled, skipped,
+                           dry_run=dry_run)
+    return replace(report, format=conversation.format.value, keep=cut.describe())
 
 
 def export_records(records: Iterable[MemoryRecord], path: str | Path, *,

@@ -201,8 +201,9 @@ class _WriteSet:
     """
 
     def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot | None,
-                 lookup: ReviewLookup | None = None) -> None:
+                 lookup: ReviewLookup | None = None, *, simulated: bool = False) -> None:
         self.pipeline = pipeline
+        self.simulated = simulated  # a dry run: staged like a batch, never flushed or emitted
         self.snapshot = snapshot  # what batch runs search (None: each run takes its own)
         self.lookup = lookup  # the chunk's aliases, rejections, pending reviews (batch only)
         self.overlay = BatchOverlay()
@@ -477,7 +478,8 @@ class _Run:
                 embedding_model=pipeline.model_name() if self.semantic else "")
             self.after = add_related(record, search.related, pipeline.policy.dedup.related_top_k)
         elif decision.action is Action.DEFERRED and decision.target_id is not None \
-                and self.writes is not None and decision.target_id not in self.writes.writes:
+                and self.writes is not None and not self.writes.simulated \
+                and decision.target_id not in self.writes.writes:
             # batch: the target is read with the chunk's others when the chunk is written
             self.writes.deferred_targets.append(self)
             review = self._review(decision)
@@ -908,21 +910,59 @@ class IngestPipeline:
         with self.write_lock:
             writes = _WriteSet(self, self.store.view.snapshot(),
                                self.review.lookup([item.content_hash for item in chunk]))
-            runs: list[_Run] = []
-            for offset, item in enumerate(chunk):
-                if cancelled is not None and cancelled():
-                    return None
-                vector = None if chunk_vectors is None else chunk_vectors[offset]
-                run = _Run(self, item, vector=vector, precomputed=chunk_vectors is not None,
-                           writes=writes)
-                while not run.done:
-                    run.step()
-                runs.append(run)
-                if progress is not None:
-                    progress(start + offset + 1, total)
+            runs = self._run_items(chunk, chunk_vectors, writes, start, total,
+                                   progress=progress, cancelled=cancelled)
+            if runs is None:
+                return None
             writes.flush()
         writes.emit()
         return runs
+
+    def _run_items(self, items: Sequence[NewMemory], vectors: F32 | None, writes: _WriteSet,
+                   start: int, total: int, *, progress: ProgressFn | None,
+                   cancelled: CancelFn | None) -> list[_Run] | None:
+        """Every stage of each item, staged into ``writes``; None when cancelled."""
+        runs: list[_Run] = []
+        for offset, item in enumerate(items):
+            if cancelled is not None and cancelled():
+                return None
+            vector = None if vectors is None else vectors[offset]
+            run = _Run(self, item, vector=vector, precomputed=vectors is not None,
+                       writes=writes)
+            while not run.done:
+                run.step()
+            runs.append(run)
+            if progress is not None:
+                progress(start + offset + 1, total)
+        return runs
+
+    def simulate_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
+                       cancelled: CancelFn | None = None) -> BatchResult:
+        """What :meth:`ingest_batch` would decide for ``items``, with nothing written.
+
+        Every stage runs with the same numbers (embeddings, candidates, thresholds, merge
+        rules); later items see what earlier ones would have stored or merged, across chunks
+        too. No record, edit, review item, alias or event is written, so a preview can be
+        shown before the user confirms. Records an insert would create are not in the store:
+        their ids exist only in the result.
+        """
+        size = self.policy.batch_size
+        chunks = [items[begin:begin + size] for begin in range(0, len(items), size)]
+        writes = _WriteSet(self, self.store.view.snapshot(),
+                           self.review.lookup([item.content_hash for item in items]),
+                           simulated=True)
+        encoder = _ChunkEncoder(self, chunks, overlap=self.policy.overlap_encode)
+        results: list[IngestResult] = []
+        try:
+            for number, chunk in enumerate(chunks):
+                runs = self._run_items(chunk, encoder.vectors(number), writes, number * size,
+                                       len(items), progress=progress, cancelled=cancelled)
+                if runs is None:
+                    return BatchResult(tuple(results), len(items), cancelled=True)
+                results.extend(run.result() for run in runs)
+        finally:
+            encoder.close()
+        return BatchResult(tuple(results), len(items))
 
     # -- review ------------------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from engine.clock import DeterministicClock
 from engine.errors import InputFormatError
+from engine.ingest.conversations import locomo_session_time
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
 from engine.retrieval.types import RetrievalRequest
 
@@ -85,14 +85,6 @@ def split_of(index: int) -> str:
     return "dev" if index % 5 < 3 else "held-out"
 
 
-def _session_time(text: str, source: str) -> float:
-    try:
-        moment = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
-    except ValueError as exc:
-        raise InputFormatError(source, 0, "session date", f"unreadable date {text!r}") from exc
-    return moment.replace(tzinfo=UTC).timestamp() * 1000.0
-
-
 def locomo_memories(sample: Mapping[str, Any], unit: str, source: str = "locomo"
                     ) -> list[NewMemory]:
     """The memories one LoCoMo conversation contributes (``unit``: turns or observations)."""
@@ -107,7 +99,7 @@ def locomo_memories(sample: Mapping[str, Any], unit: str, source: str = "locomo"
             match = _SESSION.match(key)
             if not match or not isinstance(turns, list):
                 continue
-            start = _session_time(conversation[f"{key}_date_time"], source)
+            start = locomo_session_time(conversation[f"{key}_date_time"], source)
             for i, turn in enumerate(turns):
                 out.append(NewMemory(
                     content=f"{turn['speaker']}: {turn['text']}", layer=Layer.EPISODIC,
@@ -119,7 +111,8 @@ def locomo_memories(sample: Mapping[str, Any], unit: str, source: str = "locomo"
             number = _OBS_SESSION.search(key)
             if number is None:
                 continue
-            start = _session_time(conversation[f"session_{number.group(1)}_date_time"], source)
+            stamp = conversation[f"session_{number.group(1)}_date_time"]
+            start = locomo_session_time(stamp, source)
             i = 0
             for facts in speakers.values():
                 for text, dia in facts:

@@ -81,6 +81,11 @@ class StoreSpec:
         """True for a server URL."""
         return bool(_URL.match(self.location))
 
+    @property
+    def exists(self) -> bool:
+        """A server (asked when opened), or a directory that holds a Chroma store."""
+        return self.is_remote or (Path(self.location).expanduser() / "chroma.sqlite3").exists()
+
 
 @dataclass(frozen=True, slots=True)
 class CollectionInfo:
@@ -133,7 +138,7 @@ def _connect(spec: StoreSpec) -> Any:
             ) from exc
         return client
     path = Path(spec.location).expanduser()
-    if spec.read_only and not (path / "chroma.sqlite3").exists():
+    if spec.read_only and not spec.exists:
         raise StoreUnavailable(f"no Chroma store at {path} (no chroma.sqlite3 there)")
     try:
         path.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from app.cli import run_cli
+from engine.ingest.conversations import ConversationFormat
 from tests.app.conftest import Runner
+from tests.support.conversations import FORMATS
 
 STS = next((p / "shared" / "data" / "stsb" / "sts-dev.csv"
             for p in Path(__file__).resolve().parents
@@ -132,3 +134,42 @@ def test_eval_dedup_meets_the_goal_on_stsb_dev(tmp_path: Path,
     for metrics in document["tiers"].values():
         assert metrics["merge_precision"] >= 0.97
         assert metrics["merge_or_review_recall"] >= 0.90
+
+
+@pytest.mark.parametrize(("name", "data", "kind", "turns"), FORMATS,
+                         ids=[f[2].value for f in FORMATS])
+def test_import_conversation_previews_then_imports_each_format(
+        cli: Runner, tmp_path: Path, name: str, data: object, kind: ConversationFormat,
+        turns: list[tuple[str, str]]) -> None:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    code, out, _ = cli("--json", "import-conversation", str(path), "--keep", "all",
+                       "--dry-run", "--agent", "ana")
+    preview = json.loads(out)
+    assert code == 0 and preview["dry_run"] is True and preview["format"] == kind.value
+    assert preview["counts"]["inserted"] == len(turns)
+    assert [r["content"] for r in preview["results"] if r["action"] == "inserted"] == \
+        [f"{s}: {t}" for s, t in turns]
+    assert json.loads(cli("--json", "stats")[1])["records"] == 0  # the preview wrote nothing
+    code, out, _ = cli("import-conversation", str(path), "--keep", "all", "--dry-run")
+    assert code == 0 and "nothing was written" in out and kind.label in out
+    assert turns[0][1].splitlines()[0][:40] in out  # samples show the text
+    code, out, _ = cli("--json", "import-conversation", str(path), "--keep", "all", "--agent",
+                       "ana")
+    assert code == 0 and json.loads(out)["counts"] == preview["counts"]
+    code, out, _ = cli("--json", "list", "--agent", "ana", "--limit", "50")
+    records = json.loads(out)["records"]
+    assert sorted(r["metadata"]["speaker"] for r in records) == sorted(s for s, _ in turns)
+    if kind in (ConversationFormat.LOCOMO, ConversationFormat.TRANSCRIPT):
+        assert all(r["created_at"].startswith(("2023-", "2026-03-01")) for r in records
+                   if r["content"] != "Dana: Perfect, I love that room!")
+
+
+def test_import_conversation_refuses_an_unknown_format_and_a_bad_keep(
+        cli: Runner, tmp_path: Path) -> None:
+    path = tmp_path / "notes.json"
+    path.write_text(json.dumps({"title": "x"}), encoding="utf-8")
+    code, _, err = cli("import-conversation", str(path))
+    assert code == 1 and "Accepted:" in err and "OpenAI chat" in err
+    code, _, err = cli("import-conversation", str(path), "--keep", "lots")
+    assert code == 1 and "keep" in err

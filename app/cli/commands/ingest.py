@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +19,8 @@ from app.cli.context import CliContext
 from app.cli.groups import eval_group
 from engine.errors import EngineError, ValidationError
 from engine.events import EventFilter
+from engine.ingest.conversations import ConversationFormat
+from engine.ingest.importer import LineOutcome, SalienceCut
 from engine.records import TrustTier, format_timestamp, parse_timestamp
 
 __all__ = ["register"]
@@ -35,9 +39,15 @@ def register(subparsers: Any) -> None:
 
     conversation = subparsers.add_parser(
         "import-conversation",
-        help="turn a conversation (JSON list of {speaker|role, content, ts}) into memories")
+        help="turn a conversation into memories (message list, OpenAI chat, Anthropic "
+             "messages, LoCoMo sessions, or a Name: text transcript)")
     conversation.add_argument("file", metavar="FILE")
     conversation.add_argument("--agent", default="default", help="agent id (default: default)")
+    conversation.add_argument(
+        "--keep", default="default", metavar="default|all|N%",
+        help="which turns to keep: the salient ones (default), all, or the top N%% by salience")
+    conversation.add_argument("--dry-run", action="store_true",
+                              help="show what the import would do; write nothing")
     conversation.set_defaults(handler=_import_conversation)
 
     export = subparsers.add_parser("export", help="write every record to a JSONL file")
@@ -84,17 +94,57 @@ def _ingest(args: argparse.Namespace, ctx: CliContext) -> int:
     return 1 if report.errors else 0
 
 
+_SAMPLES = 3  # lines shown per decision in the human summary
+
+
 def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
-    engine = ctx.open_engine(embed=True)
-    report = engine.import_conversation(args.file, agent_id=args.agent)
+    keep = SalienceCut.parse(args.keep)
+    # a dry run reads an existing store read-only (it may be open elsewhere) and writes nothing
+    engine = ctx.open_engine(read_only=args.dry_run and ctx.store_spec().exists, embed=True)
+    report = engine.import_conversation(args.file, agent_id=args.agent, keep=keep,
+                                        dry_run=args.dry_run)
     if ctx.json:
-        ctx.emit_json({"results": [o.to_json() for o in report.lines],
-                       "counts": report.counts})
-    else:
-        for outcome in report.errors:
-            ctx.print(f"{args.file}: {outcome.reason}")
-        ctx.print(", ".join(f"{k} {v}" for k, v in report.counts.items()))
+        ctx.emit_json(report.to_json())
+        return 1 if report.errors else 0
+    label = ConversationFormat(report.format).label if report.format else "conversation"
+    ctx.print(f"{args.file}: {label}, {_count(len(report.lines), 'message')}; "
+              f"kept {keep.describe()}")
+    counts = {action: n for action, n in report.counts.items() if n}
+    verb = "Dry run, nothing was written. It would have" if report.dry_run else "Done:"
+    ctx.print(f"{verb} " + ", ".join(f"{action} {n}" for action, n in counts.items()))
+    by_action: dict[str, list[LineOutcome]] = {}
+    for outcome in report.lines:
+        by_action.setdefault(outcome.action, []).append(outcome)
+    for action, outcomes in by_action.items():
+        reasons = Counter(o.reason for o in outcomes)
+        ctx.print(f"\n{action} ({', '.join(f'{r} {n}' for r, n in reasons.most_common())}):")
+        for outcome in outcomes[:_SAMPLES]:
+            ctx.print(f"  message {outcome.line}: {_outcome_text(outcome)}")
+        if len(outcomes) > _SAMPLES:
+            ctx.print(f"  … and {len(outcomes) - _SAMPLES} more")
     return 1 if report.errors else 0
+
+
+def _outcome_text(outcome: LineOutcome) -> str:
+    """One line of the summary: the message's text and, where there is one, its target's."""
+    if outcome.action == "error":
+        return outcome.reason
+    record = outcome.result.record if outcome.result is not None else None
+    text = outcome.content or (record.content if record is not None else "")
+    line = _elide(text) if text else "(no text)"
+    if record is not None and outcome.action != "inserted" and record.content != text:
+        line += f"  →  {_elide(record.content)}"
+    return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _elide(text: str, width: int = 72) -> str:
+    flat = " ".join(text.split())
+    return json.dumps(flat if len(flat) <= width else flat[:width - 1] + "…",
+                      ensure_ascii=False)
 
 
 def _redactor() -> Callable[[str], str]:

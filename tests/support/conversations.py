@@ -1,0 +1,75 @@
+"""Sample conversations, one per format :mod:`engine.ingest.conversations` reads, with the
+turns each must yield (engine and CLI tests share them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.ingest.conversations import ConversationFormat
+
+OPENAI: dict[str, Any] = {"model": "gpt-4o", "messages": [
+    {"role": "system", "content": "You are a travel assistant."},
+    {"role": "user", "content": "I'm flying to Porto on January 9th with Alex."},
+    {"role": "assistant", "content": [{"type": "text", "text": "Morning flights, aisle seats?"}]},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "[]"},
+    {"role": "user", "name": "Sam", "content": "Alex is vegetarian, note it for the hotel."},
+]}
+
+ANTHROPIC: dict[str, Any] = {"system": "You help with chores.", "messages": [
+    {"role": "user", "content": "The boiler service is booked for March 3rd."},
+    {"role": "assistant", "content": [
+        {"type": "text", "text": "I'll remind you the day before."},
+        {"type": "tool_use", "id": "t1", "name": "remind", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+    {"role": "user", "content": [{"type": "text", "text": "Also, the plumber is called Ines."}]},
+]}
+
+LOCOMO: list[dict[str, Any]] = [{
+    "sample_id": "conv-x",
+    "conversation": {
+        "speaker_a": "Caroline", "speaker_b": "Melanie",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Caroline", "dia_id": "D1:1", "text": "I joined a pottery class!"},
+            {"speaker": "Melanie", "dia_id": "D1:2", "text": "Amazing, show me a bowl.",
+             "blip_caption": "a blue bowl"}],
+        "session_2_date_time": "10:00 am on 9 June, 2023",
+        "session_2": [
+            {"speaker": "Melanie", "dia_id": "D2:1", "text": "We adopted a puppy named Oscar."}],
+    },
+    "qa": [],
+}]
+
+TRANSCRIPT = """\
+[2026-03-01 09:00] Dana: The quarterly review moved to Thursday at 10:30.
+[2026-03-01 09:01] Sam: Thanks, I'll tell the team.
+It will be in room 4B this time.
+Dana: Perfect, I love that room!
+"""
+
+LIST = [{"speaker": "Tia", "content": "I am so excited about Oslo", "ts": "2026-01-02T10:00:00Z"},
+        {"role": "assistant", "content": "When do you leave?"}]
+
+
+FORMATS: list[tuple[str, object, ConversationFormat, list[tuple[str, str]]]] = [
+    ("openai.json", OPENAI, ConversationFormat.OPENAI_CHAT, [
+        ("user", "I'm flying to Porto on January 9th with Alex."),
+        ("assistant", "Morning flights, aisle seats?"),
+        ("Sam", "Alex is vegetarian, note it for the hotel.")]),
+    ("anthropic.json", ANTHROPIC, ConversationFormat.ANTHROPIC_MESSAGES, [
+        ("user", "The boiler service is booked for March 3rd."),
+        ("assistant", "I'll remind you the day before."),
+        ("user", "Also, the plumber is called Ines.")]),
+    ("locomo.json", LOCOMO, ConversationFormat.LOCOMO, [
+        ("Caroline", "I joined a pottery class!"),
+        ("Melanie", "Amazing, show me a bowl. [shares a photo of a blue bowl]"),
+        ("Melanie", "We adopted a puppy named Oscar.")]),
+    ("chat.txt", TRANSCRIPT, ConversationFormat.TRANSCRIPT, [
+        ("Dana", "The quarterly review moved to Thursday at 10:30."),
+        ("Sam", "Thanks, I'll tell the team.\nIt will be in room 4B this time."),
+        ("Dana", "Perfect, I love that room!")]),
+    ("list.json", LIST, ConversationFormat.MESSAGE_LIST, [
+        ("Tia", "I am so excited about Oslo"), ("assistant", "When do you leave?")]),
+]
