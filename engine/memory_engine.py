@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         SteppedRun,
     )
     from engine.ingest.importer import SalienceCut
+    from engine.ingest.imports import ImportEntry, ImportLog, UndoPlan
     from engine.layers import LayerService, SpatialHit
     from engine.records import TrustTier
 
@@ -85,6 +86,7 @@ EVENT_CREATED = "memory:record:created"
 EVENT_EDITED = "memory:record:edited"
 EVENT_DELETED = "memory:record:deleted"
 EVENT_RESTORED = "memory:record:restored"
+EVENT_IMPORT_UNDONE = "memory:import:undone"
 EVENT_EMBEDDING_FALLBACK = "embedding-fallback"
 EVENT_EMBEDDED = "memory:record:embedded"
 
@@ -662,15 +664,23 @@ class MemoryEngine:
             self._record_edits("create", [(None, r) for r in records], actor="reconciled")
         return len(missing)
 
-    def edit_history(self, record_id: str | None = None, *, limit: int = 200) -> list[EditEntry]:
-        """Edit history, newest first, optionally for one record."""
+    def edit_history(self, record_id: str | None = None, *, limit: int = 200,
+                     batch_id: str | None = None) -> list[EditEntry]:
+        """Edit history, newest first, optionally for one record or one batch (an import).
+
+        ``limit`` <= 0 returns every row.
+        """
         import json
 
         if self._ledger.version("records") == 0:
             return []
-        where, params = ("WHERE record_id = ?", [record_id]) if record_id else ("", [])
+        clauses = [(column, value) for column, value in (("record_id", record_id),
+                                                         ("batch_id", batch_id)) if value]
+        where = "WHERE " + " AND ".join(f"{column} = ?" for column, _ in clauses) \
+            if clauses else ""
+        params: list[object] = [value for _, value in clauses]
         rows = self._ledger.query(
-            f"SELECT * FROM edits {where} ORDER BY seq DESC LIMIT ?", [*params, limit])
+            f"SELECT * FROM edits {where} ORDER BY seq DESC LIMIT ?", [*params, limit or -1])
         out = []
         for row in rows:
             before = MemoryRecord.from_json(json.loads(row["before"])) if row["before"] else None
@@ -803,11 +813,17 @@ class MemoryEngine:
     def import_jsonl(self, path: str | Path, *, source: str | None = None,
                      tier: TrustTier | None = None, progress: ProgressFn | None = None,
                      cancelled: CancelFn | None = None) -> ImportReport:
-        """Import a JSONL file; every line is reported with its decision or error."""
+        """Import a JSONL file; every line is reported with its decision or error.
+
+        The import is logged and undoes as one step (:meth:`undo_import`).
+        """
         from engine.ingest.importer import import_jsonl
 
-        return import_jsonl(self._ingest_pipeline(), path, source=source, tier=tier,
-                            progress=progress, cancelled=cancelled)
+        return self._logged_import(
+            lambda import_id: import_jsonl(self._ingest_pipeline(), path, source=source,
+                                           tier=tier, progress=progress, cancelled=cancelled,
+                                           import_id=import_id),
+            path, "jsonl", None)
 
     def import_conversation(self, path: str | Path, *, agent_id: str = "default",
                             progress: ProgressFn | None = None,
@@ -822,9 +838,75 @@ class MemoryEngine:
         """
         from engine.ingest.importer import import_conversation
 
-        return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
-                                   progress=progress, cancelled=cancelled, keep=keep,
-                                   dry_run=dry_run)
+        def run(import_id: str | None) -> ImportReport:
+            return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
+                                       progress=progress, cancelled=cancelled, keep=keep,
+                                       dry_run=dry_run, import_id=import_id)
+
+        return run(None) if dry_run else self._logged_import(run, path, "conversation",
+                                                             agent_id)
+
+    def _import_log(self) -> ImportLog:
+        log: ImportLog | None = self.__dict__.get("_imports")
+        if log is None:
+            from engine.ingest.imports import ImportLog
+
+            with self._write_lock:
+                log = self.__dict__.get("_imports") or ImportLog(self._ledger, self._clock)
+                self.__dict__["_imports"] = log
+        return log
+
+    def _logged_import(self, run: Callable[[str], ImportReport], path: str | Path, kind: str,
+                       agent_id: str | None) -> ImportReport:
+        """Run an import under a new import id, logged before its first write."""
+        import_id = uuid.uuid4().hex
+        log = self._import_log()
+        log.start(import_id, str(path), kind, agent_id)
+        report = run(import_id)
+        log.finish(import_id, report.counts, report.review_ids, report.aliases)
+        return report
+
+    def imports(self, limit: int = 50) -> list[ImportEntry]:
+        """The most recent imports, newest first (undone ones included, marked)."""
+        return self._import_log().entries(limit)
+
+    def undo_import(self, import_id: str, *, dry_run: bool = False) -> UndoPlan:
+        """Take an import back as one step (see :mod:`engine.ingest.imports`).
+
+        Deletes the records it inserted, writes back those it merged into or updated,
+        withdraws its pending review items and forgets its merge aliases. Records changed
+        since the import are left alone and named in ``conflicts``.
+
+        Args:
+            dry_run: Only plan: return what would be done (for a confirmation).
+
+        Raises:
+            RecordNotFound: no import has that id.
+            ValidationError: it was undone already.
+        """
+        from engine.ingest.imports import plan_undo
+
+        log = self._import_log()
+        review = self._ingest_pipeline().review
+        with self._write_lock:
+            entry = log.get(import_id)
+            edits = [(e.record_id, e.before, e.after)
+                     for e in reversed(self.edit_history(batch_id=import_id, limit=0))]
+            ids = list(dict.fromkeys(record_id for record_id, _, _ in edits))
+            current = {r.id: r for r in self._store.get_many(
+                [i for i in ids if i in self._store.view])}
+            plan = plan_undo(entry, edits, current, review.pending_among(entry.review_ids))
+            if dry_run:
+                return plan
+            self.delete([r.id for r in plan.delete], actor="undo-import",
+                        reason="import undone")
+            self.restore(plan.restore, actor="undo-import")
+            review.withdraw(plan.withdraw, entry.aliases)
+            log.mark_undone(import_id, plan.counts)
+        self._events.emit(EVENT_IMPORT_UNDONE, source="undo-import", force=True,
+                          decision_reason="import undone",
+                          payload={"import_id": import_id, "path": entry.path, **plan.counts})
+        return plan
 
     def export_jsonl(self, path: str | Path, *,
                      redact: Callable[[str], str] | None = None) -> int:

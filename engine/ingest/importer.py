@@ -89,6 +89,9 @@ class ImportReport:
         dry_run: Nothing was written: the outcomes are what an import would do.
         format: The conversation format detected (conversation imports).
         keep: Which conversation turns were kept, in words (conversation imports).
+        import_id: The import's id in the import log (undo it with
+            ``MemoryEngine.undo_import``); None for a dry run or a bare pipeline call.
+        aliases: ``(content_hash, record_id)`` of the merges it made (what undo forgets).
     """
 
     path: str
@@ -97,6 +100,8 @@ class ImportReport:
     dry_run: bool = False
     format: str | None = None
     keep: str | None = None
+    import_id: str | None = None
+    aliases: tuple[tuple[str, str], ...] = ()
 
     @property
     def counts(self) -> dict[str, int]:
@@ -105,6 +110,12 @@ class ImportReport:
         for outcome in self.lines:
             counts[outcome.action] = counts.get(outcome.action, 0) + 1
         return counts
+
+    @property
+    def review_ids(self) -> tuple[str, ...]:
+        """The review items the import queued."""
+        return tuple(o.result.review_id for o in self.lines
+                     if o.result is not None and o.result.review_id is not None)
 
     @property
     def errors(self) -> tuple[LineOutcome, ...]:
@@ -116,6 +127,8 @@ class ImportReport:
         plus ``dry_run``, ``format`` and ``keep`` for conversation imports."""
         document: dict[str, Any] = {"results": [o.to_json() for o in self.lines],
                                     "counts": self.counts, "cancelled": self.cancelled}
+        if self.import_id is not None:
+            document["import_id"] = self.import_id
         if self.format is not None:
             document.update(format=self.format, keep=self.keep, dry_run=self.dry_run)
         return document
@@ -124,8 +137,8 @@ class ImportReport:
 def _ingest_lines(pipeline: IngestPipeline, path: str,
                   parsed: Iterable[tuple[int, NewMemory | None, str | None]],
                   progress: ProgressFn | None, cancelled: CancelFn | None,
-                  skipped: Iterable[LineOutcome] = (), *, dry_run: bool = False
-                  ) -> ImportReport:
+                  skipped: Iterable[LineOutcome] = (), *, dry_run: bool = False,
+                  import_id: str | None = None) -> ImportReport:
     refused: list[LineOutcome] = list(skipped)
     good: list[tuple[int, NewMemory]] = []
     for line, memory, error in parsed:
@@ -135,25 +148,35 @@ def _ingest_lines(pipeline: IngestPipeline, path: str,
             good.append((line, memory))
     memories = [m for _, m in good]
     batch = pipeline.simulate_batch(memories, progress=progress, cancelled=cancelled) \
-        if dry_run else pipeline.ingest_batch(memories, progress=progress, cancelled=cancelled)
+        if dry_run else pipeline.ingest_batch(memories, progress=progress, cancelled=cancelled,
+                                              batch_id=import_id)
+    done = list(zip(good, batch.results, strict=False))
     outcomes = refused + [LineOutcome.from_result(line, result,
                                                   memory.content if dry_run else None)
-                          for (line, memory), result in zip(good, batch.results, strict=False)]
+                          for (line, memory), result in done]
     outcomes.sort(key=lambda o: o.line)
-    return ImportReport(path, tuple(outcomes), batch.cancelled, dry_run)
+    aliases = () if dry_run else tuple(
+        (memory.content_hash, result.target_id) for (_, memory), result in done
+        if result.action is Action.MERGED and result.target_id is not None)
+    return ImportReport(path, tuple(outcomes), batch.cancelled, dry_run,
+                        import_id=None if dry_run else import_id, aliases=aliases)
 
 
 def import_jsonl(pipeline: IngestPipeline, path: str | Path, *, source: str | None = None,
                  tier: TrustTier | None = None, progress: ProgressFn | None = None,
-                 cancelled: CancelFn | None = None) -> ImportReport:
+                 cancelled: CancelFn | None = None,
+                 import_id: str | None = None) -> ImportReport:
     """Ingest a JSONL file; every line is reported (see :mod:`engine.ingest.jsonl`).
+
+    ``import_id`` becomes the edit-history batch id of every write (one undo step).
 
     Raises:
         InputFormatError: the file cannot be opened.
         StoreUnavailable: a chunk could not be written (earlier chunks stay written).
     """
     parsed = [(p.line, p.memory, p.error) for p in read_jsonl(path, source=source, tier=tier)]
-    return _ingest_lines(pipeline, str(path), parsed, progress, cancelled)
+    return _ingest_lines(pipeline, str(path), parsed, progress, cancelled,
+                         import_id=import_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +242,7 @@ def _select(contents: list[str], cut: SalienceCut,
 def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id: str = "default",
                         progress: ProgressFn | None = None, cancelled: CancelFn | None = None,
                         config: SalienceConfig | None = None, keep: SalienceCut | None = None,
-                        dry_run: bool = False) -> ImportReport:
+                        dry_run: bool = False, import_id: str | None = None) -> ImportReport:
     """Turn a conversation into episodic memories of ``agent_id``.
 
     The file may be in any format :mod:`engine.ingest.conversations` reads (the report names
@@ -232,6 +255,7 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
     Args:
         keep: Which turns to keep (default: seed 000 §1 salience selection).
         dry_run: Decide everything, write nothing (:meth:`IngestPipeline.simulate_batch`).
+        import_id: The edit-history batch id of every write (one undo step).
 
     Raises:
         InputFormatError: the file is in none of the accepted formats.
@@ -269,7 +293,7 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
             continue
         parsed.append((message.number, memory, None))
     report = _ingest_lines(pipeline, str(file), parsed, progress, cancelled, skipped,
-                           dry_run=dry_run)
+                           dry_run=dry_run, import_id=import_id)
     return replace(report, format=conversation.format.value, keep=cut.describe())
 
 

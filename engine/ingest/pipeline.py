@@ -201,13 +201,15 @@ class _WriteSet:
     """
 
     def __init__(self, pipeline: IngestPipeline, snapshot: ViewSnapshot | None,
-                 lookup: ReviewLookup | None = None, *, simulated: bool = False) -> None:
+                 lookup: ReviewLookup | None = None, *, simulated: bool = False,
+                 batch_id: str | None = None) -> None:
         self.pipeline = pipeline
         self.simulated = simulated  # a dry run: staged like a batch, never flushed or emitted
         self.snapshot = snapshot  # what batch runs search (None: each run takes its own)
         self.lookup = lookup  # the chunk's aliases, rejections, pending reviews (batch only)
         self.overlay = BatchOverlay()
-        self.batch_id = uuid.uuid4().hex
+        # the edit history's batch id: an import's chunks share one, so it undoes as one step
+        self.batch_id = batch_id or uuid.uuid4().hex
         self.writes: dict[str, MemoryRecord] = {}
         self.befores: dict[str, MemoryRecord | None] = {}
         self.vectors: dict[str, F32 | None] = {}
@@ -854,7 +856,7 @@ class IngestPipeline:
 
     def ingest_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
                      cancelled: CancelFn | None = None,
-                     vectors: F32 | None = None) -> BatchResult:
+                     vectors: F32 | None = None, batch_id: str | None = None) -> BatchResult:
         """Ingest many memories, embedding and writing ``policy.batch_size`` at a time.
 
         Each memory goes through the same stages as :meth:`ingest`; later memories see earlier
@@ -868,6 +870,8 @@ class IngestPipeline:
             cancelled: Polled before each memory; when it returns True the chunk in progress
                 is dropped (nothing of it is written) and the committed results are returned.
             vectors: Precomputed embeddings, one row per item (benchmarks, the eval).
+            batch_id: The edit-history batch id of every chunk (an import's id, so the import
+                undoes as one step); default: one per chunk.
 
         Raises:
             StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay.
@@ -876,11 +880,11 @@ class IngestPipeline:
         chunks = [items[start:start + size] for start in range(0, len(items), size)]
         with fewer_collections():  # fewer GC passes over the batch's garbage (engine/collector.py)
             return self._run_chunks(chunks, len(items), vectors, progress=progress,
-                                    cancelled=cancelled)
+                                    cancelled=cancelled, batch_id=batch_id)
 
     def _run_chunks(self, chunks: Sequence[Sequence[NewMemory]], total: int,
                     vectors: F32 | None, *, progress: ProgressFn | None,
-                    cancelled: CancelFn | None) -> BatchResult:
+                    cancelled: CancelFn | None, batch_id: str | None) -> BatchResult:
         results: list[IngestResult] = []
         size = self.policy.batch_size
         encoder = None if vectors is not None else _ChunkEncoder(
@@ -893,7 +897,8 @@ class IngestPipeline:
                 chunk_vectors = vectors[start:start + size] if vectors is not None else \
                     encoder.vectors(number) if encoder is not None else None
                 runs = self._decide_chunk(chunk, chunk_vectors, start, total,
-                                          progress=progress, cancelled=cancelled)
+                                          progress=progress, cancelled=cancelled,
+                                          batch_id=batch_id)
                 if runs is None:
                     return BatchResult(tuple(results), total, cancelled=True)
                 results.extend(run.result() for run in runs)
@@ -903,13 +908,14 @@ class IngestPipeline:
         return BatchResult(tuple(results), total)
 
     def _decide_chunk(self, chunk: Sequence[NewMemory], chunk_vectors: F32 | None, start: int,
-                      total: int, *, progress: ProgressFn | None, cancelled: CancelFn | None
-                      ) -> list[_Run] | None:
+                      total: int, *, progress: ProgressFn | None, cancelled: CancelFn | None,
+                      batch_id: str | None = None) -> list[_Run] | None:
         """Run one chunk's memories through the stages and write them; None when cancelled
         (nothing of the chunk written)."""
         with self.write_lock:
             writes = _WriteSet(self, self.store.view.snapshot(),
-                               self.review.lookup([item.content_hash for item in chunk]))
+                               self.review.lookup([item.content_hash for item in chunk]),
+                               batch_id=batch_id)
             runs = self._run_items(chunk, chunk_vectors, writes, start, total,
                                    progress=progress, cancelled=cancelled)
             if runs is None:

@@ -264,6 +264,30 @@ class ReviewQueue:
                          (item.content_hash, item.target_id))
         return self.get(item_id)
 
+    def pending_among(self, item_ids: Sequence[str]) -> list[str]:
+        """Which of ``item_ids`` are still pending."""
+        if not self.available or not item_ids:
+            return []
+        found: set[str] = set()
+        for start in range(0, len(item_ids), _IN_CHUNK):
+            chunk = list(item_ids[start:start + _IN_CHUNK])
+            marks = ", ".join("?" * len(chunk))
+            found |= {row["id"] for row in self._ledger.query(
+                f"SELECT id FROM review_items WHERE status = ? AND id IN ({marks})",
+                (ReviewStatus.PENDING.value, *chunk))}
+        return [item_id for item_id in item_ids if item_id in found]
+
+    def withdraw(self, item_ids: Sequence[str], aliases: Sequence[tuple[str, str]]) -> None:
+        """Take back what an undone import queued: its pending items and its merge aliases.
+
+        Resolved items stay (a person decided them; the records say what followed).
+        """
+        with self._ledger.transaction() as conn:
+            conn.executemany("DELETE FROM review_items WHERE id = ? AND status = ?",
+                             [(item_id, ReviewStatus.PENDING.value) for item_id in item_ids])
+            conn.executemany("DELETE FROM hash_aliases WHERE content_hash = ? AND record_id = ?",
+                             list(aliases))
+
     # -- pair memory -------------------------------------------------------------------------
 
     def rejected_targets(self, content_hash: str) -> set[str]:

@@ -173,3 +173,26 @@ def test_import_conversation_refuses_an_unknown_format_and_a_bad_keep(
     assert code == 1 and "Accepted:" in err and "OpenAI chat" in err
     code, _, err = cli("import-conversation", str(path), "--keep", "lots")
     assert code == 1 and "keep" in err
+
+
+def test_undo_import_shows_the_plan_then_takes_the_import_back(cli: Runner,
+                                                                tmp_path: Path) -> None:
+    assert cli("add", "Ana keeps bees on the roof", "--agent", "ana")[0] == 0
+    path = tmp_path / "ana.jsonl"
+    _jsonl(path, [{"content": "Ana speaks Portuguese", "agent_id": "ana"},
+                  {"content": "Ana's cat is called Miso", "agent_id": "ana"}])
+    code, out, _ = cli("--json", "ingest", str(path))
+    assert code == 0 and json.loads(out)["counts"]["inserted"] == 2
+    code, out, _ = cli("--json", "imports")
+    [entry] = json.loads(out)["imports"]
+    assert entry["kind"] == "jsonl" and entry["counts"]["inserted"] == 2
+    code, out, _ = cli("undo-import", entry["id"])
+    assert code == 0 and "delete 2 inserted records" in out and "--yes" in out
+    assert json.loads(cli("--json", "stats")[1])["records"] == 3  # only a plan so far
+    code, out, _ = cli("--json", "undo-import", entry["id"], "--yes")
+    assert code == 0 and json.loads(out)["counts"]["deleted"] == 2
+    assert json.loads(cli("--json", "stats")[1])["records"] == 1
+    code, out, _ = cli("imports")
+    assert "undone" in out
+    code, _, err = cli("undo-import", entry["id"], "--yes")
+    assert code == 1 and "undone already" in err

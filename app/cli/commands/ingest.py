@@ -1,5 +1,5 @@
-"""Ingest commands: ``ingest``, ``import-conversation``, ``export``, ``events``, ``review``,
-``eval dedup``.
+"""Ingest commands: ``ingest``, ``import-conversation``, ``imports``, ``undo-import``,
+``export``, ``events``, ``review``, ``eval dedup``.
 
 ``ingest FILE.jsonl --json`` prints ``{"results": [{"line", "action", "reason", "id",
 "target_id", "similarity"}], "counts": {action: n}}``; it exits 1 when any line was refused or
@@ -49,6 +49,18 @@ def register(subparsers: Any) -> None:
     conversation.add_argument("--dry-run", action="store_true",
                               help="show what the import would do; write nothing")
     conversation.set_defaults(handler=_import_conversation)
+
+    imports = subparsers.add_parser("imports", help="recent imports (ids for undo-import)")
+    imports.add_argument("--limit", type=int, default=20, help="most recent N (default 20)")
+    imports.set_defaults(handler=_imports)
+
+    undo = subparsers.add_parser(
+        "undo-import", help="take an import back: delete what it inserted, restore what it "
+                            "merged into, withdraw its review items")
+    undo.add_argument("id", metavar="IMPORT_ID")
+    undo.add_argument("--yes", action="store_true",
+                      help="do it (without --yes, only show what would be undone)")
+    undo.set_defaults(handler=_undo_import)
 
     export = subparsers.add_parser("export", help="write every record to a JSONL file")
     export.add_argument("file", metavar="FILE")
@@ -135,6 +147,40 @@ def _outcome_text(outcome: LineOutcome) -> str:
     if record is not None and outcome.action != "inserted" and record.content != text:
         line += f"  →  {_elide(record.content)}"
     return line
+
+
+def _imports(args: argparse.Namespace, ctx: CliContext) -> int:
+    entries = ctx.open_engine(read_only=ctx.store_spec().exists).imports(args.limit)
+    if ctx.json:
+        ctx.emit_json({"imports": [e.to_json() for e in entries]})
+        return 0
+    if not entries:
+        ctx.print("no imports yet (`mnemoscope ingest FILE` or `import-conversation FILE`)")
+    for entry in entries:
+        counts = ", ".join(f"{action} {n}" for action, n in entry.counts.items() if n)
+        state = f"undone {format_timestamp(entry.undone_at)}" if entry.undone_at is not None \
+            else "stopped part way" if entry.finished_at is None else counts or "nothing"
+        ctx.print(f"{entry.id}  {format_timestamp(entry.started_at)}  {entry.kind:<12} "
+                  f"{entry.path}  ({state})")
+    return 0
+
+
+def _undo_import(args: argparse.Namespace, ctx: CliContext) -> int:
+    engine = ctx.open_engine(read_only=not args.yes and ctx.store_spec().exists)
+    plan = engine.undo_import(args.id, dry_run=not args.yes)
+    if ctx.json:
+        ctx.emit_json({**plan.to_json(), "done": bool(args.yes)})
+        return 0
+    counts = plan.counts
+    what = (f"delete {_count(counts['deleted'], 'inserted record')}, restore "
+            f"{_count(counts['restored'], 'merged or updated record')}, withdraw "
+            f"{_count(counts['withdrawn'], 'pending review item')}")
+    ctx.print(f"{'Undone' if args.yes else 'Undo would'}: {what}.")
+    for record_id, why in plan.conflicts:
+        ctx.print(f"  left alone: {record_id} ({why})")
+    if not args.yes:
+        ctx.print(f"Run `mnemoscope undo-import {args.id} --yes` to undo the import.")
+    return 0
 
 
 def _count(n: int, noun: str) -> str:
