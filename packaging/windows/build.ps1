@@ -18,6 +18,8 @@ $env:QT_QPA_PLATFORM = "offscreen"
 $env:HF_HUB_OFFLINE = "1"
 $version = (& $py -c "from app import __version__; print(__version__)").Trim()
 
+# The model converted for OpenVINO (the bundle carries it instead of torch).
+& $py packaging\export_model.py build\model-openvino
 & $py -m PyInstaller --noconfirm --clean --log-level WARN `
     --workpath build\pyinstaller --distpath dist packaging\mnemoscope.spec
 

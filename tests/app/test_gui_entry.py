@@ -23,7 +23,8 @@ def test_self_test_passes_and_reports(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "app.main", "--self-test"], cwd=ROOT,
                           env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "self-test: 6 passed, 0 failed" in done.stdout
+    assert "self-test: 7 passed, 0 failed" in done.stdout
+    assert "embedding model on its intended backend: all-MiniLM-L6-v2 on OpenVINO" in done.stdout
     assert not (tmp_path / "config" / "settings.json").exists()  # a self-test saves nothing
 
 
