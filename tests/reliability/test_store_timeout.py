@@ -9,6 +9,7 @@ ingest must say what it committed and that a re-run resumes — which the test t
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import run_cli
 from engine.errors import StoreTimeout
 from engine.ingest import IngestPolicy
 from engine.memory_engine import MemoryEngine
@@ -48,7 +50,7 @@ def _timed(call: object) -> tuple[StoreTimeout, float]:
 @pytest.mark.server
 @pytest.mark.timeout(180)  # the old client never returned; this bounds the test, not the figure
 def test_a_stopped_server_times_out_with_a_clear_error_and_a_rerun_resumes(
-        tmp_path: Path) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     items = [NewMemory(text, agent_id="stalled") for text in texts(RECORDS)]
     ledger = tmp_path / "ledger.sqlite3"
     with chroma_process(tmp_path / "chroma") as (url, process):
@@ -67,6 +69,15 @@ def test_a_stopped_server_times_out_with_a_clear_error_and_a_rerun_resumes(
             read, read_s = _timed(lambda: engine.store.read_by_id(ids))
             # opening the store anew: the connection is accepted, the heartbeat never answered
             opening, open_s = _timed(lambda: MemoryStore.open(_spec(url)))
+            # the CLI, with the timeouts from its environment: the error document, exit 1
+            capsys.readouterr()
+            env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+                   "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data"),
+                   "MNEMOSCOPE_STORE_CONNECT_TIMEOUT_S": "2",
+                   "MNEMOSCOPE_STORE_READ_TIMEOUT_S": "2"}
+            cli_code = run_cli(["--store", url, "--collection", "stalled", "--no-model",
+                                "--json", "list"], env)
+            cli_out = capsys.readouterr().out
         finally:
             process.send_signal(signal.SIGCONT)
             engine.close()
@@ -82,6 +93,9 @@ def test_a_stopped_server_times_out_with_a_clear_error_and_a_rerun_resumes(
             assert error.server == url and error.timeout_s == TIMEOUT_S
             assert error.code == "STORE_TIMEOUT"
             assert elapsed >= TIMEOUT_S  # the timeout ended the wait, not something else
+        assert cli_code == 1
+        assert json.loads(cli_out)["error"] == {"code": "STORE_TIMEOUT",
+                                                "message": str(opening)}
         assert write.phase == "read" and write.in_flight == CHUNK
         # what the ingest had committed, and that a re-run resumes
         assert write.committed == CHUNK and write.total == RECORDS
