@@ -234,8 +234,9 @@ class StoreTimeout(StoreUnavailable):
 
     def __init__(self, server: str, action: str, phase: str, timeout_s: float, *,
                  in_flight: int = 0) -> None:
-        pending = (f"; the server may still store the {in_flight} records in flight if it "
-                   "resumes") if in_flight else ""
+        what = "the record" if in_flight == 1 else f"the {in_flight} records"
+        pending = (f"; the server may still store {what} in flight if it resumes"
+                   if in_flight else "")
         super().__init__(
             f"{action} failed: the Chroma server at {server} did not answer within "
             f"{timeout_s:g} s ({phase} timeout){pending}. Is the server stopped or overloaded? "

@@ -273,6 +273,10 @@ def _close_client(client: Any) -> None:
             session.close()
 
 
+def _records(count: int) -> str:
+    return f"{count} record" if count == 1 else f"{count} records"
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
@@ -842,7 +846,7 @@ class MemoryStore:
             # After a timeout the rollback meets the same silent server: its first call times
             # out too and ends it, so the error comes at most one more timeout later.
             self._roll_back(records, made, previous)
-            action = f"writing {len(records)} records to {self.location}"
+            action = f"writing {_records(len(records))} to {self.location}"
             failure = _failure(self._spec, action, exc, in_flight=len(records))
             if isinstance(failure, StoreTimeout):
                 raise failure from exc  # the server may still apply what it was sent
@@ -877,7 +881,7 @@ class MemoryStore:
                 self._collection.update(ids=[r.id for r in chunk],
                                         metadatas=[record_to_chroma(r) for r in chunk])
         except Exception as exc:
-            raise _failure(self._spec, f"counting accesses of {len(records)} records in "
+            raise _failure(self._spec, f"counting accesses of {_records(len(records))} in "
                            f"{self.location}", exc, in_flight=len(records)) from exc
         view.set_access(records)
 
