@@ -17,10 +17,10 @@ Every endpoint is ``GET`` (``docs/api.md`` lists them with their parameters):
 =============================  =================================================================
 
 Guards, in the order a request meets them: connection caps per client address (429) and in
-all (503) — a new connection first displaces the oldest one still sending its request (408),
-so slow clients cannot hold the server —, one deadline for the whole request head (408, not a
-timeout per read), request-line length (414),
-header size (431), per-client token bucket (429 + ``Retry-After``), bearer token (401 +
+all (503), where a new connection first displaces the oldest one still sending its request
+(408) so that slow clients cannot hold the server; one deadline for the whole request head
+(408; not a timeout per read); request-line length (414), header size (431), per-client token
+bucket (429 + ``Retry-After``), bearer token (401 +
 ``WWW-Authenticate: Bearer``, compared in constant time), method (405: there are no write
 endpoints), no request body (413), strict query parsing (400 for malformed, unknown or repeated
 parameters and bad values). With redaction on, every response body — records, events, errors —
