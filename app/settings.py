@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import tempfile
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.embedding import EmbedBackend, ModelSpec
 from engine.errors import ConfigInvalid
+from engine.store import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_READ_TIMEOUT_S, StoreSpec
 
 if TYPE_CHECKING:
     from engine.llm.settings import LLMSettings
@@ -69,6 +71,9 @@ class Settings:
     Attributes:
         store: Default store: a directory or a Chroma server URL.
         store_token: Bearer token for a server store.
+        store_connect_timeout_s: Server stores: longest wait for a connection.
+        store_read_timeout_s: Server stores: longest wait for the answer to one call; a
+            server that stops answering fails the call with ``StoreTimeout`` after this long.
         data_dir: Where the default store, server ledgers and caches live.
         model_path: A local sentence-transformers model directory (default: the packaged
             all-MiniLM-L6-v2).
@@ -84,6 +89,8 @@ class Settings:
 
     store: str = ""
     store_token: str | None = None
+    store_connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    store_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     data_dir: str = ""
     model_path: str | None = None
     embed_backend: str = EmbedBackend.OPENVINO.value
@@ -103,6 +110,10 @@ class Settings:
             object.__setattr__(self, "store", str(Path(self.data_dir) / "store"))
         if not 0.0 <= self.sampling_rate <= 1.0:
             raise ConfigInvalid("sampling_rate", self.sampling_rate, "must be in 0..1")
+        for name in ("store_connect_timeout_s", "store_read_timeout_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigInvalid(name, value, "must be a positive number of seconds")
         if self.theme not in ("system", "light", "dark"):
             raise ConfigInvalid("theme", self.theme, "must be system, light or dark")
         if self.embed_backend not in tuple(EmbedBackend):
@@ -114,6 +125,11 @@ class Settings:
         ``data_dir/models``."""
         return ModelSpec(self.model_path, EmbedBackend(self.embed_backend),
                          str(Path(self.data_dir) / "models"))
+
+    def with_store_timeouts(self, spec: StoreSpec) -> StoreSpec:
+        """``spec`` with the configured server timeouts (every store is opened through it)."""
+        return dataclasses.replace(spec, connect_timeout_s=self.store_connect_timeout_s,
+                                   read_timeout_s=self.store_read_timeout_s)
 
     def with_recent(self, location: str, keep: int = 10) -> Settings:
         """A copy with ``location`` first in the recent-stores list."""
@@ -145,6 +161,8 @@ class Settings:
 _ENV: Mapping[str, tuple[str, type]] = {
     "MNEMOSCOPE_STORE": ("store", str),
     "MNEMOSCOPE_STORE_TOKEN": ("store_token", str),
+    "MNEMOSCOPE_STORE_CONNECT_TIMEOUT_S": ("store_connect_timeout_s", float),
+    "MNEMOSCOPE_STORE_READ_TIMEOUT_S": ("store_read_timeout_s", float),
     "MNEMOSCOPE_DATA_DIR": ("data_dir", str),
     "MNEMOSCOPE_MODEL_PATH": ("model_path", str),
     "MNEMOSCOPE_EMBED_BACKEND": ("embed_backend", str),
@@ -195,6 +213,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             raise ConfigInvalid(str(path), type(data).__name__, "must hold a JSON object")
         types: dict[str, type | tuple[type, ...]] = {
                  "store": str, "data_dir": str, "model_path": (str, type(None)),
+                 "store_connect_timeout_s": (int, float), "store_read_timeout_s": (int, float),
                  "embed_backend": str,
                  "load_model": bool, "redaction": bool, "sampling_rate": (int, float),
                  "recent_stores": list, "theme": str, "version": int, "extra": dict,
@@ -204,7 +223,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             expected = types.get(key)
             if expected is None:
                 continue  # unknown keys (and the never-saved token) are ignored
-            if not isinstance(value, expected) or (key == "sampling_rate"
+            if not isinstance(value, expected) or (expected == (int, float)
                                                    and isinstance(value, bool)):
                 raise ConfigInvalid(f"{path}: {key}", value, "has the wrong type")
             if isinstance(raw, list):

@@ -131,6 +131,7 @@ def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None
     The columnar view is deferred when it must be read from Chroma: the window shows the first
     page at once and indexes the store in the background (``StoreSession.start_indexing``).
     """
+    spec = settings.with_store_timeouts(spec)
     if not spec.is_remote:
         forget_embedded_clients()
     ledger = server_ledger_path(settings, spec.location, spec.collection) \
@@ -158,10 +159,10 @@ def attach_remote(url: str, token: str,
     return RemoteReader.connect(url, token, on_follow_state=on_state)
 
 
-def _list_collections(spec: StoreSpec) -> Sequence[CollectionInfo]:
+def _list_collections(settings: Settings, spec: StoreSpec) -> Sequence[CollectionInfo]:
     from engine.store import list_collections
 
-    return list_collections(spec)
+    return list_collections(settings.with_store_timeouts(spec))
 
 
 def _preferences(settings: Settings) -> Preferences:
@@ -247,7 +248,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
     services = WindowServices(
         runner=runner,
         open_engine=lambda spec: open_engine(settings, embedder, spec),
-        list_collections=_list_collections,
+        list_collections=lambda spec: _list_collections(settings, spec),
         save_preferences=_preference_saver(settings_file),
         redactor=_redact,
         preferences=_preferences(settings),

@@ -19,6 +19,7 @@ from engine.errors import (
     SchemaMismatch,
     StoreLocked,
     StoreReadOnly,
+    StoreTimeout,
     StoreUnavailable,
     ValidationError,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "SchemaMismatch",
     "StoreLocked",
     "StoreReadOnly",
+    "StoreTimeout",
     "StoreUnavailable",
     "SystemClock",
     "SystemRNG",

@@ -58,6 +58,7 @@ __all__ = [
     "SchemaMismatch",
     "StoreLocked",
     "StoreReadOnly",
+    "StoreTimeout",
     "StoreUnavailable",
     "SummaryFailed",
     "SummaryLocked",
@@ -191,9 +192,60 @@ class EmbeddingFailed(EngineError):
 
 
 class StoreUnavailable(EngineError):
-    """The store cannot be reached or written: unreachable server, disk full, I/O error."""
+    """The store cannot be reached or written: unreachable server, disk full, I/O error.
+
+    Attributes:
+        committed: Set by a batch ingest that failed part way: memories it had committed
+            (whole chunks) before this error; None otherwise.
+        total: The memories that batch was given (None when ``committed`` is).
+    """
 
     code = "STORE_UNAVAILABLE"
+    committed: int | None = None
+    total: int | None = None
+
+    def note_committed(self, committed: int, total: int) -> None:
+        """Add what a batch committed before this failure, and how to resume, to the message.
+
+        A re-run of the same input resumes because the pipeline recognises the committed
+        memories as exact duplicates and skips them (docs/reliability.md).
+        """
+        self.committed = committed
+        self.total = total
+        self.message += (f"; {committed} of {total} memories were committed before this "
+                         "(whole chunks); re-running the same input resumes: the committed "
+                         "ones are skipped as exact duplicates")
+        self.args = (self.message,)
+
+
+class StoreTimeout(StoreUnavailable):
+    """A Chroma server did not answer within the store's connect or read timeout.
+
+    Attributes:
+        server: The server's URL.
+        phase: ``"connect"`` (no connection) or ``"read"`` (connected, no answer in time; a
+            write waiting for its answer is a read).
+        timeout_s: The timeout that ran out.
+        in_flight: Records a timed-out write had sent: the server may still store them when it
+            resumes, so they count as neither written nor refused.
+    """
+
+    code = "STORE_TIMEOUT"
+
+    def __init__(self, server: str, action: str, phase: str, timeout_s: float, *,
+                 in_flight: int = 0) -> None:
+        what = "the record" if in_flight == 1 else f"the {in_flight} records"
+        pending = (f"; the server may still store {what} in flight if it resumes"
+                   if in_flight else "")
+        super().__init__(
+            f"{action} failed: the Chroma server at {server} did not answer within "
+            f"{timeout_s:g} s ({phase} timeout){pending}. Is the server stopped or overloaded? "
+            "The store's timeouts are settings (store_connect_timeout_s, "
+            "store_read_timeout_s)")
+        self.server = server
+        self.phase = phase
+        self.timeout_s = timeout_s
+        self.in_flight = in_flight
 
 
 class StoreLocked(StoreUnavailable):

@@ -57,8 +57,9 @@ class CliContext:
         kwargs: dict[str, Any] = {}
         if self.collection:
             kwargs["collection"] = self.collection
-        return StoreSpec(self.settings.store, token=self.settings.store_token,
-                         read_only=read_only, **kwargs)
+        return self.settings.with_store_timeouts(StoreSpec(
+            self.settings.store, token=self.settings.store_token, read_only=read_only,
+            **kwargs))
 
     def open_engine(self, *, read_only: bool = False, embed: bool = False) -> MemoryEngine:
         """Open (once) the engine on the selected store.

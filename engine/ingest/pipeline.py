@@ -33,7 +33,13 @@ import numpy.typing as npt
 
 from engine.clock import Clock
 from engine.collector import fewer_collections
-from engine.errors import EngineError, RecordNotFound, StoreUnavailable, ValidationError
+from engine.errors import (
+    EngineError,
+    RecordNotFound,
+    StoreReadOnly,
+    StoreUnavailable,
+    ValidationError,
+)
 from engine.events import Event, EventBus
 from engine.ingest.contradiction import Conflict
 from engine.ingest.decision import Decision, decide
@@ -874,7 +880,9 @@ class IngestPipeline:
                 undoes as one step); default: one per chunk.
 
         Raises:
-            StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay.
+            StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay
+                (a ``StoreUnavailable`` says how many memories they hold in its message and
+                ``committed``, and that a re-run of the same input resumes).
         """
         size = self.policy.batch_size
         chunks = [items[start:start + size] for start in range(0, len(items), size)]
@@ -896,9 +904,14 @@ class IngestPipeline:
                     return BatchResult(tuple(results), total, cancelled=True)
                 chunk_vectors = vectors[start:start + size] if vectors is not None else \
                     encoder.vectors(number) if encoder is not None else None
-                runs = self._decide_chunk(chunk, chunk_vectors, start, total,
-                                          progress=progress, cancelled=cancelled,
-                                          batch_id=batch_id)
+                try:
+                    runs = self._decide_chunk(chunk, chunk_vectors, start, total,
+                                              progress=progress, cancelled=cancelled,
+                                              batch_id=batch_id)
+                except StoreUnavailable as exc:
+                    if not isinstance(exc, StoreReadOnly):  # read-only: nothing could commit
+                        exc.note_committed(len(results), total)
+                    raise
                 if runs is None:
                     return BatchResult(tuple(results), total, cancelled=True)
                 results.extend(run.result() for run in runs)

@@ -16,12 +16,17 @@ Every endpoint is ``GET`` (``docs/api.md`` lists them with their parameters):
 ``/debug/memory``              seed 002 §20 sanitized snapshot (always redacted, no paths)
 =============================  =================================================================
 
-Guards, in the order a request meets them: connection cap (503), request-line length (414),
-header size (431), per-client token bucket (429 + ``Retry-After``), bearer token (401 +
+Guards, in the order a request meets them: connection caps per client address (429) and in
+all (503), where a new connection first displaces the oldest one still sending its request
+(408) so that slow clients cannot hold the server; one deadline for the whole request head
+(408; not a timeout per read); request-line length (414), header size (431), per-client token
+bucket (429 + ``Retry-After``), bearer token (401 +
 ``WWW-Authenticate: Bearer``, compared in constant time), method (405: there are no write
 endpoints), no request body (413), strict query parsing (400 for malformed, unknown or repeated
 parameters and bad values). With redaction on, every response body — records, events, errors —
-passes through the redactor (see :mod:`.documents`).
+passes through the redactor (see :mod:`.documents`). Every error, including the ones the
+standard library's request parsing answers (400, 414, 431, 501, 505), is a JSON body
+``{"error": {"code": ..., "message": ...}}``.
 
 The server binds to loopback unless ``allow_remote`` is given; it never serves TLS, so a remote
 bind belongs behind a tunnel or a TLS proxy.
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import io
 import ipaddress
 import json
 import logging
@@ -72,10 +78,16 @@ class ServerLimits:
         max_page: Largest ``limit`` for records, events and spatial points.
         rate_per_s: Requests per second refilled per client address.
         burst: Bucket size (requests a client may make at once).
-        max_connections: Connections served at once (more get 503).
+        max_connections: Connections at once. One more displaces the oldest connection still
+            sending its request (408); when every connection is being answered, it gets 503.
+        max_per_client: Connections at once from one client address, displacing the same way
+            within that address (else 429).
         max_streams: Open event streams at once (more get 503).
         max_wait_s: Longest long-poll ``wait``.
-        read_timeout_s: Socket timeout while reading a request.
+        request_deadline_s: The whole request head (request line and headers; there is no
+            body to read) must arrive within this long of the connection (else 408).
+        read_timeout_s: Longest wait for one send to the client (a client that stops
+            reading is dropped).
         stream_max_s: An event stream is closed after this long (the client reconnects with
             ``Last-Event-ID``; this bounds a thread's life).
         keepalive_s: Comment line sent on an idle stream this often.
@@ -87,8 +99,10 @@ class ServerLimits:
     rate_per_s: float = 20.0
     burst: int = 60
     max_connections: int = 32
+    max_per_client: int = 8
     max_streams: int = 8
     max_wait_s: float = 30.0
+    request_deadline_s: float = 10.0
     read_timeout_s: float = 10.0
     stream_max_s: float = 300.0
     keepalive_s: float = 15.0
@@ -239,30 +253,129 @@ _RECORD_PARAMS = ("agent", "layer", "privacy", "tag", "text", "importance_min",
                   "order", "offset", "limit")
 
 
+_ERROR_CODES = {
+    HTTPStatus.BAD_REQUEST: "BAD_REQUEST",
+    HTTPStatus.REQUEST_TIMEOUT: "REQUEST_TIMEOUT",
+    HTTPStatus.REQUEST_URI_TOO_LONG: "URI_TOO_LONG",
+    HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE: "HEADERS_TOO_LARGE",
+    HTTPStatus.NOT_IMPLEMENTED: "METHOD_NOT_IMPLEMENTED",
+    HTTPStatus.HTTP_VERSION_NOT_SUPPORTED: "HTTP_VERSION_NOT_SUPPORTED",
+}
+"""Codes of the errors the standard library's request parsing answers (``send_error``)."""
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False,
+                      separators=(",", ":")).encode("utf-8")
+
+
+@dataclass(eq=False, slots=True)
+class _Connection:
+    """One accepted connection, as the caps see it.
+
+    Attributes:
+        sock: The socket.
+        client: The client's address.
+        accepted: ``time.monotonic()`` at accept; the request deadline counts from here.
+        reading: Still receiving its request head: the only state a connection can be
+            displaced in (one being answered is never cut off).
+        displaced: A newer connection took its place; its reads end with 408.
+    """
+
+    sock: socket.socket
+    client: str
+    accepted: float
+    reading: bool = True
+    displaced: bool = False
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True  # rebind a port in TIME_WAIT after a restart (not a live one)
+    # socketserver's default backlog of 5 makes a burst of connections wait for SYN retries
+    # (1 s, then 3 s) before the caps ever see them
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], api: IntrospectionServer) -> None:
         self.api = api
-        self._slots = threading.BoundedSemaphore(api.limits.max_connections)
+        self._lock = threading.Lock()
+        self._open: dict[socket.socket, _Connection] = {}  # in accept order
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.address_family = family
         super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        connection = _Connection(request, str(client_address[0]), time.monotonic())
+        refusal = self._admit(connection)
+        if refusal is not None:
+            status, code, message = refusal
+            body = _error_body(code, message)
             with contextlib.suppress(OSError):
-                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                                b"Retry-After: 1\r\nConnection: close\r\n\r\n")
+                request.settimeout(self.api.limits.read_timeout_s)
+                request.sendall(
+                    f"HTTP/1.0 {status.value} {status.phrase}\r\n"
+                    "Content-Type: application/json; charset=utf-8\r\n"
+                    f"Content-Length: {len(body)}\r\nRetry-After: 1\r\n"
+                    "Connection: close\r\n\r\n".encode("ascii") + body)
             self.shutdown_request(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self.release(request)
             raise
+
+    def _admit(self, new: _Connection) -> tuple[HTTPStatus, str, str] | None:
+        """Count ``new`` in, displacing the oldest connection still sending its request when a
+        cap is reached; the refusal to answer when no connection can be displaced.
+
+        Slow clients (one header line every few seconds) could otherwise hold every slot until
+        their deadline and reconnect; a request head arrives in milliseconds from a client
+        that means it, so the oldest unfinished head is the one to drop.
+        """
+        limits = self.api.limits
+        with self._lock:
+            mine = [c for c in self._open.values() if c.client == new.client]
+            if len(mine) >= limits.max_per_client and not self._displace(mine):
+                return (HTTPStatus.TOO_MANY_REQUESTS, "TOO_MANY_CONNECTIONS",
+                        f"more than {limits.max_per_client} connections at once from "
+                        f"{new.client}")
+            if len(self._open) >= limits.max_connections \
+                    and not self._displace(list(self._open.values())):
+                return (HTTPStatus.SERVICE_UNAVAILABLE, "SERVER_BUSY",
+                        f"all {limits.max_connections} connections are being answered; "
+                        "retry in a moment")
+            self._open[new.sock] = new
+            return None
+
+    def _displace(self, candidates: Sequence[_Connection]) -> bool:
+        """Drop the oldest of ``candidates`` still reading its request (lock held)."""
+        oldest = next((c for c in candidates if c.reading), None)
+        if oldest is None:
+            return False
+        oldest.displaced = True
+        del self._open[oldest.sock]
+        with contextlib.suppress(OSError):  # wakes its thread's read, which answers 408
+            oldest.sock.shutdown(socket.SHUT_RD)
+        return True
+
+    def connection(self, request: Any) -> _Connection:
+        """The bookkeeping of an admitted ``request``."""
+        with self._lock:
+            found = self._open.get(request)
+        # not found: displaced before its thread began; its first read answers 408
+        return found if found is not None else _Connection(request, "", time.monotonic(),
+                                                           displaced=True)
+
+    def head_read(self, connection: _Connection) -> None:
+        """``connection`` received its whole request head: it can no longer be displaced."""
+        with self._lock:
+            connection.reading = False
+
+    def release(self, request: Any) -> None:
+        with self._lock:
+            self._open.pop(request, None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Connection drops are routine (a client went away); anything else is logged."""
@@ -280,21 +393,113 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self.release(request)
+
+
+class _HeadReader(io.RawIOBase):
+    """The request's socket, read against one deadline for the whole request head.
+
+    A socket timeout bounds each read; a client sending one header line every few seconds
+    never meets it. This reader gives every read only the time left until the deadline, and
+    ends the reads of a displaced connection at once.
+    """
+
+    def __init__(self, connection: _Connection, deadline: float) -> None:
+        super().__init__()
+        self._connection = connection
+        self._deadline = deadline
+        self.late: str | None = None  # why reading ended early: "deadline" or "displaced"
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        sock = self._connection.sock
+        if self._connection.reading:
+            left = self._deadline - time.monotonic()
+            if self._connection.displaced or left <= 0:
+                raise self._late()
+            sock.settimeout(left)
+        try:
+            count = sock.recv_into(buffer)
+        except TimeoutError:
+            raise self._late() from None
+        if count == 0 and self._connection.displaced:
+            raise self._late()
+        return count
+
+    def _late(self) -> TimeoutError:
+        self.late = "displaced" if self._connection.displaced else "deadline"
+        return TimeoutError(f"request head not complete: {self.late}")
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    raw_requestline: bytes  # set by handle_one_request before parse_request
     server_version = "mnemoscope-introspection"
     sys_version = ""
     protocol_version = "HTTP/1.0"
 
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(self.server.api.limits.read_timeout_s)
+        # what an error answer reads when it comes before the request line was parsed
+        self.requestline = self.command = self.request_version = ""
+        limits = self.server.api.limits
+        self._tracked = self.server.connection(self.connection)
+        self._head = _HeadReader(self._tracked,
+                                 self._tracked.accepted + limits.request_deadline_s)
+        self.rfile.close()  # the plain reader: reads go through the deadline instead
+        self.rfile = io.BufferedReader(self._head)
 
     def log_message(self, format: str, *args: Any) -> None:
         _log.debug("%s %s", self.address_string(), format % args)
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()  # ends a read that ran out of time, answering nothing
+        if self._head.late is not None:
+            limits = self.server.api.limits
+            why = (f"the request was not complete within {limits.request_deadline_s:g} s"
+                   if self._head.late == "deadline" else
+                   "the request was not complete when the server needed its connection for "
+                   "a newer one")
+            with contextlib.suppress(OSError):
+                self._send_error_json(HTTPStatus.REQUEST_TIMEOUT, "REQUEST_TIMEOUT", why)
+
+    def parse_request(self) -> bool:
+        if len(self.raw_requestline.split()) == 2:
+            # HTTP/0.9 (no version): the standard library would wait for headers that never
+            # come, then answer without a status line
+            self.server.head_read(self._tracked)
+            self.send_error(HTTPStatus.BAD_REQUEST, "HTTP/0.9 requests are not served")
+            return False
+        parsed = super().parse_request()
+        self.server.head_read(self._tracked)
+        self.connection.settimeout(self.server.api.limits.read_timeout_s)
+        return parsed
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """The standard library's own error answers (bad request line, long lines, unknown
+        methods), as JSON like every other error instead of its HTML page."""
+        status = HTTPStatus(code)
+        text = message or status.phrase
+        if explain and explain != status.description:
+            text = f"{text}: {explain}"
+        shown = text if len(text) <= 200 else text[:197] + "..."
+        code_name = _ERROR_CODES.get(status) or status.phrase.upper().replace(" ", "_") \
+            .replace("-", "_")
+        self._send_error_json(status, code_name, shown)
+
+    def _send_error_json(self, status: HTTPStatus, code: str, message: str,
+                         headers: Mapping[str, str] | None = None) -> None:
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":
+            # parse_request starts from this default and keeps it when it refuses a request
+            # line; answered as HTTP/0.9, the error would go out without a status line
+            self.request_version = "HTTP/1.0"
+        self.connection.settimeout(self.server.api.limits.read_timeout_s)
+        self._send_json(status, {"error": {"code": code, "message": message}},
+                        {"Connection": "close", **(headers or {})})
 
     # Every method but GET is refused: there are no write endpoints.
     def _refuse_method(self) -> None:

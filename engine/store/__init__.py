@@ -2,6 +2,8 @@
 
 from engine.store.chroma_store import (
     DEFAULT_COLLECTION,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_READ_TIMEOUT_S,
     CollectionInfo,
     MemoryStore,
     StoreSpec,
@@ -14,6 +16,8 @@ from engine.store.view import CATEGORIES, LAYERS, PRIVACIES, TIERS, ColumnarView
 __all__ = [
     "CATEGORIES",
     "DEFAULT_COLLECTION",
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_READ_TIMEOUT_S",
     "LAYERS",
     "PRIVACIES",
     "SCHEMA_VERSION",

@@ -13,6 +13,7 @@ records with default fields (:func:`~engine.store.codec.record_from_chroma` leni
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import re
 import threading
@@ -31,6 +32,7 @@ from engine.errors import (
     RecordNotFound,
     SchemaMismatch,
     StoreReadOnly,
+    StoreTimeout,
     StoreUnavailable,
     ValidationError,
 )
@@ -42,6 +44,8 @@ from engine.store.view import ColumnarView
 
 __all__ = [
     "DEFAULT_COLLECTION",
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_READ_TIMEOUT_S",
     "CollectionInfo",
     "MemoryStore",
     "StoreSpec",
@@ -55,6 +59,13 @@ metadata to Python objects holding the GIL: 2000-record pages froze every other 
 for up to 176 ms each, 250-record pages for at most 25 ms, and the whole 100K read was no slower
 (measured: 34.5 s vs 22.0 s at load ~5)."""
 _URL = re.compile(r"^https?://", re.IGNORECASE)
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_READ_TIMEOUT_S = 60.0
+"""A server store's timeouts. chromadb 1.5 builds its HTTP session with no timeout at all, so a
+stopped server (SIGSTOP, a hung host) blocked every call forever. Connecting is quick on any
+network a store is used over; the read timeout waits for the answer to one call, and the slowest
+legitimate call is an upsert of a whole batch, which the server answers only once its vectors
+are in the HNSW index (about 5 ms of CPU per record: docs/ingest.md), so it stays generous."""
 
 ProgressFn = Callable[[int, int], None]
 CancelFn = Callable[[], bool]
@@ -69,12 +80,27 @@ class StoreSpec:
         token: Bearer token for a server that requires one.
         read_only: Open without the lock and refuse writes.
         collection: Collection name; other tools' collections open read-only.
+        connect_timeout_s: Server stores: longest wait for a connection.
+        read_timeout_s: Server stores: longest wait for the answer to one call (and for
+            sending one). A call that runs out raises :class:`~engine.errors.StoreTimeout`.
+
+    Raises:
+        ValidationError: a timeout that is not a positive finite number.
     """
 
     location: str
     token: str | None = None
     read_only: bool = False
     collection: str = DEFAULT_COLLECTION
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout_s", "read_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                raise ValidationError(name, value, "must be a positive number of seconds")
 
     @property
     def is_remote(self) -> bool:
@@ -124,14 +150,21 @@ def _connect(spec: StoreSpec) -> Any:
         except ValueError as exc:
             raise ValidationError("store", spec.location, f"bad port: {exc}") from exc
         headers = {"Authorization": f"Bearer {spec.token}"} if spec.token else None
+        action = f"connecting to {spec.location}"
+        client = None
         try:
+            _probe(spec, f"{url.scheme}://{url.netloc}", headers)
             client = chromadb.HttpClient(host=url.hostname, port=port,
                                          ssl=url.scheme == "https", headers=headers,
                                          settings=_settings())
+            _set_timeouts(client, spec)
             client.heartbeat()
         except Exception as exc:
-            if "client" in locals():
+            if client is not None:
                 _close_client(client)
+            failure = _failure(spec, action, exc)
+            if isinstance(failure, StoreTimeout):
+                raise failure from exc
             raise StoreUnavailable(
                 f"cannot reach the Chroma server at {spec.location}: {_short(exc)}. "
                 "Is `chroma run` up, and is the URL (and token) right?"
@@ -146,6 +179,77 @@ def _connect(spec: StoreSpec) -> Any:
     except Exception as exc:
         _forget_failed_system(str(path))
         raise StoreUnavailable(f"cannot open the Chroma store at {path}: {_short(exc)}") from exc
+
+
+def _timeout(spec: StoreSpec) -> Any:
+    import httpx
+
+    return httpx.Timeout(spec.read_timeout_s, connect=spec.connect_timeout_s,
+                         pool=spec.connect_timeout_s)
+
+
+def _probe(spec: StoreSpec, base: str, headers: dict[str, str] | None) -> None:
+    """Ask the server for its heartbeat within the store's timeouts.
+
+    ``chromadb.HttpClient(...)`` already calls the server (who am I, tenant, database) with
+    its session's timeout, which is none: against a stopped server the constructor itself
+    would hang. Only a server that answered a moment ago gets that far.
+    """
+    import httpx
+
+    with httpx.Client(timeout=_timeout(spec), headers=headers) as probe:
+        probe.get(f"{base}/api/v2/heartbeat")
+
+
+def _set_timeouts(client: Any, spec: StoreSpec) -> None:
+    """Give the HTTP session of a chromadb ``HttpClient`` the store's timeouts.
+
+    chromadb 1.5 builds ``httpx.Client(timeout=None)`` and offers no setting for it; every
+    call goes through that one session (the admin client shares its system), whose default
+    timeout applies to each request.
+
+    Raises:
+        StoreUnavailable: this chromadb has no such session (its internals changed), so the
+            store could hang; refusing is better than that.
+    """
+    sessions = {id(s): s for s in (getattr(getattr(o, "_server", None), "_session", None)
+                                    for o in (client, getattr(client, "_admin_client", None)))
+                if s is not None and hasattr(s, "timeout")}
+    if not sessions:
+        raise StoreUnavailable("this chromadb's HTTP client has no session to set timeouts "
+                               "on; a server store would wait forever for a stopped server")
+    for session in sessions.values():
+        session.timeout = _timeout(spec)
+
+
+def _timed_out(spec: StoreSpec, exc: BaseException) -> tuple[str, float] | None:
+    """``(phase, seconds)`` when ``exc`` (or what caused it) is an HTTP timeout, else None."""
+    import httpx
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (httpx.ConnectTimeout, httpx.PoolTimeout)):
+            return "connect", spec.connect_timeout_s
+        if isinstance(seen, httpx.TimeoutException):
+            return "read", spec.read_timeout_s
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _failure(spec: StoreSpec, action: str, exc: BaseException, *,
+             in_flight: int = 0) -> StoreUnavailable:
+    """The error for a failed Chroma call: :class:`StoreTimeout` when a server did not answer
+    in time (naming it and the timeout), else :class:`StoreUnavailable` with the cause.
+
+    Args:
+        action: What was being done, e.g. ``"reading <location>"``.
+        in_flight: Records a write had sent when it timed out.
+    """
+    timed_out = _timed_out(spec, exc) if spec.is_remote else None
+    if timed_out is None:
+        return StoreUnavailable(f"{action} failed: {_short(exc)}")
+    phase, seconds = timed_out
+    return StoreTimeout(spec.location, action, phase, seconds, in_flight=in_flight)
 
 
 def _forget_failed_system(identifier: str) -> None:
@@ -174,6 +278,10 @@ def _close_client(client: Any) -> None:
             session.close()
 
 
+def _records(count: int) -> str:
+    return f"{count} record" if count == 1 else f"{count} records"
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
@@ -189,7 +297,7 @@ CLAIM_PRUNE_EVERY_SECONDS = 600.0
 
 def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
     """Collections in the directory or server of ``spec`` (opens it read-only, no lock)."""
-    client = _connect(StoreSpec(spec.location, spec.token, True, spec.collection))
+    client = _connect(dataclasses.replace(spec, read_only=True))
     infos = []
     try:
         for item in client.list_collections():
@@ -201,6 +309,8 @@ def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
             version = meta.get("schema_version")
             infos.append(CollectionInfo(name, collection.count(), version is not None,
                                         int(version) if isinstance(version, int) else None))
+    except Exception as exc:
+        raise _failure(spec, f"listing the collections of {spec.location}", exc) from exc
     finally:
         _close_client(client)
     return infos
@@ -317,9 +427,8 @@ class MemoryStore:
         except StoreUnavailable:
             raise
         except Exception as exc:
-            raise StoreUnavailable(
-                f"cannot open collection {spec.collection!r} at {spec.location}: {_short(exc)}"
-            ) from exc
+            raise _failure(spec, f"opening collection {spec.collection!r} at {spec.location}",
+                           exc) from exc
         meta = collection.metadata or {}
         version = meta.get("schema_version")
         if version is None:
@@ -359,7 +468,7 @@ class MemoryStore:
         try:
             return int(self._collection.count())
         except Exception as exc:
-            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
 
     def _read_view(self, now_ms: float, progress: ProgressFn | None,
                    cancelled: CancelFn | None = None) -> ColumnarView:
@@ -389,7 +498,7 @@ class MemoryStore:
         except (StoreUnavailable, ValidationError, Cancelled):
             raise
         except Exception as exc:
-            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         return view
 
     def _check_stop(self, cancelled: CancelFn | None, done: int, total: int) -> None:
@@ -452,7 +561,7 @@ class MemoryStore:
             page = self._collection.get(limit=stop - start, offset=start,
                                         include=["documents", "metadatas"])
         except Exception as exc:
-            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         records = [record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
                    for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
                                       strict=True)]
@@ -542,7 +651,7 @@ class MemoryStore:
                                    strict=True):
                     found[i] = record_from_chroma(i, d, m, lenient=True)
         except Exception as exc:
-            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         missing = [r for r in record_ids if r not in found]
         if missing:
             raise RecordNotFound(missing[0])
@@ -565,7 +674,7 @@ class MemoryStore:
                              for i, d, m in zip(page["ids"], page["documents"],
                                                 page["metadatas"], strict=True))
         except Exception as exc:
-            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         return found
 
     def versions(self, record_ids: Sequence[str]) -> dict[str, int]:
@@ -575,7 +684,7 @@ class MemoryStore:
         try:
             page = self._collection.get(ids=list(record_ids), include=["metadatas"])
         except Exception as exc:
-            raise StoreUnavailable(f"reading {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         out: dict[str, int] = {}
         for record_id, meta in zip(page["ids"], page["metadatas"], strict=True):
             version = (meta or {}).get("version", 1)
@@ -620,8 +729,7 @@ class MemoryStore:
                     return False
                 claims.delete(ids=[key])  # a dead writer's claim: replace it once
         except Exception as exc:
-            raise StoreUnavailable(f"claiming {key} on {self.location} failed: {_short(exc)}"
-                                   ) from exc
+            raise _failure(self._spec, f"claiming {key} on {self.location}", exc) from exc
         return False
 
     def _claims_collection(self) -> Any:
@@ -646,8 +754,8 @@ class MemoryStore:
         try:
             self._claims_collection().delete(where={"at": {"$lt": cutoff}})
         except Exception as exc:
-            raise StoreUnavailable(f"pruning the write claims of {self.location} failed: "
-                                   f"{_short(exc)}") from exc
+            raise _failure(self._spec, f"pruning the write claims of {self.location}", exc
+                           ) from exc
         self._claims_pruned_at = time.monotonic()
 
     def reload_view(self, now_ms: float, progress: ProgressFn | None = None) -> None:
@@ -668,7 +776,7 @@ class MemoryStore:
                                             n_results=min(k, size),
                                             include=["distances"])
         except Exception as exc:
-            raise StoreUnavailable(f"querying {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"querying {self.location}", exc) from exc
         ids = result["ids"][0]
         distances = result["distances"][0]
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)
@@ -723,9 +831,11 @@ class MemoryStore:
             + [_Call("upsert", part) for part in self._batches(np.flatnonzero(~unchanged))]
         # Rollback restores the calls this one already made; a single call has none to restore,
         # so only a write of several calls pays for reading the previous state.
-        previous = self._previous_state(records, calls) if len(calls) > 1 else {}
+        previous: dict[str, tuple[Any, Any, Any]] = {}
         made: list[_Call] = []
         try:
+            if len(calls) > 1:
+                previous = self._previous_state(records, calls)
             for call in calls:
                 chunk = [records[i] for i in call.rows]
                 if call.kind == "update":  # the document and embedding are the stored ones
@@ -738,11 +848,15 @@ class MemoryStore:
                                             embeddings=matrix[call.rows])
                 made.append(call)
         except Exception as exc:
+            # After a timeout the rollback meets the same silent server: its first call times
+            # out too and ends it, so the error comes at most one more timeout later.
             self._roll_back(records, made, previous)
-            raise StoreUnavailable(
-                f"writing {len(records)} records to {self.location} failed: {_short(exc)}; "
-                "nothing was changed"
-            ) from exc
+            action = f"writing {_records(len(records))} to {self.location}"
+            failure = _failure(self._spec, action, exc, in_flight=len(records))
+            if isinstance(failure, StoreTimeout):
+                raise failure from exc  # the server may still apply what it was sent
+            raise StoreUnavailable(f"{action} failed: {_short(exc)}; nothing was changed"
+                                   ) from exc
         view.upsert(records, np.where(has[:, None], matrix, 0.0).astype(np.float32))
 
     def _batches(self, rows: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
@@ -772,9 +886,8 @@ class MemoryStore:
                 self._collection.update(ids=[r.id for r in chunk],
                                         metadatas=[record_to_chroma(r) for r in chunk])
         except Exception as exc:
-            raise StoreUnavailable(
-                f"counting accesses of {len(records)} records in {self.location} failed: "
-                f"{_short(exc)}") from exc
+            raise _failure(self._spec, f"counting accesses of {_records(len(records))} in "
+                           f"{self.location}", exc, in_flight=len(records)) from exc
         view.set_access(records)
 
     def _previous_state(self, records: Sequence[MemoryRecord],
@@ -838,7 +951,7 @@ class MemoryStore:
             for start in range(0, len(record_ids), self._max_batch):
                 self._collection.delete(ids=list(record_ids[start:start + self._max_batch]))
         except Exception as exc:
-            raise StoreUnavailable(f"deleting from {self.location} failed: {_short(exc)}") from exc
+            raise _failure(self._spec, f"deleting from {self.location}", exc) from exc
         view.remove(record_ids)
 
     def close(self) -> None:

@@ -67,3 +67,13 @@ def test_serve_refuses_a_public_bind_without_the_flag(
                     "0.0.0.0", "--port", "0"], env)
     assert code == 1
     assert "--allow-remote" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_per_client_cap_below_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
+    code = run_cli(["--store", str(tmp_path / "store"), "--no-model", "serve", "--port", "0",
+                    "--max-per-client", "0"], env)
+    assert code == 1
+    assert "--max-per-client: must be at least 1 (got 0)" in capsys.readouterr().err

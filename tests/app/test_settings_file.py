@@ -85,3 +85,29 @@ def test_an_unknown_embedding_backend_is_refused_by_name(tmp_path: Path) -> None
     (tmp_path / "settings.json").write_text(json.dumps({"embed_backend": 2}))
     with pytest.raises(ConfigInvalid, match="embed_backend"):
         load_settings({}, config_dir=tmp_path)
+
+
+def test_store_timeouts_from_the_file_and_the_environment(tmp_path: Path) -> None:
+    from engine.store import StoreSpec
+
+    assert (Settings().store_connect_timeout_s, Settings().store_read_timeout_s) == (10.0, 60.0)
+    (tmp_path / "settings.json").write_text(json.dumps({"store_read_timeout_s": 30}))
+    settings = load_settings({"MNEMOSCOPE_STORE_CONNECT_TIMEOUT_S": "2.5"}, config_dir=tmp_path)
+    spec = settings.with_store_timeouts(StoreSpec("http://127.0.0.1:8000", read_only=True))
+    assert (spec.connect_timeout_s, spec.read_timeout_s, spec.read_only) == (2.5, 30.0, True)
+    overridden = load_settings({"MNEMOSCOPE_STORE_READ_TIMEOUT_S": "5"}, config_dir=tmp_path)
+    assert overridden.store_read_timeout_s == 5.0
+
+
+@pytest.mark.parametrize(("env", "file", "named"), [
+    ({"MNEMOSCOPE_STORE_READ_TIMEOUT_S": "soon"}, {}, "MNEMOSCOPE_STORE_READ_TIMEOUT_S"),
+    ({"MNEMOSCOPE_STORE_CONNECT_TIMEOUT_S": "0"}, {}, "store_connect_timeout_s"),
+    ({"MNEMOSCOPE_STORE_READ_TIMEOUT_S": "inf"}, {}, "store_read_timeout_s"),
+    ({}, {"store_read_timeout_s": True}, "store_read_timeout_s"),
+    ({}, {"store_connect_timeout_s": -1}, "store_connect_timeout_s"),
+])
+def test_a_bad_store_timeout_is_refused_by_name(tmp_path: Path, env: dict[str, str],
+                                                file: dict[str, object], named: str) -> None:
+    (tmp_path / "settings.json").write_text(json.dumps(file))
+    with pytest.raises(ConfigInvalid, match=named):
+        load_settings(env, config_dir=tmp_path)

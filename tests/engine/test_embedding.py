@@ -82,8 +82,8 @@ def test_engine_public_surface() -> None:
          "DeterministicClock", "DeterministicRNG", "EmbeddingFailed", "EmbeddingUnavailable",
          "EngineError", "InputFormatError", "Layer", "MemoryConfig", "MemoryRecord", "NewMemory",
          "Privacy", "ProvenanceEntry", "RecordNotFound", "RelatedLink", "RetentionPolicy",
-         "SchemaMismatch", "StoreLocked", "StoreReadOnly", "StoreUnavailable", "SystemClock",
-         "SystemRNG", "TrustTier", "ValidationError", "content_hash", "normalize"])
+         "SchemaMismatch", "StoreLocked", "StoreReadOnly", "StoreTimeout", "StoreUnavailable",
+         "SystemClock", "SystemRNG", "TrustTier", "ValidationError", "content_hash", "normalize"])
     for name in engine.__all__:
         assert hasattr(engine, name)
 

@@ -348,3 +348,11 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     del client
     with pytest.raises(SchemaMismatch, match="schema version 99"):
         MemoryStore.open(StoreSpec(str(path)), now_ms=NOW)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "5"])
+def test_store_timeouts_must_be_positive_seconds(bad: object) -> None:
+    with pytest.raises(ValidationError, match="read_timeout_s: must be a positive number"):
+        StoreSpec("http://127.0.0.1:8000", read_timeout_s=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="connect_timeout_s"):
+        StoreSpec("/tmp/store", connect_timeout_s=bad)  # type: ignore[arg-type]

@@ -55,6 +55,11 @@ def test_outage_is_reported_nothing_half_written_and_a_retry_completes(tmp_path:
     # the outage is reported, naming the server, and says nothing was changed
     message = str(caught.value)
     assert f"127.0.0.1:{port}" in message and "nothing was changed" in message, message
+    # ... and what the ingest had committed, and that a re-run resumes (issue 18)
+    assert (caught.value.committed, caught.value.total) == (3 * CHUNK, RECORDS)
+    assert message.endswith(f"; {3 * CHUNK} of {RECORDS} memories were committed before this "
+                            "(whole chunks); re-running the same input resumes: the committed "
+                            "ones are skipped as exact duplicates"), message
 
     with chroma_server(data, port=port) as url:
         count, hashes = _hash_counts(url, collection, tmp_path / "check.sqlite3")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["chroma_server", "free_port"]
+__all__ = ["chroma_process", "chroma_server", "free_port"]
 
 
 def free_port() -> int:
@@ -36,6 +37,18 @@ def _chroma_executable() -> str:
 def chroma_server(path: Path, *, port: int | None = None,
                   startup_seconds: float = 60.0) -> Iterator[str]:
     """Run ``chroma run --path PATH --host 127.0.0.1 --port N``; yield its URL; stop it after."""
+    with chroma_process(path, port=port, startup_seconds=startup_seconds) as (url, _process):
+        yield url
+
+
+@contextmanager
+def chroma_process(path: Path, *, port: int | None = None, startup_seconds: float = 60.0
+                   ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`chroma_server` that also yields the process (to stop it with a signal).
+
+    A process left stopped (SIGSTOP) is continued before it is terminated: a stopped
+    process does not act on SIGTERM.
+    """
     port = port or free_port()
     log = (path.parent / f"chroma-{port}.log").open("wb")
     process = subprocess.Popen(
@@ -58,8 +71,10 @@ def chroma_server(path: Path, *, port: int | None = None,
             if time.monotonic() > deadline:
                 raise RuntimeError(f"chroma run did not answer on {url} within {startup_seconds}s")
             time.sleep(0.1)
-        yield url
+        yield url, process
     finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
         process.terminate()
         try:
             process.wait(timeout=10)

@@ -44,6 +44,10 @@ def register(subparsers: Any) -> None:
                        help="read-only: shortest time between view reloads (default 2)")
     serve.add_argument("--rate", type=float, default=20.0, metavar="PER_SECOND",
                        help="requests per second per client (default 20)")
+    per_client = ServerLimits().max_per_client
+    serve.add_argument("--max-per-client", type=int, default=per_client, metavar="N",
+                       help=f"connections at once per client address (default {per_client}; "
+                            "on loopback every local client shares one address)")
     serve.set_defaults(handler=_serve)
 
 
@@ -55,13 +59,16 @@ def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
                             "memory to the network; add --allow-remote to do it on purpose")
     if args.refresh < 0:
         raise ConfigInvalid("--refresh", args.refresh, "must be >= 0")
+    if args.max_per_client < 1:
+        raise ConfigInvalid("--max-per-client", args.max_per_client, "must be at least 1")
     ctx.load_model = ctx.load_model and args.writable  # reading needs no embeddings
     engine = ctx.open_engine(read_only=not args.writable)
     token = os.environ.get(TOKEN_ENV) or None
     server = IntrospectionServer(
         engine, host=args.host, port=args.port, token=token, allow_remote=args.allow_remote,
         redaction=args.redaction, refresh_interval_s=args.refresh,
-        limits=ServerLimits(rate_per_s=args.rate, burst=max(1, int(args.rate * 3))))
+        limits=ServerLimits(rate_per_s=args.rate, burst=max(1, int(args.rate * 3)),
+                            max_per_client=args.max_per_client))
     if args.writable:
         engine.start_layers()
     done = threading.Event()
