@@ -118,11 +118,13 @@ PHRASES: Mapping[str, str] = {
     "memory:record:restored": "record restored",
     "memory:record:embedded": "record embedded",
     "memory:record:expired": "record expired",
+    "memory:record:redacted": "record redacted in place",
     "memory:retrieval": "retrieval",
     "memory:decay:applied": "decay applied",
     "memory:summarization:queued": "summarization queued",
     "memory:summarization:completed": "summarization completed",
     "memory:summarization:failed": "summarization failed",
+    "memory:summarization:fallback": "summarized without an LLM (heuristic)",
     "memory:compaction": "compaction",
     "memory:social:summary": "social summary written",
     "memory:procedural:pattern": "procedure pattern written",
@@ -165,12 +167,19 @@ PHRASES: Mapping[str, str] = {
     "color": "colours differ",
     "name": "names differ",
     "mood": "question vs statement",
+    # embedding model states (the embedding-fallback event's decision_reason)
+    "idle": "model not loaded yet",
+    "loading": "model still loading",
+    "ready": "model ready",
     # layers, LLM gateway
     "layer-cap": "over the layer's cap",
     "ok": "ok",
     "budget_exceeded": "over the LLM budget",
 }
 """Every code the engine emits, as words (tests/ui/test_format.py checks none is missing)."""
+
+_KIND_REASONS = {"memory:retrieval": "{} retrieval strategy"}
+"""Event kinds whose ``decision_reason`` is not a decision code (a retrieval's strategy)."""
 
 _PREFIXED = {"retention:": "removed by the retention cap of the {} layer",
              "prune:": "pruned ({} mode)", "import:": "import of {}", "llm:": "LLM {}"}
@@ -644,7 +653,10 @@ def event_fields(event: Event, texts: Texts, *, show: Callable[[str], str] = str
     rows = [Field("What happened", _capital(phrase(event.kind)), event.kind),
             Field("When", relative_time(event.ts, now_ms=now_ms, tz=tz),
                   exact_time(event.ts, tz=tz))]
-    if event.decision_reason:
+    if event.decision_reason and event.kind in _KIND_REASONS:
+        rows.append(Field("Why", _capital(_KIND_REASONS[event.kind].format(
+            humanize(event.decision_reason))), event.decision_reason))
+    elif event.decision_reason:
         found = payload.get("conflicts")
         conflicts: list[Any] = found if isinstance(found, list) else []
         rows.append(Field("Why", _capital(reason_sentence(
