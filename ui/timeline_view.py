@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
+import shiboken6
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
@@ -332,6 +333,8 @@ class TimelineView(QWidget):
             found = await self._runner.run(_record_texts, session, ids)
         except EngineError:
             found = {}  # unreadable now: the rows say "no longer stored", Raw has the ids
+        if not shiboken6.isValid(self.detail):  # the view was closed meanwhile
+            return
         if session is not self._session or not self._text_tokens.is_current(token):
             return
         self._texts.update(found)
