@@ -35,14 +35,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
+from engine.errors import ValidationError
 from engine.events import Event
-from engine.records import format_timestamp
+from engine.records import format_timestamp, parse_timestamp
 
 __all__ = [
     "PHRASES",
     "Field",
     "compare",
     "conflict_phrase",
+    "diff_value",
     "duration",
     "elide",
     "event_fields",
@@ -58,7 +60,9 @@ __all__ = [
     "record_ids_in",
     "record_label",
     "relative_time",
+    "sentence",
     "stage_fields",
+    "stage_title",
 ]
 
 Texts = Mapping[str, str]
@@ -204,8 +208,26 @@ def phrase(code: str | None) -> str:
     return humanize(code.removeprefix("memory:"))
 
 
+STAGE_TITLES: Mapping[str, str] = {
+    "ingest-start": "Start", "normalize+hash": "Normalize and hash", "embed": "Embed",
+    "candidate-search": "Candidate search", "decision": "Decision",
+    "merge/defer": "Merge or defer", "persist": "Persist", "events": "Events",
+}
+"""Pipeline stage names (``engine.ingest.kinds.Stage``) as titles."""
+
+
+def stage_title(stage: str) -> str:
+    """A pipeline stage's title ("Candidate search")."""
+    return STAGE_TITLES.get(stage) or _capital(humanize(stage))
+
+
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def sentence(text: str) -> str:
+    """``text`` with a capital first letter (a phrase used as a sentence)."""
+    return _capital(text)
 
 
 # -- numbers -----------------------------------------------------------------------------------
@@ -747,6 +769,29 @@ def stage_fields(stage: str, data: Mapping[str, Any], texts: Texts, *,
     if stage == "ingest-start" and data.get("importance") is None:
         rows.append(Field("Importance", "from surprise (none given)"))
     return rows
+
+
+def diff_value(key: str, value: Any, texts: Texts, *, tz: tzinfo | None = None) -> str:
+    """One field of a record's JSON form (``MemoryRecord.to_json``) in words, for a diff."""
+    if value is None:
+        return "—"
+    if key.endswith("_at") or key == "last_accessed":
+        try:
+            at = parse_timestamp(value, key)
+        except ValidationError:
+            return str(value)
+        return local_time(at, tz=tz)
+    if key in ("merged_from", "related") and isinstance(value, list):
+        ids = [v if isinstance(v, str) else str(v.get("id", "")) for v in value
+               if isinstance(v, str | Mapping)]
+        return "; ".join(record_label(i, texts, limit=30)[0] for i in ids) or "none"
+    if key == "provenance" and isinstance(value, list):
+        return f"{len(value)} source" + ("s" if len(value) != 1 else "")
+    if key == "tags" and isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "none"
+    if isinstance(value, Mapping | list):
+        return elide(json.dumps(value, ensure_ascii=False, default=str), 160)
+    return elide(_value(key, value), 160) if isinstance(value, str) else _value(key, value)
 
 
 def raw_json(data: Any, show: Callable[[str], str] | None = None) -> str:
