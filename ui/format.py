@@ -61,8 +61,10 @@ __all__ = [
     "record_label",
     "relative_time",
     "sentence",
+    "similarity_phrase",
     "stage_fields",
     "stage_title",
+    "thresholds_phrase",
 ]
 
 Texts = Mapping[str, str]
@@ -646,13 +648,28 @@ class _Builder:
         return rows
 
 
+def similarity_phrase(similarity: float | None, thresholds: Mapping[str, Any]) -> str:
+    """A decision's similarity against the threshold it was held to (``0.884 < threshold
+    0.90``), or alone when the decision had none; ``—`` when there is no similarity."""
+    if similarity is None:
+        return "—"
+    limit = thresholds.get("effective", thresholds.get("threshold"))
+    if isinstance(limit, int | float) and not isinstance(limit, bool):
+        return compare(float(similarity), float(limit))
+    return number(float(similarity), decimals=3)
+
+
+def thresholds_phrase(thresholds: Mapping[str, Any]) -> str:
+    """A decision's thresholds inline: ``merge threshold 0.80 · gray zone from 0.70 · …``."""
+    return " · ".join(f"{(THRESHOLD_LABELS.get(k) or label_for(k)).lower()} "
+                      f"{number(float(v), decimals=2)}" for k, v in thresholds.items()
+                      if isinstance(v, int | float) and not isinstance(v, bool))
+
+
 def _similarity_row(similarity: float | None, thresholds: Mapping[str, Any]) -> Field | None:
     if similarity is None:
         return None
-    limit = thresholds.get("effective", thresholds.get("threshold"))
-    if isinstance(limit, int | float):
-        return Field("Similarity", compare(float(similarity), float(limit)), str(similarity))
-    return Field("Similarity", number(float(similarity), decimals=3), str(similarity))
+    return Field("Similarity", similarity_phrase(similarity, thresholds), str(similarity))
 
 
 def event_fields(event: Event, texts: Texts, *, show: Callable[[str], str] = str,
