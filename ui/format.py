@@ -190,6 +190,7 @@ _KIND_REASONS = {"memory:retrieval": "{} retrieval strategy"}
 _PREFIXED = {"retention:": "removed by the retention cap of the {} layer",
              "prune:": "pruned ({} mode)", "import:": "import of {}", "llm:": "LLM {}"}
 _SEPARATORS = re.compile(r"[_\-:+/]+")
+_BARE_CODE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)+")
 
 
 def humanize(code: str) -> str:
@@ -486,6 +487,7 @@ LABELS: Mapping[str, str] = {
     "precomputed": "Vector given", "normalized": "Normalized text", "events": "Events",
     "emitted": "Events emitted", "batched": "Batched", "next_stage": "Next stage",
     "content": "Text", "method": "Search method", "model": "Model", "action": "Outcome",
+    "cost_usd": "Cost", "ts_ms": "When",
 }
 """Field names as labels; any other name is humanized (``foo_bar`` → ``Foo bar``)."""
 
@@ -540,12 +542,15 @@ def _value(key: str, value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, int | float) and key == "latency_ms":
         return duration(float(value))
+    if isinstance(value, int | float) and key.endswith("_usd"):
+        return f"${value:,.4f}".rstrip("0").rstrip(".") if value else "$0"
     if isinstance(value, int | float):
         places = 2 if any(part in key for part in _TWO_DECIMALS) else (
             3 if any(part in key for part in _THREE_DECIMALS) else None)
         return number(value, decimals=places if isinstance(value, float) else None)
     text = str(value)
-    if key in _CODE_KEYS:
+    if key in _CODE_KEYS or _BARE_CODE.fullmatch(text):
+        # a bare snake_case token is a code whatever the field (an LLM test's outcome, …)
         return phrase(text.lower() if text.isupper() else text)
     if key in _HASH_KEYS:
         return text[:12] + "…" if len(text) > 12 else text

@@ -313,3 +313,15 @@ def test_stage_fields_never_show_codes(stage: str) -> None:
         assert not SNAKE.search(label) and not SNAKE.search(value), (label, value)
         assert not RAW_FLOAT.search(value), (label, value)
     assert ("Incoming memory", "‘standup at 10:30’ · n1") in rows
+
+
+def test_bare_codes_in_any_field_are_words() -> None:
+    event = Event(event_id="e2", kind="llm:connection-test", ts=NOW, source="llm:ollama",
+                  decision_reason="refused", latency_ms=8.3,
+                  payload={"outcome": "test_failed", "cost_usd": 0.0012, "input_tokens": 1200})
+    rows = dict(_flat(event_fields(event, {}, now_ms=NOW, tz=UTC)))
+    assert rows["What happened"] == "LLM connection test"
+    assert rows["Outcome"] == "test failed"
+    assert rows["Cost"] == "$0.0012"
+    assert rows["Input tokens"] == "1,200"
+    assert rows["Source"] == "llm:ollama"  # a name, not a code: kept
