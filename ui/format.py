@@ -199,12 +199,17 @@ def humanize(code: str) -> str:
 
 
 def phrase(code: str | None) -> str:
-    """The words for an engine code; an unknown code is humanized, never shown raw."""
+    """The words for an engine code; an unknown code is humanized, never shown raw.
+
+    Text with spaces is not a code (an error message): it is returned as it is.
+    """
     if not code:
         return ""
     known = PHRASES.get(code)
     if known is not None:
         return known
+    if " " in code.strip():
+        return code
     for prefix, template in _PREFIXED.items():
         if code.startswith(prefix) and len(code) > len(prefix):
             return template.format(humanize(code[len(prefix):]))
