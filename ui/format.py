@@ -240,10 +240,10 @@ def sentence(text: str) -> str:
 
 # -- numbers -----------------------------------------------------------------------------------
 
-_TWO_DECIMALS = ("importance", "confidence", "weight", "decayed", "rate", "threshold",
+_TWO_DECIMALS = ("importance", "confidence", "weight", "rate", "threshold",
                  "floor", "cross_category", "effective", "min_jaccard")
 _THREE_DECIMALS = ("similarity", "surprise", "cosine", "max_jaccard", "novelty", "rarity",
-                   "score")
+                   "score", "decayed")
 
 
 def number(value: float | int | None, *, decimals: int | None = None) -> str:
@@ -550,8 +550,8 @@ def _value(key: str, value: Any) -> str:
     if isinstance(value, int | float) and key.endswith("_usd"):
         return f"${value:,.4f}".rstrip("0").rstrip(".") if value else "$0"
     if isinstance(value, int | float):
-        places = 2 if any(part in key for part in _TWO_DECIMALS) else (
-            3 if any(part in key for part in _THREE_DECIMALS) else None)
+        places = 3 if any(part in key for part in _THREE_DECIMALS) else (
+            2 if any(part in key for part in _TWO_DECIMALS) else None)
         return number(value, decimals=places if isinstance(value, float) else None)
     text = str(value)
     if key in _CODE_KEYS or _BARE_CODE.fullmatch(text):
