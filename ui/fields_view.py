@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -53,9 +53,12 @@ class FieldsPanel(QWidget):
         self.fields.setAlternatingRowColors(True)
         self.fields.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.fields.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.fields.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         header = self.fields.header()
         header.setStretchLastSection(True)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        self._label_width = 0  # what the labels need; the column gets at most 45 % of the width
+        self.fields.viewport().installEventFilter(self)
         self.fields.itemDoubleClicked.connect(self._on_item_double_clicked)
         self.raw = QPlainTextEdit(self.tabs)
         self.raw.setReadOnly(True)
@@ -101,10 +104,23 @@ class FieldsPanel(QWidget):
         self.fields.addTopLevelItems([make(f) for f in fields])
         self.fields.expandAll()
         self.fields.resizeColumnToContents(0)
-        self.fields.setColumnWidth(0, min(self.fields.columnWidth(0) + 12, 220))
+        self._label_width = self.fields.columnWidth(0) + 12
+        self._fit_label_column()
         scroll = self.raw.verticalScrollBar().value()
         self.raw.setPlainText(raw)
         self.raw.verticalScrollBar().setValue(scroll)
+
+    def _fit_label_column(self) -> None:
+        """Labels as wide as they need, at most 45 % of the panel: values stay visible
+        (elided, full text on hover) however narrow the panel is."""
+        available = self.fields.viewport().width()
+        if self._label_width and available > 0:
+            self.fields.setColumnWidth(0, min(self._label_width, max(80, available * 45 // 100)))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.fields.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_label_column()
+        return super().eventFilter(watched, event)
 
     def rows(self) -> list[tuple[str, str]]:
         """Every row as ``(label, value)``, depth first (what the form shows; for tests)."""

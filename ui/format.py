@@ -64,6 +64,7 @@ __all__ = [
     "similarity_phrase",
     "stage_fields",
     "stage_title",
+    "tag",
     "thresholds_phrase",
 ]
 
@@ -183,6 +184,22 @@ PHRASES: Mapping[str, str] = {
     "budget_exceeded": "over the LLM budget",
 }
 """Every code the engine emits, as words (tests/ui/test_format.py checks none is missing)."""
+
+TAGS: Mapping[str, str] = {
+    "gray_zone": "gray zone", "possible_contradiction": "may contradict",
+    "category_mismatch": "other category", "low_overlap": "few words in common",
+    "near_duplicate": "near duplicate", "pending_review": "already in review",
+    "equal_confidence": "exact duplicate", "lower_confidence": "exact duplicate",
+    "confidence_improved": "exact duplicate, updated", "not_novel": "not new enough",
+    "unique_hash": "new", "novel": "new",
+}
+"""A few words for a reason where a list row has room for little (the review queue)."""
+
+
+def tag(code: str | None) -> str:
+    """A short tag for a reason code (its phrase when it has no tag)."""
+    return TAGS.get(code or "") or phrase(code)
+
 
 _KIND_REASONS = {"memory:retrieval": "{} retrieval strategy"}
 """Event kinds whose ``decision_reason`` is not a decision code (a retrieval's strategy)."""

@@ -38,11 +38,11 @@ from engine.records import MemoryRecord
 from ui.format import (
     elide,
     exact_time,
-    phrase,
     reason_sentence,
     relative_time,
     sentence,
     similarity_phrase,
+    tag,
     thresholds_phrase,
 )
 from ui.session import StoreSession
@@ -270,8 +270,8 @@ class ReviewView(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for item, _target in items:
-            sim = f" · similarity {item.similarity:.2f}" if item.similarity is not None else ""
-            row = QListWidgetItem(f"{sentence(phrase(item.reason))}{sim}\n"
+            sim = f"{item.similarity:.2f} · " if item.similarity is not None else ""
+            row = QListWidgetItem(f"{sim}{tag(item.reason)}\n"
                                   f"{elide(self._text(item.incoming.content), 60)}")
             row.setToolTip(self._text(item.incoming.content))
             row.setData(Qt.ItemDataRole.UserRole, item.target_id)

@@ -179,7 +179,7 @@ class TimelineView(QWidget):
         split.addWidget(self.detail)
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
-        split.setSizes([900, 300])
+        split.setSizes([820, 380])  # the details are a two-column form
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)

@@ -20,6 +20,7 @@ from engine.ingest.contradiction import CONFLICT_KINDS
 from engine.ingest.kinds import Action, EventKind, Reason, Stage
 from ui.format import (
     PHRASES,
+    TAGS,
     Field,
     compare,
     duration,
@@ -33,6 +34,7 @@ from ui.format import (
     record_label,
     relative_time,
     stage_fields,
+    tag,
 )
 
 ENGINE = Path(engine.__file__).resolve().parent
@@ -325,3 +327,9 @@ def test_bare_codes_in_any_field_are_words() -> None:
     assert rows["Cost"] == "$0.0012"
     assert rows["Input tokens"] == "1,200"
     assert rows["Source"] == "llm:ollama"  # a name, not a code: kept
+
+
+def test_short_tags_are_for_real_reasons() -> None:
+    assert set(TAGS) <= {str(r) for r in Reason}
+    assert tag("gray_zone") == "gray zone"
+    assert tag("review_rejected") == "rejected in review: kept as its own record"  # no tag

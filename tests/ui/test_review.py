@@ -44,7 +44,7 @@ def test_side_by_side_with_diff(queue: ReviewView) -> None:
     assert re.search(r"similarity <b>0\.\d{3} < threshold 0\.\d\d</b>", info)
     assert "merge threshold 0." in info and "gray zone from 0." in info
     assert "gray_zone" not in info and "review_floor" not in info
-    assert queue.list.item(0).text().startswith("In the gray zone: held for review")
+    assert re.match(r"0\.\d\d · gray zone\n", queue.list.item(0).text())
     assert "legroom" in queue.incoming.toPlainText()
     queue.list.setCurrentRow(1)
     assert f"Held for review: may contradict ‘{BASE}’ — long vs short" in \
