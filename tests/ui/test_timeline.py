@@ -15,6 +15,8 @@ from engine.records import NewMemory
 from engine.redaction import redact_text
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
+from ui.fields_view import FieldsPanel
+from ui.format import Field
 from ui.session import StoreSession
 from ui.tasks import TaskRunner
 from ui.timeline_data import LANES, TimelineData, TimelineFilter, lane_of
@@ -150,3 +152,23 @@ def test_zoom_keeps_items_and_follows(qtbot: QtBot, runner: TaskRunner) -> None:
     view.add_events(later)
     x0, x1 = view.plot.getViewBox().viewRange()[0]
     assert x0 <= view.data.t[-1] <= x1  # the live tail keeps the newest in view
+
+
+def test_details_keep_values_visible_in_a_narrow_pane(qtbot: QtBot) -> None:
+    """Long labels never push the values out of a narrow details pane (no sideways scroll)."""
+    panel = FieldsPanel("nothing yet")
+    qtbot.addWidget(panel)
+    panel.resize(220, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.rows() == [("nothing yet", "")]
+    panel.set_fields([Field("Merge across categories from", "0.95"),
+                      Field("Record", "‘Alice likes green tea’ · 3f2a9c1e", record_id="3f2a")],
+                     "{}")
+    width = panel.fields.viewport().width()
+    assert panel.fields.columnWidth(0) <= width * 45 // 100
+    panel.resize(900, 300)
+    qtbot.waitUntil(lambda: panel.fields.viewport().width() > 600)
+    assert panel.fields.columnWidth(0) > width * 45 // 100  # room: the labels get it back
+    assert panel.record_ids() == ["3f2a"]
+    assert panel.text().splitlines()[1] == "Record: ‘Alice likes green tea’ · 3f2a9c1e"
