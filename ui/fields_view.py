@@ -49,6 +49,7 @@ class FieldsPanel(QWidget):
         self.fields.setColumnCount(2)
         self.fields.setHeaderHidden(True)
         self.fields.setRootIsDecorated(True)
+        self.fields.setIndentation(12)  # nested rows keep room for their labels
         self.fields.setUniformRowHeights(True)
         self.fields.setAlternatingRowColors(True)
         self.fields.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -57,7 +58,7 @@ class FieldsPanel(QWidget):
         header = self.fields.header()
         header.setStretchLastSection(True)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        self._label_width = 0  # what the labels need; the column gets at most 45 % of the width
+        self._label_width = 0  # what the labels need; the column gets at most half the width
         self.fields.viewport().installEventFilter(self)
         self.fields.itemDoubleClicked.connect(self._on_item_double_clicked)
         self.raw = QPlainTextEdit(self.tabs)
@@ -111,11 +112,11 @@ class FieldsPanel(QWidget):
         self.raw.verticalScrollBar().setValue(scroll)
 
     def _fit_label_column(self) -> None:
-        """Labels as wide as they need, at most 45 % of the panel: values stay visible
+        """Labels as wide as they need, at most half the panel: values stay visible
         (elided, full text on hover) however narrow the panel is."""
         available = self.fields.viewport().width()
         if self._label_width and available > 0:
-            self.fields.setColumnWidth(0, min(self._label_width, max(80, available * 45 // 100)))
+            self.fields.setColumnWidth(0, min(self._label_width, max(80, available // 2)))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.fields.viewport() and event.type() == QEvent.Type.Resize:
