@@ -178,6 +178,11 @@ PHRASES: Mapping[str, str] = {
     "idle": "model not loaded yet",
     "loading": "model still loading",
     "ready": "model ready",
+    # retrieval drop reasons (engine.retrieval.types.DropReason)
+    "budget": "over the token budget",
+    "filter": "filtered out (agent or layer policy)",
+    "ttl": "expired (time to live)",
+    "privacy": "another privacy partition",
     # layers, LLM gateway
     "layer-cap": "over the layer's cap",
     "ok": "ok",

@@ -18,6 +18,7 @@ from engine.embedding import EmbedderState
 from engine.events import Event
 from engine.ingest.contradiction import CONFLICT_KINDS
 from engine.ingest.kinds import Action, EventKind, Reason, Stage
+from engine.retrieval.types import DropReason
 from ui.format import (
     PHRASES,
     TAGS,
@@ -184,7 +185,7 @@ def _event_kinds() -> set[str]:
 
 
 def test_every_engine_code_has_a_phrase() -> None:
-    enums: list[type[StrEnum]] = [Reason, Action, Stage, EmbedderState]
+    enums: list[type[StrEnum]] = [Reason, Action, Stage, EmbedderState, DropReason]
     codes = {str(v) for enum in enums for v in enum} | set(CONFLICT_KINDS)
     codes |= _event_kinds() | _literal_codes()
     codes.discard("")
