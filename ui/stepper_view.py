@@ -407,8 +407,14 @@ class StepperView(QWidget):
         self._update_buttons()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
-        """Mask shown content with ``redact`` (None: as stored)."""
+        """Mask shown content with ``redact`` (None: as stored); the stages shown so far are
+        drawn again, so no unmasked text stays on screen."""
         self._redact = redact
+        if self.run is not None and self.run.reports:
+            current = self.stage_list.currentRow()
+            for report in self.run.reports:
+                self.show_report(report)
+            self.stage_list.setCurrentRow(current)
 
     def _text(self, value: str) -> str:
         return self._redact(value) if self._redact is not None else value

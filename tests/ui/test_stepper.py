@@ -13,6 +13,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from engine.ingest.kinds import Stage
+from engine.redaction import redact_text
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
 from ui.session import StoreSession
@@ -128,6 +129,21 @@ def test_stage_panels_are_labelled_words(qtbot: QtBot, stepper: StepperView,
     assert candidates["Candidates"] == "1 candidate"
     start = dict(stepper.panels[Stage.START].fields.rows())
     assert start["Incoming memory"].startswith(f"‘{text[:20]}")
+
+
+def test_redaction_masks_the_stages_already_shown(qtbot: QtBot, stepper: StepperView) -> None:
+    secret = "sam.tanaka@example.com"
+    step_all(qtbot, stepper, f"{BASE}, write to {secret}")
+    shown = [stepper.panels[s].fields.text() + stepper.panels[s].fields.raw.toPlainText()
+             for s in Stage]
+    assert any(secret in text for text in shown)
+    stepper.stage_list.setCurrentRow(2)
+    stepper.set_redactor(redact_text)
+    for stage in Stage:
+        panel = stepper.panels[stage]
+        assert secret not in panel.fields.text() + panel.fields.raw.toPlainText(), stage
+        assert secret not in "".join(cell for row in panel.diff_rows() for cell in row)
+    assert stepper.stage_list.currentRow() == 2
 
 
 def test_continue_pause_and_speed(qtbot: QtBot, stepper: StepperView) -> None:
