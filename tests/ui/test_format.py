@@ -24,6 +24,7 @@ from ui.format import (
     TAGS,
     Field,
     compare,
+    diff_value,
     duration,
     event_fields,
     exact_time,
@@ -34,8 +35,10 @@ from ui.format import (
     record_ids_in,
     record_label,
     relative_time,
+    similarity_phrase,
     stage_fields,
     tag,
+    thresholds_phrase,
 )
 
 ENGINE = Path(engine.__file__).resolve().parent
@@ -334,3 +337,25 @@ def test_short_tags_are_for_real_reasons() -> None:
     assert set(TAGS) <= {str(r) for r in Reason}
     assert tag("gray_zone") == "gray zone"
     assert tag("review_rejected") == "rejected in review: kept as its own record"  # no tag
+
+
+def test_record_json_fields_in_words() -> None:
+    texts = {"r1": "standup at 9:30"}
+    assert diff_value("created_at", "2026-11-25T13:02:33.250Z", texts, tz=UTC) == \
+        "2026-11-25 13:02:33"
+    assert diff_value("expires_at", None, texts) == "—"
+    assert diff_value("importance", 0.30000000000000004, texts) == "0.30"
+    assert diff_value("layer", "semantic", texts) == "semantic"
+    assert diff_value("privacy", "PRIVATE", texts) == "private"
+    assert diff_value("merged_from", ["r1", "gone"], texts) == \
+        "‘standup at 9:30’ · r1; a record no longer stored · gone"
+    assert diff_value("related", [{"id": "r1", "similarity": 0.9}], texts) == \
+        "‘standup at 9:30’ · r1"
+    assert diff_value("provenance", [{}, {}], texts) == "2 sources"
+    assert diff_value("tags", [], texts) == "none"
+    assert similarity_phrase(0.8842, {"threshold": 0.9, "effective": 0.95}) == \
+        "0.884 < threshold 0.95"
+    assert similarity_phrase(0.8842, {}) == "0.884"
+    assert similarity_phrase(None, {}) == "—"
+    assert thresholds_phrase({"threshold": 0.8, "review_floor": 0.7}) == \
+        "merge threshold 0.80 · gray zone from 0.70"
