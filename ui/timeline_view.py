@@ -199,7 +199,14 @@ class TimelineView(QWidget):
         self.selected = None
         self.rebin()
         if session is not None:
+            session.records_changed.connect(self._on_records_changed)
             spawn(self._load_history(session))
+
+    def _on_records_changed(self, ids: list[str]) -> None:
+        """Forget the texts of records that changed (the details read them again)."""
+        if self.sender() is self._session:
+            for record_id in ids:
+                self._texts.pop(record_id, None)
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask event details with ``redact`` (None: show them as stored)."""

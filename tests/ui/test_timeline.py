@@ -172,3 +172,23 @@ def test_details_keep_values_visible_in_a_narrow_pane(qtbot: QtBot) -> None:
     assert panel.fields.columnWidth(0) > width // 2  # room: the labels get it back
     assert panel.record_ids() == ["3f2a"]
     assert panel.text().splitlines()[1] == "Record: ‘Alice likes green tea’ · 3f2a9c1e"
+
+
+def test_details_read_an_edited_record_again(qtbot: QtBot, runner: TaskRunner,
+                                             session: StoreSession) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.set_session(session)
+    qtbot.waitUntil(lambda: len(view.data) == 4, timeout=5000)
+    created = next(i for i, e in enumerate(view.data.events)
+                   if e.kind == "memory:record:created")
+    record_id = view.data.events[created].record_id
+    assert record_id is not None
+    view.select_event(created)
+    qtbot.waitUntil(lambda: dict(view.detail.rows())["Record"].startswith(f"‘{BASE[:20]}"),
+                    timeout=5000)
+    run(qtbot, runner.run(session.engine.update, record_id, {"content": "Sam flies aisle"}))
+    session.records_changed.emit([record_id])
+    view.select_event(created)
+    qtbot.waitUntil(lambda: dict(view.detail.rows())["Record"].startswith("‘Sam flies aisle’"),
+                    timeout=5000)
