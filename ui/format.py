@@ -610,7 +610,7 @@ class _Builder:
         if key in _ID_KEYS and isinstance(value, str) and value:
             return self.record(label, value, incoming=key == "incoming_id")
         if key == "review_id" and isinstance(value, str):
-            return Field(label, f"waiting in the review queue · {value[:8]}", f"id {value}")
+            return Field(label, f"queued for review · {value[:8]}", f"id {value}")
         if key in _ID_LISTS and isinstance(value, list | tuple):
             ids = [v if isinstance(v, str) else str(v.get("id", "")) for v in value
                    if isinstance(v, str | Mapping)]
