@@ -329,7 +329,7 @@ class TimelineView(QWidget):
             self.detail.clear()
             return
         show = self._redact if self._redact is not None else str
-        texts = {k: show(v) for k, v in self._texts.items()}
+        texts = {i: show(self._texts[i]) for i in event_record_ids(event) if i in self._texts}
         self.detail.set_fields(event_fields(event, texts, show=show, loading=self._loading),
                                event_text(event, self._redact))
 
