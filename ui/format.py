@@ -197,8 +197,11 @@ TAGS: Mapping[str, str] = {
     "equal_confidence": "exact duplicate", "lower_confidence": "exact duplicate",
     "confidence_improved": "exact duplicate, updated", "not_novel": "not new enough",
     "unique_hash": "new", "novel": "new",
+    "budget": "over budget", "filter": "filtered", "ttl": "expired",
+    "privacy": "other privacy",
 }
-"""A few words for a reason where a list row has room for little (the review queue)."""
+"""A few words for a reason where a row has room for little (the review queue, the retrieval
+bars)."""
 
 
 def tag(code: str | None) -> str:

@@ -334,7 +334,7 @@ def test_bare_codes_in_any_field_are_words() -> None:
 
 
 def test_short_tags_are_for_real_reasons() -> None:
-    assert set(TAGS) <= {str(r) for r in Reason}
+    assert set(TAGS) <= {str(r) for r in Reason} | {str(r) for r in DropReason}
     assert tag("gray_zone") == "gray zone"
     assert tag("review_rejected") == "rejected in review: kept as its own record"  # no tag
 
