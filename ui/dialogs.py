@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 from engine.errors import ValidationError
 from engine.records import Category, Layer, NewMemory, Privacy
 from engine.store import CollectionInfo
+from ui.format import phrase, reason_sentence, sentence
 from ui.importing import ACTIONS, ImportSummary
 
 __all__ = [
@@ -302,7 +303,7 @@ class ImportProgressDialog(QDialog):
         self.bar.setRange(0, 0)
         self.counts = QLabel("", self)
         self.problems = QTableWidget(0, 3, self)
-        self.problems.setHorizontalHeaderLabels(["Line", "Action", "Reason"])
+        self.problems.setHorizontalHeaderLabels(["Line", "Outcome", "Why"])
         self.problems.horizontalHeader().setStretchLastSection(True)
         self.problems.verticalHeader().hide()
         self.problems.hide()
@@ -340,14 +341,21 @@ class ImportProgressDialog(QDialog):
             self.label.setText(f"Import finished: {len(summary.outcomes):,} lines decided by "
                                "the ingest pipeline.")
         counts = summary.counts
-        self.counts.setText("   ".join(f"{name}: {counts[name]:,}" for name in ACTIONS))
+        self.counts.setText("   ".join(f"{sentence(phrase(name))}: {counts[name]:,}"
+                                       for name in ACTIONS))
         problems = summary.problems
         if problems:
             self.problems.show()
             self.problems.setRowCount(len(problems))
             for row, item in enumerate(problems):
-                for column, value in enumerate((str(item.line), item.action, item.reason)):
-                    self.problems.setItem(row, column, QTableWidgetItem(value))
+                why = sentence(reason_sentence(item.reason)) if item.reason else ""
+                for column, (value, code) in enumerate((
+                        (str(item.line), ""), (phrase(item.action), item.action),
+                        (why, item.reason))):
+                    cell = QTableWidgetItem(value)
+                    cell.setToolTip(f"{value}\n({code})" if code and code != value else value)
+                    self.problems.setItem(row, column, cell)
+            self.problems.resizeColumnToContents(1)
 
     def fail(self, message: str) -> None:
         """Show that the import failed (nothing was written)."""

@@ -2,12 +2,16 @@
 
 The story comes from :func:`engine.fate.record_fate` on a worker (stale answers dropped by
 token); the last known content comes from the edit history and is rendered through
-:meth:`ui.redaction.Redaction.show`, like every other text of the view.
+:meth:`ui.redaction.Redaction.show`, like every other text of the view. Each step is told in
+words from its fields (:mod:`ui.format`): the other record by its text (read on the same
+worker), the similarity against its threshold with the sign the numbers have, times local and
+relative with the exact time on hover.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -23,9 +27,19 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import EngineError
-from engine.fate import RecordFate, mass_retirements, record_fate
+from engine.fate import FateStep, RecordFate, mass_retirements, record_fate
 from engine.memory_engine import MemoryEngine
-from engine.records import format_timestamp
+from engine.reader import LocalReader
+from ui.format import (
+    compare,
+    exact_time,
+    local_time,
+    number,
+    phrase,
+    record_label,
+    relative_time,
+    sentence,
+)
 from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -39,17 +53,47 @@ _STATUS_COLOURS = {"alive": "#1a7f37", "merged": "#0969da", "compacted": "#8250d
 
 @dataclass(frozen=True, slots=True)
 class LoadedFate:
-    """What the worker hands back: the fate, the last known content, global warnings."""
+    """What the worker hands back: the fate, the last known content, global warnings, and the
+    texts of the live records the story names (by id)."""
 
     fate: RecordFate
     content: str
     mass_batches: int
+    texts: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_fate(engine: MemoryEngine, record_id: str, mass_limit: int) -> LoadedFate:
-    """Worker: the fate of ``record_id`` and how many mass retirements the store holds."""
+    """Worker: the fate of ``record_id``, how many mass retirements the store holds and the
+    texts of the records its steps name."""
     fate = record_fate(engine, record_id, mass_limit=mass_limit)
-    return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)))
+    named = [i for i in (fate.survivor_id, *(s.related_id for s in fate.steps)) if i]
+    texts = {r.id: r.content for r in LocalReader(engine).get_records(named)}
+    texts[fate.record_id] = fate.content
+    return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)), texts)
+
+
+def step_story(step: FateStep, texts: Mapping[str, str],
+               show: Callable[[str], str] = str) -> str:
+    """One fate step as a sentence naming the other record by its text.
+
+    Steps that name another record are told from their fields; the others keep the engine's
+    sentence (it names no id: "created by user", "pruned (prune:normal): …"), through ``show``
+    (``texts`` are already shown).
+    """
+    other = record_label(step.related_id, texts, limit=50)[0] if step.related_id else ""
+    similarity = ""
+    if step.similarity is not None:
+        similarity = f" (similarity {compare(step.similarity, step.threshold)})" \
+            if step.threshold is not None else f" (similarity {number(step.similarity)})"
+    told = {
+        "merged_into": f"merged into {other}{similarity}",
+        "absorbed": f"absorbed the incoming memory {other}{similarity}",
+        "skipped_duplicate": f"not stored: a duplicate of {other}{similarity}",
+        "deferred": f"held for review against {other}{similarity}" if other else
+                    f"an incoming memory was held for review against it{similarity}",
+        "compacted": f"compacted into the summary {other}" if other else "",
+    }.get(step.kind) if step.related_id or step.kind == "deferred" else None
+    return told or show(step.text)
 
 
 class FateView(QWidget):
@@ -153,8 +197,18 @@ class FateView(QWidget):
         if loaded is None:
             return
         fate, show = loaded.fate, self._redaction.show
-        survivor = f" → {fate.survivor_id}" if fate.survivor_id else ""
-        self.status_label.setText(f"{fate.record_id}: {fate.status}{survivor}")
+        texts = {k: show(v) for k, v in loaded.texts.items() if v}
+        name = record_label(fate.record_id, texts, limit=50, incoming=True)[0]
+        status = sentence(phrase(fate.status))
+        if fate.survivor_id:
+            survivor = record_label(fate.survivor_id, texts, limit=50)[0]
+            status = {"merged": "Merged into", "skipped": "Not stored: a duplicate of",
+                      "compacted": "Compacted into the summary"}.get(
+                fate.status, f"{status}:") + f" {survivor}"
+        self.status_label.setText(f"{name} — {status}")
+        self.status_label.setToolTip(f"id {fate.record_id}\nstatus {fate.status}"
+                                     + (f"\nsurvivor {fate.survivor_id}"
+                                        if fate.survivor_id else ""))
         colour = _STATUS_COLOURS.get(fate.status, "")
         self.status_label.setStyleSheet(f"color: {colour}; font-weight: 600;" if colour else "")
         self.content_label.setText(f"Last known content: {show(loaded.content)}"
@@ -163,27 +217,33 @@ class FateView(QWidget):
         forecast = fate.forecast
         if forecast is None:
             self.forecast_label.setText("")
+            self.forecast_label.setToolTip("")
         else:
             when = ("already below it — the next normal prune retires it"
                     if forecast.already_below else
-                    f"falls below it on {format_timestamp(forecast.below_at)}"
+                    f"falls below it {relative_time(forecast.below_at)}"
                     if forecast.below_at is not None else "never falls below it")
             self.forecast_label.setText(
-                f"Decayed importance {forecast.decayed_now:.3f} (stored {forecast.importance:.2f})"
-                f"; retrieval floor {forecast.floor}: at the current decay it {when}.")
-        warnings = [f"⚠ {w.actor} retired {w.count} records at once (batch {w.batch[:12]}, "
-                    f"{format_timestamp(w.ts)}) — more than {self.mass_limit}."
-                    for w in fate.warnings]
+                f"Decayed importance {number(forecast.decayed_now, decimals=3)} (stored "
+                f"{number(forecast.importance, decimals=2)}); retrieval floor "
+                f"{number(forecast.floor, decimals=2)}: at the current decay it {when}.")
+            self.forecast_label.setToolTip(exact_time(forecast.below_at))
+        warnings = [f"⚠ {w.actor} retired {w.count:,} records at once ({local_time(w.ts)}) — "
+                    f"more than {self.mass_limit}." for w in fate.warnings]
         if loaded.mass_batches and not warnings:
             warnings.append(f"{loaded.mass_batches} batch(es) in this store retired more than "
                             f"{self.mass_limit} records at once.")
         self.warning_label.setText("\n".join(warnings))
+        self.warning_label.setToolTip("\n".join(f"batch {w.batch}" for w in fate.warnings))
         self.open_button.setVisible(fate.survivor_id is not None or fate.status == "alive")
         self.open_button.setText("Open survivor" if fate.survivor_id else "Open record")
         self.steps.clear()
         for step in fate.steps:
-            item = QTreeWidgetItem([format_timestamp(step.ts) or "", step.kind, show(step.text)])
-            item.setToolTip(2, show(step.text))
+            story = step_story(step, texts, show)
+            item = QTreeWidgetItem([relative_time(step.ts), sentence(phrase(step.kind)), story])
+            item.setToolTip(0, exact_time(step.ts))
+            item.setToolTip(1, step.kind)
+            item.setToolTip(2, story + (f"\n\nid {step.related_id}" if step.related_id else ""))
             item.setData(0, Qt.ItemDataRole.UserRole, step.related_id)
             self.steps.addTopLevelItem(item)
         for column in (0, 1):

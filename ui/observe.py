@@ -78,7 +78,10 @@ class ObserveViews:
         """Put view ``name`` in a representative state over the demo data (``--screenshot``)."""
         if name == "timeline":
             await wait_until(lambda: len(self.timeline.data) > 0)
-            self.timeline.select_event(len(self.timeline.data) - 1)
+            events = self.timeline.data.events  # the newest deferral shows the most fields
+            self.timeline.select_event(next(
+                (i for i in range(len(events) - 1, -1, -1)
+                 if events[i].kind == "merge-deferred"), len(events) - 1))
         elif name == "pipeline":
             paraphrase = NewMemory(
                 content="The team's standup meeting is at 3pm.", agent_id="code-assistant",

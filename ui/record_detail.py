@@ -10,7 +10,6 @@ under the form and on the field it names.
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine.browse import LinkedRecord, RecordDetail
-from engine.records import Layer, MemoryRecord, Privacy, format_timestamp
+from engine.records import Layer, MemoryRecord, Privacy
+from ui.format import diff_value, label_for, local_time, phrase
 
 __all__ = ["DAY_MS", "RecordDetailPanel"]
 
@@ -229,13 +229,16 @@ class RecordDetailPanel(QWidget):
         record = detail.record
         data: dict[str, Any] = record.to_json()
         data["content"] = self._show(record.content)
-        data["decayed_importance"] = round(detail.decayed_importance, 6)
+        data["decayed_importance"] = detail.decayed_importance
         data.pop("provenance", None)
+        texts = {link.id: self._show(link.preview) for link in (*detail.merged_from,
+                                                                 *detail.related)
+                 if link.preview is not None}
         rows = []
         for key, value in data.items():
-            shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) \
-                else ("—" if value is None else value)
-            rows.append(f"<tr><td><b>{_esc(key)}</b></td><td>{_esc(shown)}</td></tr>")
+            shown = self._show(value) if key == "content" else diff_value(key, value, texts)
+            label = "Id" if key == "id" else label_for(key)
+            rows.append(f"<tr><td><b>{_esc(label)}</b></td><td>{_esc(shown)}</td></tr>")
         return "<table cellspacing='2' cellpadding='2'>" + "".join(rows) + "</table>"
 
     def _link_rows(self, links: list[LinkedRecord] | tuple[LinkedRecord, ...]) -> str:
@@ -254,7 +257,7 @@ class RecordDetailPanel(QWidget):
     def _links_html(self, detail: RecordDetail) -> str:
         record = detail.record
         rows = "".join(
-            f"<tr><td>{_esc(format_timestamp(p.at))}</td><td>{_esc(p.source)}</td>"
+            f"<tr><td>{_esc(local_time(p.at))}</td><td>{_esc(p.source)}</td>"
             f"<td>{_esc(p.tier.value)}</td>"
             f"<td>{'' if p.confidence is None else f'{p.confidence:.3f}'}</td>"
             f"<td><code>{_esc(p.content_hash[:12])}</code></td></tr>"
@@ -267,11 +270,11 @@ class RecordDetailPanel(QWidget):
 
     def _history_html(self, detail: RecordDetail) -> str:
         events = "".join(
-            f"<tr><td>{_esc(format_timestamp(e.ts))}</td><td>{_esc(e.kind)}</td>"
-            f"<td>{_esc(e.source or '')}</td><td>{_esc(e.decision_reason or '')}</td></tr>"
+            f"<tr><td>{_esc(local_time(e.ts))}</td><td>{_esc(phrase(e.kind))}</td>"
+            f"<td>{_esc(e.source or '')}</td><td>{_esc(phrase(e.decision_reason))}</td></tr>"
             for e in reversed(detail.events))
         edits = "".join(
-            f"<tr><td>{_esc(format_timestamp(e.ts))}</td><td>{_esc(e.op)}</td>"
+            f"<tr><td>{_esc(local_time(e.ts))}</td><td>{_esc(e.op)}</td>"
             f"<td>{_esc(e.actor)}</td><td>{_esc(_changed_fields(e.before, e.after))}</td></tr>"
             for e in detail.edits)
         if not detail.edits_known:

@@ -29,7 +29,7 @@ from PySide6.QtGui import QColor
 from engine.errors import EngineError
 from engine.query import RecordQuery, RecordRow, RowPage, SortKey
 from engine.reader import MemoryReader
-from engine.records import format_timestamp
+from ui.format import exact_time, relative_time
 from ui.tasks import RequestTokens, TaskRunner
 
 __all__ = ["COLUMNS", "PAGE_SIZE", "Column", "RecordTableModel", "StoreIndex"]
@@ -64,6 +64,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("source", "Source", SortKey.SOURCE, 130),
 )
 _PREVIEW = 160
+_TIMES = ("created_at", "last_accessed")  # shown relative, exact time in the tool tip
 ROLE_RECORD_ID = Qt.ItemDataRole.UserRole + 1
 
 
@@ -91,9 +92,6 @@ class _Row:
     decayed: float
 
 
-def _short_time(ms: float) -> str:
-    text = format_timestamp(ms) or ""
-    return text[:16].replace("T", " ")
 
 
 def _cell(row: _Row, key: str, redact: Callable[[str], str] | None) -> str:
@@ -106,8 +104,8 @@ def _cell(row: _Row, key: str, redact: Callable[[str], str] | None) -> str:
         return f"{row.decayed:.3f}"
     if key in ("importance", "confidence"):
         return f"{getattr(record, key):.2f}"
-    if key in ("created_at", "last_accessed"):
-        return _short_time(getattr(record, key))
+    if key in _TIMES:
+        return relative_time(getattr(record, key))
     if key == "tags":
         return ", ".join(record.tags)
     value = getattr(record, key)
@@ -381,6 +379,8 @@ class RecordTableModel(QAbstractTableModel):
             text = item.record.content if self._redact is None else self._redact(
                 item.record.content)
             return text[:2000]
+        if role == Qt.ItemDataRole.ToolTipRole and column.key in _TIMES:
+            return exact_time(getattr(item.record, column.key))
         if role == Qt.ItemDataRole.TextAlignmentRole and column.numeric:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == ROLE_RECORD_ID:

@@ -49,6 +49,7 @@ from engine.retrieval import (
     Strategy,
 )
 from engine.retrieval.types import COMPONENTS, RetrievalDiagnostics
+from ui.format import tag
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 
@@ -198,7 +199,7 @@ class ScoreBars(QWidget):
                     fill.setAlpha(90)
                 painter.fillRect(QRectF(x, y + 4, max(0.0, w), self.ROW - 8), fill)
                 x += max(0.0, w)
-            fate = "packed" if row.packed else f"✗ {row.drop_reason}"
+            fate = "packed" if row.packed else f"✗ {tag(row.drop_reason)}"
             painter.setPen(QPen(colour))
             painter.drawText(QRectF(x + 6, y, 200, self.ROW), Qt.AlignmentFlag.AlignVCenter,
                              f"{row.score:.3f} · {row.tokens} tok · {fate}")

@@ -35,6 +35,16 @@ from engine.errors import EngineError
 from engine.ingest.review import ReviewItem
 from engine.memory_engine import MemoryEngine
 from engine.records import MemoryRecord
+from ui.format import (
+    elide,
+    exact_time,
+    reason_sentence,
+    relative_time,
+    sentence,
+    similarity_phrase,
+    tag,
+    thresholds_phrase,
+)
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 
@@ -260,10 +270,11 @@ class ReviewView(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for item, _target in items:
-            sim = f"{item.similarity:.2f}" if item.similarity is not None else "—"
-            row = QListWidgetItem(f"{item.reason} · {sim}\n"
-                                  f"{self._text(item.incoming.content)[:60]}")
+            sim = f"{item.similarity:.2f} · " if item.similarity is not None else ""
+            row = QListWidgetItem(f"{sim}{tag(item.reason)}\n"
+                                  f"{elide(self._text(item.incoming.content), 60)}")
             row.setToolTip(self._text(item.incoming.content))
+            row.setData(Qt.ItemDataRole.UserRole, item.target_id)
             self.list.addItem(row)
         self.list.blockSignals(False)
         ids = [i.id for i, _ in items]
@@ -296,15 +307,16 @@ class ReviewView(QWidget):
         left, right = word_diff_html(stored_text, self._text(item.incoming.content))
         self.stored.setHtml(left)
         self.incoming.setHtml(right)
-        sim = f"{item.similarity:.3f}" if item.similarity is not None else "—"
-        thresholds = ", ".join(f"{k} {v:.2f}" for k, v in item.thresholds.items()
-                               if isinstance(v, float))
-        conflicts = "; ".join(f"{c.kind}: {', '.join(c.existing)} vs {', '.join(c.incoming)}"
-                              for c in item.conflicts)
+        texts = {target.id: self._text(target.content)} if target is not None else {}
+        why = sentence(reason_sentence(item.reason, target=item.target_id,
+                                       conflicts=[c.to_json() for c in item.conflicts],
+                                       texts=texts))
         self.info.setText(
-            f"<b>{html.escape(item.reason)}</b> · similarity <b>{sim}</b>"
-            f" · {html.escape(thresholds)}"
-            + (f"<br>conflicts: {html.escape(conflicts)}" if conflicts else ""))
+            f"<b>{html.escape(why)}</b><br>similarity <b>"
+            f"{html.escape(similarity_phrase(item.similarity, item.thresholds))}</b>"
+            f" · {html.escape(thresholds_phrase(item.thresholds))}"
+            f" · queued {html.escape(relative_time(item.created_at))}")
+        self.info.setToolTip(f"{item.reason} · queued {exact_time(item.created_at)}")
         if target is not None:
             self.stored_label.setText(f"Stored record {target.id[:12]} · {target.agent_id} · "
                                       f"{target.layer.value} · {target.category.value}")

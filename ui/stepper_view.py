@@ -10,9 +10,11 @@ redoes the merge if its target changed while paused — so user think time never
 work. The persist step goes through :meth:`StoreSession.run_write` so it queues behind the
 window's other writes.
 
-Each stage has a panel: its data as a field tree, plus candidate similarity bars against the
-tier threshold and the gray zone, the decision with its reason and conflicts, and the resulting
-record as a field-by-field diff. The threshold what-if (read-only, :mod:`ui.whatif`) lists the
+Each stage has a panel: its data as labelled fields in words (:func:`ui.format.stage_fields`;
+records named by their text, read through the session's reader on a worker) with the raw JSON
+one click away, plus candidate similarity bars against the tier threshold and the gray zone,
+the decision as a sentence with its conflicts, and the resulting record as a field-by-field
+diff. The threshold what-if (read-only, :mod:`ui.whatif`) lists the
 stored neighbour pairs a different tier threshold would merge or split.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +48,6 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -56,6 +56,22 @@ from engine.errors import EngineError
 from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
+from ui.fields_view import FieldsPanel
+from ui.format import (
+    Field,
+    compare,
+    diff_value,
+    duration,
+    elide,
+    label_for,
+    phrase,
+    raw_json,
+    reason_sentence,
+    record_ids_in,
+    sentence,
+    stage_fields,
+    stage_title,
+)
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
@@ -150,19 +166,18 @@ class SimilarityBars(QWidget):
 
 
 class StagePanel(QWidget):
-    """One stage's panel: a headline, the stage data as a tree and stage-specific widgets."""
+    """One stage's panel: a headline, the stage data as labelled fields (with a Raw tab) and
+    stage-specific widgets."""
 
     def __init__(self, stage: Stage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.stage = stage
-        self.headline = QLabel(f"{stage.value}: not run yet", self)
+        self.headline = QLabel(f"{stage_title(stage.value)}: not run yet", self)
         self.headline.setWordWrap(True)
         font = self.headline.font()
         font.setBold(True)
         self.headline.setFont(font)
-        self.tree = QTreeWidget(self)
-        self.tree.setHeaderLabels(["field", "value"])
-        self.tree.setColumnWidth(0, 180)
+        self.fields = FieldsPanel("", self)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.headline)
@@ -177,45 +192,21 @@ class StagePanel(QWidget):
             self.diff.horizontalHeader().setStretchLastSection(True)
             self.diff.verticalHeader().hide()
             layout.addWidget(self.diff, 2)
-        layout.addWidget(self.tree, 1)
+        layout.addWidget(self.fields, 1)
 
     def clear(self) -> None:
         """Back to "not run yet"."""
-        self.headline.setText(f"{self.stage.value}: not run yet")
-        self.tree.clear()
+        self.headline.setText(f"{stage_title(self.stage.value)}: not run yet")
+        self.fields.clear()
         if self.bars is not None:
             self.bars.set_data([], self.bars.threshold, self.bars.floor)
         if self.diff is not None:
             self.diff.setRowCount(0)
 
-    def show_data(self, headline: str, data: Mapping[str, Any]) -> None:
-        """Fill the tree with ``data`` (nested mappings and lists become branches)."""
+    def show_data(self, headline: str, fields: Sequence[Field], raw: str) -> None:
+        """Show ``headline``, the labelled ``fields`` and the ``raw`` JSON of the stage."""
         self.headline.setText(headline)
-        self.tree.clear()
-
-        def add(parent: QTreeWidget | QTreeWidgetItem, key: str, value: object) -> None:
-            if isinstance(value, Mapping):
-                summary = " · ".join(_short(value[k], 40) for k in (
-                    "id", "similarity", "category", "found_by", "kind") if k in value)
-                item = QTreeWidgetItem([key, summary])
-                for k, v in value.items():
-                    add(item, str(k), v)
-            elif isinstance(value, list | tuple) and value and not all(
-                    isinstance(v, str | int | float) for v in value):
-                item = QTreeWidgetItem([key, f"{len(value)} items"])
-                for i, v in enumerate(value):
-                    add(item, str(i), v)
-            else:
-                item = QTreeWidgetItem([key, _short(value)])
-                item.setToolTip(1, str(value))
-            if isinstance(parent, QTreeWidget):
-                parent.addTopLevelItem(item)
-            else:
-                parent.addChild(item)
-
-        for key, value in data.items():
-            add(self.tree, key, value)
-        self.tree.expandToDepth(0)
+        self.fields.set_fields(fields, raw)
 
     def diff_rows(self) -> list[tuple[str, str, str]]:
         """The diff table's rows (field, before, after)."""
@@ -227,14 +218,10 @@ class StagePanel(QWidget):
         return [(a, b, c) for a, b, c in cells]
 
 
-def _short(value: object, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def record_diff(before: Mapping[str, Any] | None,
-                after: Mapping[str, Any] | None) -> list[tuple[str, str, str, bool]]:
-    """Field-by-field ``(field, before, after, changed)`` of two record JSON forms."""
+def record_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+                texts: Mapping[str, str] | None = None) -> list[tuple[str, str, str, bool]]:
+    """Field-by-field ``(label, before, after, changed)`` of two record JSON forms, in words
+    (times local, numbers rounded, linked records by their ``texts``)."""
     keys = list(dict.fromkeys([*(before or {}), *(after or {})]))
     rows = []
     for key in keys:
@@ -242,8 +229,8 @@ def record_diff(before: Mapping[str, Any] | None,
             continue
         old = (before or {}).get(key)
         new = (after or {}).get(key)
-        rows.append((key, "" if before is None else _short(old),
-                     "" if after is None else _short(new), old != new))
+        rows.append((label_for(key), "" if before is None else diff_value(key, old, texts or {}),
+                     "" if after is None else diff_value(key, new, texts or {}), old != new))
     return rows
 
 
@@ -278,6 +265,7 @@ class StepperView(QWidget):
         self._file_name = ""
         self._policy: Any = None
         self._tier = TrustTier.HUMAN
+        self._texts: dict[str, str] = {}  # record id → content, for the stage fields
 
         # -- input -----------------------------------------------------------------------
         self.source_box = QComboBox(self)
@@ -344,7 +332,7 @@ class StepperView(QWidget):
         self.panels: dict[Stage, StagePanel] = {}
         self.stack = QStackedWidget(self)
         for stage in STAGES:
-            self.stage_list.addItem(QListWidgetItem(f"○  {stage.value}"))
+            self.stage_list.addItem(QListWidgetItem(f"○  {stage_title(stage.value)}"))
             panel = StagePanel(stage, self)
             self.panels[stage] = panel
             self.stack.addWidget(panel)
@@ -419,11 +407,47 @@ class StepperView(QWidget):
         self._update_buttons()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
-        """Mask shown content with ``redact`` (None: as stored)."""
+        """Mask shown content with ``redact`` (None: as stored); the stages shown so far are
+        drawn again, so no unmasked text stays on screen."""
         self._redact = redact
+        if self.run is not None and self.run.reports:
+            current = self.stage_list.currentRow()
+            for report in self.run.reports:
+                self.show_report(report)
+            self.stage_list.setCurrentRow(current)
 
     def _text(self, value: str) -> str:
         return self._redact(value) if self._redact is not None else value
+
+    def _shown_texts(self) -> dict[str, str]:
+        """The record texts known to this run, as shown (redacted when redaction is on)."""
+        return {k: self._text(v) for k, v in self._texts.items()}
+
+    def _run_name(self, run: SteppedRun) -> str:
+        content = self._texts.get(run.incoming_id, "")
+        return f"Run of ‘{elide(self._text(content), 40)}’" if content else "Run"
+
+    @staticmethod
+    def _next_title(run: SteppedRun) -> str:
+        return stage_title(run.next_stage.value) if run.next_stage is not None else "none"
+
+    async def _read_texts(self, session: StoreSession, report: StageReport) -> None:
+        """Learn the texts of the records ``report`` names (on a worker, through the reader).
+
+        Records the stage carries whole (a merge's before and after) need no read.
+        """
+        for key in ("before", "after"):
+            record = report.data.get(key)
+            if isinstance(record, Mapping) and isinstance(record.get("id"), str):
+                self._texts[record["id"]] = str(record.get("content", ""))
+        missing = [i for i in record_ids_in(report.data) if i not in self._texts]
+        if not missing:
+            return
+        try:
+            found = await self._runner.run(session.reader.get_records, missing)
+        except EngineError:
+            return  # the fields say "no longer stored"; the Raw tab has the ids
+        self._texts.update((r.id, r.content) for r in found)
 
     def _update_buttons(self) -> None:
         has = self._session is not None
@@ -569,11 +593,13 @@ class StepperView(QWidget):
         self._policy, self._tier = policy, memory.source_tier
         self._set_thresholds(semantic=True)
         self.run = run
+        self._texts = {run.incoming_id: memory.content}
         self._paused = True
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()
-        self.status_label.setText(f"Run {run.incoming_id}: next stage {run.next_stage}")
+        self.status_label.setText(f"{self._run_name(run)}: next stage "
+                                  f"{self._next_title(run)}")
         self._update_buttons()
         self.run_started.emit(run.incoming_id)
         return True
@@ -603,17 +629,25 @@ class StepperView(QWidget):
             self._update_buttons()
         if run is not self.run:
             return None
+        await self._read_texts(session, report)
+        if run is not self.run:
+            return None
         self.show_report(report)
         if report.stage is Stage.PERSIST and report.data.get("written"):
             session.records_changed.emit(list(report.data["written"]))
         if run.next_stage is None:
             self._paused = True
             result = run.result
-            outcome = f"{result.action.value} ({result.reason.value})" if result else "done"
-            self.status_label.setText(f"Run {run.incoming_id}: {outcome}")
+            outcome = sentence(reason_sentence(
+                result.reason.value, target=result.target_id,
+                conflicts=[c.to_json() for c in result.conflicts], texts=self._shown_texts())
+            ) if result else "done"
+            self.status_label.setText(f"{self._run_name(run)}: {outcome}")
+            self.status_label.setToolTip(
+                f"{result.action.value} ({result.reason.value})" if result else "")
             self.run_finished.emit(run.incoming_id)
         else:
-            self.status_label.setText(f"Next stage: {run.next_stage}")
+            self.status_label.setText(f"Next stage: {self._next_title(run)}")
         self._update_buttons()
         self.stage_done.emit(report)
         return report
@@ -648,27 +682,28 @@ class StepperView(QWidget):
         following = self.run.next_stage if self.run is not None else None
         for i, stage in enumerate(STAGES):
             mark = "●" if stage in done else ("▶" if stage == following else "○")
-            self.stage_list.item(i).setText(f"{mark}  {stage.value}")
+            self.stage_list.item(i).setText(f"{mark}  {stage_title(stage.value)}")
 
     def show_report(self, report: StageReport) -> None:
         """Fill the panel of ``report.stage`` and bring it to the front."""
         panel = self.panels[report.stage]
-        data = dict(report.data)
-        for key in ("content", "normalized"):
-            if isinstance(data.get(key), str):
-                data[key] = self._text(data[key])
-        headline = f"{report.stage.value} · {report.latency_ms:.1f} ms"
+        data = report.data
+        texts = self._shown_texts()
+        headline = f"{stage_title(report.stage.value)} · {duration(report.latency_ms)}"
         if report.stage is Stage.NORMALIZE:
-            headline += f" · hash {str(data.get('content_hash', ''))[:16]}…"
+            headline += f" · hash {str(data.get('content_hash', ''))[:12]}…"
         elif report.stage is Stage.EMBED:
             path = data.get("path")
             self._set_thresholds(semantic=path == "embedding")
-            headline += f" · path {path}" + (f" ({data.get('model')})" if path == "embedding"
-                                             else "")
+            headline += (f" · by the embedding model ({data.get('model')})"
+                         if path == "embedding" else
+                         " · by word overlap (the embedding model is not ready)")
         elif report.stage is Stage.CANDIDATES:
             candidates = data.get("candidates") or []
-            hit = "hash hit (exact duplicate)" if data.get("hash_hit") else "no hash hit"
-            headline += f" · {hit} · {len(candidates)} candidates · method {data.get('method')}"
+            hit = "exact duplicate found" if data.get("hash_hit") else "no exact duplicate"
+            count = len(candidates)
+            headline += (f" · {hit} · {count} candidate{'s' if count != 1 else ''} · "
+                         f"{phrase(str(data.get('method')))} search")
             assert panel.bars is not None
             panel.bars.set_data([(f"{c['id'][:10]} {c.get('category', '')}",
                                   float(c["similarity"])) for c in candidates[:8]],
@@ -676,25 +711,25 @@ class StepperView(QWidget):
         elif report.stage is Stage.DECISION:
             decision = data.get("decision") or {}
             conflicts = decision.get("conflicts") or []
-            headline += f" · {decision.get('action')} because {decision.get('reason')}"
-            if decision.get("similarity") is not None:
-                headline += f" (similarity {float(decision['similarity']):.3f})"
-            if conflicts:
-                headline += " · contradiction: " + "; ".join(
-                    f"{c.get('kind')}: {c.get('existing')} vs {c.get('incoming')}"
-                    for c in conflicts)
-            else:
+            headline += " · " + reason_sentence(
+                str(decision.get("reason", "")), target=decision.get("target_id"),
+                conflicts=conflicts, texts=texts)
+            thresholds = decision.get("thresholds") or {}
+            limit = thresholds.get("effective", thresholds.get("threshold"))
+            if decision.get("similarity") is not None and isinstance(limit, int | float):
+                headline += f" (similarity {compare(float(decision['similarity']), limit)})"
+            if not conflicts:
                 headline += " · contradiction check: none found"
         elif report.stage is Stage.APPLY:
-            headline += f" · {data.get('action')}"
+            headline += f" · {phrase(str(data.get('action')))}"
             assert panel.diff is not None
-            rows = record_diff(data.get("before"), data.get("after"))
+            rows = record_diff(data.get("before"), data.get("after"), texts)
             panel.diff.setRowCount(len(rows))
             changed = QColor("#bf8700")
             changed.setAlpha(60)
             for r, (name, old, new, is_changed) in enumerate(rows):
-                for c, value in enumerate((name, self._text(old) if name == "content" else old,
-                                           self._text(new) if name == "content" else new)):
+                for c, value in enumerate((name, self._text(old) if name == "Text" else old,
+                                           self._text(new) if name == "Text" else new)):
                     item = QTableWidgetItem(value)
                     item.setToolTip(value)
                     if is_changed:
@@ -702,8 +737,11 @@ class StepperView(QWidget):
                     panel.diff.setItem(r, c, item)
             panel.diff.resizeColumnToContents(0)
         elif report.stage is Stage.EVENTS:
-            headline += f" · {', '.join(data.get('events') or [])}"
-        panel.show_data(headline, data)
+            headline += f" · {', '.join(phrase(str(k)) for k in data.get('events') or [])}"
+        show = self._text if self._redact is not None else str
+        panel.show_data(headline, stage_fields(report.stage.value, data, texts, show=show,
+                                               tier=self._tier.value),
+                        raw_json(data, self._redact))
         self._mark_stages()
         self.stage_list.setCurrentRow(report.index)
 

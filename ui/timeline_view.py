@@ -7,16 +7,18 @@ the attached agent's follower), batched every 80 ms.
 Drawing is binned (:class:`~ui.timeline_data.TimelineData.bins`): one filled step curve
 per lane, created once and updated with ``setData`` when the visible range changes (debounced)
 or events arrive, so 100K events pan and zoom like 100. Clicking a lane shows the nearest
-event's fields; the stepper highlights the events of its run (a small scatter, created once).
+event's fields — labelled, in words (:func:`ui.format.event_fields`), the records it names by
+their text (fetched through the reader on a worker), the JSON one click away in the Raw tab;
+the stepper highlights the events of its run (a small scatter, created once).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
+import shiboken6
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
@@ -27,7 +29,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QPlainTextEdit,
     QPushButton,
     QSplitter,
     QVBoxLayout,
@@ -37,6 +38,8 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 from engine.events import Event
 from ui.event_tail import EventTail
+from ui.fields_view import FieldsPanel
+from ui.format import event_fields, raw_json, record_ids_in
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
@@ -60,18 +63,17 @@ def current_theme() -> str:
 
 def event_text(event: Event, redact: Callable[[str], str] | None) -> str:
     """An event's fields as indented JSON (strings redacted when ``redact`` is given)."""
-    def clean(value: object) -> object:
-        if redact is None:
-            return value
-        if isinstance(value, str):
-            return redact(value)
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
+    return raw_json(event.to_json(), redact)
 
-    return json.dumps(clean(event.to_json()), indent=2, ensure_ascii=False, default=str)
+
+def event_record_ids(event: Event) -> list[str]:
+    """The records an event names (its record and the ids in its payload)."""
+    return record_ids_in({"record_id": event.record_id, **event.payload})
+
+
+def _record_texts(session: DataSession, ids: list[str]) -> dict[str, str]:
+    """Worker: the texts of the records ``ids`` that still exist."""
+    return {r.id: r.content for r in session.reader.get_records(ids)}
 
 
 def _history(session: DataSession) -> TimelineData:
@@ -167,16 +169,17 @@ class TimelineView(QWidget):
         self._rebin_timer.timeout.connect(self.rebin)
         self._highlighted = np.zeros(0, np.intp)
         self._highlighted_id = ""
+        self._texts: dict[str, str] = {}  # record id → content, for the details (per session)
+        self._loading: set[str] = set()
+        self._text_tokens = RequestTokens()
 
-        self.detail = QPlainTextEdit(self)
-        self.detail.setReadOnly(True)
-        self.detail.setPlaceholderText("Click an event in a lane to see its fields.")
+        self.detail = FieldsPanel("Click an event in a lane to see its fields.", self)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(self.plot)
         split.addWidget(self.detail)
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
-        split.setSizes([900, 300])
+        split.setSizes([820, 380])  # the details are a two-column form
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
@@ -191,17 +194,24 @@ class TimelineView(QWidget):
         self.tail.attach(session.reader.event_feed if session is not None else None)
         self.data.clear()
         self._highlighted = np.zeros(0, np.intp)
+        self._texts = {}
         self.detail.clear()
         self.selected = None
         self.rebin()
         if session is not None:
+            session.records_changed.connect(self._on_records_changed)
             spawn(self._load_history(session))
+
+    def _on_records_changed(self, ids: list[str]) -> None:
+        """Forget the texts of records that changed (the details read them again)."""
+        if self.sender() is self._session:
+            for record_id in ids:
+                self._texts.pop(record_id, None)
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask event details with ``redact`` (None: show them as stored)."""
         self._redact = redact
-        if self.selected is not None:
-            self.detail.setPlainText(event_text(self.selected, redact))
+        self.show_details()
 
     def reload(self) -> None:
         """Load the history again from the ledger."""
@@ -304,9 +314,40 @@ class TimelineView(QWidget):
         """Show the fields of event ``index``."""
         event = self.data.events[index]
         self.selected = event
-        self.detail.setPlainText(event_text(event, self._redact))
+        missing = [i for i in event_record_ids(event) if i not in self._texts]
+        if missing and self._session is not None:
+            self._loading = set(missing)
+            spawn(self._load_texts(self._session, event, missing))
+        self.show_details()
         self.marker.setData(x=[self.data.t[index]], y=[float(self.data.lane[index]) + 0.45])
         self.event_selected.emit(event)
+
+    def show_details(self) -> None:
+        """Show the selected event's fields with the record texts known so far."""
+        event = self.selected
+        if event is None:
+            self.detail.clear()
+            return
+        show = self._redact if self._redact is not None else str
+        texts = {i: show(self._texts[i]) for i in event_record_ids(event) if i in self._texts}
+        self.detail.set_fields(event_fields(event, texts, show=show, loading=self._loading),
+                               event_text(event, self._redact))
+
+    async def _load_texts(self, session: DataSession, event: Event, ids: list[str]) -> None:
+        """Fetch the texts of the records ``event`` names, then show its details again."""
+        token = self._text_tokens.next_token()
+        try:
+            found = await self._runner.run(_record_texts, session, ids)
+        except EngineError:
+            found = {}  # unreadable now: the rows say "no longer stored", Raw has the ids
+        if not shiboken6.isValid(self.detail):  # the view was closed meanwhile
+            return
+        if session is not self._session or not self._text_tokens.is_current(token):
+            return
+        self._texts.update(found)
+        self._loading = set()
+        if self.selected is event:
+            self.show_details()
 
     def _on_clicked(self, mouse_event: object) -> None:
         position = mouse_event.scenePos()  # type: ignore[attr-defined]  # pyqtgraph event

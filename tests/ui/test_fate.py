@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,10 +37,17 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     view.id_edit.setText(second.incoming_id)
     view.show_button.click()
     qtbot.waitUntil(lambda: view.fate is not None)
-    assert view.status_label.text() == f"{second.incoming_id}: merged → {survivor}"
+    assert view.status_label.text() == (
+        f"‘{paraphrase}’ · {second.incoming_id[:8]} — Merged into ‘{stored}’ · {survivor[:8]}")
     items = [view.steps.topLevelItem(i) for i in range(view.steps.topLevelItemCount())]
     stories = [item.text(2) for item in items if item is not None]
-    assert any(f"merged into {survivor}" in s and "similarity 0.870" in s for s in stories)
+    assert f"merged into ‘{stored}’ · {survivor[:8]} (similarity 0.870 ≥ threshold 0.80)" \
+        in stories
+    whats = [item.text(1) for item in items if item is not None]
+    assert "Merged into another record" in whats and "merged_into" not in whats
+    whens = [item.text(0) for item in items if item is not None]
+    assert whens and not any(re.search(r"\d{4}-\d\d-\d\dT", w) for w in whens)  # not ISO
+    assert all("(UTC)" in item.toolTip(0) for item in items if item is not None)
     assert "Bob always has black coffee" in view.content_label.text()
     assert view.open_button.isVisible()
     view.open_button.click()  # → the Records view shows the survivor

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -48,7 +49,9 @@ def test_import_summary_lists_errors_with_line_numbers(
     assert not dialog.running and dialog.problems.rowCount() == 2
     first = dialog.problems.item(0, 0)
     assert first is not None and first.text() == "7"
-    assert "inserted: 38" in dialog.counts.text()
+    assert "Stored as new: 38" in dialog.counts.text() and "Error: 2" in dialog.counts.text()
+    outcome = dialog.problems.item(0, 1)
+    assert outcome is not None and outcome.text() == "error"
     qtbot.waitUntil(lambda: window.records.model.total == 38 and window.records.model.settled)
     dialog.accept()
 
@@ -90,6 +93,12 @@ def test_demo_and_conversation_import_then_redacted_export(
     open_store(qtbot, window, tmp_path / "store")
     dialog = ImportProgressDialog("Import", window)
     summary = run(qtbot, window.run_import(DEMO, dialog=dialog))
+    # the decision column says what happened in words, never the pipeline's codes
+    cells = [(item.text(), item.toolTip()) for row in range(dialog.problems.rowCount())
+             for column in (1, 2) if (item := dialog.problems.item(row, column)) is not None]
+    assert cells and not [text for text, _tip in cells if re.search(r"[a-z]_[a-z]", text)]
+    assert any(text.startswith("In the gray zone") for text, _tip in cells)
+    assert any("(gray_zone)" in tip for _text, tip in cells)  # the code on hover
     dialog.accept()
     demo_lines = sum(1 for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip())
     assert summary is not None and len(summary.outcomes) == demo_lines

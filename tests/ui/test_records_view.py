@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -96,6 +97,17 @@ def test_edit_save_undo_redo(qtbot: QtBot, make_window: Callable[..., MainWindow
     assert original is not None
     qtbot.waitUntil(lambda: view.detail.record is not None
                     and view.detail.record.id == original.id)
+    # times in words: relative in the table with the exact local and UTC time on hover,
+    # local in the detail's fields, labelled (no ISO strings, no snake_case names)
+    created = view.model.index(3, next(i for i, c in enumerate(COLUMNS)
+                                       if c.key == "created_at"))
+    cell = str(view.model.data(created))
+    assert cell and not re.search(r"\d{4}-\d\d-\d\dT", cell)
+    assert "(UTC)" in str(view.model.data(created, Qt.ItemDataRole.ToolTipRole))
+    fields = view.detail.fields_view.toPlainText()
+    assert "Created at" in fields and "created_at" not in fields
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", fields)
+    assert not re.search(r"\d\.\d{4,}", fields)
 
     view.detail.importance.setValue(0.955)
     view.detail.tags.setText("edited, gui")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -36,10 +39,16 @@ def test_side_by_side_with_diff(queue: ReviewView) -> None:
     item, target = queue.items[0]
     assert target is not None and target.content == BASE
     assert item.incoming.content == GRAY
-    assert "gray_zone" in queue.info.text() and "similarity" in queue.info.text()
+    info = html.unescape(queue.info.text())
+    assert f"In the gray zone of ‘{BASE}’: held for review" in info
+    assert re.search(r"similarity <b>0\.\d{3} < threshold 0\.\d\d</b>", info)
+    assert "merge threshold 0." in info and "gray zone from 0." in info
+    assert "gray_zone" not in info and "review_floor" not in info
+    assert re.match(r"0\.\d\d · gray zone\n", queue.list.item(0).text())
     assert "legroom" in queue.incoming.toPlainText()
     queue.list.setCurrentRow(1)
-    assert "conflicts: antonym" in queue.info.text()
+    assert f"Held for review: may contradict ‘{BASE}’ — long vs short" in \
+        html.unescape(queue.info.text())
     left, right = word_diff_html("a long trip", "a short trip")
     assert "long" in left and "#ffcecb" in left and "short" in right and "#aceebb" in right
 

@@ -4,6 +4,7 @@ stage, with each stage's panel checked; Continue with a delay; the threshold wha
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from engine.ingest.kinds import Stage
+from engine.redaction import redact_text
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
 from ui.session import StoreSession
@@ -53,16 +55,16 @@ def test_paraphrase_merge_stage_by_stage(qtbot: QtBot, stepper: StepperView,
         step_all(qtbot, stepper, PARAPHRASE)
     panels = stepper.panels
     assert "hash" in panels[Stage.NORMALIZE].headline.text()
-    assert "path jaccard" in panels[Stage.EMBED].headline.text()
+    assert "by word overlap" in panels[Stage.EMBED].headline.text()
     bars = panels[Stage.CANDIDATES].bars
     assert bars is not None and bars.candidates
     assert bars.candidates[0][1] >= bars.threshold > bars.floor
-    assert "merged because near_duplicate" in panels[Stage.DECISION].headline.text()
+    assert f"near duplicate: merged into ‘{BASE}’" in panels[Stage.DECISION].headline.text()
     assert "contradiction check: none found" in panels[Stage.DECISION].headline.text()
     diff = {name: (old, new) for name, old, new in panels[Stage.APPLY].diff_rows()}
-    assert diff["content"][0] == diff["content"][1] == BASE  # the stored text is kept
-    assert diff["version"] == ("1", "2")
-    assert "merge-applied" in panels[Stage.EVENTS].headline.text()
+    assert diff["Text"][0] == diff["Text"][1] == BASE  # the stored text is kept
+    assert diff["Version"] == ("1", "2")
+    assert "merged" in panels[Stage.EVENTS].headline.text()
     assert session.engine.count() == 1  # merged into the stored record
     # the timeline receives the run's events (live tail) and highlights them
     assert stepper.run is not None
@@ -77,20 +79,71 @@ def test_gray_zone_deferral(qtbot: QtBot, stepper: StepperView, session: StoreSe
     bars = stepper.panels[Stage.CANDIDATES].bars
     assert bars is not None
     assert bars.floor <= bars.candidates[0][1] < bars.threshold  # inside the gray zone
-    assert "deferred because gray_zone" in stepper.panels[Stage.DECISION].headline.text()
-    assert "deferred" in stepper.panels[Stage.APPLY].headline.text()
+    assert f"in the gray zone of ‘{BASE}’: held for review" in \
+        stepper.panels[Stage.DECISION].headline.text()
+    assert "held for review" in stepper.panels[Stage.APPLY].headline.text()
     assert len(session.engine.review_queue()) == 1
-    assert "deferred (gray_zone)" in stepper.status_label.text()
+    assert f"In the gray zone of ‘{BASE}’: held for review" in stepper.status_label.text()
+    assert stepper.status_label.toolTip() == "deferred (gray_zone)"  # the codes on hover
 
 
 def test_contradiction_goes_to_review(qtbot: QtBot, stepper: StepperView,
                                       session: StoreSession) -> None:
     step_all(qtbot, stepper, CONTRADICTION)
     headline = stepper.panels[Stage.DECISION].headline.text()
-    assert "deferred because possible_contradiction" in headline
-    assert "antonym" in headline and "long" in headline and "short" in headline
+    assert f"held for review: may contradict ‘{BASE}’ — long vs short" in headline
     items = session.engine.review_queue()
     assert [i.reason for i in items] == ["possible_contradiction"]
+
+
+SNAKE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
+RAW_FLOAT = re.compile(r"\d\.\d{4,}")
+
+
+@pytest.mark.parametrize("text", [PARAPHRASE, GRAY, CONTRADICTION])
+def test_stage_panels_are_labelled_words(qtbot: QtBot, stepper: StepperView,
+                                         session: StoreSession, text: str) -> None:
+    """Every stage panel shows labelled fields in words (no snake_case codes, no raw floats,
+    stored records by their text with the id as item data) and its JSON in the Raw tab."""
+    step_all(qtbot, stepper, text)
+    stored = session.engine.list_records().records[0]
+    for stage in Stage:
+        panel = stepper.panels[stage]
+        fields = panel.fields
+        assert [fields.tabs.tabText(i) for i in range(fields.tabs.count())] == ["Fields", "Raw"]
+        rows = fields.rows()
+        assert rows, stage
+        shown = [panel.headline.text(), *(f"{label}: {value}" for label, value in rows)]
+        for line in shown:
+            assert not SNAKE.search(line), (stage, line)
+            assert not RAW_FLOAT.search(line), (stage, line)
+        raw = json.loads(fields.raw.toPlainText())  # the raw view is the stage's data
+        assert isinstance(raw, dict) and raw
+    decision = dict(stepper.panels[Stage.DECISION].fields.rows())
+    assert decision["Stored record"].startswith(f"‘{BASE[:20]}")
+    assert stored.id[:8] in decision["Stored record"]
+    assert stored.id in stepper.panels[Stage.DECISION].fields.record_ids()
+    assert decision["Merge threshold"] == f"{stepper.threshold:.2f} (human tier)"
+    assert re.fullmatch(r"0\.\d{3} [≥<] threshold \d\.\d{2}", decision["Similarity"])
+    candidates = dict(stepper.panels[Stage.CANDIDATES].fields.rows())
+    assert candidates["Candidates"] == "1 candidate"
+    start = dict(stepper.panels[Stage.START].fields.rows())
+    assert start["Incoming memory"].startswith(f"‘{text[:20]}")
+
+
+def test_redaction_masks_the_stages_already_shown(qtbot: QtBot, stepper: StepperView) -> None:
+    secret = "sam.tanaka@example.com"
+    step_all(qtbot, stepper, f"{BASE}, write to {secret}")
+    shown = [stepper.panels[s].fields.text() + stepper.panels[s].fields.raw.toPlainText()
+             for s in Stage]
+    assert any(secret in text for text in shown)
+    stepper.stage_list.setCurrentRow(2)
+    stepper.set_redactor(redact_text)
+    for stage in Stage:
+        panel = stepper.panels[stage]
+        assert secret not in panel.fields.text() + panel.fields.raw.toPlainText(), stage
+        assert secret not in "".join(cell for row in panel.diff_rows() for cell in row)
+    assert stepper.stage_list.currentRow() == 2
 
 
 def test_continue_pause_and_speed(qtbot: QtBot, stepper: StepperView) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
@@ -12,7 +14,9 @@ from engine.events import Event
 from engine.records import NewMemory
 from engine.redaction import redact_text
 from tests.ui.conftest import run
-from tests.ui.observe_fixtures import PARAPHRASE, session
+from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
+from ui.fields_view import FieldsPanel
+from ui.format import Field
 from ui.session import StoreSession
 from ui.tasks import TaskRunner
 from ui.timeline_data import LANES, TimelineData, TimelineFilter, lane_of
@@ -84,10 +88,50 @@ def test_history_live_tail_filters_and_click(qtbot: QtBot, runner: TaskRunner,
     with qtbot.waitSignal(view.event_selected, timeout=3000) as blocker:
         QTest.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=point)
     assert blocker.args[0].kind == "merge-applied"
-    assert '"kind": "merge-applied"' in view.detail.toPlainText()
-    assert '"merged_from"' in view.detail.toPlainText()
+    assert dict(view.detail.rows())["What happened"] == "Merged"
+    assert '"kind": "merge-applied"' in view.detail.raw.toPlainText()
+    assert '"merged_from"' in view.detail.raw.toPlainText()
     view.set_redactor(redact_text)  # details re-rendered through the redactor
-    assert '"kind": "merge-applied"' in view.detail.toPlainText()
+    assert '"kind": "merge-applied"' in view.detail.raw.toPlainText()
+
+
+SNAKE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
+RAW_FLOAT = re.compile(r"\d\.\d{4,}")
+
+
+def test_event_details_are_labelled_words(qtbot: QtBot, runner: TaskRunner,
+                                          session: StoreSession) -> None:
+    """Every event of a merge, a gray-zone deferral and a contradiction shows labelled fields
+    in words — no snake_case codes, no raw floats, records by their text — and its JSON in the
+    Raw tab."""
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.set_session(session)
+    for text in (PARAPHRASE, GRAY, CONTRADICTION):
+        run(qtbot, runner.run(session.engine.ingest, NewMemory(content=text)))
+    qtbot.waitUntil(lambda: len(view.data) >= 16, timeout=5000)
+    assert [view.detail.tabs.tabText(i) for i in range(view.detail.tabs.count())] == \
+        ["Fields", "Raw"]
+    stored = session.engine.list_records().records[0]
+    for index, event in enumerate(view.data.events):
+        view.select_event(index)
+        qtbot.waitUntil(lambda: "reading its text" not in view.detail.text(), timeout=5000)
+        rows = view.detail.rows()
+        assert rows[0][0] == "What happened" and rows[1][0] == "When"
+        for label, value in rows:
+            assert not SNAKE.search(label) and not SNAKE.search(value), (event.kind, label,
+                                                                         value)
+            assert not RAW_FLOAT.search(value), (event.kind, label, value)
+        raw = view.detail.raw.toPlainText()
+        assert f'"event_id": "{event.event_id}"' in raw  # the raw view is one click away
+        if event.record_id == stored.id:  # named by its text, id second, id kept as data
+            record = dict(rows)["Record"]
+            assert record.startswith(f"‘{stored.content[:20]}") and stored.id[:8] in record
+            assert stored.id in view.detail.record_ids()
+    deferred = [i for i, e in enumerate(view.data.events) if e.kind == "merge-deferred"]
+    view.select_event(deferred[-1])
+    why = dict(view.detail.rows())["Why"]
+    assert why == f"Held for review: may contradict ‘{BASE}’ — long vs short"
 
 
 def test_zoom_keeps_items_and_follows(qtbot: QtBot, runner: TaskRunner) -> None:
@@ -108,3 +152,43 @@ def test_zoom_keeps_items_and_follows(qtbot: QtBot, runner: TaskRunner) -> None:
     view.add_events(later)
     x0, x1 = view.plot.getViewBox().viewRange()[0]
     assert x0 <= view.data.t[-1] <= x1  # the live tail keeps the newest in view
+
+
+def test_details_keep_values_visible_in_a_narrow_pane(qtbot: QtBot) -> None:
+    """Long labels never push the values out of a narrow details pane (no sideways scroll)."""
+    panel = FieldsPanel("nothing yet")
+    qtbot.addWidget(panel)
+    panel.resize(220, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.rows() == [("nothing yet", "")]
+    panel.set_fields([Field("Merge across categories from", "0.95"),
+                      Field("Record", "‘Alice likes green tea’ · 3f2a9c1e", record_id="3f2a")],
+                     "{}")
+    width = panel.fields.viewport().width()
+    assert panel.fields.columnWidth(0) <= width // 2
+    panel.resize(900, 300)
+    qtbot.waitUntil(lambda: panel.fields.viewport().width() > 600)
+    assert panel.fields.columnWidth(0) > width // 2  # room: the labels get it back
+    assert panel.record_ids() == ["3f2a"]
+    assert panel.text().splitlines()[1] == "Record: ‘Alice likes green tea’ · 3f2a9c1e"
+
+
+def test_details_read_an_edited_record_again(qtbot: QtBot, runner: TaskRunner,
+                                             session: StoreSession) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.set_session(session)
+    qtbot.waitUntil(lambda: len(view.data) == 4, timeout=5000)
+    created = next(i for i, e in enumerate(view.data.events)
+                   if e.kind == "memory:record:created")
+    record_id = view.data.events[created].record_id
+    assert record_id is not None
+    view.select_event(created)
+    qtbot.waitUntil(lambda: dict(view.detail.rows())["Record"].startswith(f"‘{BASE[:20]}"),
+                    timeout=5000)
+    run(qtbot, runner.run(session.engine.update, record_id, {"content": "Sam flies aisle"}))
+    session.records_changed.emit([record_id])
+    view.select_event(created)
+    qtbot.waitUntil(lambda: dict(view.detail.rows())["Record"].startswith("‘Sam flies aisle’"),
+                    timeout=5000)
