@@ -123,6 +123,7 @@ PHRASES: Mapping[str, str] = {
     "memory:record:edited": "record edited",
     "memory:record:deleted": "record deleted",
     "memory:record:restored": "record restored",
+    "memory:import:undone": "import undone",
     "memory:record:embedded": "record embedded",
     "memory:record:expired": "record expired",
     "memory:record:redacted": "record redacted in place",
@@ -163,6 +164,7 @@ PHRASES: Mapping[str, str] = {
     "low_importance": "decayed importance below the floor",
     "bottom_decile": "in the least important tenth",
     "undo": "undone",
+    "import undone": "taken back with its import",
     # embed path (the embed-request event's decision_reason)
     "embedding": "embedding model",
     "jaccard": "word overlap (Jaccard; model not ready)",
