@@ -40,6 +40,9 @@ def build_parser(*, with_commands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--collection", metavar="NAME",
                         help="Chroma collection (default: mnemoscope_memories)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--redact", dest="redaction", action="store_true",
+                        help="redaction on for this run: secrets and personal data are masked "
+                             "in all output (default: $MNEMOSCOPE_REDACTION / settings)")
     parser.add_argument("--no-model", action="store_true",
                         help="do not load the embedding model (token-Jaccard similarity)")
     gui = parser.add_argument_group("desktop app (no COMMAND)")
@@ -79,6 +82,8 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
             overrides["store"] = args.store
         if args.token:
             overrides["store_token"] = args.token
+        if args.redaction:
+            overrides["redaction"] = True
         settings = dataclasses.replace(settings, **overrides)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -95,7 +100,13 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
         code: int = args.handler(args, ctx)
         return code
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        try:
+            ctx.warn(f"error: {exc}")  # messages quote input and stored text: masked, escaped
+        except EngineError:  # the redaction patterns themselves are bad: nothing to mask with
+            from app.cli.context import escape_controls
+
+            print(escape_controls(f"error: {exc}"), file=sys.stderr)
+            return 1
         if ctx.json:
             ctx.emit_json({"error": {"code": exc.code, "message": str(exc)}})
         return 1

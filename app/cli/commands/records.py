@@ -157,6 +157,9 @@ def _add(args: argparse.Namespace, ctx: CliContext) -> int:
                               "review_id": result.review_id}
         ctx.emit_json(document)
     else:
+        for record_id in (result.record_id, result.target_id, result.review_id):
+            if record_id:
+                ctx.ident(record_id)
         ctx.print(_describe_outcome(result))
     return 0
 
@@ -181,6 +184,8 @@ def _get(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(record.to_json())
     else:
+        for record_id in (record.id, *record.merged_from, *(link.id for link in record.related)):
+            ctx.ident(record_id)
         ctx.print(_describe(record))
     return 0
 
@@ -197,7 +202,7 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
     for record in page.records:
         preview = record.content.replace("\n", " ")
         preview = preview if len(preview) <= 70 else preview[:67] + "..."
-        ctx.print(f"{record.id}  {record.layer.value:<10} {record.agent_id:<12} "
+        ctx.print(f"{ctx.ident(record.id)}  {record.layer.value:<10} {record.agent_id:<12} "
                   f"{record.importance:4.2f}  {preview}")
     shown = len(page.records)
     ctx.print(f"({page.offset + 1 if shown else 0}-{page.offset + shown} of {page.total})")
@@ -226,7 +231,7 @@ def _edit(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(record.to_json())
     else:
-        ctx.print(f"updated {record.id} (version {record.version})")
+        ctx.print(f"updated {ctx.ident(record.id)} (version {record.version})")
     return 0
 
 

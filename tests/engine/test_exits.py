@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from engine.introspection.documents import prepare
+from engine.exits import prepare
 from engine.redaction import redact_text
 
 UUID = "0b8ac2e9-500d-4db6-b8fc-474a341a01c9"
