@@ -194,7 +194,8 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
     query = RecordQuery(agent_id=args.agent, layer=args.layer, privacy=args.privacy,
                         tags=tuple(args.tag), text=args.text, sort_by=SortKey(args.sort),
                         descending=not args.ascending, offset=args.offset, limit=args.limit)
-    page = ctx.open_engine(read_only=True).list_records(query)
+    # With redaction on, --text/--agent/--tag match the masked text the listing shows.
+    page = ctx.open_engine(read_only=True).list_records(query, shown=ctx.policy.shown)
     if ctx.json:
         ctx.emit_json({"total": page.total, "offset": page.offset,
                        "records": [r.to_json() for r in page.records]})
