@@ -97,7 +97,8 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     ctx = CliContext(settings, json=args.json, load_model=not args.no_model,
                      collection=args.collection)
     try:
-        code: int = args.handler(args, ctx)
+        with ctx.masked_logs():
+            code: int = args.handler(args, ctx)
         return code
     except EngineError as exc:
         try:
@@ -109,6 +110,14 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
             return 1
         if ctx.json:
             ctx.emit_json({"error": {"code": exc.code, "message": str(exc)}})
+        return 1
+    except Exception:
+        if not ctx.redacting:
+            raise
+        # A bug's crash report quotes locals and stored text too: masked like any output.
+        import traceback
+
+        ctx.warn(traceback.format_exc().rstrip("\n"))
         return 1
     finally:
         ctx.close()

@@ -11,16 +11,19 @@ identifiers in human output are masked like any text unless the command marks th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from app.settings import Settings, server_ledger_path
-from engine.exits import ExitPolicy
+from engine.errors import EngineError
+from engine.exits import ExitPolicy, RedactingLogFilter
 from engine.memory_engine import MemoryEngine, engine_config_from_env
 from engine.store import StoreSpec
 
@@ -80,6 +83,40 @@ class CliContext:
             config = engine_config_from_env(os.environ, redaction=self.settings.redaction)
             self._policy = ExitPolicy.for_config(config)
         return self._policy
+
+    @property
+    def redacting(self) -> bool:
+        """True when redaction is on and its patterns are valid (else nothing can mask)."""
+        try:
+            return self.policy.redacting
+        except EngineError:
+            return False
+
+    @contextlib.contextmanager
+    def masked_logs(self) -> Iterator[None]:
+        """While a command runs with redaction on, log records reach stderr masked.
+
+        Python prints warnings of unconfigured loggers through a last-resort handler that no
+        filter can reach; a handler of the same level is installed in its place, and every
+        handler already on the root logger gets the masking filter too.
+        """
+        if not self.redacting:
+            yield
+            return
+        log_filter = RedactingLogFilter(self.policy)
+        root = logging.getLogger()
+        handler = logging.StreamHandler(self.stderr)
+        handler.setLevel(logging.WARNING)
+        handlers = [*root.handlers, handler]
+        root.addHandler(handler)
+        for each in handlers:
+            each.addFilter(log_filter)
+        try:
+            yield
+        finally:
+            root.removeHandler(handler)
+            for each in handlers:
+                each.removeFilter(log_filter)
 
     def policy_for(self, *, redact: bool) -> ExitPolicy:
         """This run's policy, or a redacting one with the same patterns when ``redact`` asks

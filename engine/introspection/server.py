@@ -295,7 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.settimeout(self.server.api.limits.read_timeout_s)
 
     def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s %s", self.address_string(), format % args)
+        # The request line carries the query (``text=…``): logged as the policy shows it.
+        _log.debug("%s %s", self.address_string(), self.server.api.policy.text(format % args))
 
     # Every method but GET is refused: there are no write endpoints.
     def _refuse_method(self) -> None:
@@ -335,7 +336,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (TimeoutError, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug: log it, answer 500 without details
-            _log.exception("introspection request failed: %s", self.path)
+            _log.exception("introspection request failed: %s", api.policy.text(self.path))
             api.errors.append(exc)
             self._send_json(HTTPStatus.INTERNAL_SERVER_ERROR,
                             {"error": {"code": "INTERNAL", "message": "internal error"}})

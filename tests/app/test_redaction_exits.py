@@ -9,7 +9,9 @@ and filter are read with redaction on and searched for the secrets.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,8 @@ import httpx
 import pytest
 
 from app.cli import run_cli
+from app.cli.context import CliContext
+from app.settings import load_settings
 from engine.events import EventFilter
 from engine.introspection import IntrospectionServer, ServerLimits
 from engine.memory_engine import EngineConfig, MemoryEngine
@@ -263,3 +267,17 @@ def test_prefix_probing_learns_nothing(planted: Planted,
                                ("/v1/layers/spatial", "points")):
                 response = client.get(route, params={"agent": secret.text})
                 assert response.status_code == 200 and response.json()[key] == []
+
+
+def test_log_records_of_a_redacting_run_reach_stderr_masked(tmp_path: Path) -> None:
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data"), "MNEMOSCOPE_REDACTION": "1"}
+    err = io.StringIO()
+    ctx = CliContext(load_settings(env), stderr=err)
+    secret = SECRETS[9]
+    with ctx.masked_logs():
+        logging.getLogger("engine.introspection").warning("request for %s failed",
+                                                          secret.text)
+    logging.getLogger("engine.introspection").warning("after the run: %s", "not captured")
+    assert secret.needle not in err.getvalue() and "<REDACT:sha256-" in err.getvalue()
+    assert "not captured" not in err.getvalue()  # the handler left with the command

@@ -1,11 +1,17 @@
-"""Response shaping: finite numbers and redaction with the identifier exemption."""
+"""The exit policy: documents, hashes, events and log records as a reader may see them."""
 
 from __future__ import annotations
 
+import io
+import logging
 import math
+from typing import Any
 
-from engine.exits import prepare
+from engine.clock import DeterministicClock
+from engine.events import EventBus
+from engine.exits import ExitPolicy, RedactingLogFilter, prepare
 from engine.redaction import redact_text
+from engine.text import content_hash
 
 UUID = "0b8ac2e9-500d-4db6-b8fc-474a341a01c9"
 KEY = "sk-proj-Abc123Def456Ghi789Jkl012Mno345"
@@ -31,3 +37,63 @@ def test_identifiers_of_our_shape_survive_everything_else_is_redacted() -> None:
 
 def test_without_a_redactor_only_numbers_are_cleaned() -> None:
     assert prepare({"a": [float("nan"), "x", (1, 2)]}, None) == {"a": [None, "x", [1, 2]]}
+
+
+def _policy() -> ExitPolicy:
+    return ExitPolicy(redact_text)
+
+
+def test_hashes_travel_only_beside_the_text_they_hash() -> None:
+    secret = f"Pat's key is {KEY}"
+    clean = "Pat likes figs"
+    out = _policy().document({
+        "records": [{"content": secret, "content_hash": content_hash(secret)},
+                    {"content": clean, "content_hash": content_hash(clean)}],
+        "content_hash": content_hash(secret),  # a review item's hash: no content beside it
+    })
+    masked, kept = out["records"]
+    assert KEY not in masked["content"]
+    assert masked["content_hash"] == content_hash(masked["content"]) != content_hash(secret)
+    assert kept == {"content": clean, "content_hash": content_hash(clean)}
+    assert out["content_hash"] is None
+    off = ExitPolicy(None).document({"content": secret, "content_hash": "h"})
+    assert off == {"content": secret, "content_hash": "h"}
+
+
+def test_an_event_recorded_raw_reads_back_like_one_recorded_redacted() -> None:
+    clock = DeterministicClock()
+    raw_bus = EventBus(clock=clock)
+    redacting_bus = EventBus(clock=clock, redaction=True, redactor=redact_text)
+    fields: dict[str, Any] = {
+        "record_id": UUID, "memory_hash": "a" * 64, "source": "jane@example.com",
+        "payload": {"content": f"key {KEY}", "nested": {"text": "hi", "note": KEY}}}
+    raw = raw_bus.emit("memory:record:created", **fields)
+    redacted = redacting_bus.emit("memory:record:created", **fields)
+    assert raw is not None and redacted is not None
+    shown_raw, shown_redacted = _policy().event(raw), _policy().event(redacted)
+    for shown in (shown_raw, shown_redacted):
+        assert KEY not in repr(shown) and "jane@example.com" not in repr(shown)
+        assert shown["record_id"] == UUID and shown["memory_hash"] is None
+    assert shown_raw["payload"] == shown_redacted["payload"] == {
+        "content": "<redacted>", "nested": {"text": "<redacted>", "note": redact_text(KEY)}}
+
+
+def test_log_records_and_their_tracebacks_are_masked() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingLogFilter(_policy()))
+    log = logging.getLogger("tests.exits")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("request with %s failed", KEY)
+        try:
+            raise ValueError(f"bad value {KEY}")
+        except ValueError:
+            log.exception("crash while handling jane@example.com")
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+    text = stream.getvalue()
+    assert KEY not in text and "jane@example.com" not in text
+    assert "request with <REDACT:sha256-" in text and "ValueError: bad value <REDACT:" in text
