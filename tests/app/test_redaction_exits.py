@@ -281,3 +281,19 @@ def test_log_records_of_a_redacting_run_reach_stderr_masked(tmp_path: Path) -> N
     logging.getLogger("engine.introspection").warning("after the run: %s", "not captured")
     assert secret.needle not in err.getvalue() and "<REDACT:sha256-" in err.getvalue()
     assert "not captured" not in err.getvalue()  # the handler left with the command
+
+
+def test_human_lines_keep_vouched_ids_and_issued_tokens_mask_the_rest(tmp_path: Path) -> None:
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data"), "MNEMOSCOPE_REDACTION": "1"}
+    out = io.StringIO()
+    ctx = CliContext(load_settings(env), stdout=out)
+    record_id, other_uuid = "5e1d0c9b-3f2a-4b7c-9d8e-0a1b2c3d4e5f", SECRETS[40].text
+    token = "Qm9vZ2llV29vZ2llQm9vZ2llMTIzNDU2Nzg5MA"  # secrets.token_urlsafe-like
+    not_an_id = SECRETS[36].text  # an e-mail marked as an id is still masked
+    ctx.print(f"{ctx.ident(record_id)} mentions {other_uuid}; {ctx.ident(not_an_id)}")
+    ctx.print(f"Token: {ctx.issued(token)}")
+    ctx.emit_json({"token": token, "note": other_uuid})
+    text = out.getvalue()
+    assert record_id in text and token in text
+    assert other_uuid not in text and SECRETS[36].needle not in text  # fails closed
