@@ -39,7 +39,7 @@ import logging
 import math
 import re
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +137,17 @@ class ExitPolicy:
     def matches(self, given: str, raw: str) -> bool:
         """An exact-match filter (agent, tag, counterpart): ``given`` equals what is shown."""
         return given == self.text(raw)
+
+    def resolve(self, given: str, names: Iterable[str]) -> str | None:
+        """The stored name a reader means by ``given`` (an agent id as a response showed it).
+
+        With redaction off that is ``given`` itself. With it on, the one name whose masked form
+        is ``given`` (masking is injective up to a 48-bit placeholder collision), or None: a
+        raw name that masking changes means nothing, or it would confirm the raw text.
+        """
+        if self._mask is None:
+            return given
+        return next((name for name in names if self.matches(given, name)), None)
 
 
 def prepare(document: Any, redactor: Masker | None) -> Any:

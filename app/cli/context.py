@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from app.settings import Settings, server_ledger_path
-from engine.errors import EngineError
+from engine.errors import EngineError, ValidationError
 from engine.exits import ExitPolicy, RedactingLogFilter
 from engine.memory_engine import MemoryEngine, engine_config_from_env
 from engine.store import StoreSpec
@@ -125,6 +125,23 @@ class CliContext:
             return self.policy
         config = engine_config_from_env(os.environ, redaction=True)
         return ExitPolicy.for_config(config)
+
+    def agent(self, engine: MemoryEngine, given: str | None) -> str | None:
+        """An ``--agent`` option of a reading command → the stored agent id.
+
+        With redaction on the user sees masked agent ids and gives those; a raw id that masking
+        changes is refused (it would confirm the raw text by what the command finds).
+
+        Raises:
+            ValidationError: no agent is shown with ``given``.
+        """
+        if given is None or not self.policy.redacting:
+            return given
+        found = self.policy.resolve(given, engine.stats().by_agent)
+        if found is None:
+            raise ValidationError("--agent", given, "no agent is shown with this id; with "
+                                  "redaction on, give the id as the output shows it")
+        return found
 
     def ident(self, value: str) -> str:
         """Mark ``value`` as an identifier in human output: shown as is when it has the shape

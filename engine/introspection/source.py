@@ -279,16 +279,13 @@ class EngineSource:
     def _agent(self, given: str | None) -> tuple[bool, str | None]:
         """(known, raw agent id) for an agent filter as a client wrote it.
 
-        With redaction on, a client sees masked agent ids, so it filters by those: the one
-        agent whose masked id equals ``given`` is meant (masking is injective up to a 48-bit
-        placeholder collision). A raw id that masking changes matches nothing.
+        With redaction on, a client sees masked agent ids, so it filters by those
+        (:meth:`ExitPolicy.resolve`); a raw id that masking changes matches nothing.
         """
         if given is None or not self._policy.redacting:
             return True, given
-        for name in self._engine.store.view.snapshot().agents:
-            if self._policy.matches(given, name):
-                return True, name
-        return False, None
+        found = self._policy.resolve(given, self._engine.store.view.snapshot().agents)
+        return found is not None, found
 
     def social(self, *, agent_id: str | None, counterpart: str | None,
                series: bool) -> dict[str, Any]:

@@ -179,6 +179,15 @@ def test_filters_match_masked_text_never_raw(planted: Planted,
                                      planted.ids[number]))["agent_id"]
             out = _cli(planted, capsys, "--json", "list", "--agent", masked)
             assert [r["id"] for r in json.loads(out)["records"]] == [planted.ids[number]]
+            out = _cli(planted, capsys, "--json", "search", "--inspect", "--agent", masked)
+            assert [r["id"] for r in json.loads(out)["records"]] == [planted.ids[number]]
+            for command in (("search", "--inspect"), ("prune", "--mode", "aggressive",
+                                                      "--dry-run")):
+                code = run_cli(["--store", planted.store, "--no-model", *command, "--agent",
+                                plant.secret.text], planted.env)
+                out, err = capsys.readouterr()
+                assert code == 1 and "no agent is shown with this id" in err, command
+                assert leaks(out + err) == []
 
 
 def test_redact_scan_without_redaction_flags_the_planted_records(

@@ -61,22 +61,24 @@ def _report(ctx: CliContext, report: LifecycleReport) -> int:
 
 def _prune(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.prune(args.mode, args.dry_run, agent_id=args.agent))
+    return _report(ctx, engine.prune(args.mode, args.dry_run,
+                                     agent_id=ctx.agent(engine, args.agent)))
 
 
 def _expire(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.expire(args.dry_run, agent_id=args.agent))
+    return _report(ctx, engine.expire(args.dry_run, agent_id=ctx.agent(engine, args.agent)))
 
 
 def _retention(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.enforce_retention(args.dry_run, agent_id=args.agent))
+    return _report(ctx, engine.enforce_retention(args.dry_run,
+                                                 agent_id=ctx.agent(engine, args.agent)))
 
 
 def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run, embed=not args.dry_run)
-    reports = engine.compact(args.agent, args.dry_run, limit=args.limit)
+    reports = engine.compact(ctx.agent(engine, args.agent), args.dry_run, limit=args.limit)
     if ctx.json:
         ctx.emit_json({"agents": [r.to_json() for r in reports]})
         return 0
