@@ -13,11 +13,14 @@ documents with:
   record id, a 32-hex event id, a 64-hex content hash, a derived id such as
   ``social-summary-<hex>``) stay, so a reader can still fetch, diff and follow records. A UUID
   anywhere else is personal data (seed 002 §14) and is masked.
-* Content hashes (:data:`HASH_KEYS`) travel only beside the text they hash: a mapping holding
-  ``content`` gets the hash of the *masked* content when masking changed it (the stored hash
-  when it did not, which is the same value), and a hash with no content beside it (an event's
-  ``memory_hash``, a review item's) is withheld as null. A raw hash would let anyone confirm a
-  guessed secret offline: hash the guess, compare.
+* Content hashes (:data:`HASH_KEYS`): a raw hash would let anyone confirm a guessed secret
+  offline (hash the guess, compare). A mapping holding ``content`` gets the hash of the
+  *masked* content when masking changed it (the stored hash when it did not, which is the same
+  value). A hash with no readable content beside it (an event's ``memory_hash``, a review
+  item's, a provenance entry's) becomes a keyed digest: HMAC-SHA256 under a key the policy
+  draws when it is made and never shows. Equal hashes stay equal for as long as the policy
+  lives (one server, one CLI run, one export), so events of one memory still group, and nobody
+  can test a guess against them.
 * :meth:`ExitPolicy.event` — an event as :meth:`document` shows it, with memory text fields
   (:data:`engine.events.CONTENT_FIELDS`) stripped to ``"<redacted>"`` as the event bus does in
   redaction mode, so an event recorded while redaction was off reads back exactly like one
@@ -35,9 +38,12 @@ forgetting it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import math
 import re
+import secrets
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
@@ -84,6 +90,7 @@ class ExitPolicy:
     def __init__(self, redactor: Masker | None = None) -> None:
         self._mask: Masker | None = None if redactor is None else \
             lru_cache(maxsize=_CACHE_SIZE)(redactor)
+        self._key = secrets.token_bytes(32)
 
     @classmethod
     def for_config(cls, config: EngineConfig, *, redaction: bool | None = None) -> ExitPolicy:
@@ -123,13 +130,12 @@ class ExitPolicy:
 
     def document(self, value: Any) -> Any:
         """A JSON-safe copy of ``value`` with every string masked (see the module docstring)."""
-        return _walk(value, self._mask, identifier=False)
+        return _walk(value, self._mask, self._key, identifier=False)
 
     def event(self, event: Event) -> dict[str, Any]:
         """The wire form of ``event``; under redaction its memory text is stripped."""
         document = event.to_json()
         if self._mask is not None:
-            document["memory_hash"] = None  # no content beside it: withheld
             document["payload"] = _strip(document["payload"])
         out: dict[str, Any] = self.document(document)
         return out
@@ -152,24 +158,21 @@ class ExitPolicy:
 
 def prepare(document: Any, redactor: Masker | None) -> Any:
     """A JSON-safe copy of ``document``: non-finite floats → None, strings redacted if asked."""
-    return _walk(document, redactor, identifier=False)
+    return _walk(document, redactor, secrets.token_bytes(32), identifier=False)
 
 
 def _strip(value: Any) -> Any:
     from engine.events import CONTENT_FIELDS
 
     if isinstance(value, Mapping):
-        stripped = {key: STRIPPED if key in CONTENT_FIELDS else _strip(item)
-                    for key, item in value.items()}
-        for key in HASH_KEYS & stripped.keys():
-            stripped[key] = None  # its content is gone: the hash would confirm a guess
-        return stripped
+        return {key: STRIPPED if key in CONTENT_FIELDS else _strip(item)
+                for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_strip(item) for item in value]
     return value
 
 
-def _walk(value: Any, mask: Masker | None, *, identifier: bool) -> Any:
+def _walk(value: Any, mask: Masker | None, digest_key: bytes, *, identifier: bool) -> Any:
     if isinstance(value, str):
         if mask is None or (identifier and _ID_SHAPE.match(value)):
             return value
@@ -183,26 +186,30 @@ def _walk(value: Any, mask: Masker | None, *, identifier: bool) -> Any:
         for key, item in value.items():
             name = str(key)
             shown = name if mask is None or name in ID_KEYS else mask(name)
-            out[shown] = _walk(item, mask, identifier=identifier or name in ID_KEYS)
+            out[shown] = _walk(item, mask, digest_key, identifier=identifier or name in ID_KEYS)
         if mask is not None:
-            _hashes_beside_content(value, out, mask)
+            _hashes_beside_content(value, out, mask, digest_key)
         return out
     if isinstance(value, list | tuple | set | frozenset):
-        return [_walk(item, mask, identifier=identifier) for item in value]
-    return _walk(str(value), mask, identifier=False)
+        return [_walk(item, mask, digest_key, identifier=identifier) for item in value]
+    return _walk(str(value), mask, digest_key, identifier=False)
 
 
-def _hashes_beside_content(raw: Mapping[Any, Any], out: dict[str, Any], mask: Masker) -> None:
-    """Hash fields of a masked mapping: the hash of the shown content, or withheld."""
+def _hashes_beside_content(raw: Mapping[Any, Any], out: dict[str, Any], mask: Masker,
+                           digest_key: bytes) -> None:
+    """Hash fields of a masked mapping: the hash of the shown content, or a keyed digest."""
     present = HASH_KEYS & out.keys()
     if not present:
         return
     content = raw.get("content")
-    for key in present:
-        if not isinstance(content, str):
-            out[key] = None
+    for name in present:
+        value = raw.get(name)
+        if not isinstance(value, str):
+            continue
+        if not isinstance(content, str) or content == STRIPPED:
+            out[name] = hmac.new(digest_key, value.encode("utf-8"), hashlib.sha256).hexdigest()
         elif mask(content) != content:
-            out[key] = content_hash(mask(content))
+            out[name] = content_hash(mask(content))
 
 
 def document_strings(document: Any) -> Iterator[tuple[str, str]]:

@@ -46,16 +46,22 @@ def _policy() -> ExitPolicy:
 def test_hashes_travel_only_beside_the_text_they_hash() -> None:
     secret = f"Pat's key is {KEY}"
     clean = "Pat likes figs"
-    out = _policy().document({
+    policy = _policy()
+    document = {
         "records": [{"content": secret, "content_hash": content_hash(secret)},
                     {"content": clean, "content_hash": content_hash(clean)}],
         "content_hash": content_hash(secret),  # a review item's hash: no content beside it
-    })
+    }
+    out = policy.document(document)
     masked, kept = out["records"]
     assert KEY not in masked["content"]
     assert masked["content_hash"] == content_hash(masked["content"]) != content_hash(secret)
     assert kept == {"content": clean, "content_hash": content_hash(clean)}
-    assert out["content_hash"] is None
+    # Keyed: the same digest for as long as the policy lives, nothing a guess can be hashed to.
+    keyed = out["content_hash"]
+    assert len(keyed) == 64 and keyed != content_hash(secret)
+    assert policy.document(document)["content_hash"] == keyed
+    assert _policy().document(document)["content_hash"] != keyed
     off = ExitPolicy(None).document({"content": secret, "content_hash": "h"})
     assert off == {"content": secret, "content_hash": "h"}
 
@@ -70,10 +76,12 @@ def test_an_event_recorded_raw_reads_back_like_one_recorded_redacted() -> None:
     raw = raw_bus.emit("memory:record:created", **fields)
     redacted = redacting_bus.emit("memory:record:created", **fields)
     assert raw is not None and redacted is not None
-    shown_raw, shown_redacted = _policy().event(raw), _policy().event(redacted)
+    policy = _policy()
+    shown_raw, shown_redacted = policy.event(raw), policy.event(redacted)
     for shown in (shown_raw, shown_redacted):
         assert KEY not in repr(shown) and "jane@example.com" not in repr(shown)
-        assert shown["record_id"] == UUID and shown["memory_hash"] is None
+        assert shown["record_id"] == UUID and shown["memory_hash"] != "a" * 64
+    assert shown_raw["memory_hash"] == shown_redacted["memory_hash"]  # events still group
     assert shown_raw["payload"] == shown_redacted["payload"] == {
         "content": "<redacted>", "nested": {"text": "<redacted>", "note": redact_text(KEY)}}
 
