@@ -55,6 +55,7 @@ from engine.retrieval import rescore as rescore_candidates
 from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
 
 if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
+    from engine.exits import Masking
     from engine.ingest import (
         BatchResult,
         ImportReport,
@@ -382,7 +383,7 @@ class MemoryEngine:
         return self._store.get_many(record_ids)
 
     def list_records(self, query: RecordQuery | None = None, *,
-                     shown: Callable[[str], str] | None = None) -> RecordPage:
+                     shown: Masking | None = None) -> RecordPage:
         """One page of records matching ``query``, filtered and sorted in the columnar view.
 
         Args:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,9 @@ from engine.decay import decayed_importance
 from engine.errors import ValidationError
 from engine.records import Layer, MemoryRecord, Privacy
 from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
+
+if TYPE_CHECKING:
+    from engine.exits import Masking
 
 __all__ = ["RecordPage", "RecordQuery", "RecordRow", "RowPage", "SortKey", "page_rows",
            "select_rows"]
@@ -149,7 +153,7 @@ def page_rows(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> list[Record
 
 def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
                 half_life_days: float = 30.0,
-                shown: Callable[[str], str] | None = None) -> npt.NDArray[np.intp]:
+                shown: Masking | None = None) -> npt.NDArray[np.intp]:
     """Ordered rows of ``snapshot`` matching ``query`` (all of them, not one page).
 
     Args:
@@ -186,11 +190,11 @@ def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
         rows = rows[[wanted.issubset(snapshot.tags[r] if shown is None else
                                      {shown(tag) for tag in snapshot.tags[r]})
                      for r in rows.tolist()]] if len(rows) else rows
-    if query.text:
+    if query.text and len(rows):
         needle = query.text.casefold()
-        text = _raw if shown is None else shown
-        rows = rows[[needle in text(snapshot.contents[r]).casefold() for r in rows.tolist()]] \
-            if len(rows) else rows
+        texts = [snapshot.contents[r] for r in rows.tolist()]
+        rows = rows[[needle in text.casefold()
+                     for text in (texts if shown is None else shown.many(texts))]]
     return _order(snapshot, rows, query, now_ms, half_life_days, shown or _raw)
 
 

@@ -105,3 +105,17 @@ def test_log_records_and_their_tracebacks_are_masked() -> None:
     text = stream.getvalue()
     assert KEY not in text and "jane@example.com" not in text
     assert "request with <REDACT:sha256-" in text and "ValueError: bad value <REDACT:" in text
+
+
+def test_batch_masking_equals_one_by_one() -> None:
+    from engine.memory_engine import EngineConfig
+    from tests.support.secrets_corpus import SECRETS
+
+    texts = [f"note {i}: {s.text} and jane@example.com" for i, s in enumerate(SECRETS)]
+    texts += ["plain text", "", texts[0]]
+    batch = ExitPolicy.for_config(EngineConfig(redaction=True)).shown
+    single = ExitPolicy.for_config(EngineConfig(redaction=True))
+    assert batch is not None
+    assert batch.many(texts) == [single.text(t) for t in texts]
+    assert all(s.needle not in masked for s, masked in zip(SECRETS, batch.many(texts),
+                                                             strict=False))
