@@ -12,7 +12,8 @@ documents with:
   under :data:`ID_KEYS` that have exactly the shape of an identifier this engine makes (a UUID
   record id, a 32-hex event id, a 64-hex content hash, a derived id such as
   ``social-summary-<hex>``) stay, so a reader can still fetch, diff and follow records. A UUID
-  anywhere else is personal data (seed 002 §14) and is masked.
+  anywhere else is personal data (seed 002 §14) and is masked, and so is everything under a
+  record's ``metadata``: that is the user's text, whatever its keys are called.
 * Content hashes (:data:`HASH_KEYS`): a raw hash would let anyone confirm a guessed secret
   offline (hash the guess, compare). A mapping holding ``content`` gets the hash of the
   *masked* content when masking changed it (the stored hash when it did not, which is the same
@@ -64,6 +65,8 @@ ID_KEYS = frozenset({"id", "record_id", "event_id", "target_id", "incoming_id", 
                      "episode_id", "pattern_record_id", "new_record_id", "batch_id",
                      "imported_id", "ids"})
 HASH_KEYS = frozenset({"content_hash", "memory_hash"})
+# Keys whose value is the user's own data: masked throughout, whatever the keys inside are named.
+_USER_KEYS = frozenset({"metadata"})
 _ID_SHAPE = re.compile(
     r"^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # uuid4 record ids
     r"|[0-9a-f]{32}|[0-9a-f]{64}"  # event ids, content hashes
@@ -236,6 +239,9 @@ def _walk(value: Any, mask: Masker | None, digest_key: bytes, *, identifier: boo
         out: dict[str, Any] = {}
         for key, item in value.items():
             name = str(key)
+            if name in _USER_KEYS and mask is not None:
+                out[name] = _walk_user(item, mask)
+                continue
             shown = name if mask is None or name in ID_KEYS else mask(name)
             out[shown] = _walk(item, mask, digest_key, identifier=identifier or name in ID_KEYS)
         if mask is not None:
@@ -244,6 +250,21 @@ def _walk(value: Any, mask: Masker | None, digest_key: bytes, *, identifier: boo
     if isinstance(value, list | tuple | set | frozenset):
         return [_walk(item, mask, digest_key, identifier=identifier) for item in value]
     return _walk(str(value), mask, digest_key, identifier=False)
+
+
+def _walk_user(value: Any, mask: Masker) -> Any:
+    """User data (a record's metadata): every string and key masked, no identifier exemption."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, Mapping):
+        return {mask(str(key)): _walk_user(item, mask) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_walk_user(item, mask) for item in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool) or value is None or isinstance(value, int):
+        return value
+    return mask(str(value))
 
 
 def _hashes_beside_content(raw: Mapping[Any, Any], out: dict[str, Any], mask: Masker,
@@ -269,22 +290,25 @@ def document_strings(document: Any) -> Iterator[tuple[str, str]]:
 
     What ``redact-scan`` looks through, so it flags exactly what the exits mask.
     """
-    yield from _strings(document, "", identifier=False)
+    yield from _strings(document, "", identifier=False, user=False)
 
 
-def _strings(value: Any, field: str, *, identifier: bool) -> Iterator[tuple[str, str]]:
+def _strings(value: Any, field: str, *, identifier: bool, user: bool
+             ) -> Iterator[tuple[str, str]]:
+    # Mirrors _walk and _walk_user: the same strings, the same exemptions.
     if isinstance(value, str):
-        if not (identifier and _ID_SHAPE.match(value)):
+        if user or not (identifier and _ID_SHAPE.match(value)):
             yield field, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
             name = str(key)
-            if name not in ID_KEYS:
+            if user or name not in ID_KEYS:
                 yield field or name, name
-            yield from _strings(item, field or name, identifier=identifier or name in ID_KEYS)
+            yield from _strings(item, field or name, identifier=identifier or name in ID_KEYS,
+                                user=user or name in _USER_KEYS)
     elif isinstance(value, list | tuple | set | frozenset):
         for item in value:
-            yield from _strings(item, field, identifier=identifier)
+            yield from _strings(item, field, identifier=identifier, user=user)
 
 
 class RedactingLogFilter(logging.Filter):

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.clock import DeterministicClock
 from engine.events import EventBus
-from engine.exits import ExitPolicy, RedactingLogFilter, prepare
+from engine.exits import ExitPolicy, RedactingLogFilter, document_strings, prepare
 from engine.redaction import redact_text
 from engine.text import content_hash
 
@@ -18,11 +18,13 @@ KEY = "sk-proj-Abc123Def456Ghi789Jkl012Mno345"
 
 
 def test_identifiers_of_our_shape_survive_everything_else_is_redacted() -> None:
+    """Ids of the engine's shapes under id keys stay; the rest, metadata included, is masked."""
     document = {
         "id": UUID, "record_id": "social-summary-" + "a" * 32, "event_id": "f" * 32,
         "related": [{"id": UUID, "similarity": 0.9}],
         "content": f"mail jane@example.com, ref {UUID}, key {KEY}",
-        "metadata": {"id": KEY, "jane@example.com": 1, "nested": [KEY, 3, None]},
+        "metadata": {"id": KEY, "jane@example.com": 1, "nested": [KEY, 3, None],
+                     "record_id": UUID},
         "score": math.inf, "ok": True,
     }
     out = prepare(document, redact_text)
@@ -32,6 +34,7 @@ def test_identifiers_of_our_shape_survive_everything_else_is_redacted() -> None:
     assert KEY not in text and "jane@example.com" not in text
     assert UUID not in out["content"]  # a UUID in free text is personal data (seed 002 §14)
     assert out["metadata"]["id"].startswith("<REDACT:sha256-")  # not id-shaped: redacted
+    assert out["metadata"]["record_id"] == redact_text(UUID)  # metadata is the user's text
     assert out["score"] is None and out["ok"] is True
 
 
@@ -119,3 +122,12 @@ def test_batch_masking_equals_one_by_one() -> None:
     assert batch.many(texts) == [single.text(t) for t in texts]
     assert all(s.needle not in masked for s, masked in zip(SECRETS, batch.many(texts),
                                                              strict=False))
+
+
+def test_redact_scan_looks_at_exactly_what_the_exits_mask() -> None:
+    document = {"id": UUID, "content": "hi", "tags": ["jane@example.com"],
+                "related": [{"id": UUID}], "metadata": {"record_id": UUID, KEY: 1}}
+    strings = list(document_strings(document))
+    assert ("metadata", UUID) in strings and ("metadata", KEY) in strings
+    assert ("tags", "jane@example.com") in strings
+    assert ("id", UUID) not in strings and ("related", UUID) not in strings
