@@ -86,7 +86,9 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
             overrides["redaction"] = True
         settings = dataclasses.replace(settings, **overrides)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from app.cli.context import escape_controls  # the message quotes the bad value
+
+        print(escape_controls(f"error: {exc}"), file=sys.stderr)
         return 1
     if not getattr(args, "handler", None):
         from app.gui import run_gui
