@@ -129,6 +129,13 @@ def test_no_cli_command_prints_a_secret(planted: Planted, capsys: pytest.Capture
         printed.append(_cli(planted, capsys, "--json", *command))
     everything = "\n".join(printed) + export.read_text(encoding="utf-8")
     assert leaks(everything, ALL_SECRETS) == []
+    engine = _open(planted.store, redaction=False, read_only=True)
+    try:  # the raw hash of a masked content would confirm a guess: shown nowhere
+        raw_hashes = [engine.get(planted.ids[n]).content_hash
+                      for n, plant in enumerate(planted.plants) if plant.place == "content"]
+    finally:
+        engine.close()
+    assert raw_hashes and not [h for h in raw_hashes if h in everything]
     # still useful: ids shown, events and review items listed, the export complete
     listing = json.loads(_cli(planted, capsys, "--json", "list", "--limit", "500"))
     assert {r["id"] for r in listing["records"]} >= set(planted.ids.values())

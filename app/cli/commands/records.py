@@ -16,11 +16,9 @@ from engine.query import RecordQuery, SortKey
 from engine.records import (
     Category,
     Layer,
-    MemoryRecord,
     NewMemory,
     Privacy,
     TrustTier,
-    format_timestamp,
     parse_timestamp,
 )
 
@@ -186,7 +184,7 @@ def _get(args: argparse.Namespace, ctx: CliContext) -> int:
     else:
         for record_id in (record.id, *record.merged_from, *(link.id for link in record.related)):
             ctx.ident(record_id)
-        ctx.print(_describe(record))
+        ctx.print(_describe(ctx.policy.document(record.to_json())))
     return 0
 
 
@@ -293,14 +291,14 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _describe(record: MemoryRecord) -> str:
-    lines = [f"{key:<16} {value}" for key, value in record.to_json().items()
+def _describe(document: dict[str, Any]) -> str:
+    """Human lines of a record document as the exit policy built it (masked hash included)."""
+    lines = [f"{key:<16} {value}" for key, value in document.items()
              if key not in ("provenance", "related", "metadata", "content")]
-    lines.insert(0, f"{'content':<16} {record.content}")
-    lines.append(f"{'metadata':<16} {json.dumps(dict(record.metadata))}")
-    for entry in record.provenance:
-        lines.append(f"{'provenance':<16} {entry.source} ({entry.tier.value}) at "
-                     f"{format_timestamp(entry.at)}")
-    for link in record.related:
-        lines.append(f"{'related':<16} {link.id} ({link.similarity:.3f})")
+    lines.insert(0, f"{'content':<16} {document['content']}")
+    lines.append(f"{'metadata':<16} {json.dumps(document['metadata'])}")
+    for entry in document["provenance"]:
+        lines.append(f"{'provenance':<16} {entry['source']} ({entry['tier']}) at {entry['at']}")
+    for link in document["related"]:
+        lines.append(f"{'related':<16} {link['id']} ({link['similarity']:.3f})")
     return "\n".join(lines)
