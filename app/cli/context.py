@@ -80,8 +80,9 @@ class CliContext:
             ConfigInvalid / RedactionPatternInvalid: a bad ``MEMORY_*`` variable or pattern.
         """
         if self._policy is None:
-            config = engine_config_from_env(os.environ, redaction=self.settings.redaction)
-            self._policy = ExitPolicy.for_config(config)
+            # Off needs no configuration: commands that never open a store do not read MEMORY_*.
+            self._policy = ExitPolicy(None) if not self.settings.redaction else \
+                ExitPolicy.for_config(engine_config_from_env(os.environ, redaction=True))
         return self._policy
 
     @property
