@@ -315,3 +315,20 @@ def test_human_lines_keep_vouched_ids_and_issued_tokens_mask_the_rest(tmp_path: 
     text = out.getvalue()
     assert record_id in text and token in text
     assert other_uuid not in text and SECRETS[36].needle not in text  # fails closed
+
+
+def test_a_crash_report_of_a_redacting_run_is_masked(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.md").write_text("---\nid: A\nstatus: todo\n---\nhello\n", encoding="utf-8")
+    stack = tmp_path / "jane.doe@example.com"
+    stack.mkdir()  # reading a directory as the error log: an OSError no handler expects
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"), "MNEMOSCOPE_LOAD_MODEL": "0"}
+    argv = ["scene", "A", "--workspace", str(workspace), "--error-stack", str(stack)]
+    with pytest.raises(IsADirectoryError):  # redaction off: the bug surfaces as it is
+        run_cli(argv, env)
+    assert run_cli(["--redact", *argv], env) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "IsADirectoryError" in err
+    assert "jane.doe@example.com" not in err and "<REDACT:sha256-" in err
