@@ -47,3 +47,25 @@ def test_error_messages_quoting_input_are_escaped_and_masked(cli: Runner) -> Non
     code, out, err = cli("--redact", "--json", "get", "jane.doe@example.com")
     assert code == 1 and "no record with id" in err
     assert "jane.doe@example.com" not in err + out and "<REDACT:sha256-" in err
+
+
+def test_commands_write_only_through_the_context() -> None:
+    """A command that printed by itself would skip masking and escaping: none does."""
+    import ast
+    from pathlib import Path
+
+    import app.cli.commands as commands
+
+    found = []
+    for path in sorted(Path(commands.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "print":
+                found.append(f"{path.name}:{node.lineno} print()")
+            elif isinstance(func, ast.Attribute) and func.attr in ("write", "writelines") \
+                    and isinstance(func.value, ast.Attribute) \
+                    and func.value.attr in ("stdout", "stderr"):
+                found.append(f"{path.name}:{node.lineno} .{func.value.attr}.{func.attr}()")
+    assert found == []
