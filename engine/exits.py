@@ -188,11 +188,18 @@ class ExitPolicy:
 
     def event(self, event: Event) -> dict[str, Any]:
         """The wire form of ``event``; under redaction its memory text is stripped."""
-        document = event.to_json()
-        if self._mask is not None:
-            document["payload"] = _strip(document["payload"])
-        out: dict[str, Any] = self.document(document)
+        out: dict[str, Any] = self.document(self.stripped(event.to_json()))
         return out
+
+    def stripped(self, event_document: dict[str, Any]) -> dict[str, Any]:
+        """An event's wire form with its memory text stripped under redaction, for an exit
+        that passes the whole response through :meth:`document` once itself (the API).
+
+        One pass only: keyed digests of a second pass would differ from the first.
+        """
+        if self._mask is None:
+            return event_document
+        return {**event_document, "payload": _strip(event_document["payload"])}
 
     def matches(self, given: str, raw: str) -> bool:
         """An exact-match filter (agent, tag, counterpart): ``given`` equals what is shown."""

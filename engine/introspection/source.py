@@ -250,7 +250,8 @@ class EngineSource:
         """
         found, cursor = self.wait_events(after=after, limit=limit, kinds=kinds, wait_s=wait_s,
                                          stop=stop, record_id=record_id)
-        return {"events": [self._policy.event(e) for e in found], "cursor": cursor,
+        # Stripped here, masked with the whole response by the server (one pass).
+        return {"events": [self._policy.stripped(e.to_json()) for e in found], "cursor": cursor,
                 "last_seq": self._engine.events.last_seq()}
 
     def wait_events(self, *, after: int, limit: int, kinds: Sequence[str] | None = None,

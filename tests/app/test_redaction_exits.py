@@ -255,6 +255,14 @@ def test_no_api_route_shows_a_secret(planted: Planted,
     raw_hashes = {e.memory_hash for e in engine.events.query(EventFilter(limit=500))}
     shown_hashes = {e["memory_hash"] for e in events} - {None}
     assert shown_hashes and not shown_hashes & raw_hashes
+    # The stream and the long-poll show one event alike (one masking pass each).
+    streamed = {}
+    for line in client.get("/v1/events/stream").text.splitlines():
+        if line.startswith("data: "):
+            event = json.loads(line[len("data: "):])
+            streamed[event["event_id"]] = event
+    assert streamed and all(streamed[e["event_id"]] == e for e in events
+                            if e["event_id"] in streamed)
 
 
 def test_prefix_probing_learns_nothing(planted: Planted,

@@ -119,7 +119,8 @@ def _events(args: argparse.Namespace, ctx: CliContext) -> int:
                                             newest_first=True))
     found.reverse()
     if ctx.json:
-        ctx.emit_json({"events": [ctx.policy.event(e) for e in found]})
+        # Stripped of memory text here, masked once with the whole document by emit_json.
+        ctx.emit_json({"events": [ctx.policy.stripped(e.to_json()) for e in found]})
         return 0
     for event in found:
         similarity = "" if event.similarity is None else f" sim={event.similarity:.3f}"
