@@ -41,7 +41,7 @@ from engine.lifecycle import (
 from engine.metrics import MemoryMetrics
 from engine.query import RecordPage, RecordQuery, RecordRow, RowPage, page_rows, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
-from engine.redaction import Redactor, redact_text
+from engine.redaction import SECRET_PATTERN_NAMES, Redactor, redact_text
 from engine.retrieval import (
     Ranking,
     RetrievalConfig,
@@ -55,6 +55,7 @@ from engine.retrieval import rescore as rescore_candidates
 from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
 
 if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
+    from engine.exits import Masking
     from engine.ingest import (
         BatchResult,
         ImportReport,
@@ -384,13 +385,19 @@ class MemoryEngine:
         """Records in the given order. Raises :class:`RecordNotFound` for the first missing."""
         return self._store.get_many(record_ids)
 
-    def list_records(self, query: RecordQuery | None = None) -> RecordPage:
-        """One page of records matching ``query``, filtered and sorted in the columnar view."""
+    def list_records(self, query: RecordQuery | None = None, *,
+                     shown: Masking | None = None) -> RecordPage:
+        """One page of records matching ``query``, filtered and sorted in the columnar view.
+
+        Args:
+            shown: The exit's masking function when redaction is on
+                (:attr:`engine.exits.ExitPolicy.shown`): filters then match the masked text.
+        """
         query = query or RecordQuery()
         now = self._clock.now()
         half_life = self._config.memory.importance_decay_half_life_days
         snapshot = self._store.view.snapshot()
-        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life)
+        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life, shown=shown)
         page_rows = rows[query.offset:query.offset + query.limit]
         records = self._store.get_many([snapshot.ids[r] for r in page_rows.tolist()])
         decayed = decayed_importance(
@@ -1059,24 +1066,41 @@ class MemoryEngine:
         return self._retrieval_runtime().lifecycle.tasks(agent_id)
 
     def redaction_scan(self, redactor: Redactor | None = None) -> list[RedactionHit]:
-        """Stored records whose content holds secret-shaped or personal text (seed 002 §14).
+        """Stored records holding secret-shaped or personal text in any field (seed 002 §14).
+
+        Every string the exits would mask is looked at (:func:`engine.exits.document_strings`):
+        content, tags, agent id, source, provenance sources, metadata keys and values at any
+        depth. Reads every record from the store in pages, like an export.
 
         Args:
             redactor: Patterns to scan with (default: the configured ``redact_patterns``).
         """
+        from engine.exits import document_strings
+
         redactor = redactor or Redactor(self._config.memory.redact_patterns)
         snapshot = self._store.view.snapshot()
+        ids = [snapshot.ids[row] for row in snapshot.live_rows.tolist()]
+        page = max(1, self._store.max_batch_size)
         hits: list[RedactionHit] = []
-        for row in snapshot.live_rows.tolist():
-            content = snapshot.contents[row]
-            found = redactor.findings(content)
-            if not found:
-                continue
-            kinds = dict(Counter(f.kind for f in found))
-            hits.append(RedactionHit(
-                id=snapshot.ids[row], agent_id=snapshot.agents[snapshot.agent[row]],
-                kinds=kinds, secret=redactor.contains_secret(content),
-                preview=redactor.redact(content)[:160]))
+        for start in range(0, len(ids), page):
+            for record in self._store.get_many(ids[start:start + page]):
+                kinds: Counter[str] = Counter()
+                fields: list[str] = []
+                secret = False
+                for name, text in document_strings(record.to_json()):
+                    found = redactor.findings(text)
+                    if not found:
+                        continue
+                    kinds.update(f.kind for f in found)
+                    secret = secret or any(f.kind in SECRET_PATTERN_NAMES for f in found)
+                    if name not in fields:
+                        fields.append(name)
+                if not fields:
+                    continue
+                hits.append(RedactionHit(
+                    id=record.id, agent_id=redactor.redact(record.agent_id), kinds=dict(kinds),
+                    secret=secret, preview=redactor.redact(record.content)[:160],
+                    fields=tuple(fields)))
         hits.sort(key=lambda h: (not h.secret, h.id))
         return hits
 
@@ -1107,18 +1131,24 @@ def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RedactionHit:
-    """A stored record whose content matches redaction patterns (``redact-scan``)."""
+    """A stored record with text that matches redaction patterns (``redact-scan``).
+
+    Attributes:
+        fields: The record's fields where the patterns matched (``content``, ``tags``,
+            ``metadata``, ``source``, ``provenance``, ``agent_id``).
+    """
 
     id: str
     agent_id: str
     kinds: Mapping[str, int]
     secret: bool
     preview: str
+    fields: tuple[str, ...] = ("content",)
 
     def to_json(self) -> dict[str, Any]:
-        """Wire form (the preview is already redacted)."""
+        """Wire form (the preview and agent id are already redacted)."""
         return {"id": self.id, "agent_id": self.agent_id, "kinds": dict(self.kinds),
-                "secret": self.secret, "preview": self.preview}
+                "secret": self.secret, "fields": list(self.fields), "preview": self.preview}
 
 
 class _RetrievalRuntime:

@@ -8,9 +8,10 @@ Sorts are stable with the record id as the final tie-break, so paging is determi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,9 @@ from engine.decay import decayed_importance
 from engine.errors import ValidationError
 from engine.records import Layer, MemoryRecord, Privacy
 from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
+
+if TYPE_CHECKING:
+    from engine.exits import Masking
 
 __all__ = ["RecordPage", "RecordQuery", "RecordRow", "RowPage", "SortKey", "page_rows",
            "select_rows"]
@@ -148,11 +152,24 @@ def page_rows(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> list[Record
 
 
 def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
-                half_life_days: float = 30.0) -> npt.NDArray[np.intp]:
-    """Ordered rows of ``snapshot`` matching ``query`` (all of them, not one page)."""
+                half_life_days: float = 30.0,
+                shown: Masking | None = None) -> npt.NDArray[np.intp]:
+    """Ordered rows of ``snapshot`` matching ``query`` (all of them, not one page).
+
+    Args:
+        shown: With redaction on, the masking function of the exit that shows the result
+            (:attr:`engine.exits.ExitPolicy.shown`): the text, agent and tag filters and the
+            text sorts then compare with the masked values, never the raw ones, so a filter
+            cannot confirm text that the response masks.
+    """
     mask = snapshot.alive.copy()
     if query.agent_id is not None:
-        mask &= snapshot.agent == snapshot.agent_code(query.agent_id)
+        if shown is None:
+            mask &= snapshot.agent == snapshot.agent_code(query.agent_id)
+        else:
+            codes = [code for code, name in enumerate(snapshot.agents)
+                     if shown(name) == query.agent_id]
+            mask &= np.isin(snapshot.agent, codes)
     if query.layer is not None:
         mask &= snapshot.layer == LAYERS.index(Layer(query.layer))
     if query.privacy is not None:
@@ -170,13 +187,19 @@ def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
     rows = np.flatnonzero(mask)
     if query.tags:
         wanted = set(query.tags)
-        rows = rows[[wanted.issubset(snapshot.tags[r]) for r in rows.tolist()]] \
-            if len(rows) else rows
-    if query.text:
+        rows = rows[[wanted.issubset(snapshot.tags[r] if shown is None else
+                                     {shown(tag) for tag in snapshot.tags[r]})
+                     for r in rows.tolist()]] if len(rows) else rows
+    if query.text and len(rows):
         needle = query.text.casefold()
-        rows = rows[[needle in snapshot.contents[r].casefold() for r in rows.tolist()]] \
-            if len(rows) else rows
-    return _order(snapshot, rows, query, now_ms, half_life_days)
+        texts = [snapshot.contents[r] for r in rows.tolist()]
+        rows = rows[[needle in text.casefold()
+                     for text in (texts if shown is None else shown.many(texts))]]
+    return _order(snapshot, rows, query, now_ms, half_life_days, shown or _raw)
+
+
+def _raw(text: str) -> str:
+    return text
 
 
 def _id_rank(snapshot: ViewSnapshot) -> npt.NDArray[np.intp]:
@@ -194,7 +217,8 @@ def _id_rank(snapshot: ViewSnapshot) -> npt.NDArray[np.intp]:
 
 
 def _order(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp], query: RecordQuery,
-           now_ms: float, half_life_days: float) -> npt.NDArray[np.intp]:
+           now_ms: float, half_life_days: float,
+           shown: Callable[[str], str] = _raw) -> npt.NDArray[np.intp]:
     if len(rows) == 0:
         return rows
     # Tie-break by id ascending: sort by id first, then stable-sort by the key.
@@ -209,11 +233,13 @@ def _order(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp], query: RecordQuer
         column = decayed_importance(snapshot.importance[rows], snapshot.created_at[rows],
                                     snapshot.access_count[rows], now_ms, half_life_days)
     elif key is SortKey.AGENT:
-        column = np.asarray([snapshot.agents[c] for c in snapshot.agent[rows]], dtype=object)
+        column = np.asarray([shown(snapshot.agents[c]) for c in snapshot.agent[rows]],
+                            dtype=object)
     elif key is SortKey.SOURCE:
-        column = np.asarray([snapshot.sources[c] for c in snapshot.source[rows]], dtype=object)
+        column = np.asarray([shown(snapshot.sources[c]) for c in snapshot.source[rows]],
+                            dtype=object)
     elif key is SortKey.CONTENT:
-        column = np.asarray([snapshot.contents[r].casefold() for r in rows.tolist()],
+        column = np.asarray([shown(snapshot.contents[r]).casefold() for r in rows.tolist()],
                             dtype=object)
     elif key is SortKey.LAYER:
         column = np.asarray([LAYERS[c].value for c in snapshot.layer[rows]], dtype=object)

@@ -40,6 +40,9 @@ def build_parser(*, with_commands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--collection", metavar="NAME",
                         help="Chroma collection (default: mnemoscope_memories)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--redact", dest="redaction", action="store_true",
+                        help="redaction on for this run: secrets and personal data are masked "
+                             "in all output (default: $MNEMOSCOPE_REDACTION / settings)")
     parser.add_argument("--no-model", action="store_true",
                         help="do not load the embedding model (token-Jaccard similarity)")
     gui = parser.add_argument_group("desktop app (no COMMAND)")
@@ -79,9 +82,13 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
             overrides["store"] = args.store
         if args.token:
             overrides["store_token"] = args.token
+        if args.redaction:
+            overrides["redaction"] = True
         settings = dataclasses.replace(settings, **overrides)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from app.cli.context import escape_controls  # the message quotes the bad value
+
+        print(escape_controls(f"error: {exc}"), file=sys.stderr)
         return 1
     if not getattr(args, "handler", None):
         from app.gui import run_gui
@@ -92,12 +99,27 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     ctx = CliContext(settings, json=args.json, load_model=not args.no_model,
                      collection=args.collection)
     try:
-        code: int = args.handler(args, ctx)
+        with ctx.masked_logs():
+            code: int = args.handler(args, ctx)
         return code
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        try:
+            ctx.warn(f"error: {exc}")  # messages quote input and stored text: masked, escaped
+        except EngineError:  # the redaction patterns themselves are bad: nothing to mask with
+            from app.cli.context import escape_controls
+
+            print(escape_controls(f"error: {exc}"), file=sys.stderr)
+            return 1
         if ctx.json:
             ctx.emit_json({"error": {"code": exc.code, "message": str(exc)}})
+        return 1
+    except Exception:
+        if not ctx.redacting:
+            raise
+        # A bug's crash report quotes locals and stored text too: masked like any output.
+        import traceback
+
+        ctx.warn(traceback.format_exc().rstrip("\n"))
         return 1
     finally:
         ctx.close()

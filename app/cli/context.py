@@ -1,21 +1,52 @@
-"""What every CLI command handler gets: output helpers and the engine for the chosen store."""
+"""What every CLI command handler gets: output helpers and the engine for the chosen store.
+
+Every byte a command writes goes through :meth:`CliContext.print`, :meth:`CliContext.warn`,
+:meth:`CliContext.write` or :meth:`CliContext.emit_json`, which apply the exit policy
+(:mod:`engine.exits`: with redaction on, secrets and personal data are masked) and make the
+text safe for a terminal (control characters and escape sequences are shown escaped, so a
+stored memory cannot retitle, clear or overwrite the user's terminal). Masking fails closed:
+identifiers in human output are masked like any text unless the command marks them with
+:meth:`CliContext.ident` (kept only if they have the shape of an id this engine makes).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from app.settings import Settings, server_ledger_path
+from engine.errors import EngineError, ValidationError
+from engine.exits import ExitPolicy, RedactingLogFilter
 from engine.memory_engine import MemoryEngine, engine_config_from_env
 from engine.store import StoreSpec
 
-__all__ = ["CliContext"]
+__all__ = ["CliContext", "escape_controls"]
 
 MODEL_WAIT_SECONDS = 180.0
+
+# C0 controls but newline and tab (ESC starts every terminal escape sequence; CR and BS
+# overwrite what was printed), DEL, C1 controls (0x9b is a one-byte CSI on some terminals) and
+# the bidirectional overrides and isolates (they reorder what is shown, "Trojan Source").
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# The same set minus what json.dumps already escapes (every C0 control).
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN`` / ``\\uNNNN`` (newline, tab kept)."""
+    return _CONTROLS.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @dataclass
@@ -23,7 +54,8 @@ class CliContext:
     """Per-invocation state shared by command handlers.
 
     Attributes:
-        settings: The resolved settings (file ← env ← options).
+        settings: The resolved settings (file ← env ← options); ``settings.redaction`` turns
+            the exit policy on (``MNEMOSCOPE_REDACTION``, settings.json or ``--redact``).
         json: ``--json`` was given: print exactly one JSON document on stdout.
         load_model: Load the embedding model for commands that embed (``--no-model`` clears it).
         collection: Chroma collection to open.
@@ -37,19 +69,132 @@ class CliContext:
     stderr: IO[str] = field(default_factory=lambda: sys.stderr)
     _engine: MemoryEngine | None = None
     _closers: list[Callable[[], None]] = field(default_factory=list)
+    _policy: ExitPolicy | None = None
+    _verbatim: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> ExitPolicy:
+        """The exit policy of this run (the configured patterns; on when redaction is on).
+
+        Raises:
+            ConfigInvalid / RedactionPatternInvalid: a bad ``MEMORY_*`` variable or pattern.
+        """
+        if self._policy is None:
+            # Off needs no configuration: commands that never open a store do not read MEMORY_*.
+            self._policy = ExitPolicy(None) if not self.settings.redaction else \
+                ExitPolicy.for_config(engine_config_from_env(os.environ, redaction=True))
+        return self._policy
+
+    @property
+    def redacting(self) -> bool:
+        """True when redaction is on and its patterns are valid (else nothing can mask)."""
+        try:
+            return self.policy.redacting
+        except EngineError:
+            return False
+
+    @contextlib.contextmanager
+    def masked_logs(self) -> Iterator[None]:
+        """While a command runs with redaction on, log records reach stderr masked.
+
+        Python prints warnings of unconfigured loggers through a last-resort handler that no
+        filter can reach; a handler of the same level is installed in its place, and every
+        handler already on the root logger gets the masking filter too.
+        """
+        if not self.redacting:
+            yield
+            return
+        log_filter = RedactingLogFilter(self.policy)
+        root = logging.getLogger()
+        handler = logging.StreamHandler(self.stderr)
+        handler.setLevel(logging.WARNING)
+        handlers = [*root.handlers, handler]
+        root.addHandler(handler)
+        for each in handlers:
+            each.addFilter(log_filter)
+        try:
+            yield
+        finally:
+            root.removeHandler(handler)
+            for each in handlers:
+                each.removeFilter(log_filter)
+
+    def policy_for(self, *, redact: bool) -> ExitPolicy:
+        """This run's policy, or a redacting one with the same patterns when ``redact`` asks
+        for it (``export --redact`` with redaction otherwise off)."""
+        if self.policy.redacting or not redact:
+            return self.policy
+        config = engine_config_from_env(os.environ, redaction=True)
+        return ExitPolicy.for_config(config)
+
+    def agent(self, engine: MemoryEngine, given: str | None) -> str | None:
+        """An ``--agent`` option of a reading command → the stored agent id.
+
+        With redaction on the user sees masked agent ids and gives those; a raw id that masking
+        changes is refused (it would confirm the raw text by what the command finds).
+
+        Raises:
+            ValidationError: no agent is shown with ``given``.
+        """
+        if given is None or not self.policy.redacting:
+            return given
+        found = self.policy.resolve(given, engine.stats().by_agent)
+        if found is None:
+            raise ValidationError("--agent", given, "no agent is shown with this id; with "
+                                  "redaction on, give the id as the output shows it")
+        return found
+
+    def ident(self, value: str) -> str:
+        """Mark ``value`` as an identifier in human output: shown as is when it has the shape
+        of an id this engine makes (as in JSON documents), masked otherwise."""
+        if self.policy.redacting and self.policy.is_identifier(value):
+            self._keep(value)
+        return value
+
+    def issued(self, value: str) -> str:
+        """Mark ``value`` as a credential this command made for its user (``serve``'s API
+        token): shown as is, since masking it would make it useless."""
+        if self.policy.redacting:
+            self._keep(value)
+        return value
+
+    def _keep(self, value: str) -> None:
+        from engine.redaction import placeholder_for
+
+        self._verbatim[placeholder_for(value)] = value
+
+    def _shown(self, text: str) -> str:
+        """``text`` masked by the policy, with the values the command vouched for restored."""
+        masked = self.policy.text(text)
+        for placeholder, value in self._verbatim.items():
+            masked = masked.replace(placeholder, value)
+        return masked
 
     def print(self, text: str = "") -> None:
-        """Human output on stdout."""
-        print(text, file=self.stdout)
+        """Human output on stdout: masked by the exit policy, control characters escaped."""
+        print(escape_controls(self._shown(text)), file=self.stdout)
+
+    def write(self, text: str) -> None:
+        """Human output on stdout without an added newline (masked and escaped as print)."""
+        self.stdout.write(escape_controls(self._shown(text)))
 
     def warn(self, text: str) -> None:
-        """A notice on stderr (never mixes with JSON on stdout)."""
-        print(text, file=self.stderr)
+        """A notice on stderr (never mixes with JSON on stdout); masked and escaped."""
+        print(escape_controls(self._shown(text)), file=self.stderr)
 
     def emit_json(self, document: Any) -> None:
-        """The one JSON document of a ``--json`` run."""
-        json.dump(document, self.stdout, indent=2, ensure_ascii=False, allow_nan=False,
-                  default=str)
+        """The one JSON document of a ``--json`` run, built by the exit policy.
+
+        JSON escapes C0 controls itself; DEL, C1 controls and bidirectional overrides are
+        escaped too (``\\u009b``), which changes no value a parser reads.
+        """
+        if self.policy.redacting:
+            document = self.policy.document(document)
+        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+        if self.policy.redacting:
+            for placeholder, value in self._verbatim.items():
+                text = text.replace(placeholder, value)
+        self.stdout.write(_JSON_UNSAFE.sub(_json_escaped, text))
         self.stdout.write("\n")
 
     def store_spec(self, *, read_only: bool = False) -> StoreSpec:
@@ -98,3 +243,7 @@ class CliContext:
     def on_close(self, closer: Callable[[], None]) -> None:
         """Run ``closer`` when the command finishes."""
         self._closers.append(closer)
+
+
+def _json_escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"

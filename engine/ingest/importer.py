@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ValidationError
+from engine.exits import ExitPolicy
 from engine.ingest.conversations import read_conversation
 from engine.ingest.jsonl import read_jsonl, write_jsonl_atomic
 from engine.ingest.kinds import Action
@@ -299,16 +300,22 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
 
 def export_records(records: Iterable[MemoryRecord], path: str | Path, *,
                    redact: Callable[[str], str] | None = None) -> int:
-    """Write records as JSONL atomically; ``redact`` is applied to each record's content.
+    """Write records as JSONL atomically; with ``redact``, through the exit policy.
+
+    A redacted export masks every string of every record — content, tags, source, agent id,
+    provenance sources, metadata keys and values at any depth — with the identifier exemption
+    of :mod:`engine.exits`, and carries the content hash of the *masked* content (a raw hash
+    would let anyone confirm a guessed secret; the masked one is what a re-import computes).
 
     Returns:
         The number of records written.
     """
+    policy = ExitPolicy(redact)
+
     def rows() -> Iterator[dict[str, Any]]:
         for record in records:
-            row = record.to_json()
+            row: dict[str, Any] = policy.document(record.to_json())
             if redact is not None:
-                row["content"] = redact(record.content)
                 row["redacted"] = True
             yield row
 

@@ -2,7 +2,8 @@
 
 * :mod:`.server`    the HTTP server (auth, limits, routes), :func:`serve_in_thread`
 * :mod:`.source`    the reads behind it (live in-process, or following a store read-only)
-* :mod:`.documents` JSON shaping and response redaction
+* :mod:`engine.exits` (not in this package) the exit policy every response is built with:
+  JSON shaping, redaction, filters on the masked text
 * :mod:`.client`    a small read-only client (httpx) with reconnecting event streams — import
   it from ``engine.introspection.client``; the server itself needs only the standard library
 

@@ -24,9 +24,10 @@ bucket (429 + ``Retry-After``), bearer token (401 +
 ``WWW-Authenticate: Bearer``, compared in constant time), method (405: there are no write
 endpoints), no request body (413), strict query parsing (400 for malformed, unknown or repeated
 parameters and bad values). With redaction on, every response body — records, events, errors —
-passes through the redactor (see :mod:`.documents`). Every error, including the ones the
-standard library's request parsing answers (400, 414, 431, 501, 505), is a JSON body
-``{"error": {"code": ..., "message": ...}}``.
+is built by the exit policy (:mod:`engine.exits`), and the filters (``text``, ``agent``,
+``tag``, ``counterpart``) match the masked text the response shows, never the raw text. Every
+error, including the ones the standard library's request parsing answers (400, 414, 431, 501,
+505), is a JSON body ``{"error": {"code": ..., "message": ...}}``.
 
 The server binds to loopback unless ``allow_remote`` is given; it never serves TLS, so a remote
 bind belongs behind a tunnel or a TLS proxy.
@@ -53,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from engine.errors import ConfigInvalid, EngineError, RecordNotFound, ValidationError
-from engine.introspection.documents import Redactor, prepare
+from engine.exits import ExitPolicy, Masker
 from engine.introspection.source import EngineSource
 from engine.query import RecordQuery, SortKey
 from engine.records import Layer, Privacy, parse_timestamp
@@ -452,7 +453,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(self._head)
 
     def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s %s", self.address_string(), format % args)
+        # The request line carries the query (``text=…``): logged as the policy shows it.
+        _log.debug("%s %s", self.address_string(), self.server.api.policy.text(format % args))
 
     def handle_one_request(self) -> None:
         super().handle_one_request()  # ends a read that ran out of time, answering nothing
@@ -539,7 +541,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (TimeoutError, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug: log it, answer 500 without details
-            _log.exception("introspection request failed: %s", self.path)
+            _log.exception("introspection request failed: %s", api.policy.text(self.path))
             api.errors.append(exc)
             self._send_json(HTTPStatus.INTERNAL_SERVER_ERROR,
                             {"error": {"code": "INTERNAL", "message": "internal error"}})
@@ -574,8 +576,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: HTTPStatus, document: Any,
                    headers: Mapping[str, str] | None = None, *, redact: bool = False) -> None:
         api = self.server.api
-        redactor = api.redactor if (api.redaction or redact) else None
-        body = json.dumps(prepare(document, redactor), ensure_ascii=False,
+        policy = api.always_redacting if redact else api.policy
+        body = json.dumps(policy.document(document), ensure_ascii=False,
                           allow_nan=False, separators=(",", ":")).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -696,7 +698,6 @@ class _Handler(BaseHTTPRequestHandler):
             limits = api.limits
             ends = time.monotonic() + limits.stream_max_s
             cursor = after
-            redactor = api.redactor if api.redaction else None
             while not api.stopping.is_set():
                 left = ends - time.monotonic()
                 if left <= 0:
@@ -707,7 +708,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if not found:
                     self.wfile.write(b": keepalive\n\n")
                 for event in found:
-                    data = json.dumps(prepare(event.to_json(), redactor), ensure_ascii=False,
+                    data = json.dumps(api.policy.event(event), ensure_ascii=False,
                                       allow_nan=False, separators=(",", ":"))
                     kind = event.kind.replace("\n", " ").replace("\r", " ")
                     self.wfile.write(f"id: {event.seq}\nevent: {kind}\ndata: {data}\n\n"
@@ -757,18 +758,19 @@ class IntrospectionServer:
             (``secrets.token_urlsafe(32)``).
         allow_remote: Permit a non-loopback ``host``.
         redaction: Redact every response; None follows the engine's configuration.
-        redactor: The redaction function; default :func:`engine.redaction.redact_text`.
+        redactor: The redaction function; default: the engine's configured patterns
+            (``MEMORY_REDACT_PATTERNS``).
         limits: Request limits.
         refresh_interval_s: Read-only mode: shortest time between view reloads.
 
     Raises:
-        ConfigInvalid: a non-loopback host without ``allow_remote``, a short token, or
-            redaction on without a redactor.
+        ConfigInvalid: a non-loopback host without ``allow_remote`` or a short token.
+        RedactionPatternInvalid: a configured redaction pattern is unknown or invalid.
     """
 
     def __init__(self, engine: MemoryEngine, *, host: str = "127.0.0.1", port: int = 0,
                  token: str | None = None, allow_remote: bool = False,
-                 redaction: bool | None = None, redactor: Redactor | None = None,
+                 redaction: bool | None = None, redactor: Masker | None = None,
                  limits: ServerLimits | None = None, refresh_interval_s: float = 2.0) -> None:
         if not is_loopback(host) and not allow_remote:
             raise ConfigInvalid("host", host, "binding a non-loopback address exposes the "
@@ -780,12 +782,17 @@ class IntrospectionServer:
         self.token = token or secrets.token_urlsafe(32)
         self.limits = limits or ServerLimits()
         self.redaction = engine.config.redaction if redaction is None else redaction
-        self.redactor = redactor or _default_redactor()
+        # ``/debug/memory`` is always redacted (seed 002 §20 "sanitized"); every other route
+        # follows the toggle. One policy builds every response and the filters' view of text.
+        self.always_redacting = ExitPolicy(redactor) if redactor is not None else \
+            ExitPolicy.for_config(engine.config, redaction=True)
+        self.policy = self.always_redacting if self.redaction else ExitPolicy(None)
         self.bucket = _Bucket(self.limits.rate_per_s, self.limits.burst)
         self.streams = threading.BoundedSemaphore(self.limits.max_streams)
         self.stopping = threading.Event()
         self.errors: list[BaseException] = []
-        self.source = EngineSource(engine, refresh_interval_s=refresh_interval_s)
+        self.source = EngineSource(engine, refresh_interval_s=refresh_interval_s,
+                                   policy=self.policy)
         try:
             self._httpd = _Server((host, port), self)
         except OSError as exc:
@@ -836,12 +843,6 @@ class IntrospectionServer:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
-
-
-def _default_redactor() -> Redactor:
-    from engine.redaction import redact_text
-
-    return redact_text
 
 
 def serve_in_thread(engine: MemoryEngine, **options: Any) -> IntrospectionServer:

@@ -14,7 +14,10 @@ Two ways to run the API (``docs/api.md``):
   tells the layer service which records changed. Changes whose events were dropped by sampling
   (``sampling_rate`` < 1; edits and deletions are never dropped) show after a restart.
 
-Every read goes through here, so the HTTP layer stays a thin translation of requests.
+Every read goes through here, so the HTTP layer stays a thin translation of requests. The
+source holds the server's exit policy (:mod:`engine.exits`): with redaction on, its filters
+match what the response shows (masked text, masked agent and counterpart names), never the raw
+text, and events read back stripped of memory text whenever they were recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.events import Event, EventFilter
+from engine.exits import ExitPolicy
 from engine.query import RecordQuery
 from engine.records import Layer, format_timestamp
 
@@ -58,11 +62,14 @@ class EngineSource:
         engine: The engine (writable = in-process and live; read-only = following).
         refresh_interval_s: Read-only mode: shortest time between view reloads.
         monotonic: Time source for the reload throttle and waits (tests may pass their own).
+        policy: The exit policy of the responses (default: redaction off).
     """
 
     def __init__(self, engine: MemoryEngine, *, refresh_interval_s: float = 2.0,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 policy: ExitPolicy | None = None) -> None:
         self._engine = engine
+        self._policy = policy or ExitPolicy(None)
         self._live = not engine.read_only
         self._interval = refresh_interval_s
         self._monotonic = monotonic
@@ -175,7 +182,7 @@ class EngineSource:
         """One page of records (with decayed importance) and the total."""
         self.refresh()
         version = self._engine.events.last_seq()
-        page = self._engine.list_records(query)
+        page = self._engine.list_records(query, shown=self._policy.shown)
         rows = []
         for i, record in enumerate(page.records):
             item = record.to_json()
@@ -243,7 +250,8 @@ class EngineSource:
         """
         found, cursor = self.wait_events(after=after, limit=limit, kinds=kinds, wait_s=wait_s,
                                          stop=stop, record_id=record_id)
-        return {"events": [e.to_json() for e in found], "cursor": cursor,
+        # Stripped here, masked with the whole response by the server (one pass).
+        return {"events": [self._policy.stripped(e.to_json()) for e in found], "cursor": cursor,
                 "last_seq": self._engine.events.last_seq()}
 
     def wait_events(self, *, after: int, limit: int, kinds: Sequence[str] | None = None,
@@ -269,19 +277,39 @@ class EngineSource:
 
     # -- layers ----------------------------------------------------------------------------
 
+    def _agent(self, given: str | None) -> tuple[bool, str | None]:
+        """(known, raw agent id) for an agent filter as a client wrote it.
+
+        With redaction on, a client sees masked agent ids, so it filters by those
+        (:meth:`ExitPolicy.resolve`); a raw id that masking changes matches nothing.
+        """
+        if given is None or not self._policy.redacting:
+            return True, given
+        found = self._policy.resolve(given, self._engine.store.view.snapshot().agents)
+        return found is not None, found
+
     def social(self, *, agent_id: str | None, counterpart: str | None,
                series: bool) -> dict[str, Any]:
         """Social summaries (with their sentiment series when asked)."""
         self.refresh()
+        found, agent_id = self._agent(agent_id)
+        if not found:
+            return {"summaries": []}
         service = self._engine.layers
         service.flush()
-        return {"summaries": [s.to_json(with_series=series) for s in
-                              service.social_summaries(agent_id, counterpart)]}
+        summaries = service.social_summaries(
+            agent_id, None if self._policy.redacting else counterpart)
+        if counterpart is not None and self._policy.redacting:
+            summaries = [s for s in summaries if self._policy.matches(counterpart, s.counterpart)]
+        return {"summaries": [s.to_json(with_series=series) for s in summaries]}
 
     def procedural(self, *, agent_id: str | None, history: bool,
                    episodes: bool = False) -> dict[str, Any]:
         """Mined patterns (with their success-rate history and supporting episodes when asked)."""
         self.refresh()
+        found, agent_id = self._agent(agent_id)
+        if not found:
+            return {"patterns": []}
         service = self._engine.layers
         service.flush()
         out = []
@@ -298,6 +326,10 @@ class EngineSource:
                 filters: Mapping[str, Any], limit: int) -> dict[str, Any]:
         """Spatial points: all (oldest first), within a radius, or the k nearest."""
         self.refresh()
+        found, agent_id = self._agent(filters.get("agent_id"))
+        if not found:
+            return {"points": []}
+        filters = {**filters, "agent_id": agent_id}
         service = self._engine.layers
         service.flush()
         if center is not None and radius is not None:

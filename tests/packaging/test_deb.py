@@ -139,7 +139,7 @@ def test_layout_has_app_link_desktop_entry_and_icons(unpacked: Path) -> None:
     assert (unpacked / "usr/share/icons/hicolor/scalable/apps/mnemoscope.svg").is_file()
     # The model travels inside the bundle, converted for OpenVINO (packaging/export_model.py).
     model = unpacked / INSTALL / MODEL
-    assert (model / "model.bin").stat().st_size > 80_000_000
+    assert (model / "model.bin").stat().st_size > 40_000_000  # f16 weights
     assert (model / "model.xml").is_file() and (model / "tokenizer.json").is_file()
     assert (model / "mnemoscope-openvino.json").is_file()
 
@@ -160,7 +160,11 @@ def test_no_cuda_or_test_payload_in_the_bundle(unpacked: Path) -> None:
                      "PySide6/Qt/lib/libQt6WebEngineCore.so.6",
                      "PySide6/Qt/lib/libQt6Quick.so.6", "PySide6/Qt/lib/libQt6Qml.so.6"):
         assert not (internal / unwanted).exists(), unwanted
-    assert (internal / "openvino/libs/libopenvino_intel_cpu_plugin.so").is_file()
+    for needed in ("libopenvino_intel_cpu_plugin.so", "libopenvino_ir_frontend.so.*"):
+        assert list((internal / "openvino/libs").glob(needed)), needed
+    # no link left pointing at a library a trim rule removed
+    dangling = [str(p) for p in bundle.rglob("*") if p.is_symlink() and not p.exists()]
+    assert dangling == [], dangling
 
 
 def test_frozen_version(unpacked: Path, isolation: list[str], tmp_path: Path) -> None:

@@ -31,6 +31,11 @@ def _fate(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json or args.fate_json:
         ctx.emit_json(fate.to_json())
         return 0
+    # Ids inside step sentences are the record's own story: keep those of our shape.
+    for record_id in (fate.record_id, fate.survivor_id,
+                      *(step.related_id for step in fate.steps)):
+        if record_id:
+            ctx.ident(record_id)
     survivor = f" → {fate.survivor_id}" if fate.survivor_id else ""
     ctx.print(f"{fate.record_id}: {fate.status}{survivor}")
     for step in fate.steps:

@@ -9,7 +9,6 @@ failed (the good lines are still ingested), else 0.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 from app.cli.context import CliContext
 from app.cli.groups import eval_group
-from engine.errors import EngineError, ValidationError
+from engine.errors import ValidationError
 from engine.events import EventFilter
 from engine.ingest.conversations import ConversationFormat
 from engine.ingest.importer import LineOutcome, SalienceCut
@@ -65,7 +64,8 @@ def register(subparsers: Any) -> None:
     export = subparsers.add_parser("export", help="write every record to a JSONL file")
     export.add_argument("file", metavar="FILE")
     export.add_argument("--redact", action="store_true",
-                        help="redact secrets and personal data in the content")
+                        help="redact secrets and personal data in every field (always on "
+                             "when redaction is on)")
     export.set_defaults(handler=_export)
 
     events = subparsers.add_parser("events", help="show recorded pipeline and audit events")
@@ -160,7 +160,7 @@ def _imports(args: argparse.Namespace, ctx: CliContext) -> int:
         counts = ", ".join(f"{action} {n}" for action, n in entry.counts.items() if n)
         state = f"undone {format_timestamp(entry.undone_at)}" if entry.undone_at is not None \
             else "stopped part way" if entry.finished_at is None else counts or "nothing"
-        ctx.print(f"{entry.id}  {format_timestamp(entry.started_at)}  {entry.kind:<12} "
+        ctx.print(f"{ctx.ident(entry.id)}  {format_timestamp(entry.started_at)}  {entry.kind:<12} "
                   f"{entry.path}  ({state})")
     return 0
 
@@ -177,9 +177,9 @@ def _undo_import(args: argparse.Namespace, ctx: CliContext) -> int:
             f"{_count(counts['withdrawn'], 'pending review item')}")
     ctx.print(f"{'Undone' if args.yes else 'Undo would'}: {what}.")
     for record_id, why in plan.conflicts:
-        ctx.print(f"  left alone: {record_id} ({why})")
+        ctx.print(f"  left alone: {ctx.ident(record_id)} ({why})")
     if not args.yes:
-        ctx.print(f"Run `mnemoscope undo-import {args.id} --yes` to undo the import.")
+        ctx.print(f"Run `mnemoscope undo-import {ctx.ident(args.id)} --yes` to undo the import.")
     return 0
 
 
@@ -193,26 +193,15 @@ def _elide(text: str, width: int = 72) -> str:
                       ensure_ascii=False)
 
 
-def _redactor() -> Callable[[str], str]:
-    """The engine's redaction function (DESIGN 8)."""
-    try:
-        module = importlib.import_module("engine.redaction")
-    except ImportError as exc:
-        raise EngineError("redaction is not available in this build (engine.redaction is "
-                          "missing)") from exc
-    redactor = module.Redactor()
-    redact: Callable[[str], str] = redactor.redact
-    return redact
-
-
 def _export(args: argparse.Namespace, ctx: CliContext) -> int:
-    redact = _redactor() if args.redact else None
+    policy = ctx.policy_for(redact=args.redact)
     engine = ctx.open_engine(read_only=True)
-    count = engine.export_jsonl(args.file, redact=redact)
+    count = engine.export_jsonl(args.file, redact=policy.shown)
     if ctx.json:
-        ctx.emit_json({"file": args.file, "records": count, "redacted": bool(args.redact)})
+        ctx.emit_json({"file": args.file, "records": count, "redacted": policy.redacting})
     else:
-        ctx.print(f"exported {count} record(s) to {args.file}")
+        ctx.print(f"exported {count} record(s) to {args.file}"
+                  f"{' (redacted)' if policy.redacting else ''}")
     return 0
 
 
@@ -226,13 +215,14 @@ def _events(args: argparse.Namespace, ctx: CliContext) -> int:
                                             newest_first=True))
     found.reverse()
     if ctx.json:
-        ctx.emit_json({"events": [e.to_json() for e in found]})
+        # Stripped of memory text here, masked once with the whole document by emit_json.
+        ctx.emit_json({"events": [ctx.policy.stripped(e.to_json()) for e in found]})
         return 0
     for event in found:
         similarity = "" if event.similarity is None else f" sim={event.similarity:.3f}"
         reason = f" ({event.decision_reason})" if event.decision_reason else ""
         ctx.print(f"{format_timestamp(event.ts)} #{event.seq} {event.kind}{reason} "
-                  f"{event.record_id or '-'}{similarity}")
+                  f"{ctx.ident(event.record_id) if event.record_id else '-'}{similarity}")
     return 0
 
 
@@ -245,7 +235,8 @@ def _review_list(args: argparse.Namespace, ctx: CliContext) -> int:
         similarity = "-" if item.similarity is None else f"{item.similarity:.3f}"
         conflicts = "; ".join(f"{c.kind}: {', '.join(c.existing) or '-'} vs "
                               f"{', '.join(c.incoming) or '-'}" for c in item.conflicts)
-        ctx.print(f"{item.id}  {item.reason:<22} sim {similarity}  target {item.target_id}")
+        ctx.print(f"{ctx.ident(item.id)}  {item.reason:<22} sim {similarity}  "
+                  f"target {ctx.ident(item.target_id)}")
         ctx.print(f"    incoming: {item.incoming.content}")
         if conflicts:
             ctx.print(f"    conflicts: {conflicts}")
@@ -261,7 +252,7 @@ def _review_resolve(args: argparse.Namespace, ctx: CliContext, approve: bool) ->
                        "record": None if result.record is None else result.record.to_json()})
     else:
         verb = "merged into" if approve else "kept as"
-        ctx.print(f"review {args.id}: {verb} {result.record_id}")
+        ctx.print(f"review {ctx.ident(args.id)}: {verb} {ctx.ident(result.record_id or '-')}")
     return 0
 
 

@@ -55,28 +55,30 @@ def _report(ctx: CliContext, report: LifecycleReport) -> int:
     ctx.print(f"{report.action}: {verb} {len(report.selection)} record(s)"
               f"{' (' + reasons + ')' if reasons else ''}; {report.remaining} in store")
     for record_id in report.selection.ids:
-        ctx.print(f"  {record_id}  {report.selection.reasons[record_id]}")
+        ctx.print(f"  {ctx.ident(record_id)}  {report.selection.reasons[record_id]}")
     return 0
 
 
 def _prune(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.prune(args.mode, args.dry_run, agent_id=args.agent))
+    return _report(ctx, engine.prune(args.mode, args.dry_run,
+                                     agent_id=ctx.agent(engine, args.agent)))
 
 
 def _expire(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.expire(args.dry_run, agent_id=args.agent))
+    return _report(ctx, engine.expire(args.dry_run, agent_id=ctx.agent(engine, args.agent)))
 
 
 def _retention(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.enforce_retention(args.dry_run, agent_id=args.agent))
+    return _report(ctx, engine.enforce_retention(args.dry_run,
+                                                 agent_id=ctx.agent(engine, args.agent)))
 
 
 def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run, embed=not args.dry_run)
-    reports = engine.compact(args.agent, args.dry_run, limit=args.limit)
+    reports = engine.compact(ctx.agent(engine, args.agent), args.dry_run, limit=args.limit)
     if ctx.json:
         ctx.emit_json({"agents": [r.to_json() for r in reports]})
         return 0
@@ -90,7 +92,7 @@ def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
                       f"{len(report.summaries)} summary record(s); "
                       f"{report.remaining} episodic remain")
         for task in report.tasks:
-            target = f" -> {task.summary_record_id}" if task.summary_record_id else ""
+            target = f" -> {ctx.ident(task.summary_record_id)}" if task.summary_record_id else ""
             why = f" ({task.failure_reason})" if task.failure_reason else ""
             ctx.print(f"  task {task.id[:8]} {task.status.value:<9} {len(task.source_ids)} "
                       f"source(s){target}{why}")
@@ -105,8 +107,8 @@ def _redact_scan(args: argparse.Namespace, ctx: CliContext) -> int:
     ctx.print(f"{len(hits)} record(s) with secret-shaped or personal text")
     for hit in hits:
         kinds = ", ".join(f"{k}×{v}" for k, v in sorted(hit.kinds.items()))
-        ctx.print(f"  {hit.id}  [{hit.agent_id}] {'SECRET ' if hit.secret else ''}{kinds}: "
-                  f"{hit.preview}")
+        ctx.print(f"  {ctx.ident(hit.id)}  [{hit.agent_id}] {'SECRET ' if hit.secret else ''}"
+                  f"{kinds} in {', '.join(hit.fields)}: {hit.preview}")
     return 0
 
 

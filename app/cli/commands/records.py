@@ -16,11 +16,9 @@ from engine.query import RecordQuery, SortKey
 from engine.records import (
     Category,
     Layer,
-    MemoryRecord,
     NewMemory,
     Privacy,
     TrustTier,
-    format_timestamp,
     parse_timestamp,
 )
 
@@ -157,6 +155,9 @@ def _add(args: argparse.Namespace, ctx: CliContext) -> int:
                               "review_id": result.review_id}
         ctx.emit_json(document)
     else:
+        for record_id in (result.record_id, result.target_id, result.review_id):
+            if record_id:
+                ctx.ident(record_id)
         ctx.print(_describe_outcome(result))
     return 0
 
@@ -181,7 +182,9 @@ def _get(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(record.to_json())
     else:
-        ctx.print(_describe(record))
+        for record_id in (record.id, *record.merged_from, *(link.id for link in record.related)):
+            ctx.ident(record_id)
+        ctx.print(_describe(ctx.policy.document(record.to_json())))
     return 0
 
 
@@ -189,7 +192,8 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
     query = RecordQuery(agent_id=args.agent, layer=args.layer, privacy=args.privacy,
                         tags=tuple(args.tag), text=args.text, sort_by=SortKey(args.sort),
                         descending=not args.ascending, offset=args.offset, limit=args.limit)
-    page = ctx.open_engine(read_only=True).list_records(query)
+    # With redaction on, --text/--agent/--tag match the masked text the listing shows.
+    page = ctx.open_engine(read_only=True).list_records(query, shown=ctx.policy.shown)
     if ctx.json:
         ctx.emit_json({"total": page.total, "offset": page.offset,
                        "records": [r.to_json() for r in page.records]})
@@ -197,7 +201,7 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
     for record in page.records:
         preview = record.content.replace("\n", " ")
         preview = preview if len(preview) <= 70 else preview[:67] + "..."
-        ctx.print(f"{record.id}  {record.layer.value:<10} {record.agent_id:<12} "
+        ctx.print(f"{ctx.ident(record.id)}  {record.layer.value:<10} {record.agent_id:<12} "
                   f"{record.importance:4.2f}  {preview}")
     shown = len(page.records)
     ctx.print(f"({page.offset + 1 if shown else 0}-{page.offset + shown} of {page.total})")
@@ -226,7 +230,7 @@ def _edit(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(record.to_json())
     else:
-        ctx.print(f"updated {record.id} (version {record.version})")
+        ctx.print(f"updated {ctx.ident(record.id)} (version {record.version})")
     return 0
 
 
@@ -287,14 +291,14 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _describe(record: MemoryRecord) -> str:
-    lines = [f"{key:<16} {value}" for key, value in record.to_json().items()
+def _describe(document: dict[str, Any]) -> str:
+    """Human lines of a record document as the exit policy built it (masked hash included)."""
+    lines = [f"{key:<16} {value}" for key, value in document.items()
              if key not in ("provenance", "related", "metadata", "content")]
-    lines.insert(0, f"{'content':<16} {record.content}")
-    lines.append(f"{'metadata':<16} {json.dumps(dict(record.metadata))}")
-    for entry in record.provenance:
-        lines.append(f"{'provenance':<16} {entry.source} ({entry.tier.value}) at "
-                     f"{format_timestamp(entry.at)}")
-    for link in record.related:
-        lines.append(f"{'related':<16} {link.id} ({link.similarity:.3f})")
+    lines.insert(0, f"{'content':<16} {document['content']}")
+    lines.append(f"{'metadata':<16} {json.dumps(document['metadata'])}")
+    for entry in document["provenance"]:
+        lines.append(f"{'provenance':<16} {entry['source']} ({entry['tier']}) at {entry['at']}")
+    for link in document["related"]:
+        lines.append(f"{'related':<16} {link['id']} ({link['similarity']:.3f})")
     return "\n".join(lines)

@@ -68,7 +68,8 @@ def register(subparsers: Any) -> None:
 def _search(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.inspect, embed=bool(args.query))
     budget = args.max_tokens or engine.config.memory.max_context_tokens
-    request = RetrievalRequest(max_tokens=budget, query=args.query, agent_id=args.agent,
+    request = RetrievalRequest(max_tokens=budget, query=args.query,
+                               agent_id=ctx.agent(engine, args.agent),
                                purpose=args.purpose, strategy=args.strategy,
                                pressure_state=args.pressure)
     bundle = engine.retrieve(request, inspect=args.inspect)

@@ -78,9 +78,9 @@ def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     server.start()
-    shown_token = "(from $" + TOKEN_ENV + ")" if token else server.token
+    shown_token = "(from $" + TOKEN_ENV + ")" if token else ctx.issued(server.token)
     if ctx.json:
-        ctx.emit_json({"url": server.url, "token": None if token else server.token,
+        ctx.emit_json({"url": server.url, "token": None if token else ctx.issued(server.token),
                        "token_from_env": bool(token), "mode": server.source.mode,
                        "redaction": server.redaction, "pid": os.getpid()})
         ctx.stdout.flush()

@@ -100,7 +100,7 @@ def _open(args: argparse.Namespace, ctx: CliContext) -> Workspace:
 
 
 def _cycle(ctx: CliContext, exc: CycleDetected) -> int:
-    print(str(exc), file=ctx.stderr)
+    ctx.warn(str(exc))
     if ctx.json:
         ctx.emit_json({"error": {"code": exc.code, "message": str(exc), "path": exc.path}})
     return EXIT_CYCLE
@@ -153,7 +153,7 @@ def _scene(args: argparse.Namespace, ctx: CliContext) -> int:
                   f"{scene.used_tokens}/{scene.budget} tokens, pruned: {pruned}, "
                   f"masked: {scene.masked}, scene {scene.scene_hash[:12]}")
     else:
-        ctx.stdout.write(text)
+        ctx.write(text)
     return 0
 
 
@@ -174,7 +174,7 @@ def _validate(args: argparse.Namespace, ctx: CliContext) -> int:
         })
         return code
     for error in errors:
-        print(str(error), file=ctx.stderr)
+        ctx.warn(str(error))
     ctx.print(f"{report.cards} cards: " + ("ok" if report.ok else f"{len(errors)} problem(s)"))
     return code
 
@@ -225,7 +225,7 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
                        "hits": [asdict(hit) for hit in result.hits]})
         return 0
     if result.note:
-        print(f"note: {result.note}", file=ctx.stderr)
+        ctx.warn(f"note: {result.note}")
     for hit in result.hits:
         semantic = "" if hit.semantic is None else f"  semantic {hit.semantic:.3f}"
         ctx.print(f"{hit.score:.3f}  {hit.id:30} {hit.title}  (keyword {hit.keyword:.3f}"

@@ -88,7 +88,7 @@ def test_the_merged_paraphrase_is_forgotten_so_it_can_be_imported_again(
 def test_records_changed_since_the_import_are_left_alone(seeded: MemoryEngine,
                                                          tmp_path: Path) -> None:
     import_id = _import(seeded, tmp_path)
-    inserted = [r for r in _records(seeded) if r.content == "Kim owns a red bicycle"][0]
+    inserted = next(r for r in _records(seeded) if r.content == "Kim owns a red bicycle")
     seeded.update(inserted.id, {"importance": 0.9})
     plan = seeded.undo_import(import_id)
     assert plan.conflicts == ((inserted.id, "changed since the import (version 2, the import "
