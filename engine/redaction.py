@@ -65,6 +65,7 @@ __all__ = [
     "contains_secret",
     "placeholder_for",
     "redact_text",
+    "redactor_for",
     "shannon_entropy",
 ]
 
@@ -987,10 +988,21 @@ def _apply(text: str, found: Sequence[Finding]) -> str:
     return "".join(parts)
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=8)
+def redactor_for(patterns: tuple[str, ...]) -> Redactor:
+    """The shared :class:`Redactor` for ``patterns`` (one per pattern list, built on first use).
+
+    A Redactor is immutable, so every path configured with the same patterns — the engine's
+    events, exports and scans, the CLI, the server, the views — shares one.
+
+    Raises:
+        RedactionPatternInvalid: as :class:`Redactor`.
+    """
+    return Redactor(patterns)
+
+
 def _default() -> Redactor:
-    # Built on first use (compiling is not free) and immutable afterwards, so sharing is safe.
-    return Redactor(DEFAULT_PATTERNS)
+    return redactor_for(DEFAULT_PATTERNS)
 
 
 def redact_text(text: str) -> str:

@@ -552,7 +552,8 @@ class IntrospectionServer:
             (``secrets.token_urlsafe(32)``).
         allow_remote: Permit a non-loopback ``host``.
         redaction: Redact every response; None follows the engine's configuration.
-        redactor: The redaction function; default :func:`engine.redaction.redact_text`.
+        redactor: The redaction function; default: the engine's (:meth:`MemoryEngine.redact`,
+            its configured patterns).
         limits: Request limits.
         refresh_interval_s: Read-only mode: shortest time between view reloads.
 
@@ -575,7 +576,7 @@ class IntrospectionServer:
         self.token = token or secrets.token_urlsafe(32)
         self.limits = limits or ServerLimits()
         self.redaction = engine.config.redaction if redaction is None else redaction
-        self.redactor = redactor or _default_redactor()
+        self.redactor = redactor or engine.redact
         self.bucket = _Bucket(self.limits.rate_per_s, self.limits.burst)
         self.streams = threading.BoundedSemaphore(self.limits.max_streams)
         self.stopping = threading.Event()
@@ -631,12 +632,6 @@ class IntrospectionServer:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
-
-
-def _default_redactor() -> Redactor:
-    from engine.redaction import redact_text
-
-    return redact_text
 
 
 def serve_in_thread(engine: MemoryEngine, **options: Any) -> IntrospectionServer:

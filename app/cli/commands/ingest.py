@@ -9,13 +9,12 @@ failed (the good lines are still ingested), else 0.
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from app.cli.context import CliContext
 from app.cli.groups import eval_group
-from engine.errors import EngineError, ValidationError
+from engine.errors import ValidationError
 from engine.events import EventFilter
 from engine.records import TrustTier, format_timestamp, parse_timestamp
 
@@ -97,22 +96,10 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
     return 1 if report.errors else 0
 
 
-def _redactor() -> Callable[[str], str]:
-    """The engine's redaction function (DESIGN 8)."""
-    try:
-        module = importlib.import_module("engine.redaction")
-    except ImportError as exc:
-        raise EngineError("redaction is not available in this build (engine.redaction is "
-                          "missing)") from exc
-    redactor = module.Redactor()
-    redact: Callable[[str], str] = redactor.redact
-    return redact
-
-
 def _export(args: argparse.Namespace, ctx: CliContext) -> int:
-    redact = _redactor() if args.redact else None
     engine = ctx.open_engine(read_only=True)
-    count = engine.export_jsonl(args.file, redact=redact)
+    # The engine's redaction (DESIGN 8): its Redactor carries MEMORY_REDACT_PATTERNS.
+    count = engine.export_jsonl(args.file, redact=engine.redact if args.redact else None)
     if ctx.json:
         ctx.emit_json({"file": args.file, "records": count, "redacted": bool(args.redact)})
     else:
