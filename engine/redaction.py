@@ -11,17 +11,29 @@ Pattern names a :class:`Redactor` accepts:
 * ``UUID`` — 8-4-4-4-12 hex, any version. UUIDs ARE masked (seed 002 §14): record ids and
   session ids can identify people across logs.
 * ``NUMSEQ16`` — 16 or more digits, either unbroken or in card-style groups of 4-6 digits
-  separated by single spaces or dashes (``4111 1111 1111 1111``). Dates and phone numbers
-  (at most 15 digits, E.164) stay.
+  separated by single spaces or dashes (``1234 5678 9012 3456``). Dates stay.
+* ``CARD`` — a payment card number: 13-19 digits (unbroken or grouped) with a card brand's
+  issuer prefix and length, passing the Luhn check. On the same span it names the finding
+  instead of ``NUMSEQ16``.
+* ``SSN`` — a US social security number, 3-2-4 digits split by dashes or spaces, never-issued
+  areas (000, 666, 9xx), groups (00) and serials (0000) excluded.
+* ``PHONE`` — a phone number with a phone's structure: ``+`` and a country code (E.164 or
+  grouped), a parenthesised area code, or national groups (3-3-4, trunk ``0``); never a bare
+  run of digits, a date, a time, a version, a price or an id.
+* ``IBAN`` — an IBAN (upper case, unbroken or in groups of four) with a valid mod-97 check.
 * ``SECRETS`` — every secret pattern below; each also works on its own by name:
   ``AWS_KEY_ID``, ``GCP_API_KEY``, ``GITHUB_TOKEN``, ``SLACK_TOKEN``, ``SLACK_WEBHOOK``,
   ``AI_API_KEY`` (OpenAI/Anthropic ``sk-…``), ``STRIPE_KEY``, ``JWT``, ``BEARER``
   (the credential of an ``Authorization:`` line), ``ASSIGNMENT`` (the value of
-  ``password=``, ``api_key:``, ``secret=``… ), ``PRIVATE_KEY`` (a PEM private-key block, or
-  from its BEGIN line to the end of the text when the END line is missing) and
-  ``HIGH_ENTROPY``.
+  ``password=``, ``api_key:``, ``secret=``… ), ``PASSWORD`` (the value of a password, PIN
+  or door code stated in prose: "the wifi password is hunter2Pass!"), ``PRIVATE_KEY`` (a
+  PEM private-key block, or from its BEGIN line to the end of the text when the END line is
+  missing) and ``HIGH_ENTROPY``.
 * Anything that is not an upper-case name is compiled as a custom regular expression (kind
   ``CUSTOM``); a :class:`CustomPattern` gives it a kind of its own.
+
+docs/steer.md ("What redaction detects") lists what each kind leaves alone and why, with the
+false-positive figures on LoCoMo and the demo data (``benchmarks/bench_redaction.py``).
 
 What is deliberately NOT masked:
 
@@ -1020,7 +1032,8 @@ def _default() -> Redactor:
 
 
 def redact_text(text: str) -> str:
-    """Mask ``text`` with the default patterns (EMAIL, UUID, NUMSEQ16, SECRETS)."""
+    """Mask ``text`` with :data:`DEFAULT_PATTERNS` (for code without an engine configuration;
+    the engine's exits use :attr:`engine.memory_engine.MemoryEngine.redactor`)."""
     return _default().redact(text)
 
 
