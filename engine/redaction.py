@@ -677,18 +677,18 @@ def _ssn(match: re.Match[str], text: str) -> tuple[int, int] | None:
 #   or in groups, optionally with a parenthesised area code (``+1 (415) 555-0134``,
 #   ``+44 20 7946 0958``, ``+44 (0)20 7946 0958``, ``+33 1 23 45 67 89``): 8-15 digits;
 # * a parenthesised North American area code: ``(415) 555-0134``;
-# * national groups: 3-3-4 (``415-555-0199``, ``415.555.0199``, ``415 555 0199``, also after
-#   ``1-``), a trunk ``0`` then 3-5 / 3-4 / 3-4 digits (``020 7946 0958``,
-#   ``0161 496 0000``), or five pairs from ``0`` (``01 23 45 67 89``).
+# * national groups: 3-3-4 (``415-555-0199``, ``415.555.0199``, ``415 555-0199``, also after
+#   ``1-``), a trunk ``0`` then 3-5 / 3-4 / 3-4 or 3-5 / 5-8 digits (``020 7946 0958``,
+#   ``0161 496 0000``, ``030 12345678``), or five pairs from ``0`` (``01 23 45 67 89``).
 # A slash, colon or comma is never part of one, so dates (05/06/2024), times, prices
 # ($1,299.99) and ranges stay; nor is a bare run of digits.
 _PHONE_PARTS = (
-    r"\+(?<![0-9A-Za-z_)+]\+)0(?:0{9,14}|0{0,2}(?:[ .-]?\(0{1,4}\)[ .-]?0{1,5}|[ .-]0{1,5})"
-    r"(?:[ .-]0{1,5}){0,5})" + _NUMBER_END,
+    r"\+(?<![0-9A-Za-z_)+]\+)0(?:0{9,14}|0{0,2}(?:[ .-]?\(0{1,4}\)[ .-]?0{1,8}|[ .-]0{1,8})"
+    r"(?:[ .-]0{1,8}){0,5})" + _NUMBER_END,
     r"\((?<![0-9A-Za-z_]\()000\)[ .-]?000[ .-]0000" + _NUMBER_END,
     r"0(?<![0-9A-Za-z_.+(#$/-].)"
-    r"(?:(?P<lead>[ .-]0)?00(?P<sep>[ .-])000(?P=sep)0000"
-    r"|0{2,4}(?P<sep3>[ -])0{3,4}(?P=sep3)0{3,4}"
+    r"(?:(?P<lead>[ .-]0)?(?P<nanp>00[ .-]000[ .-]0000)"
+    r"|0{2,4}(?P<sep3>[ -])0{3,4}(?P=sep3)0{3,4}|0{2,4}[ -]0{5,8}"
     r"|0(?P<sep2>[ .])00(?P=sep2)00(?P=sep2)00(?P=sep2)00)" + _NUMBER_END,
 )
 _PHONE_EACH = tuple(re.compile(part) for part in _PHONE_PARTS)
@@ -714,6 +714,8 @@ def _phone(match: re.Match[str], text: str) -> tuple[int, int] | None:
         return (start, end) if 8 <= len(digits) <= 15 else None
     if first == "(":
         return (start, end) if _nanp(digits) else None
+    if match.group("nanp") is None:  # trunk-0 groups and pairs
+        return (start, end) if _trunk(digits) else None
     if match.group("lead") is not None:
         if not (_nanp(digits[1:]) or _trunk(digits[1:])):
             return None
