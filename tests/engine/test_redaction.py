@@ -423,3 +423,35 @@ def test_password_scan_matches_the_folded_scan(pieces: list[str]) -> None:
     # One scan per keyword finds what the alternation of all keywords finds.
     fast = [match.span() for match in _password_shortcut(_Subject(text))]
     assert fast == [match.span() for match in re.finditer(_PASSWORD_REGEX, text.lower())]
+
+
+_MONTHS = ("January", "May", "December")
+
+
+@st.composite
+def _ordinary_number(draw: st.DrawFn) -> str:
+    """A date, time, version, price, quantity or id as people write them."""
+    year, month, day = (draw(st.integers(1900, 2099)), draw(st.integers(1, 12)),
+                        draw(st.integers(1, 28)))
+    hour, minute, second = (draw(st.integers(0, 23)), draw(st.integers(0, 59)),
+                            draw(st.integers(0, 59)))
+    parts = draw(st.lists(st.integers(0, 999), min_size=2, max_size=4))
+    amount, cents = draw(st.integers(0, 10**9)), draw(st.integers(0, 99))
+    ident = draw(st.integers(0, 10**12))
+    return draw(st.sampled_from([
+        f"{year:04d}-{month:02d}-{day:02d}", f"{month:02d}/{day:02d}/{year:04d}",
+        f"{day:02d}.{month:02d}.{year:04d}", f"{day} {_MONTHS[month % 3]} {year}",
+        f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z",
+        f"{hour:02d}:{minute:02d}", f"{hour:02d}:{minute:02d}:{second:02d}",
+        "v" + ".".join(map(str, parts)), ".".join(map(str, parts)),
+        f"${amount:,}.{cents:02d}", f"€{amount}", f"{amount:,} USD",
+        f"{amount:,}".replace(",", " ") + " kr", f"#{ident}", f"order {ident}",
+        f"ID-{ident % 1000}-{amount % 1000}-{cents}", f"{year}-{year + 1}",
+    ]))
+
+
+@given(st.lists(_ordinary_number(), min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_dates_times_versions_prices_and_ids_are_not_numbers_to_mask(numbers: list[str]) -> None:
+    text = "On " + " and ".join(numbers) + "."
+    assert Redactor(["CARD", "SSN", "PHONE", "IBAN"]).findings(text) == []
