@@ -433,10 +433,11 @@ _CODE_QUALIFIERS = ("door", "gate", "alarm", "garage", "lock", "locker", "safe",
                     "access", "entry", "building", "security", "unlock", "pin")
 _PASSWORD_TAIL = (
     r"(?:[ \t]+(?:for|to|of|on)[ \t]+(?:(?:the|my|our|your|his|her|their|this|that)[ \t]+)?"
-    r"[\w'-]+(?:[ \t]+[\w'-]+)?)?"
+    r"[\w'-]+(?:[ \t]+(?!(?:is|was|are|were|has|had|got|been|changed|set|updated|reset)\b)"
+    r"[\w'-]+)?)?"
     r"(?:(?P<colon>[ \t]*:)|[ \t]+(?:(?:is|was|has[ \t]+been|had[ \t]+been|got|been)[ \t]+)?"
     r"(?:changed|set|updated|reset)[ \t]+to|(?:'s|’s|[ \t]+(?:is|was|are|were))"
-    r"(?:[ \t]+(?:now|still|just|actually|currently|always))?(?:[ \t]*:)?)[ \t]*"
+    r"(?:[ \t]+(?:now|still|just|actually|currently|always))?(?:[ \t]*:)?|(?P<bare>[ \t]))[ \t]*"
     r"(?:(?P<quote>[\"'`“‘])(?P<qvalue>[^\"'`”’\n]{1,64})[\"'`”’]"
     r"|(?P<value>[^\s\"'`“”‘’<]+))"
 )
@@ -481,7 +482,8 @@ _NOT_A_PASSWORD = frozenset({
 _PROSE_ENDINGS = ("ed", "ing", "ly")  # participles and adverbs ("expired", "changing", "really")
 _IRREGULAR_PARTICIPLES = frozenset({
     "kept", "known", "shown", "given", "hidden", "taken", "stolen", "forgotten", "lost", "sent",
-    "left", "put", "held", "found", "set", "written", "broken", "done", "gone", "made", "told",
+    "left", "put", "held", "found", "set", "reset", "written", "broken", "done", "gone", "made",
+    "told", "got", "been", "has", "had",
 })
 # "the password is kept in the vault", "is swordfish for the guest network": a plain word
 # followed by one of these is a predicate, not a password.
@@ -489,6 +491,7 @@ _PREPOSITIONS = frozenset({"in", "on", "at", "under", "behind", "inside", "with"
                            "into", "somewhere", "there", "here"})
 _NEXT_WORD = re.compile(r"\s+([A-Za-z]+)")
 _CALL = re.compile(r"[A-Za-z_][\w.]*\(")
+_COMPOUND = re.compile(r"[a-z]+(?:-[a-z]+)+")
 # Sentence punctuation after an unquoted value. "!" and "?" stay part of a password
 # ("hunter2Pass!"): masking a sentence's last "!" costs nothing, leaking one character would.
 _TRAILING = ".,;:)]}"
@@ -501,9 +504,10 @@ def _stated_password(match: re.Match[str], text: str) -> tuple[int, int] | None:
     a template slot, a masked value or a word from ``_NOT_A_PASSWORD``; after a colon it needs
     a digit or a symbol (as ASSIGNMENT: "To reset a password: Settings → Security"); a plain
     word must not read as a participle or adverb, nor be followed by a preposition ("is kept
-    in the vault"); digits only need at least 4 ("12 characters long" is a rule, not a
+    in the vault"), and a hyphenated lower-case compound must not end in such a word
+    ("case-sensitive"); digits only need at least 4 ("12 characters long" is a rule, not a
     password); and the PIN and code keywords take 4 or more digits only (with ``-``, ``#``
-    or ``*``).
+    or ``*``), which they may follow without a connector ("PIN 1234").
     """
     quoted = match.group("quote") is not None
     group = "qvalue" if quoted else "value"
@@ -513,6 +517,8 @@ def _stated_password(match: re.Match[str], text: str) -> tuple[int, int] | None:
             end -= 1
     value = text[start:end]
     keyword = match.group("kw").lower()
+    if keyword.startswith(("pass", "pw")) and match.group("bare") is not None:
+        return None  # "password hunter2" states nothing; "PIN 1234" and "door code 4821" do
     if not keyword.startswith(("pass", "pw")):  # a PIN, a door code, a lock combination
         while end - start > 1 and text[end - 1] in "!?":
             end -= 1
@@ -526,6 +532,8 @@ def _stated_password(match: re.Match[str], text: str) -> tuple[int, int] | None:
     lowered = value.lower()
     if value[0] in "$<{%[(" or set(value) <= {"*", "x", "X", "."} or lowered in _NOT_A_PASSWORD:
         return None
+    if not any(ch.isalnum() for ch in value):
+        return None  # punctuation ("the password is : …", "password is — see below")
     if _CALL.match(value):
         return None  # code: ``password: get_secret("db")``
     if value.isdigit():
@@ -539,6 +547,12 @@ def _stated_password(match: re.Match[str], text: str) -> tuple[int, int] | None:
             following = _NEXT_WORD.match(text, end)
             if following is not None and following.group(1).lower() in _PREPOSITIONS:
                 return None
+    elif _COMPOUND.fullmatch(value):
+        # "case-sensitive", "auto-generated" describe; "correct-horse-battery-staple" is one.
+        last = lowered.rsplit("-", 1)[1]
+        if last in _NOT_A_PASSWORD or last.endswith(_PROSE_ENDINGS) \
+                or last in _IRREGULAR_PARTICIPLES:
+            return None
     return (start, end)
 
 
@@ -710,8 +724,8 @@ def _phone(match: re.Match[str], text: str) -> tuple[int, int] | None:
     start, end = match.span()
     digits = _digits_in(text, start, end)
     first = text[start]
-    if first == "+":
-        return (start, end) if 8 <= len(digits) <= 15 else None
+    if first == "+":  # no country code starts with 0
+        return (start, end) if 8 <= len(digits) <= 15 and digits[0] != "0" else None
     if first == "(":
         return (start, end) if _nanp(digits) else None
     if match.group("nanp") is None:  # trunk-0 groups and pairs
@@ -939,13 +953,18 @@ class Redactor:
         (``NUMSEQ16``).
         """
         protected = [m.span() for m in _PLACEHOLDER.finditer(text)] if "<REDACT:" in text else []
-        subject = _Subject(text)
+        # Rules scan the text with each placeholder blanked to word characters (same offsets):
+        # a placeholder stands where a value was, so a neighbour that a rule's boundary check
+        # refused beside the value ("415-555-0199+415-555-0199", "a@b.io+1 555 0142") is still
+        # refused beside its placeholder, and masking twice changes nothing.
+        scanned = _PLACEHOLDER.sub(lambda m: "_" * len(m.group()), text) if protected else text
+        subject = _Subject(scanned)
         spans: list[tuple[int, int, int, str]] = []
         for rule in self._rules:
             if rule.min_digits and subject.digits < rule.min_digits:
                 continue
             for match in rule.matches(subject):
-                span = rule.validate(match, text)
+                span = rule.validate(match, scanned)
                 if span is None or span[0] >= span[1]:
                     continue
                 start, end = span
