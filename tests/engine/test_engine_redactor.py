@@ -6,10 +6,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from engine.clock import DeterministicClock
 from engine.config import MemoryConfig
+from engine.introspection.server import IntrospectionServer
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import NewMemory
 from engine.redaction import placeholder_for
@@ -53,3 +55,16 @@ def test_scan_and_export_use_the_engine_redactor(engine: MemoryEngine, tmp_path:
     target = tmp_path / "export.jsonl"
     assert engine.export_jsonl(target, redact=engine.redact) == 1
     assert BADGE not in target.read_text(encoding="utf-8")
+
+
+def test_the_server_masks_with_the_engine_redactor(engine: MemoryEngine) -> None:
+    # Before, the server's default was redact_text: the default patterns, not the engine's.
+    record = engine.add(NewMemory(content=f"Dana's badge is {BADGE}", agent_id="hr"))
+    server = IntrospectionServer(engine, token="t" * 32).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10.0,
+                          headers={"Authorization": f"Bearer {'t' * 32}"}) as http:
+            body = http.get(f"/v1/records/{record.id}").text
+    finally:
+        server.stop()
+    assert BADGE not in body and placeholder_for(BADGE) in body
