@@ -423,9 +423,9 @@ def _leftmost(regexes: Sequence[re.Pattern[str]], text: str) -> list[re.Match[st
 # "passcode: 4821", "the password for the router is hunter2Pass!", "door code is 4821#".
 # (``=`` stays ASSIGNMENT's: it knows calls and references in code from literals.)
 # Only the value is masked. A keyword, an optional "for/to/of/on the <thing>" of up to two
-# words, then a connector ("is", "was", "'s", ":", "changed to", "set to"), then the
-# value. "I forgot my password" has no connector and stays; the value decides the rest (see
-# ``_stated_password``).
+# words, then a connector ("is", "was", "'s", ":", "changed to", "set to"; for PINs and codes
+# also none: "PIN 4417"), then the value. "I forgot my password" has no connector and stays;
+# the value decides the rest (see ``_stated_password``).
 _PASSWORD_WORDS = ("password", "passwd", "passphrase", "pass code")
 # Keywords that take numeric values only ("the PIN is 1234"; "the error code is 404" and
 # "the pin on her purse" stay: "code" counts only after one of these qualifiers).
@@ -563,10 +563,9 @@ def _password_gate(subject: _Subject) -> bool:
 
 
 def _password_shortcut(subject: _Subject) -> Iterable[re.Match[str]]:
-    if subject.lower_aligned:
-        lower = subject.lower
-        return _leftmost([regex for needle, regex in _PASSWORD_EACH if needle in lower], lower)
     lower = subject.lower
+    if subject.lower_aligned:
+        return _leftmost([regex for needle, regex in _PASSWORD_EACH if needle in lower], lower)
     return _leftmost([regex for needle, regex in _PASSWORD_FOLDED if needle in lower],
                      subject.text)
 
@@ -690,7 +689,7 @@ def _ssn(match: re.Match[str], text: str) -> tuple[int, int] | None:
 # * international: ``+`` and a country code, then the number unbroken (E.164: 10-15 digits)
 #   or in groups, optionally with a parenthesised area code (``+1 (415) 555-0134``,
 #   ``+44 20 7946 0958``, ``+44 (0)20 7946 0958``, ``+33 1 23 45 67 89``): 8-15 digits;
-# * a parenthesised North American area code: ``(415) 555-0134``;
+# * a parenthesised area code: ``(415) 555-0134``, ``(020) 7946 0958``;
 # * national groups: 3-3-4 (``415-555-0199``, ``415.555.0199``, ``415 555-0199``, also after
 #   ``1-``), a trunk ``0`` then 3-5 / 3-4 / 3-4 or 3-5 / 5-8 digits (``020 7946 0958``,
 #   ``0161 496 0000``, ``030 12345678``), or five pairs from ``0`` (``01 23 45 67 89``).
@@ -699,7 +698,7 @@ def _ssn(match: re.Match[str], text: str) -> tuple[int, int] | None:
 _PHONE_PARTS = (
     r"\+(?<![0-9A-Za-z_)+]\+)0(?:0{9,14}|0{0,2}(?:[ .-]?\(0{1,4}\)[ .-]?0{1,8}|[ .-]0{1,8})"
     r"(?:[ .-]0{1,8}){0,5})" + _NUMBER_END,
-    r"\((?<![0-9A-Za-z_]\()000\)[ .-]?000[ .-]0000" + _NUMBER_END,
+    r"\((?<![0-9A-Za-z_]\()0{3,5}\)[ .-]?0{3,4}[ .-]0{3,4}" + _NUMBER_END,
     r"0(?<![0-9A-Za-z_.+(#$/-].)"
     r"(?:(?P<lead>[ .-]0)?(?P<nanp>00[ .-]000[ .-]0000)"
     r"|0{2,4}(?P<sep3>[ -])0{3,4}(?P=sep3)0{3,4}|0{2,4}[ -]0{5,8}"
@@ -727,7 +726,7 @@ def _phone(match: re.Match[str], text: str) -> tuple[int, int] | None:
     if first == "+":  # no country code starts with 0
         return (start, end) if 8 <= len(digits) <= 15 and digits[0] != "0" else None
     if first == "(":
-        return (start, end) if _nanp(digits) else None
+        return (start, end) if _nanp(digits) or _trunk(digits) else None
     if match.group("nanp") is None:  # trunk-0 groups and pairs
         return (start, end) if _trunk(digits) else None
     if match.group("lead") is not None:
