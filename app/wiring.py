@@ -28,11 +28,12 @@ import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
+from engine.config import MemoryConfig, memory_config_from_env
 from engine.embedding import (
     EmbedBackend,
     EmbedderState,
@@ -41,7 +42,7 @@ from engine.embedding import (
     SentenceTransformerEmbedder,
 )
 from engine.errors import ConfigInvalid, EngineError
-from engine.memory_engine import EngineConfig, MemoryEngine
+from engine.memory_engine import MemoryEngine, engine_config_from_env
 from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 
 if TYPE_CHECKING:
@@ -107,9 +108,22 @@ def _llm_services(settings_file: SettingsFile) -> LLMServices:
 
 
 def _redact(text: str) -> str:
-    from engine.redaction import redact_text
+    """The views' and the LLM gateway's redaction: the engine's patterns for this process."""
+    return _memory_config().redactor().redact(text)
 
-    return redact_text(text)
+
+@lru_cache(maxsize=1)
+def _memory_config() -> MemoryConfig:
+    """The ``MEMORY_*`` configuration the engine is opened with (read once).
+
+    An invalid variable makes every store fail to open with a ``MEMORY_CONFIG_INVALID`` error
+    naming it (:func:`open_engine`); until it is fixed the views mask with the default
+    patterns rather than leave a view unable to draw.
+    """
+    try:
+        return memory_config_from_env(os.environ)
+    except ConfigInvalid:
+        return MemoryConfig()
 
 
 def forget_embedded_clients() -> None:
@@ -136,10 +150,12 @@ def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None
         forget_embedded_clients()
     ledger = server_ledger_path(settings, spec.location, spec.collection) \
         if spec.is_remote else None
-    return MemoryEngine.open(
-        spec, ledger_path=ledger, embedder=embedder, redactor=_redact,
-        config=EngineConfig(redaction=settings.redaction, sampling_rate=settings.sampling_rate),
-        defer_view=True)
+    # MEMORY_* as the CLI reads them (a bad value is an error naming the variable); the engine
+    # masks with its own Redactor, built from MEMORY_REDACT_PATTERNS.
+    config = engine_config_from_env(os.environ, redaction=settings.redaction,
+                                    sampling_rate=settings.sampling_rate)
+    return MemoryEngine.open(spec, ledger_path=ledger, embedder=embedder, config=config,
+                             defer_view=True)
 
 
 def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,

@@ -12,8 +12,8 @@ Measures, each repeated and reported as median / p95 / p99 in milliseconds:
   first scene);
 * cycle detection: DFS over the whole reference DAG and the task graph (acyclic, so every node
   and edge is visited: the worst case);
-* secret masking of 32 KB of card text with the default patterns (EMAIL, UUID, NUMSEQ16 and
-  every secret rule; the seed's figure is for 4 patterns);
+* secret masking of 32 KB of card text with the default patterns (EMAIL, UUID, NUMSEQ16, CARD,
+  SSN, PHONE, IBAN and every secret rule; the seed's figure is for 4 patterns);
 * an in-run baseline: reading the 500 files' bytes, to show how much of the parse is I/O.
 
 Usage: ``python benchmarks/bench_workspace.py [--cards 500] [--repeat 30]``

@@ -22,15 +22,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import ConfigInvalid
 from engine.records import Layer, TrustTier
+
+if TYPE_CHECKING:
+    from engine.redaction import Redactor
 
 __all__ = [
     "COMPONENTS",
     "DEFAULT_LAYER_WEIGHTS",
     "DEFAULT_PURPOSE_WEIGHTS",
+    "DEFAULT_REDACT_PATTERNS",
     "ENV_VARS",
     "RETRIEVAL_ENV_VARS",
     "DedupConfig",
@@ -309,6 +313,24 @@ class RetrievalConfig:
         return ScoringWeights.from_mapping(values).normalized()
 
 
+# engine.redaction.DEFAULT_PATTERNS (a test keeps the two equal). Spelled out here so that
+# building a default config does not import engine.redaction, which compiles every rule.
+DEFAULT_REDACT_PATTERNS: tuple[str, ...] = ("EMAIL", "UUID", "NUMSEQ16", "CARD", "SSN", "PHONE",
+                                            "IBAN", "SECRETS")
+
+
+def _check_redact_patterns(patterns: tuple[str, ...]) -> None:
+    """Compile each pattern as the engine's Redactor will; a bad one names itself."""
+    from engine.errors import RedactionPatternInvalid
+    from engine.redaction import Redactor
+
+    for pattern in patterns:
+        try:
+            Redactor([pattern])
+        except RedactionPatternInvalid as exc:
+            raise ConfigInvalid("redact_patterns", pattern, str(exc)) from exc
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryConfig:
     """Seed 002 ``MemoryConfig``. Times are milliseconds; defaults are §21's.
@@ -325,7 +347,9 @@ class MemoryConfig:
         throttle_compression_ratio: Token ratio kept under ``throttle`` pressure.
         embedding_dim: Vector dimension; must match the model.
         max_context_tokens: Default retrieval budget.
-        redact_patterns: Named (EMAIL, UUID, NUMSEQ16, SECRETS) or regex patterns.
+        redact_patterns: Pattern names (EMAIL, UUID, NUMSEQ16, CARD, SSN, PHONE, IBAN,
+            SECRETS or one secret rule) or regular expressions (:mod:`engine.redaction`);
+            checked here, so a bad one fails at load, not at the first redaction.
         retention_policy: Per-layer caps.
         retrieval: Retrieval weights and tables (``MEMORY_RETRIEVAL_*``).
     """
@@ -341,7 +365,7 @@ class MemoryConfig:
     throttle_compression_ratio: float = 0.55
     embedding_dim: int = 384
     max_context_tokens: int = 1800
-    redact_patterns: tuple[str, ...] = ("EMAIL", "UUID", "NUMSEQ16", "SECRETS")
+    redact_patterns: tuple[str, ...] = DEFAULT_REDACT_PATTERNS
     retention_policy: RetentionPolicy = field(default_factory=RetentionPolicy)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
 
@@ -371,8 +395,20 @@ class MemoryConfig:
         ):
             raise ConfigInvalid("redact_patterns", self.redact_patterns,
                                 "must be a tuple of non-empty strings")
+        if self.redact_patterns != DEFAULT_REDACT_PATTERNS:
+            _check_redact_patterns(self.redact_patterns)
         if not isinstance(self.retrieval, RetrievalConfig):
             raise ConfigInvalid("retrieval", self.retrieval, "must be a RetrievalConfig")
+
+    def redactor(self) -> Redactor:
+        """The :class:`~engine.redaction.Redactor` of :attr:`redact_patterns` (shared, cached).
+
+        Every exit that masks text for this configuration uses this one, so a custom pattern in
+        ``MEMORY_REDACT_PATTERNS`` applies to events, exports, scans, prompts and views alike.
+        """
+        from engine.redaction import redactor_for
+
+        return redactor_for(self.redact_patterns)
 
 
 _TIER_DEFAULTS = MappingProxyType({TrustTier.HUMAN: 0.80, TrustTier.AGENT: 0.85,
@@ -519,11 +555,44 @@ def _parse(var: str, raw: str, kind: type) -> Any:
             raise ConfigInvalid(var, raw, "must be a finite number")
         return value
     if kind is tuple:
-        parts = tuple(p.strip() for p in text.split(",") if p.strip())
+        parts = tuple(p.strip() for p in _split_patterns(text) if p.strip())
         if not parts:
             raise ConfigInvalid(var, raw, "must list at least one pattern")
         return parts
     raise AssertionError(f"unhandled kind {kind}")  # pragma: no cover - table is static
+
+
+def _split_patterns(text: str) -> list[str]:
+    """Split a comma-separated pattern list on the commas that separate patterns.
+
+    A comma inside a regular expression's brackets, braces or parentheses (``\\d{3,5}``,
+    ``[,;]``) or after a backslash belongs to the expression.
+    """
+    parts: list[str] = []
+    depth = 0
+    in_class = False
+    current: list[str] = []
+    chars = iter(text)
+    for char in chars:
+        if char == "\\":
+            current.append(char)
+            current.append(next(chars, ""))
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char in "({":
+            depth += 1
+        elif char in ")}":
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current))
+    return parts
 
 
 def _rename(exc: ConfigInvalid, var: str) -> ConfigInvalid:

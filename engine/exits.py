@@ -152,9 +152,7 @@ class ExitPolicy:
         on = config.redaction if redaction is None else redaction
         if not on:
             return cls(None)
-        from engine.redaction import Redactor
-
-        redactor = Redactor(config.memory.redact_patterns)
+        redactor = config.memory.redactor()  # the one Redactor of these patterns
 
         def many(texts: Sequence[str]) -> list[str]:
             return [masked for masked, _count in redactor.redact_many(texts)]

@@ -41,7 +41,7 @@ from engine.lifecycle import (
 from engine.metrics import MemoryMetrics
 from engine.query import RecordPage, RecordQuery, RecordRow, RowPage, page_rows, select_rows
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
-from engine.redaction import SECRET_PATTERN_NAMES, Redactor, redact_text
+from engine.redaction import SECRET_PATTERN_NAMES, Redactor
 from engine.retrieval import (
     Ranking,
     RetrievalConfig,
@@ -211,7 +211,8 @@ class MemoryEngine:
             ledger_path: The ledger file; default: inside an embedded store's directory, or in
                 memory for a server store (the app passes a per-server path).
             embedder: The embedding model (None: Jaccard path only).
-            redactor: The redaction function for redaction mode and exports.
+            redactor: The redaction function for redaction mode; default: the configured
+                patterns' (:attr:`redactor`, ``MEMORY_REDACT_PATTERNS``).
             progress: Called with (loaded, total) while the view loads.
             defer_view: Return once Chroma is open even when the columnar view must be read
                 from it (no usable view cache); :meth:`load_view` reads it then. Meanwhile
@@ -229,7 +230,8 @@ class MemoryEngine:
                 ledger_path = Path(spec.location).expanduser() / LEDGER_FILENAME
             ledger = Ledger(ledger_path, read_only=store.read_only and not spec.is_remote)
             events = EventBus(clock=clock, ledger=ledger, sampling_rate=config.sampling_rate,
-                              redaction=config.redaction, redactor=redactor)
+                              redaction=config.redaction,
+                              redactor=redactor or config.memory.redactor().redact)
         except BaseException:
             store.close()
             raise
@@ -251,6 +253,18 @@ class MemoryEngine:
     def events(self) -> EventBus:
         """The voyeur event bus."""
         return self._events
+
+    @property
+    def redactor(self) -> Redactor:
+        """The engine's one :class:`Redactor`: the configured ``redact_patterns``
+        (``MEMORY_REDACT_PATTERNS``, custom expressions included). Every exit that masks text
+        for this engine — events, exports, the redaction scan, the server, the CLI — uses it.
+        """
+        return self._config.memory.redactor()
+
+    def redact(self, text: str) -> str:
+        """``text`` masked by :attr:`redactor` (the engine's redaction function)."""
+        return self._config.memory.redactor().redact(text)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -1077,7 +1091,7 @@ class MemoryEngine:
         """
         from engine.exits import document_strings
 
-        redactor = redactor or Redactor(self._config.memory.redact_patterns)
+        redactor = redactor or self.redactor
         snapshot = self._store.view.snapshot()
         ids = [snapshot.ids[row] for row in snapshot.live_rows.tolist()]
         page = max(1, self._store.max_batch_size)
@@ -1158,4 +1172,4 @@ class _RetrievalRuntime:
     def __init__(self, engine: MemoryEngine) -> None:
         self.retriever = Retriever(engine.config.memory.retrieval)
         self.metrics = MemoryMetrics()
-        self.lifecycle = Lifecycle(engine, self.metrics, redact=redact_text)
+        self.lifecycle = Lifecycle(engine, self.metrics, redact=engine.redact)

@@ -196,3 +196,26 @@ def test_undo_import_shows_the_plan_then_takes_the_import_back(cli: Runner,
     assert "undone" in out
     code, _, err = cli("undo-import", entry["id"], "--yes")
     assert code == 1 and "undone already" in err
+
+
+def test_export_redact_uses_memory_redact_patterns(cli: Runner, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, export --redact built a default Redactor and left custom patterns unmasked.
+    monkeypatch.setenv("MEMORY_REDACT_PATTERNS", r"EMAIL, PHONE, EMP-\d{3,5}")
+    path = _jsonl(tmp_path / "m.jsonl", [{"content": "Dana's badge EMP-40417, cell 415-555-0199"}])
+    assert cli("ingest", path)[0] == 0
+    target = tmp_path / "export.jsonl"
+    code, _, _ = cli("export", str(target), "--redact")
+    assert code == 0
+    content = json.loads(target.read_text(encoding="utf-8"))["content"]
+    assert "EMP-40417" not in content and "415-555-0199" not in content
+    assert content.startswith("Dana's badge <REDACT:sha256-")
+
+
+def test_bad_memory_redact_pattern_is_a_config_error(cli: Runner, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_REDACT_PATTERNS", "EMAIL, EMP-(\\d+")
+    code, out, err = cli("--json", "redact-scan")
+    assert code == 1
+    assert "MEMORY_REDACT_PATTERNS" in err and "'EMP-(\\\\d+'" in err
+    assert json.loads(out)["error"]["code"] == "MEMORY_CONFIG_INVALID"

@@ -3,6 +3,7 @@ import pytest
 from engine.config import (
     COMPONENTS,
     DEFAULT_PURPOSE_WEIGHTS,
+    DEFAULT_REDACT_PATTERNS,
     RETRIEVAL_ENV_VARS,
     DedupConfig,
     MemoryConfig,
@@ -54,6 +55,44 @@ def test_bad_env_values_name_the_variable(env: dict[str, str], message: str) -> 
     with pytest.raises(ConfigInvalid, match=message) as info:
         memory_config_from_env(env)
     assert info.value.code == "MEMORY_CONFIG_INVALID"
+
+
+@pytest.mark.parametrize(
+    ("raw", "pattern"),
+    [
+        ("EMAIL, [unclosed", "[unclosed"),
+        ("EMAIL,PHONEBOOK", "PHONEBOOK"),
+        ("EMP-\\d{3,5}, (a|)", "(a|)"),  # matches the empty string
+        (r"EMP-(\d+", r"EMP-(\d+"),
+    ],
+)
+def test_bad_redact_pattern_fails_at_load_naming_variable_and_pattern(raw: str,
+                                                                      pattern: str) -> None:
+    with pytest.raises(ConfigInvalid) as info:
+        memory_config_from_env({"MEMORY_REDACT_PATTERNS": raw})
+    assert info.value.code == "MEMORY_CONFIG_INVALID"
+    assert info.value.field == "MEMORY_REDACT_PATTERNS"
+    assert info.value.value == pattern
+    assert str(info.value).startswith("MEMORY_REDACT_PATTERNS: ")
+    assert repr(pattern) in str(info.value)
+
+
+def test_bad_redact_pattern_in_code_fails_too() -> None:
+    with pytest.raises(ConfigInvalid, match=r"redact_patterns: .*'\[a-'"):
+        MemoryConfig(redact_patterns=("EMAIL", "[a-"))
+
+
+def test_redact_patterns_keep_commas_inside_expressions() -> None:
+    config = memory_config_from_env({
+        "MEMORY_REDACT_PATTERNS": r"EMAIL, EMP-\d{3,5}, ticket [#,]\d+, (?:a,b|c)x, \,z, PHONE"})
+    assert config.redact_patterns == (
+        "EMAIL", r"EMP-\d{3,5}", r"ticket [#,]\d+", "(?:a,b|c)x", r"\,z", "PHONE")
+
+
+def test_default_redact_patterns_are_the_redactors() -> None:
+    from engine.redaction import DEFAULT_PATTERNS
+
+    assert DEFAULT_REDACT_PATTERNS == DEFAULT_PATTERNS == MemoryConfig().redact_patterns
 
 
 def test_dedup_config() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from app.cli.context import CliContext
 from app.settings import server_ledger_path
 from engine.clock import SystemClock
+from engine.config import memory_config_from_env
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.llm import Extractor, LLMGateway, load_conversation
@@ -71,7 +73,9 @@ def _redactor(ctx: CliContext, *, sends_prompts: bool) -> Callable[[str], str] |
         if sends_prompts:
             ctx.warn("note: engine.redaction is not available; prompts are sent unredacted")
         return None
-    redact: Callable[[str], str] = module.redact_text
+    # The engine's patterns for this process, MEMORY_REDACT_PATTERNS included.
+    redact: Callable[[str], str] = module.redactor_for(
+        memory_config_from_env(os.environ).redact_patterns).redact
     return redact
 
 
