@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputFormatError, ValidationError
-from engine.ingest.jsonl import read_jsonl, write_jsonl_atomic
+from engine.ingest.jsonl import json_error_text, read_jsonl, write_jsonl_atomic
 from engine.ingest.kinds import Action
 from engine.ingest.pipeline import CancelFn, IngestPipeline, IngestResult, ProgressFn
 from engine.ingest.salience import SalienceConfig, select_salient
@@ -25,6 +25,7 @@ from engine.records import (
     MemoryRecord,
     NewMemory,
     TrustTier,
+    check_text,
     parse_timestamp,
 )
 
@@ -144,7 +145,10 @@ def _messages(path: Path) -> Iterator[tuple[int, str, str, float | None, str | N
         raise InputFormatError(str(path), 0, "file", f"not valid UTF-8 at byte {exc.start}"
                                ) from exc
     except json.JSONDecodeError as exc:
-        raise InputFormatError(str(path), exc.lineno, "file", f"not JSON: {exc.msg}") from exc
+        raise InputFormatError(str(path), exc.lineno, "file", json_error_text(exc)) from exc
+    except RecursionError:
+        # json raises it past Python's recursion limit (~1000 levels); a conversation is two
+        raise InputFormatError(str(path), 0, "file", "not JSON: nested too deeply") from None
     if isinstance(data, Mapping) and isinstance(data.get("messages"), list):
         data = data["messages"]
     if not isinstance(data, list):
@@ -163,6 +167,8 @@ def _messages(path: Path) -> Iterator[tuple[int, str, str, float | None, str | N
             yield number, "", "", None, f"message {number}: needs a non-empty 'content' string"
             continue
         try:
+            check_text(speaker, f"message {number}.speaker")
+            check_text(content, f"message {number}.content")
             ts = parse_timestamp(item.get("ts"), f"message {number}.ts")
         except ValidationError as exc:
             yield number, "", "", None, str(exc)

@@ -46,7 +46,13 @@ from engine.ingest.merge import (
     merge_weight,
 )
 from engine.ingest.policy import IngestPolicy
-from engine.ingest.review import ReviewItem, ReviewLookup, ReviewQueue, ReviewStatus
+from engine.ingest.review import (
+    ReviewItem,
+    ReviewLookup,
+    ReviewQueue,
+    ReviewStatus,
+    review_key,
+)
 from engine.ingest.search import BatchOverlay, CandidateSearch, SearchResult
 from engine.ingest.surprise import SurpriseScore, surprise_score
 from engine.records import MemoryRecord, NewMemory, ProvenanceEntry, RelatedLink
@@ -442,14 +448,15 @@ class _Run:
             partition_size=search.surprise_partition_size,
             exact_duplicate=search.hash_hit or search.duplicate_elsewhere)
         lookup = self.writes.lookup if self.writes is not None else None
+        key = review_key(self.content_hash, new)
         pending: Collection[str]
         if lookup is not None:  # with the deferrals made earlier in this chunk
-            pending = lookup.pending.get(self.content_hash, ())
+            pending = lookup.pending.get(key, ())
         else:
-            pending = self.pipeline.review.pending_targets(self.content_hash)
+            pending = self.pipeline.review.pending_targets(key)
             if self.writes is not None:  # deferred earlier in this unit, not yet in the ledger
                 pending |= {spec["target_id"] for _, spec in self.writes.reviews
-                            if spec["content_hash"] == self.content_hash}
+                            if review_key(spec["content_hash"], spec["incoming"]) == key}
         self.decision = decide(
             content=new.content, confidence=new.confidence, tier=new.source_tier,
             category=new.category, exact=search.exact, candidates=search.candidates,
@@ -571,7 +578,8 @@ class _Run:
         if self._review_spec is not None:
             writes.reviews.append((self, self._review_spec))
             if writes.lookup is not None:
-                writes.lookup.add_pending(self.content_hash, self._review_spec["target_id"])
+                writes.lookup.add_pending(review_key(self.content_hash, self.new),
+                                          self._review_spec["target_id"])
 
     def _events(self) -> dict[str, Any]:
         self._queue_outcome()
