@@ -635,16 +635,18 @@ class MemoryEngine:
         return batch
 
     def records_without_history(self) -> list[str]:
-        """Ids of stored records that have no row in the edit history.
+        """Ids of stored records that have no ``create`` row in the edit history.
 
         A record reaches Chroma before its ledger rows; a process killed between the two (a
-        crash, kill -9) leaves such records. Nothing is lost, but their history is empty until
-        :meth:`reconcile_history` adds it.
+        crash, kill -9) leaves such records. Nothing is lost, but their history lacks its start
+        until :meth:`reconcile_history` adds it. A record that was changed since (a re-ingest
+        appends provenance: an ``update`` row) still lacks it, so the test is for a ``create``
+        row, not for any row (issue 18: ``doctor --repair`` used to leave those).
         """
         if self._ledger.version("records") == 0:
             return []
         known = {row["record_id"] for row in
-                 self._ledger.query("SELECT DISTINCT record_id FROM edits")}
+                 self._ledger.query("SELECT DISTINCT record_id FROM edits WHERE op = 'create'")}
         snapshot = self._store.view.snapshot()
         return [snapshot.ids[r] for r in snapshot.live_rows.tolist()
                 if snapshot.ids[r] not in known]
