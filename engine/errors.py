@@ -28,6 +28,8 @@ was (the user can fix it)::
       + EditConflict                  MEMORY_EDIT_CONFLICT: the record changed since it was read
       + SchemaMismatch                STORE_SCHEMA_MISMATCH: store written by a newer version
       + Cancelled                     OPERATION_CANCELLED: the caller cancelled long work
+      + ImportStopped                 (its cause's code): an import failed part way; carries
+                                      what was committed (engine.ingest.importer)
       + CycleDetected                 1002: carries the cycle path (seed 003)
       + LLMError                      LLM_ERROR: provider failures after retries
         + BudgetExceeded              LLM_BUDGET_EXCEEDED

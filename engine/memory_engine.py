@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         ReviewItem,
         SteppedRun,
     )
+    from engine.ingest.importer import LineFn
     from engine.layers import LayerService, SpatialHit
     from engine.records import TrustTier
 
@@ -803,21 +804,29 @@ class MemoryEngine:
 
     def import_jsonl(self, path: str | Path, *, source: str | None = None,
                      tier: TrustTier | None = None, progress: ProgressFn | None = None,
-                     cancelled: CancelFn | None = None) -> ImportReport:
-        """Import a JSONL file; every line is reported with its decision or error."""
+                     cancelled: CancelFn | None = None,
+                     on_lines: LineFn | None = None) -> ImportReport:
+        """Import a JSONL file; every line is reported with its decision or error.
+
+        ``on_lines`` receives each chunk's outcomes as soon as it is committed; a run that
+        fails part way raises :class:`~engine.ingest.importer.ImportStopped` with the report
+        of what was committed (engine/ingest/importer.py).
+        """
         from engine.ingest.importer import import_jsonl
 
         return import_jsonl(self._ingest_pipeline(), path, source=source, tier=tier,
-                            progress=progress, cancelled=cancelled)
+                            progress=progress, cancelled=cancelled, on_lines=on_lines)
 
     def import_conversation(self, path: str | Path, *, agent_id: str = "default",
                             progress: ProgressFn | None = None,
-                            cancelled: CancelFn | None = None) -> ImportReport:
-        """Import a conversation (JSON list of {speaker|role, content, ts}) via salience."""
+                            cancelled: CancelFn | None = None,
+                            on_lines: LineFn | None = None) -> ImportReport:
+        """Import a conversation (JSON list of {speaker|role, content, ts}) via salience
+        (``on_lines`` and failures as :meth:`import_jsonl`)."""
         from engine.ingest.importer import import_conversation
 
         return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
-                                   progress=progress, cancelled=cancelled)
+                                   progress=progress, cancelled=cancelled, on_lines=on_lines)
 
     def export_jsonl(self, path: str | Path, *,
                      redact: Callable[[str], str] | None = None) -> int:

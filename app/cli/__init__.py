@@ -3,20 +3,35 @@
 Command groups live in :mod:`app.cli.commands`, one module each, discovered automatically: a
 module defines ``register(subparsers)`` and gives each parser a ``handler(args, ctx) -> int``.
 Exit codes: 0 success, 1 an error the engine reported (message on stderr; with ``--json`` also an
-``{"error": ...}`` document on stdout), 2 a usage error, 3 a dependency cycle (task commands).
+``{"error": ...}`` document on stdout), 2 a usage error, 3 a dependency cycle (task commands),
+70 a bug: an unexpected exception, reported like an error (code ``INTERNAL_ERROR``) with the path
+of its crash report (:mod:`app.crash`) instead of a traceback, 130 interrupted (Ctrl-C), 141
+stdout closed early (``mnemoscope review list | head``: the rest of the output is dropped
+quietly, as a C tool killed by SIGPIPE would).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineError
 
-__all__ = ["build_parser", "run_cli"]
+if TYPE_CHECKING:
+    from app.cli.context import CliContext
+
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "build_parser", "run_cli"]
+
+EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug, not the user's input
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 def build_parser(*, with_commands: bool = True) -> argparse.ArgumentParser:
@@ -92,12 +107,53 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     ctx = CliContext(settings, json=args.json, load_model=not args.no_model,
                      collection=args.collection)
     try:
-        code: int = args.handler(args, ctx)
-        return code
+        try:
+            code: int = args.handler(args, ctx)
+            ctx.stdout.flush()  # a closed pipe shows here, not after the last line of Python
+            return code
+        finally:
+            ctx.close()
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        return report_error(ctx, exc.code, str(exc), 1)
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return report_error(ctx, "INTERRUPTED", "interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:
+        from app.crash import write_crash_report
+
+        report = write_crash_report(exc, Path(settings.data_dir) / "crash", command=args.command)
+        where = f"a crash report was written to {report}" if report is not None else \
+            "no crash report could be written"
+        return report_error(ctx, "INTERNAL_ERROR",
+                            f"unexpected {type(exc).__name__}: {exc} (this is a bug; {where})",
+                            EXIT_INTERNAL, crash_report=None if report is None else str(report))
+
+
+def report_error(ctx: CliContext, code: str, message: str, exit_code: int,
+                 **extra: Any) -> int:
+    """Show an error on stderr and, with ``--json``, as ``{"error": {"code", "message", ...}}``
+    on stdout; return ``exit_code``. ``extra`` keys go into the error object (or, given as
+    ``document``, beside it: what an interrupted ingest committed)."""
+    # Text from the input may hold what UTF-8 cannot encode (a lone surrogate): escape it, so
+    # reporting an error never raises one of its own.
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    document = extra.pop("document", {})
+    try:
+        print(f"error: {message}", file=ctx.stderr)
         if ctx.json:
-            ctx.emit_json({"error": {"code": exc.code, "message": str(exc)}})
-        return 1
-    finally:
-        ctx.close()
+            ctx.emit_json({**document, "error": {"code": code, "message": message, **extra}})
+            ctx.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    return exit_code
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of a closed pipe does not
+    print a BrokenPipeError of its own (the recipe of Python's ``signal`` documentation)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -4,17 +4,23 @@
 through batch ingest and reports every line — its decision, or why it was refused.
 :func:`import_conversation` reads a conversation (a JSON list of ``{speaker|role, content,
 ts}``), keeps the salient messages (seed 000 §1) and ingests them as episodic memories.
+
+Both say what is committed as it is committed: ``on_lines`` receives each chunk's outcomes (with
+the refused lines before them) right after the chunk is written, so a caller killed later has
+reported every committed line (``ingest --stream``). A run that fails part way raises
+:class:`ImportStopped`, which carries the report of what was committed and the line it stopped
+at; a cancelled run returns that report with ``cancelled`` set.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InputFormatError, ValidationError
+from engine.errors import EngineError, InputFormatError, ValidationError
 from engine.ingest.jsonl import json_error_text, read_jsonl, write_jsonl_atomic
 from engine.ingest.kinds import Action
 from engine.ingest.pipeline import CancelFn, IngestPipeline, IngestResult, ProgressFn
@@ -29,8 +35,8 @@ from engine.records import (
     parse_timestamp,
 )
 
-__all__ = ["ImportReport", "LineOutcome", "export_records", "import_conversation",
-           "import_jsonl"]
+__all__ = ["ImportReport", "ImportStopped", "LineFn", "LineOutcome", "export_records",
+           "import_conversation", "import_jsonl"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +85,14 @@ class ImportReport:
         lines: Outcomes, in file order (refused lines included; lines of a cancelled chunk
             are absent).
         cancelled: The caller cancelled; nothing of the chunk in progress was written.
+        stopped_at: When the run was cancelled or failed, the first line whose memory was not
+            committed (nothing from it on was); None when every good line went through.
     """
 
     path: str
     lines: tuple[LineOutcome, ...]
     cancelled: bool = False
+    stopped_at: int | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -104,10 +113,35 @@ class ImportReport:
                 "cancelled": self.cancelled}
 
 
+LineFn = Callable[[Sequence[LineOutcome]], None]
+"""Receives outcomes in file order as they are final (see the module docstring)."""
+
+
+class ImportStopped(EngineError):
+    """An import failed part way; the chunks before the failure stay written.
+
+    Its code and message are those of the cause (``STORE_UNAVAILABLE``, ...), so a caller that
+    only branches on codes sees the same error as before.
+
+    Attributes:
+        report: What was committed, the refused lines, and ``stopped_at``.
+        cause: The error that stopped the run.
+    """
+
+    def __init__(self, report: ImportReport, cause: EngineError) -> None:
+        super().__init__(f"{cause}; lines before {report.stopped_at} were committed, "
+                         f"line {report.stopped_at} and later were not"
+                         if report.stopped_at is not None else str(cause))
+        self.code = cause.code
+        self.report = report
+        self.cause = cause
+
+
 def _ingest_lines(pipeline: IngestPipeline, path: str,
                   parsed: Iterable[tuple[int, NewMemory | None, str | None]],
                   progress: ProgressFn | None, cancelled: CancelFn | None,
-                  skipped: Iterable[LineOutcome] = ()) -> ImportReport:
+                  skipped: Iterable[LineOutcome] = (), on_lines: LineFn | None = None
+                  ) -> ImportReport:
     refused: list[LineOutcome] = list(skipped)
     good: list[tuple[int, NewMemory]] = []
     for line, memory, error in parsed:
@@ -115,24 +149,59 @@ def _ingest_lines(pipeline: IngestPipeline, path: str,
             refused.append(LineOutcome(line, Action.ERROR.value, error or "invalid"))
         else:
             good.append((line, memory))
-    batch = pipeline.ingest_batch([m for _, m in good], progress=progress, cancelled=cancelled)
-    outcomes = refused + [LineOutcome.from_result(line, result)
-                          for (line, _), result in zip(good, batch.results, strict=False)]
-    outcomes.sort(key=lambda o: o.line)
-    return ImportReport(path, tuple(outcomes), batch.cancelled)
+    refused.sort(key=lambda o: o.line)
+    committed: list[LineOutcome] = []
+    told = 0  # refused lines passed to on_lines so far
+
+    def tell(outcomes: Sequence[LineOutcome], until: int | None) -> None:
+        nonlocal told
+        if on_lines is None:
+            return
+        upto = told
+        while upto < len(refused) and (until is None or refused[upto].line < until):
+            upto += 1
+        batch = sorted([*refused[told:upto], *outcomes], key=lambda o: o.line)
+        told = upto
+        if batch:
+            on_lines(batch)
+
+    def commit(start: int, results: Sequence[IngestResult]) -> None:
+        outcomes = [LineOutcome.from_result(good[start + offset][0], result)
+                    for offset, result in enumerate(results)]
+        committed.extend(outcomes)
+        tell(outcomes, outcomes[-1].line if outcomes else None)
+
+    def report(*, cancelled: bool) -> ImportReport:
+        stopped_at = good[len(committed)][0] if len(committed) < len(good) else None
+        outcomes = sorted([*refused, *committed], key=lambda o: o.line)
+        return ImportReport(path, tuple(outcomes), cancelled, stopped_at)
+
+    try:
+        batch = pipeline.ingest_batch([m for _, m in good], progress=progress,
+                                      cancelled=cancelled, on_commit=commit)
+    except EngineError as exc:
+        tell((), None)
+        raise ImportStopped(report(cancelled=False), exc) from exc
+    tell((), None)
+    return report(cancelled=batch.cancelled)
 
 
 def import_jsonl(pipeline: IngestPipeline, path: str | Path, *, source: str | None = None,
                  tier: TrustTier | None = None, progress: ProgressFn | None = None,
-                 cancelled: CancelFn | None = None) -> ImportReport:
+                 cancelled: CancelFn | None = None,
+                 on_lines: LineFn | None = None) -> ImportReport:
     """Ingest a JSONL file; every line is reported (see :mod:`engine.ingest.jsonl`).
+
+    Args:
+        on_lines: Receives the outcomes of each chunk as soon as it is written.
 
     Raises:
         InputFormatError: the file cannot be opened.
-        StoreUnavailable: a chunk could not be written (earlier chunks stay written).
+        ImportStopped: a chunk could not be written (earlier chunks stay written; the error
+            carries their report and has the code of its cause, e.g. ``STORE_UNAVAILABLE``).
     """
     parsed = [(p.line, p.memory, p.error) for p in read_jsonl(path, source=source, tier=tier)]
-    return _ingest_lines(pipeline, str(path), parsed, progress, cancelled)
+    return _ingest_lines(pipeline, str(path), parsed, progress, cancelled, on_lines=on_lines)
 
 
 def _messages(path: Path) -> Iterator[tuple[int, str, str, float | None, str | None]]:
@@ -178,7 +247,8 @@ def _messages(path: Path) -> Iterator[tuple[int, str, str, float | None, str | N
 
 def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id: str = "default",
                         progress: ProgressFn | None = None, cancelled: CancelFn | None = None,
-                        config: SalienceConfig | None = None) -> ImportReport:
+                        config: SalienceConfig | None = None,
+                        on_lines: LineFn | None = None) -> ImportReport:
     """Turn a conversation into episodic memories of ``agent_id`` via salience selection.
 
     Each selected message becomes ``"<speaker>: <content>"`` (layer episodic, category
@@ -187,6 +257,7 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
 
     Raises:
         InputFormatError: the file is not a JSON list of messages.
+        ImportStopped: a chunk could not be written (as :func:`import_jsonl`).
     """
     file = Path(path)
     rows = list(_messages(file))
@@ -211,7 +282,8 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
             continue
         parsed.append((number, memory, None))
     parsed.extend((number, None, error) for number, _, _, _, error in rows if error is not None)
-    return _ingest_lines(pipeline, str(file), parsed, progress, cancelled, skipped)
+    return _ingest_lines(pipeline, str(file), parsed, progress, cancelled, skipped,
+                         on_lines=on_lines)
 
 
 def export_records(records: Iterable[MemoryRecord], path: str | Path, *,

@@ -80,6 +80,8 @@ Embed = Callable[[Sequence[str]], F32 | None]
 """Texts → unit vectors, or None when the model is not ready (the Jaccard path)."""
 ProgressFn = Callable[[int, int], None]
 CancelFn = Callable[[], bool]
+CommitFn = Callable[[int, Sequence["IngestResult"]], None]
+"""Called after each chunk is written with the index of its first item and its results."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -860,7 +862,8 @@ class IngestPipeline:
 
     def ingest_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
                      cancelled: CancelFn | None = None,
-                     vectors: F32 | None = None) -> BatchResult:
+                     vectors: F32 | None = None,
+                     on_commit: CommitFn | None = None) -> BatchResult:
         """Ingest many memories, embedding and writing ``policy.batch_size`` at a time.
 
         Each memory goes through the same stages as :meth:`ingest`; later memories see earlier
@@ -874,19 +877,23 @@ class IngestPipeline:
             cancelled: Polled before each memory; when it returns True the chunk in progress
                 is dropped (nothing of it is written) and the committed results are returned.
             vectors: Precomputed embeddings, one row per item (benchmarks, the eval).
+            on_commit: Called after each chunk is written (and its events emitted) with the
+                index of its first item and its results, so a caller that fails or is killed
+                later has already reported what is committed (``ingest --stream``).
 
         Raises:
-            StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay.
+            StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay
+                (each was passed to ``on_commit``).
         """
         size = self.policy.batch_size
         chunks = [items[start:start + size] for start in range(0, len(items), size)]
         with fewer_collections():  # fewer GC passes over the batch's garbage (engine/collector.py)
             return self._run_chunks(chunks, len(items), vectors, progress=progress,
-                                    cancelled=cancelled)
+                                    cancelled=cancelled, on_commit=on_commit)
 
     def _run_chunks(self, chunks: Sequence[Sequence[NewMemory]], total: int,
                     vectors: F32 | None, *, progress: ProgressFn | None,
-                    cancelled: CancelFn | None) -> BatchResult:
+                    cancelled: CancelFn | None, on_commit: CommitFn | None) -> BatchResult:
         results: list[IngestResult] = []
         size = self.policy.batch_size
         encoder = None if vectors is not None else _ChunkEncoder(
@@ -902,7 +909,10 @@ class IngestPipeline:
                                           progress=progress, cancelled=cancelled)
                 if runs is None:
                     return BatchResult(tuple(results), total, cancelled=True)
-                results.extend(run.result() for run in runs)
+                committed = [run.result() for run in runs]
+                results.extend(committed)
+                if on_commit is not None:
+                    on_commit(start, committed)
         finally:
             if encoder is not None:
                 encoder.close()
