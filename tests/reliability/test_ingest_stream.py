@@ -101,3 +101,42 @@ def test_sigterm_stops_between_memories_and_says_where(tmp_path: Path) -> None:
     assert stopped % BATCH == 1  # at a chunk boundary: the chunk in progress was not written
     assert _stored_ids(tmp_path) == {d["id"] for d in streamed}
     assert f"lines before {stopped} were committed" in err
+
+
+@pytest.mark.slow
+def test_a_full_disk_mid_ingest_reports_the_committed_lines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ingest --json`` on a store that fills its 6 MiB filesystem part way: the error
+    document carries every committed line and the line it stopped at (mount rights needed,
+    as for tests/reliability/test_disk.py)."""
+    from app.cli import run_cli
+    from tests.reliability.test_disk import _mount, _umount
+
+    path = _file(tmp_path)
+    small = tmp_path / "small"
+    small.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=6m", "tmpfs", str(small))
+    try:
+        env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+               "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
+        code = run_cli(["--store", str(small / "store"), "--no-model", "--json", "ingest",
+                        path], env)
+        out, err = capsys.readouterr()
+        assert code == 1 and "Traceback" not in err, err
+        document = json.loads(out)
+        assert document["error"]["code"] == "STORE_UNAVAILABLE", document["error"]
+        stopped = document["stopped_at_line"]
+        committed = document["results"]
+        assert committed, "the disk filled before the first chunk"
+        assert [r["line"] for r in committed] == list(range(1, stopped))
+        assert f"lines before {stopped} were committed" in document["error"]["message"]
+        _mount("-o", "remount,size=256m", str(small))
+        engine = MemoryEngine.open(StoreSpec(str(small / "store")), embedder=None)
+        try:
+            missing = [r["line"] for r in committed if r["id"] not in engine.store.view]
+        finally:
+            engine.close()
+        assert not missing, f"reported committed but not stored: {missing[:10]}"
+        print(f"disk full at line {stopped}: {document['error']['message']}")
+    finally:
+        _umount(small)
