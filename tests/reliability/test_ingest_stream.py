@@ -101,6 +101,7 @@ def test_sigterm_stops_between_memories_and_says_where(tmp_path: Path) -> None:
     assert stopped % BATCH == 1  # at a chunk boundary: the chunk in progress was not written
     assert _stored_ids(tmp_path) == {d["id"] for d in streamed}
     assert f"lines before {stopped} were committed" in err
+    print(f"SIGTERM: stopped at line {stopped}, {len(streamed)} lines committed")
 
 
 @pytest.mark.slow
