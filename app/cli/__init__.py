@@ -86,7 +86,12 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     asks_help = any(a in ("-h", "--help", "--version") for a in argv)
     quick, rest = (None, argv) if asks_help else \
         build_parser(with_commands=False).parse_known_args(list(argv))
-    args = quick if quick is not None and not rest else build_parser().parse_args(list(argv))
+    parser: argparse.ArgumentParser | None = None
+    if quick is not None and not rest:
+        args = quick
+    else:
+        parser = build_parser()
+        args = parser.parse_args(list(argv))
     try:
         settings = load_settings(settings_env)
         overrides = {}
@@ -108,6 +113,8 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
                      collection=args.collection)
     try:
         try:
+            if parser is not None:
+                _check_text_arguments(parser, args)
             code: int = args.handler(args, ctx)
             ctx.stdout.flush()  # a closed pipe shows here, not after the last line of Python
             return code
@@ -129,6 +136,49 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
         return report_error(ctx, "INTERNAL_ERROR",
                             f"unexpected {type(exc).__name__}: {exc} (this is a bug; {where})",
                             EXIT_INTERNAL, crash_report=None if report is None else str(report))
+
+
+# Options whose value is a file-system path: on POSIX a path may be any bytes, which Python
+# hands over as lone surrogates (surrogateescape) and ``open`` turns back into those bytes.
+_PATH_DESTS = frozenset({"store", "screenshot", "file", "out", "workspace", "card",
+                         "error_stack"})
+
+
+def _check_text_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse text arguments that are not valid Unicode, naming the option.
+
+    Bytes in ``argv`` that are not UTF-8 reach Python as lone surrogates; as an agent id, a
+    query or a record id they cannot be stored, hashed or looked up (the ledger's SQLite raised
+    ``UnicodeEncodeError`` deep inside ``events``, ``fate``, ``search``, ``compact``). One check
+    here covers every command.
+
+    Raises:
+        ValidationError: naming the option (``--agent``) or argument.
+    """
+    from engine.records import check_text
+
+    names = _argument_names(parser)
+    for dest, value in vars(args).items():
+        if dest in _PATH_DESTS:
+            continue
+        for item in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(item, str):
+                check_text(item, names.get(dest, dest))
+
+
+def _argument_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """dest -> how the user wrote it (``--agent``, ``TEXT``), over every sub-command."""
+    names: dict[str, str] = {}
+    for action in parser._actions:  # argparse keeps no public list of a parser's arguments
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                for dest, name in _argument_names(sub).items():
+                    names.setdefault(dest, name)
+        elif action.option_strings:
+            names.setdefault(action.dest, action.option_strings[-1])
+        else:
+            names.setdefault(action.dest, str(action.metavar or action.dest))
+    return names
 
 
 def report_error(ctx: CliContext, code: str, message: str, exit_code: int,

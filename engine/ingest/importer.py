@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError, InputFormatError, ValidationError
-from engine.ingest.jsonl import json_error_text, read_jsonl, write_jsonl_atomic
+from engine.ingest.jsonl import file_label, json_error_text, read_jsonl, write_jsonl_atomic
 from engine.ingest.kinds import Action
 from engine.ingest.pipeline import CancelFn, IngestPipeline, IngestResult, ProgressFn
 from engine.ingest.salience import SalienceConfig, select_salient
@@ -273,7 +273,7 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
         try:
             memory = NewMemory(
                 content=f"{speaker}: {content}", agent_id=agent_id, layer=Layer.EPISODIC,
-                category=Category.EPISODE, source=f"conversation:{file.name}",
+                category=Category.EPISODE, source=f"conversation:{file_label(file)}",
                 source_tier=TrustTier.AGENT, created_at=ts,
                 metadata={"speaker": speaker, "message": number,
                           "salience": round(chosen[position], 6)})

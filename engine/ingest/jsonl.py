@@ -34,6 +34,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "NEW_MEMORY_FIELDS",
     "ParsedLine",
+    "file_label",
     "json_error_text",
     "new_memory_from_json",
     "new_memory_to_json",
@@ -158,6 +159,12 @@ def new_memory_from_json(data: Mapping[str, Any], *, source: str | None = None,
     return NewMemory(**fields)
 
 
+def file_label(path: Path) -> str:
+    """``path``'s name as valid text for a memory's ``source``: a POSIX file name may hold
+    bytes that are not UTF-8 (Python shows them as lone surrogates); those become U+FFFD."""
+    return os.fsencode(path.name).decode("utf-8", "replace")
+
+
 def json_error_text(exc: json.JSONDecodeError) -> str:
     """``not JSON: <what> at column <n>``. Some of json's messages already end in "at"
     ("Unterminated string starting at"); those get the column without a second "at"."""
@@ -208,7 +215,7 @@ def read_jsonl(path: str | Path, *, source: str | None = None, tier: TrustTier |
         InputFormatError: the file cannot be opened (line 0).
     """
     file = Path(path)
-    default_source = f"import:{file.name}"
+    default_source = f"import:{file_label(file)}"
     try:
         handle = file.open("rb")
     except OSError as exc:

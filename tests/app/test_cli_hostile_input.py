@@ -53,7 +53,36 @@ def test_add_refuses_hostile_input_with_the_input_code(cli: Runner,
     assert code == 1 and "Traceback" not in err
     error = json.loads(out)["error"]
     assert error["code"] == "MEMORY_INPUT_INVALID"
-    assert error["message"].split(":")[0] in ("content", "expires_at")
+    assert error["message"].split(":")[0] in ("text", "expires_at")
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (("fate", "x\udcff"), "id"),
+    (("events", "--kind", "k\udcff"), "--kind"),
+    (("events", "--record", "r\udcff"), "--record"),
+    (("search", "when is lunch", "--agent", "a\udcff"), "--agent"),
+    (("compact", "--agent", "a\udcff"), "--agent"),
+])
+def test_text_arguments_that_are_not_utf8_are_input_errors(
+        cli: Runner, argv: tuple[str, ...], named: str) -> None:
+    """Bytes in argv that are not UTF-8 arrive as lone surrogates: as an id, agent or kind
+    they used to reach SQLite and crash with UnicodeEncodeError."""
+    assert cli("add", "Lunch is at noon on weekdays")[0] == 0
+    code, out, err = cli("--json", *argv)
+    assert code == 1 and "Traceback" not in err
+    error = json.loads(out)["error"]
+    assert error["code"] == "MEMORY_INPUT_INVALID"
+    assert error["message"].startswith(f"{named}: lone surrogate U+DCFF at character 2")
+
+
+def test_a_path_that_is_not_utf8_still_works(cli: Runner, tmp_path: Path) -> None:
+    """A file name may be any bytes on POSIX: paths are not checked as text."""
+    path = tmp_path / os.fsdecode(b"caf\xe9.jsonl")
+    _jsonl(path, [{"content": "Ren bakes sourdough on Saturdays"}])
+    code, out, _ = cli("--json", "ingest", str(path))
+    assert code == 0 and json.loads(out)["counts"]["inserted"] == 1
+    record = json.loads(cli("--json", "get", json.loads(out)["results"][0]["id"])[1])
+    assert record["source"] == "import:caf\ufffd.jsonl"
 
 
 def test_deep_conversation_is_an_input_error(cli: Runner, tmp_path: Path) -> None:
