@@ -27,7 +27,8 @@ from engine.errors import EngineError
 if TYPE_CHECKING:
     from app.cli.context import CliContext
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "build_parser", "run_cli"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "build_parser",
+           "report_crash", "report_error", "run_cli"]
 
 EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug, not the user's input
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -128,14 +129,23 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     except KeyboardInterrupt:
         return report_error(ctx, "INTERRUPTED", "interrupted", EXIT_INTERRUPTED)
     except Exception as exc:
-        from app.crash import write_crash_report
+        return report_crash(ctx, exc, args.command)
 
-        report = write_crash_report(exc, Path(settings.data_dir) / "crash", command=args.command)
-        where = f"a crash report was written to {report}" if report is not None else \
-            "no crash report could be written"
-        return report_error(ctx, "INTERNAL_ERROR",
-                            f"unexpected {type(exc).__name__}: {exc} (this is a bug; {where})",
-                            EXIT_INTERNAL, crash_report=None if report is None else str(report))
+
+def report_crash(ctx: CliContext, exc: Exception, command: str, *,
+                 document: dict[str, Any] | None = None) -> int:
+    """Report a bug: its traceback to a crash report (:mod:`app.crash`), one line naming that
+    file to the user, an ``INTERNAL_ERROR`` error document with ``--json`` (``document`` keys
+    beside it). Returns :data:`EXIT_INTERNAL`."""
+    from app.crash import write_crash_report
+
+    report = write_crash_report(exc, Path(ctx.settings.data_dir) / "crash", command=command)
+    where = f"a crash report was written to {report}" if report is not None else \
+        "no crash report could be written"
+    return report_error(ctx, "INTERNAL_ERROR",
+                        f"unexpected {type(exc).__name__}: {exc} (this is a bug; {where})",
+                        EXIT_INTERNAL, crash_report=None if report is None else str(report),
+                        document=document or {})
 
 
 # Options whose value is a file-system path: on POSIX a path may be any bytes, which Python

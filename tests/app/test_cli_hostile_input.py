@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine.memory_engine import MemoryEngine
 from tests.app.conftest import Runner
+from tests.reliability.driver import texts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,6 +113,35 @@ def test_an_unexpected_exception_is_a_crash_report(cli: Runner, tmp_path: Path,
     assert str(report) in error["message"] and str(report) in err
     text = report.read_text(encoding="utf-8")
     assert "Traceback" in text and "a bug in the engine" in text and "command:  ingest" in text
+
+
+def test_a_bug_part_way_still_reports_the_committed_lines(
+        cli: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second chunk (lines 257..) hits a bug: the first chunk's 256 lines are committed
+    and reported beside the INTERNAL_ERROR, in the document and on the stream."""
+    from engine.ingest.pipeline import IngestPipeline
+
+    decide = IngestPipeline._decide_chunk
+
+    def second_chunk_breaks(self: IngestPipeline, chunk: Any, vectors: Any, start: int,
+                            *args: Any, **kwargs: Any) -> Any:
+        if start > 0:
+            raise ZeroDivisionError("a bug in the second chunk")
+        return decide(self, chunk, vectors, start, *args, **kwargs)
+
+    monkeypatch.setattr(IngestPipeline, "_decide_chunk", second_chunk_breaks)
+    path = _jsonl(tmp_path / "m.jsonl", [{"content": t} for t in texts(300)])
+    code, out, err = cli("--json", "ingest", path)
+    assert code == 70 and "Traceback" not in err
+    document = json.loads(out)
+    assert document["error"]["code"] == "INTERNAL_ERROR"
+    assert [r["line"] for r in document["results"]] == list(range(1, 257))
+    assert json.loads(cli("--json", "stats")[1])["records"] == 256
+    code, out, _ = cli("ingest", path, "--stream")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 70 and len(lines) == 257  # 256 skipped as duplicates now, then the summary
+    assert lines[-1]["summary"]["error"]["code"] == "INTERNAL_ERROR"
+    assert lines[-1]["summary"]["counts"]["skipped"] == 256
 
 
 def test_stream_prints_each_line_then_a_summary(cli: Runner, tmp_path: Path) -> None:

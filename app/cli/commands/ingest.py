@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from app.cli import EXIT_INTERRUPTED, report_error
+from app.cli import EXIT_INTERRUPTED, report_crash, report_error
 from app.cli.context import CliContext
 from app.cli.groups import eval_group
 from engine.errors import EngineError, ValidationError
@@ -120,15 +120,19 @@ def _run_import(args: argparse.Namespace, ctx: CliContext,
                 run: Callable[[LineFn | None, CancelFn], ImportReport], *,
                 prefix: Callable[[int], str]) -> int:
     """Run an import and say what was committed, whether it finished, failed or was stopped."""
-    from engine.ingest import ImportStopped
+    from engine.ingest import ImportReport, ImportStopped
 
-    def stream(outcomes: Sequence[LineOutcome]) -> None:
-        for outcome in outcomes:
-            ctx.emit_json_line(outcome.to_json())
+    told: list[LineOutcome] = []  # committed (and refused) so far, for a bug's report
+
+    def tell(outcomes: Sequence[LineOutcome]) -> None:
+        told.extend(outcomes)
+        if args.stream:
+            for outcome in outcomes:
+                ctx.emit_json_line(outcome.to_json())
 
     with _stop_on_signal() as stop:
         try:
-            report = run(stream if args.stream else None, stop.is_set)
+            report = run(tell, stop.is_set)
         except ImportStopped as exc:
             error = {"code": exc.code, "message": str(exc)}
             if args.stream:
@@ -139,6 +143,15 @@ def _run_import(args: argparse.Namespace, ctx: CliContext,
                 _print_report(ctx, exc.report, prefix)
             return report_error(ctx, exc.code, str(exc), 1,
                                 document=_document(exc.report))
+        except (EngineError, BrokenPipeError):
+            raise  # before anything was committed (a file error), or the reader left: run_cli
+        except Exception as exc:
+            # A bug part way: still say which lines were committed before it.
+            partial = ImportReport(args.file, tuple(told))
+            if args.stream:
+                ctx.emit_json_line({"summary": _summary(partial, {
+                    "code": "INTERNAL_ERROR", "message": f"unexpected {type(exc).__name__}"})})
+            return report_crash(ctx, exc, args.command, document=_document(partial))
     if args.stream:
         ctx.emit_json_line({"summary": _summary(report, None)})
     elif ctx.json:
