@@ -83,6 +83,15 @@ def test_errors_carry_the_input_code() -> None:
     assert InputFormatError("f", 1, "content", "bad").code == "MEMORY_INPUT_INVALID"
 
 
+def test_surrogates_in_flat_metadata_are_named_too() -> None:
+    """Flat metadata takes a faster check (one encode of its JSON); the error is the same."""
+    with pytest.raises(ValidationError, match=r"^metadata\.note: lone surrogate U\+DBFF at "
+                                              r"character 3"):
+        NewMemory("x", metadata={"ok": 1, "note": "ab\udbff"})
+    with pytest.raises(ValidationError, match=r"^metadata key: lone surrogate U\+DC80"):
+        NewMemory("x", metadata={"\udc80": 1})
+
+
 def test_over_deep_metadata_is_refused_at_any_depth_python_can_build() -> None:
     nested: object = "leaf"
     for _ in range(MAX_METADATA_DEPTH - 1):
