@@ -8,6 +8,10 @@ command shows a traceback for bad input).
 
 The report holds the traceback and the command's name, not its arguments or the input: those
 can be private memories (the user attaches the input themselves if they choose to).
+
+The desktop app runs inside :func:`crash_reports`: an exception that escapes a slot or a task
+(``ui.tasks.spawn`` hands those to ``sys.excepthook``) is written the same way, then passed on
+to the previous hook.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ import os
 import platform
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 
-__all__ = ["write_crash_report"]
+__all__ = ["crash_reports", "write_crash_report"]
 
 
 def write_crash_report(exc: BaseException, directory: Path, *, command: str) -> Path | None:
@@ -55,3 +62,25 @@ def write_crash_report(exc: BaseException, directory: Path, *, command: str) -> 
     except OSError:
         return None
     return path
+
+
+@contextmanager
+def crash_reports(directory: Path, *, command: str = "app") -> Iterator[None]:
+    """While active, every uncaught exception is written to a crash report in ``directory``
+    (and a line naming it to stderr) before the previous ``sys.excepthook`` runs."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException,
+             tb: TracebackType | None) -> None:
+        if not isinstance(exc, KeyboardInterrupt):
+            report = write_crash_report(exc.with_traceback(tb), directory, command=command)
+            if report is not None:
+                print(f"mnemoscope: unexpected {kind.__name__} (a bug); crash report: {report}",
+                      file=sys.stderr)
+        previous(kind, exc, tb)
+
+    sys.excepthook = hook
+    try:
+        yield
+    finally:
+        sys.excepthook = previous

@@ -25,6 +25,10 @@ def run_gui(args: argparse.Namespace, settings: Settings) -> int:
               "`QT_QPA_PLATFORM=offscreen mnemoscope --self-test`, or use the command line "
               "(`mnemoscope --help`).", file=sys.stderr)
         return 2
+    from pathlib import Path
+
+    from app.crash import crash_reports
     from app.wiring import launch
 
-    return launch(args, settings)
+    with crash_reports(Path(settings.data_dir) / "crash"):
+        return launch(args, settings)
