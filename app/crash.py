@@ -1,10 +1,10 @@
 """Crash reports: an unexpected exception becomes a file, not a traceback on the user's screen.
 
 Every error the engine raises on purpose is an :class:`~engine.errors.EngineError` with a code
-and a message naming what is wrong; anything else is a bug. The command line (and the app, when
-it wants one) writes the bug's traceback to ``<data dir>/crash/crash-<UTC time>-<pid>.log`` with
-the versions a bug report needs, and shows the user one line with that path (issue 18: no
-command shows a traceback for bad input).
+and a message naming what is wrong; anything else is a bug. The command line and the desktop
+app write the bug's traceback to ``<data dir>/crash/crash-<UTC time>-<pid>.log`` with the
+versions a bug report needs, and show the user one line with that path (issue 18: no command
+shows a traceback for bad input).
 
 The report holds the traceback and the command's name, not its arguments or the input: those
 can be private memories (the user attaches the input themselves if they choose to).
