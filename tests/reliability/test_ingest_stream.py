@@ -27,12 +27,29 @@ BATCH = 256
 
 
 def _start(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
+    """The command in a child; its stderr goes to ``tmp_path/stderr.txt`` (:func:`_finish`).
+
+    Its stdout is read through the pipe's text wrapper only (``readline``, ``read``): mixing
+    that with ``communicate``, which reads the raw pipe, would drop what the wrapper had
+    already buffered.
+    """
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
            "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "app.main", "--store", str(tmp_path / "store"), "--no-model",
-         *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app.main", "--store", str(tmp_path / "store"),
+             "--no-model", *argv], stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+            cwd=ROOT)
+
+
+def _finish(child: subprocess.Popen[str], tmp_path: Path) -> tuple[str, str]:
+    """The rest of the child's stdout and all its stderr, once it has ended."""
+    assert child.stdout is not None
+    out = child.stdout.read()
+    child.stdout.close()
+    child.wait(timeout=600)
+    return out, (tmp_path / "stderr.txt").read_text(encoding="utf-8")
 
 
 def _file(tmp_path: Path) -> str:
@@ -69,7 +86,7 @@ def test_every_streamed_line_survives_sigkill(tmp_path: Path) -> None:
         streamed = _read_until(child, BATCH + 1)  # the second chunk has committed
     finally:
         child.kill()
-        child.communicate()
+        _finish(child, tmp_path)
     stored = _stored_ids(tmp_path)
     assert all(d["action"] == "inserted" for d in streamed)
     missing = [d["line"] for d in streamed if d["id"] not in stored]
@@ -78,7 +95,7 @@ def test_every_streamed_line_survives_sigkill(tmp_path: Path) -> None:
     print(f"killed after {len(streamed)} streamed lines; {len(stored)} records stored")
     # a second run completes the file: what was stored is recognised, nothing is doubled
     rerun = _start(tmp_path, "--json", "ingest", path)
-    out, err = rerun.communicate(timeout=600)
+    out, err = _finish(rerun, tmp_path)
     assert rerun.returncode == 0, err
     counts = json.loads(out)["counts"]
     assert counts["skipped"] == len(stored) and counts["inserted"] == LINES - len(stored)
@@ -90,7 +107,7 @@ def test_sigterm_stops_between_memories_and_says_where(tmp_path: Path) -> None:
     child = _start(tmp_path, "ingest", path, "--stream")
     streamed = _read_until(child, 1)  # the first chunk has committed
     child.send_signal(signal.SIGTERM)
-    out, err = child.communicate(timeout=600)
+    out, err = _finish(child, tmp_path)
     assert child.returncode == 130, err
     assert "Traceback" not in err
     streamed += [json.loads(line) for line in out.splitlines()]
