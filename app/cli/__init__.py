@@ -150,8 +150,8 @@ def report_crash(ctx: CliContext, exc: Exception, command: str, *,
 
 # Options whose value is a file-system path: on POSIX a path may be any bytes, which Python
 # hands over as lone surrogates (surrogateescape) and ``open`` turns back into those bytes.
-_PATH_DESTS = frozenset({"store", "screenshot", "file", "out", "workspace", "card",
-                         "error_stack"})
+_PATH_DESTS = frozenset({"store", "screenshot", "file", "conversation", "out", "workspace",
+                         "card", "error_stack"})
 
 
 def _check_text_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
