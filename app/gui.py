@@ -31,6 +31,10 @@ def run_gui(args: argparse.Namespace, settings: Settings) -> int:
     if problem is not None:
         print(problem, file=sys.stderr)
         return 2
+    from pathlib import Path
+
+    from app.crash import crash_reports
     from app.wiring import launch
 
-    return launch(args, settings)
+    with crash_reports(Path(settings.data_dir) / "crash"):
+        return launch(args, settings)

@@ -28,10 +28,16 @@ was (the user can fix it)::
       + EditConflict                  MEMORY_EDIT_CONFLICT: the record changed since it was read
       + SchemaMismatch                STORE_SCHEMA_MISMATCH: store written by a newer version
       + Cancelled                     OPERATION_CANCELLED: the caller cancelled long work
+      + ImportStopped                 (its cause's code): an import failed part way; carries
+                                      what was committed (engine.ingest.importer)
       + CycleDetected                 1002: carries the cycle path (seed 003)
       + LLMError                      LLM_ERROR: provider failures after retries
         + BudgetExceeded              LLM_BUDGET_EXCEEDED
         + CircuitOpen                 LLM_CIRCUIT_OPEN
+
+``MEMORY_INPUT_INVALID`` is ours: seed 002's taxonomy has only ``MEMORY_CONFIG_INVALID``, and a
+caller that branches on the code must tell "fix your settings" from "fix this record or line of
+your file" (issue 18). Configuration keeps ``MEMORY_CONFIG_INVALID``.
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ class ConfigInvalid(EngineError):
 class ValidationError(EngineError):
     """A record or request field is invalid. The message names the field and the bad value."""
 
-    code = "MEMORY_CONFIG_INVALID"
+    code = "MEMORY_INPUT_INVALID"
 
     def __init__(self, field: str, value: object, reason: str) -> None:
         shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."

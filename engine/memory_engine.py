@@ -9,6 +9,7 @@ it can be undone, and emits an audit event that sampling never drops.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import sys
 import threading
@@ -65,7 +66,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         ReviewItem,
         SteppedRun,
     )
-    from engine.ingest.importer import SalienceCut
+    from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, ImportLog, UndoPlan
     from engine.layers import LayerService, SpatialHit
     from engine.records import TrustTier
@@ -659,16 +660,18 @@ class MemoryEngine:
         return batch
 
     def records_without_history(self) -> list[str]:
-        """Ids of stored records that have no row in the edit history.
+        """Ids of stored records that have no ``create`` row in the edit history.
 
         A record reaches Chroma before its ledger rows; a process killed between the two (a
-        crash, kill -9) leaves such records. Nothing is lost, but their history is empty until
-        :meth:`reconcile_history` adds it.
+        crash, kill -9) leaves such records. Nothing is lost, but their history lacks its start
+        until :meth:`reconcile_history` adds it. A record that was changed since (a re-ingest
+        appends provenance: an ``update`` row) still lacks it, so the test is for a ``create``
+        row, not for any row (issue 18: ``doctor --repair`` used to leave those).
         """
         if self._ledger.version("records") == 0:
             return []
         known = {row["record_id"] for row in
-                 self._ledger.query("SELECT DISTINCT record_id FROM edits")}
+                 self._ledger.query("SELECT DISTINCT record_id FROM edits WHERE op = 'create'")}
         snapshot = self._store.view.snapshot()
         return [snapshot.ids[r] for r in snapshot.live_rows.tolist()
                 if snapshot.ids[r] not in known]
@@ -833,36 +836,43 @@ class MemoryEngine:
 
     def import_jsonl(self, path: str | Path, *, source: str | None = None,
                      tier: TrustTier | None = None, progress: ProgressFn | None = None,
-                     cancelled: CancelFn | None = None) -> ImportReport:
+                     cancelled: CancelFn | None = None,
+                     on_lines: LineFn | None = None) -> ImportReport:
         """Import a JSONL file; every line is reported with its decision or error.
 
-        The import is logged and undoes as one step (:meth:`undo_import`).
+        The import is logged and undoes as one step (:meth:`undo_import`). ``on_lines``
+        receives each chunk's outcomes as soon as it is committed; a run that fails part way
+        raises :class:`~engine.ingest.importer.ImportStopped` with the report of what was
+        committed (engine/ingest/importer.py).
         """
         from engine.ingest.importer import import_jsonl
 
         return self._logged_import(
             lambda import_id: import_jsonl(self._ingest_pipeline(), path, source=source,
                                            tier=tier, progress=progress, cancelled=cancelled,
-                                           import_id=import_id),
+                                           import_id=import_id, on_lines=on_lines),
             path, "jsonl", None)
 
     def import_conversation(self, path: str | Path, *, agent_id: str = "default",
                             progress: ProgressFn | None = None,
                             cancelled: CancelFn | None = None,
                             keep: SalienceCut | None = None,
-                            dry_run: bool = False) -> ImportReport:
+                            dry_run: bool = False,
+                            on_lines: LineFn | None = None) -> ImportReport:
         """Import a conversation (any format of :mod:`engine.ingest.conversations`).
 
         Args:
             keep: Which turns to keep (default: seed 000 §1 salience selection).
             dry_run: Report what the import would do and write nothing.
+            on_lines: As :meth:`import_jsonl` (so are failures part way).
         """
         from engine.ingest.importer import import_conversation
 
         def run(import_id: str | None) -> ImportReport:
             return import_conversation(self._ingest_pipeline(), path, agent_id=agent_id,
                                        progress=progress, cancelled=cancelled, keep=keep,
-                                       dry_run=dry_run, import_id=import_id)
+                                       dry_run=dry_run, import_id=import_id,
+                                       on_lines=on_lines)
 
         return run(None) if dry_run else self._logged_import(run, path, "conversation",
                                                              agent_id)
@@ -879,11 +889,20 @@ class MemoryEngine:
 
     def _logged_import(self, run: Callable[[str], ImportReport], path: str | Path, kind: str,
                        agent_id: str | None) -> ImportReport:
-        """Run an import under a new import id, logged before its first write."""
+        """Run an import under a new import id, logged before its first write (and, when it
+        stops part way, with what it committed)."""
+        from engine.ingest.importer import ImportStopped
+
         import_id = uuid.uuid4().hex
         log = self._import_log()
-        log.start(import_id, str(path), kind, agent_id)
-        report = run(import_id)
+        # a POSIX path may hold bytes that are not UTF-8 (lone surrogates): logged readable
+        log.start(import_id, os.fsencode(path).decode("utf-8", "replace"), kind, agent_id)
+        try:
+            report = run(import_id)
+        except ImportStopped as stopped:
+            log.finish(import_id, stopped.report.counts, stopped.report.review_ids,
+                       stopped.report.aliases, complete=False)
+            raise
         log.finish(import_id, report.counts, report.review_ids, report.aliases)
         return report
 

@@ -12,6 +12,12 @@ timestamps.
 
 Limits (documented in the README): content is 1 to :data:`MAX_CONTENT_CHARS` characters after
 trimming; at most :data:`MAX_TAGS` tags of at most :data:`MAX_TAG_CHARS` characters each.
+
+Hostile input is refused here, where every path (add, ingest, import-conversation, the API,
+records read back from a store) passes, naming the field (issue 18): text with a lone surrogate
+(``"\ud800"`` is valid JSON but not Unicode: it cannot be hashed, stored or printed as UTF-8),
+times outside the years 1970..9999 (:data:`MIN_TIMESTAMP_MS` .. :data:`MAX_TIMESTAMP_MS`: what
+an ISO-8601 time can show), metadata nested deeper than :data:`MAX_METADATA_DEPTH`.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ from engine.text import content_hash, estimate_tokens
 __all__ = [
     "CATEGORY_WEIGHTS",
     "MAX_CONTENT_CHARS",
+    "MAX_METADATA_DEPTH",
     "MAX_TAGS",
     "MAX_TAG_CHARS",
+    "MAX_TIMESTAMP_MS",
+    "MIN_TIMESTAMP_MS",
     "Category",
     "JSONValue",
     "Layer",
@@ -43,6 +52,8 @@ __all__ = [
     "ProvenanceEntry",
     "RelatedLink",
     "TrustTier",
+    "check_text",
+    "check_timestamp",
     "format_timestamp",
     "new_record_id",
     "parse_timestamp",
@@ -53,6 +64,13 @@ MAX_CONTENT_CHARS = 32_000
 MAX_TAGS = 64
 _E = TypeVar("_E", bound=StrEnum)
 MAX_TAG_CHARS = 64
+MAX_METADATA_DEPTH = 32
+"""Deepest nesting of objects and lists accepted in metadata (a memory's metadata is a few
+flat fields; deeper input is a runaway or hostile file, and deep values cost recursion later)."""
+MIN_TIMESTAMP_MS = 0.0
+"""1970-01-01T00:00:00Z: the earliest time a record may carry."""
+MAX_TIMESTAMP_MS = datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC).timestamp() * 1000.0
+"""9999-12-31T23:59:59.999Z: the latest time :func:`format_timestamp` can write."""
 
 JSONValue = Any
 """A value that survives ``json.dumps``; metadata values are checked at construction."""
@@ -109,6 +127,41 @@ def new_record_id() -> str:
     return str(uuid.uuid4())
 
 
+def check_text(value: str, field_name: str) -> str:
+    """Return ``value`` if it is valid Unicode (no lone surrogate), else refuse it.
+
+    JSON's ``\\ud800`` escape decodes to a lone surrogate: a Python string, but not text that can
+    be encoded as UTF-8 (hashing, storing or printing it raises deep in the pipeline).
+
+    Raises:
+        ValidationError: naming ``field_name``, the surrogate and its 1-based position.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            field_name, value,
+            f"lone surrogate U+{ord(value[exc.start]):04X} at character {exc.start + 1} "
+            "is not valid Unicode") from None
+    return value
+
+
+def check_timestamp(value: float, field_name: str) -> float:
+    """Return ``value`` (epoch ms) if it lies in the years 1970..9999, else refuse it.
+
+    Raises:
+        ValidationError: naming ``field_name``.
+    """
+    if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            or not MIN_TIMESTAMP_MS <= value <= MAX_TIMESTAMP_MS):
+        raise ValidationError(field_name, value, _TIME_RANGE)
+    return float(value)
+
+
+_TIME_RANGE = (f"must be a time in the years 1970..9999 (epoch milliseconds "
+               f"0..{MAX_TIMESTAMP_MS:.0f})")
+
+
 def format_timestamp(ms: float | None) -> str | None:
     """Epoch milliseconds → ISO-8601 UTC with millisecond precision and a ``Z`` suffix."""
     if ms is None:
@@ -128,11 +181,9 @@ def parse_timestamp(value: object, field_name: str) -> float | None:
     if isinstance(value, bool):
         raise ValidationError(field_name, value, "expected an ISO-8601 time or epoch milliseconds")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise ValidationError(field_name, value, "epoch milliseconds must be finite and >= 0")
-        return float(value)
+        return check_timestamp(value, field_name)
     if isinstance(value, str):
-        text = value.strip()
+        text = check_text(value, field_name).strip()
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text else "x")
         except ValueError:
@@ -141,7 +192,10 @@ def parse_timestamp(value: object, field_name: str) -> float | None:
             ) from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        return moment.timestamp() * 1000.0
+        ms = moment.timestamp() * 1000.0
+        if not MIN_TIMESTAMP_MS <= ms <= MAX_TIMESTAMP_MS:
+            raise ValidationError(field_name, value, _TIME_RANGE)
+        return ms
     raise ValidationError(field_name, value, "expected an ISO-8601 time or epoch milliseconds")
 
 
@@ -227,9 +281,40 @@ def _enum(kind: type[_E], value: object, field_name: str) -> _E:
     raise ValidationError(field_name, value, f"must be one of {choices}")
 
 
+def _check_json_text(value: JSONValue, path: str, depth: int) -> None:
+    """Refuse lone surrogates in keys and strings and nesting past :data:`MAX_METADATA_DEPTH`,
+    naming the path (``metadata.notes[2].text``). Stops at the limit, so it never recurses
+    deeper than that whatever the caller built."""
+    if isinstance(value, str):
+        check_text(value, path)
+    elif isinstance(value, Mapping | list | tuple):
+        if depth >= MAX_METADATA_DEPTH:
+            raise ValidationError(path, "<nested value>",
+                                  f"nested deeper than {MAX_METADATA_DEPTH} levels")
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    check_text(key, f"{path} key")
+                _check_json_text(item, f"{path}.{key}", depth + 1)
+        else:
+            for index, item in enumerate(value):
+                _check_json_text(item, f"{path}[{index}]", depth + 1)
+
+
 def _check_metadata(metadata: Mapping[str, JSONValue]) -> None:
+    # Every record passes here, so the common case stays cheap (measured: the full walk added
+    # ~30 us to a record with a few metadata fields): flat metadata needs no depth walk, and
+    # one encode of its JSON finds a lone surrogate anywhere; the walk runs to name the path.
+    nested = any(isinstance(v, Mapping | list | tuple) for v in metadata.values())
+    if nested:
+        _check_json_text(metadata, "metadata", 0)  # bounded: before json recurses into it
     try:
-        json.dumps(metadata, allow_nan=False)
+        text = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
+        if not nested:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        _check_json_text(metadata, "metadata", 0)  # raises, naming the key or value
+        raise
     except (TypeError, ValueError) as exc:
         raise ValidationError("metadata", metadata, f"must be JSON-serializable: {exc}") from exc
     for key, kind in (("spatial", "x y z"), ("social", ""), ("procedural", "")):
@@ -257,7 +342,7 @@ def _clean_tags(tags: Iterable[str]) -> tuple[str, ...]:
     for tag in tags:
         if not isinstance(tag, str):
             raise ValidationError("tags", tag, "each tag must be a string")
-        cleaned = tag.strip()
+        cleaned = check_text(tag, "tags").strip()
         if not cleaned:
             continue
         if len(cleaned) > MAX_TAG_CHARS:
@@ -281,7 +366,7 @@ def _clean_metadata(metadata: object) -> dict[str, JSONValue]:
 def _clean_content(content: object) -> str:
     if not isinstance(content, str):
         raise ValidationError("content", content, "must be a string")
-    stripped = content.strip()
+    stripped = check_text(content, "content").strip()
     if not stripped:
         raise ValidationError("content", content, "must not be empty")
     if len(stripped) > MAX_CONTENT_CHARS:
@@ -326,6 +411,9 @@ class NewMemory:
         if not _is_unit(self.confidence):
             raise ValidationError("confidence", self.confidence, "must be a number in 0..1")
         _check_metadata(self.metadata)
+        for name in ("created_at", "expires_at"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_timestamp(getattr(self, name), name))
         if (self.expires_at is not None and self.created_at is not None
                 and self.expires_at < self.created_at):
             raise ValidationError("expires_at", format_timestamp(self.expires_at),
@@ -340,11 +428,13 @@ class NewMemory:
 def _check_agent(agent_id: object) -> None:
     if not isinstance(agent_id, str) or not agent_id.strip() or len(agent_id) > 128:
         raise ValidationError("agent_id", agent_id, "must be a non-empty string of <= 128 chars")
+    check_text(agent_id, "agent_id")
 
 
 def _check_source(source: object) -> None:
     if not isinstance(source, str) or not source.strip() or len(source) > 256:
         raise ValidationError("source", source, "must be a non-empty string of <= 256 chars")
+    check_text(source, "source")
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,11 +516,9 @@ class MemoryRecord:
         if not isinstance(self.access_count, int) or self.access_count < 0:
             raise ValidationError("access_count", self.access_count, "must be an integer >= 0")
         for name in ("created_at", "last_accessed"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise ValidationError(name, value, "must be epoch milliseconds >= 0")
+            check_timestamp(getattr(self, name), name)
         if self.expires_at is not None and (
-            not math.isfinite(self.expires_at) or self.expires_at < self.created_at
+            check_timestamp(self.expires_at, "expires_at") < self.created_at
         ):
             raise ValidationError("expires_at", format_timestamp(self.expires_at),
                                   "must be after created_at")

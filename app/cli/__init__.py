@@ -3,20 +3,36 @@
 Command groups live in :mod:`app.cli.commands`, one module each, discovered automatically: a
 module defines ``register(subparsers)`` and gives each parser a ``handler(args, ctx) -> int``.
 Exit codes: 0 success, 1 an error the engine reported (message on stderr; with ``--json`` also an
-``{"error": ...}`` document on stdout), 2 a usage error, 3 a dependency cycle (task commands).
+``{"error": ...}`` document on stdout), 2 a usage error, 3 a dependency cycle (task commands),
+70 a bug: an unexpected exception, reported like an error (code ``INTERNAL_ERROR``) with the path
+of its crash report (:mod:`app.crash`) instead of a traceback, 130 interrupted (Ctrl-C), 141
+stdout closed early (``mnemoscope review list | head``: the rest of the output is dropped
+quietly, as a C tool killed by SIGPIPE would).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineError
 
-__all__ = ["build_parser", "run_cli"]
+if TYPE_CHECKING:
+    from app.cli.context import CliContext
+
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "build_parser",
+           "report_crash", "report_error", "run_cli"]
+
+EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug, not the user's input
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 def build_parser(*, with_commands: bool = True) -> argparse.ArgumentParser:
@@ -74,7 +90,12 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     asks_help = any(a in ("-h", "--help", "--version") for a in argv)
     quick, rest = (None, argv) if asks_help else \
         build_parser(with_commands=False).parse_known_args(list(argv))
-    args = quick if quick is not None and not rest else build_parser().parse_args(list(argv))
+    parser: argparse.ArgumentParser | None = None
+    if quick is not None and not rest:
+        args = quick
+    else:
+        parser = build_parser()
+        args = parser.parse_args(list(argv))
     try:
         settings = load_settings(settings_env)
         overrides = {}
@@ -99,27 +120,116 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     ctx = CliContext(settings, json=args.json, load_model=not args.no_model,
                      collection=args.collection)
     try:
-        with ctx.masked_logs():
-            code: int = args.handler(args, ctx)
-        return code
-    except EngineError as exc:
         try:
-            ctx.warn(f"error: {exc}")  # messages quote input and stored text: masked, escaped
+            if parser is not None:
+                _check_text_arguments(parser, args)
+            with ctx.masked_logs():
+                code: int = args.handler(args, ctx)
+            ctx.stdout.flush()  # a closed pipe shows here, not after the last line of Python
+            return code
+        finally:
+            ctx.close()
+    except EngineError as exc:
+        return report_error(ctx, exc.code, str(exc), 1)
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return report_error(ctx, "INTERRUPTED", "interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:
+        return report_crash(ctx, exc, args.command)
+
+
+def report_crash(ctx: CliContext, exc: Exception, command: str, *,
+                 document: dict[str, Any] | None = None) -> int:
+    """Report a bug: its traceback to a crash report (:mod:`app.crash`), one line naming that
+    file to the user, an ``INTERNAL_ERROR`` error document with ``--json`` (``document`` keys
+    beside it). Returns :data:`EXIT_INTERNAL`."""
+    from app.crash import write_crash_report
+
+    # under redaction the report is masked like any output (a traceback can quote stored text)
+    report = write_crash_report(exc, Path(ctx.settings.data_dir) / "crash", command=command,
+                                mask=ctx.policy.text if ctx.redacting else None)
+    where = f"a crash report was written to {report}" if report is not None else \
+        "no crash report could be written"
+    return report_error(ctx, "INTERNAL_ERROR",
+                        f"unexpected {type(exc).__name__}: {exc} (this is a bug; {where})",
+                        EXIT_INTERNAL, crash_report=None if report is None else str(report),
+                        document=document or {})
+
+
+# Options whose value is a file-system path: on POSIX a path may be any bytes, which Python
+# hands over as lone surrogates (surrogateescape) and ``open`` turns back into those bytes.
+_PATH_DESTS = frozenset({"store", "screenshot", "file", "conversation", "out", "workspace",
+                         "card", "error_stack"})
+
+
+def _check_text_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse text arguments that are not valid Unicode, naming the option.
+
+    Bytes in ``argv`` that are not UTF-8 reach Python as lone surrogates; as an agent id, a
+    query or a record id they cannot be stored, hashed or looked up (the ledger's SQLite raised
+    ``UnicodeEncodeError`` deep inside ``events``, ``fate``, ``search``, ``compact``). One check
+    here covers every command.
+
+    Raises:
+        ValidationError: naming the option (``--agent``) or argument.
+    """
+    from engine.records import check_text
+
+    names = _argument_names(parser)
+    for dest, value in vars(args).items():
+        if dest in _PATH_DESTS:
+            continue
+        for item in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(item, str):
+                check_text(item, names.get(dest, dest))
+
+
+def _argument_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """dest -> how the user wrote it (``--agent``, ``TEXT``), over every sub-command."""
+    names: dict[str, str] = {}
+    for action in parser._actions:  # argparse keeps no public list of a parser's arguments
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                for dest, name in _argument_names(sub).items():
+                    names.setdefault(dest, name)
+        elif action.option_strings:
+            names.setdefault(action.dest, action.option_strings[-1])
+        else:
+            names.setdefault(action.dest, str(action.metavar or action.dest))
+    return names
+
+
+def report_error(ctx: CliContext, code: str, message: str, exit_code: int,
+                 **extra: Any) -> int:
+    """Show an error on stderr and, with ``--json``, as ``{"error": {"code", "message", ...}}``
+    on stdout; return ``exit_code``. ``extra`` keys go into the error object (or, given as
+    ``document``, beside it: what an interrupted ingest committed)."""
+    # Text from the input may hold what UTF-8 cannot encode (a lone surrogate): escape it, so
+    # reporting an error never raises one of its own.
+    from app.cli.context import escape_controls
+
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    document = extra.pop("document", {})
+    try:
+        try:
+            ctx.warn(f"error: {message}")  # messages quote input and stored text: masked
         except EngineError:  # the redaction patterns themselves are bad: nothing to mask with
-            from app.cli.context import escape_controls
-
-            print(escape_controls(f"error: {exc}"), file=sys.stderr)
-            return 1
+            print(escape_controls(f"error: {message}"), file=ctx.stderr)
+            return exit_code
         if ctx.json:
-            ctx.emit_json({"error": {"code": exc.code, "message": str(exc)}})
-        return 1
-    except Exception:
-        if not ctx.redacting:
-            raise
-        # A bug's crash report quotes locals and stored text too: masked like any output.
-        import traceback
+            ctx.emit_json({**document, "error": {"code": code, "message": message, **extra}})
+            ctx.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    return exit_code
 
-        ctx.warn(traceback.format_exc().rstrip("\n"))
-        return 1
-    finally:
-        ctx.close()
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of a closed pipe does not
+    print a BrokenPipeError of its own (the recipe of Python's ``signal`` documentation)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -197,6 +197,13 @@ class CliContext:
         self.stdout.write(_JSON_UNSAFE.sub(_json_escaped, text))
         self.stdout.write("\n")
 
+    def emit_json_line(self, document: Any) -> None:
+        """One compact JSON document on its own line, flushed at once (``--stream``: a reader
+        sees each line as soon as it is true, and a killed run leaves whole lines)."""
+        self.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False,
+                                     default=str) + "\n")
+        self.stdout.flush()
+
     def store_spec(self, *, read_only: bool = False) -> StoreSpec:
         """The store selected by ``--store`` / ``MNEMOSCOPE_STORE`` / the default."""
         kwargs: dict[str, Any] = {}

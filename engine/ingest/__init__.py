@@ -17,7 +17,7 @@ Where things are decided (one module per concept):
 from engine.ingest.confidence import fold_confidence, merge_confidence
 from engine.ingest.contradiction import Conflict, find_conflicts
 from engine.ingest.decision import Candidate, Decision, ExactMatch, decide
-from engine.ingest.importer import ImportReport, LineOutcome
+from engine.ingest.importer import ImportReport, ImportStopped, LineOutcome
 from engine.ingest.kinds import Action, EventKind, Reason, Stage
 from engine.ingest.pipeline import (
     STAGES,
@@ -42,6 +42,7 @@ __all__ = [
     "ExactMatch",
     "GrayZoneScope",
     "ImportReport",
+    "ImportStopped",
     "IngestPipeline",
     "IngestPolicy",
     "IngestResult",

@@ -313,6 +313,8 @@ def _unmatched_names(names: frozenset[str], other: TextFacts) -> set[str]:
     Chinese: a shared stem of at least four letters) and hyphenated compounds (US-China)."""
     out: set[str] = set()
     for name in names:
+        if name in other.words or name in other.names:
+            continue  # the same name, whole (A-Team: its part "a" alone is no word of the other)
         parts = [p for p in name.split("-") if p]
         if all(_mentioned(part, other) for part in parts):
             continue

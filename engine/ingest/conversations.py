@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputFormatError, ValidationError
+from engine.ingest.jsonl import json_error_text
 from engine.records import parse_timestamp
 
 __all__ = ["ACCEPTED_FORMATS", "Conversation", "ConversationFormat", "ConversationMessage",
@@ -169,11 +170,10 @@ def parse_conversation(text: str, source: str) -> Conversation:
             if _TRANSCRIPT_LINE.match(stripped.splitlines()[0]):  # "[09:00] Dana: ..." lines
                 return Conversation(source, ConversationFormat.TRANSCRIPT,
                                     tuple(_transcript(stripped, source)))
-            raise InputFormatError(source, exc.lineno, "file", f"not JSON: {exc.msg} at "
-                                   f"column {exc.colno}") from exc
+            raise InputFormatError(source, exc.lineno, "file", json_error_text(exc)) from exc
         except RecursionError as exc:
-            raise InputFormatError(source, 0, "file",
-                                   "JSON nested too deeply to be a conversation") from exc
+            # json raises it past Python's recursion limit (~1000 levels); a conversation is two
+            raise InputFormatError(source, 0, "file", "not JSON: nested too deeply") from exc
         return _from_json(data, source)
     return Conversation(source, ConversationFormat.TRANSCRIPT, tuple(_transcript(stripped,
                                                                                  source)))

@@ -20,8 +20,10 @@ Rules, in order (DESIGN decisions 2-5; seed 000 §9, seed 001, seed 004):
    * similarity in the gray zone below the threshold → ``deferred`` (``gray_zone``), on the
      embedding path only when the texts also share at least ``gray_min_jaccard`` of their
      tokens (else the pair is distinct and the memory is judged as new, step 3);
-   * a pair the user already rejected is not a candidate; a pair already waiting in the review
-     queue is ``skipped`` (``pending_review``).
+   * a pair the user already rejected is not a candidate.
+
+   Before any of these: a memory that already waits in the review queue (same content, agent,
+   privacy and layer) is ``skipped`` (``pending_review``), whatever it resembles most now.
 3. **New**: stored if surprise ≥ the surprise threshold (seed 004, DESIGN 5), else ``skipped``
    (``not_novel``).
 """
@@ -135,7 +137,8 @@ def decide(
         semantic: True on the embedding path, False on the Jaccard path.
         surprise: Its surprise against the agent's privacy partition.
         policy: Thresholds and switches.
-        pending_targets: Targets for which this content already waits in the review queue.
+        pending_targets: Targets for which this memory (its content in its partition) already
+            waits in the review queue; any makes it ``skipped`` (``pending_review``).
     """
     dedup = policy.dedup
     threshold = policy.threshold(tier, semantic=semantic)
@@ -153,6 +156,14 @@ def decide(
         reason = (Reason.EQUAL_CONFIDENCE if confidence == exact.confidence
                   else Reason.LOWER_CONFIDENCE)
         return Decision(Action.SKIPPED, reason, exact.id, 1.0, thresholds)
+    if pending_targets:
+        # The same memory already waits for a person: one item per memory, whatever record it
+        # resembles most now (records inserted since can outrank the item's target).
+        best_pending = candidates[0] if candidates and candidates[0].id in pending_targets \
+            else None
+        return Decision(Action.SKIPPED, Reason.PENDING_REVIEW,
+                        best_pending.id if best_pending else min(pending_targets),
+                        best_pending.similarity if best_pending else None, thresholds)
     if candidates:
         best = candidates[0]
         effective = threshold
@@ -163,9 +174,6 @@ def decide(
         if best.similarity >= floor and not _distinct_in_gray_zone(
                 best, content, semantic=semantic, threshold=threshold, policy=policy,
                 thresholds=thresholds):
-            if best.id in pending_targets:
-                return Decision(Action.SKIPPED, Reason.PENDING_REVIEW, best.id,
-                                best.similarity, thresholds)
             conflicts = find_conflicts(best.content, content) if policy.contradiction_guard \
                 else ()
             if conflicts:

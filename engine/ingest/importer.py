@@ -6,20 +6,26 @@ through batch ingest and reports every line — its decision, or why it was refu
 :mod:`engine.ingest.conversations`, keeps the salient messages (seed 000 §1, or a
 :class:`SalienceCut` the user chose) and ingests them as episodic memories; with ``dry_run`` it
 reports what it would do and writes nothing.
+
+Both say what is committed as it is committed: ``on_lines`` receives each chunk's outcomes (with
+the refused lines before them) right after the chunk is written, so a caller killed later has
+reported every committed line (``ingest --stream``). A run that fails part way raises
+:class:`ImportStopped`, which carries the report of what was committed and the line it stopped
+at; a cancelled run returns that report with ``cancelled`` set.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ValidationError
+from engine.errors import EngineError, ValidationError
 from engine.exits import ExitPolicy
 from engine.ingest.conversations import read_conversation
-from engine.ingest.jsonl import read_jsonl, write_jsonl_atomic
+from engine.ingest.jsonl import file_label, read_jsonl, write_jsonl_atomic
 from engine.ingest.kinds import Action
 from engine.ingest.pipeline import CancelFn, IngestPipeline, IngestResult, ProgressFn
 from engine.ingest.salience import SalienceConfig, select_salient
@@ -29,9 +35,11 @@ from engine.records import (
     MemoryRecord,
     NewMemory,
     TrustTier,
+    check_text,
 )
 
-__all__ = ["ImportReport", "LineOutcome", "SalienceCut", "export_records",
+__all__ = ["ImportReport", "ImportStopped", "LineFn", "LineOutcome", "SalienceCut",
+           "export_records",
            "import_conversation", "import_jsonl"]
 
 
@@ -87,6 +95,8 @@ class ImportReport:
         lines: Outcomes, in file order (refused lines included; lines of a cancelled chunk
             are absent).
         cancelled: The caller cancelled; nothing of the chunk in progress was written.
+        stopped_at: When the run was cancelled or failed, the first line whose memory was not
+            committed (nothing from it on was); None when every good line went through.
         dry_run: Nothing was written: the outcomes are what an import would do.
         format: The conversation format detected (conversation imports).
         keep: Which conversation turns were kept, in words (conversation imports).
@@ -98,6 +108,7 @@ class ImportReport:
     path: str
     lines: tuple[LineOutcome, ...]
     cancelled: bool = False
+    stopped_at: int | None = None
     dry_run: bool = False
     format: str | None = None
     keep: str | None = None
@@ -135,11 +146,36 @@ class ImportReport:
         return document
 
 
+LineFn = Callable[[Sequence[LineOutcome]], None]
+"""Receives outcomes in file order as they are final (see the module docstring)."""
+
+
+class ImportStopped(EngineError):
+    """An import failed part way; the chunks before the failure stay written.
+
+    Its code and message are those of the cause (``STORE_UNAVAILABLE``, ...), so a caller that
+    only branches on codes sees the same error as before.
+
+    Attributes:
+        report: What was committed, the refused lines, and ``stopped_at``.
+        cause: The error that stopped the run.
+    """
+
+    def __init__(self, report: ImportReport, cause: EngineError) -> None:
+        super().__init__(f"{cause}; lines before {report.stopped_at} were committed, "
+                         f"line {report.stopped_at} and later were not"
+                         if report.stopped_at is not None else str(cause))
+        self.code = cause.code
+        self.report = report
+        self.cause = cause
+
+
 def _ingest_lines(pipeline: IngestPipeline, path: str,
                   parsed: Iterable[tuple[int, NewMemory | None, str | None]],
                   progress: ProgressFn | None, cancelled: CancelFn | None,
                   skipped: Iterable[LineOutcome] = (), *, dry_run: bool = False,
-                  import_id: str | None = None) -> ImportReport:
+                  import_id: str | None = None, on_lines: LineFn | None = None
+                  ) -> ImportReport:
     refused: list[LineOutcome] = list(skipped)
     good: list[tuple[int, NewMemory]] = []
     for line, memory, error in parsed:
@@ -147,37 +183,74 @@ def _ingest_lines(pipeline: IngestPipeline, path: str,
             refused.append(LineOutcome(line, Action.ERROR.value, error or "invalid"))
         else:
             good.append((line, memory))
+    refused.sort(key=lambda o: o.line)
     memories = [m for _, m in good]
-    batch = pipeline.simulate_batch(memories, progress=progress, cancelled=cancelled) \
-        if dry_run else pipeline.ingest_batch(memories, progress=progress, cancelled=cancelled,
-                                              batch_id=import_id)
-    done = list(zip(good, batch.results, strict=False))
-    outcomes = refused + [LineOutcome.from_result(line, result,
-                                                  memory.content if dry_run else None)
-                          for (line, memory), result in done]
-    outcomes.sort(key=lambda o: o.line)
-    aliases = () if dry_run else tuple(
-        (memory.content_hash, result.target_id) for (_, memory), result in done
-        if result.action is Action.MERGED and result.target_id is not None)
-    return ImportReport(path, tuple(outcomes), batch.cancelled, dry_run,
-                        import_id=None if dry_run else import_id, aliases=aliases)
+    if dry_run:
+        batch = pipeline.simulate_batch(memories, progress=progress, cancelled=cancelled)
+        decided = [LineOutcome.from_result(line, result, memory.content)
+                   for (line, memory), result in zip(good, batch.results, strict=False)]
+        stopped = good[len(decided)][0] if len(decided) < len(good) else None
+        return ImportReport(path, tuple(sorted([*refused, *decided], key=lambda o: o.line)),
+                            batch.cancelled, stopped, dry_run=True)
+    committed: list[LineOutcome] = []
+    told = 0  # refused lines passed to on_lines so far
+
+    def tell(outcomes: Sequence[LineOutcome], until: int | None) -> None:
+        nonlocal told
+        if on_lines is None:
+            return
+        upto = told
+        while upto < len(refused) and (until is None or refused[upto].line < until):
+            upto += 1
+        batch = sorted([*refused[told:upto], *outcomes], key=lambda o: o.line)
+        told = upto
+        if batch:
+            on_lines(batch)
+
+    def commit(start: int, results: Sequence[IngestResult]) -> None:
+        outcomes = [LineOutcome.from_result(good[start + offset][0], result)
+                    for offset, result in enumerate(results)]
+        committed.extend(outcomes)
+        tell(outcomes, outcomes[-1].line if outcomes else None)
+
+    def report(*, cancelled: bool) -> ImportReport:
+        stopped_at = good[len(committed)][0] if len(committed) < len(good) else None
+        outcomes = sorted([*refused, *committed], key=lambda o: o.line)
+        aliases = tuple(  # committed[i] is good[i]'s outcome
+            (memory.content_hash, outcome.target_id)
+            for (_, memory), outcome in zip(good, committed, strict=False)
+            if outcome.action == Action.MERGED.value and outcome.target_id is not None)
+        return ImportReport(path, tuple(outcomes), cancelled, stopped_at,
+                            import_id=import_id, aliases=aliases)
+
+    try:
+        batch = pipeline.ingest_batch(memories, progress=progress, cancelled=cancelled,
+                                      batch_id=import_id, on_commit=commit)
+    except EngineError as exc:
+        tell((), None)
+        raise ImportStopped(report(cancelled=False), exc) from exc
+    tell((), None)
+    return report(cancelled=batch.cancelled)
 
 
 def import_jsonl(pipeline: IngestPipeline, path: str | Path, *, source: str | None = None,
                  tier: TrustTier | None = None, progress: ProgressFn | None = None,
-                 cancelled: CancelFn | None = None,
-                 import_id: str | None = None) -> ImportReport:
+                 cancelled: CancelFn | None = None, import_id: str | None = None,
+                 on_lines: LineFn | None = None) -> ImportReport:
     """Ingest a JSONL file; every line is reported (see :mod:`engine.ingest.jsonl`).
 
-    ``import_id`` becomes the edit-history batch id of every write (one undo step).
+    Args:
+        import_id: The edit-history batch id of every write (one undo step).
+        on_lines: Receives the outcomes of each chunk as soon as it is written.
 
     Raises:
         InputFormatError: the file cannot be opened.
-        StoreUnavailable: a chunk could not be written (earlier chunks stay written).
+        ImportStopped: a chunk could not be written (earlier chunks stay written; the error
+            carries their report and has the code of its cause, e.g. ``STORE_UNAVAILABLE``).
     """
     parsed = [(p.line, p.memory, p.error) for p in read_jsonl(path, source=source, tier=tier)]
     return _ingest_lines(pipeline, str(path), parsed, progress, cancelled,
-                         import_id=import_id)
+                         import_id=import_id, on_lines=on_lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +316,8 @@ def _select(contents: list[str], cut: SalienceCut,
 def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id: str = "default",
                         progress: ProgressFn | None = None, cancelled: CancelFn | None = None,
                         config: SalienceConfig | None = None, keep: SalienceCut | None = None,
-                        dry_run: bool = False, import_id: str | None = None) -> ImportReport:
+                        dry_run: bool = False, import_id: str | None = None,
+                        on_lines: LineFn | None = None) -> ImportReport:
     """Turn a conversation into episodic memories of ``agent_id``.
 
     The file may be in any format :mod:`engine.ingest.conversations` reads (the report names
@@ -257,9 +331,11 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
         keep: Which turns to keep (default: seed 000 §1 salience selection).
         dry_run: Decide everything, write nothing (:meth:`IngestPipeline.simulate_batch`).
         import_id: The edit-history batch id of every write (one undo step).
+        on_lines: Receives the outcomes of each chunk as soon as it is written.
 
     Raises:
         InputFormatError: the file is in none of the accepted formats.
+        ImportStopped: a chunk could not be written (as :func:`import_jsonl`).
     """
     file = Path(path)
     conversation = read_conversation(file)
@@ -275,6 +351,12 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
         elif message.error is not None:
             parsed.append((message.number, None, message.error))
     for position, message in enumerate(good):
+        try:  # named per field (a lone surrogate in a speaker's name, say)
+            check_text(message.speaker, f"message {message.number}.speaker")
+            check_text(message.content, f"message {message.number}.content")
+        except ValidationError as exc:
+            parsed.append((message.number, None, str(exc)))
+            continue
         text = f"{message.speaker}: {message.content}"
         if position not in chosen:
             skipped.append(LineOutcome(message.number, Action.SKIPPED.value, "not_salient",
@@ -287,14 +369,14 @@ def import_conversation(pipeline: IngestPipeline, path: str | Path, *, agent_id:
         try:
             memory = NewMemory(
                 content=text, agent_id=agent_id, layer=Layer.EPISODIC,
-                category=Category.EPISODE, source=f"conversation:{file.name}",
+                category=Category.EPISODE, source=f"conversation:{file_label(file)}",
                 source_tier=TrustTier.AGENT, created_at=message.ts, metadata=metadata)
         except ValidationError as exc:
             parsed.append((message.number, None, str(exc)))
             continue
         parsed.append((message.number, memory, None))
     report = _ingest_lines(pipeline, str(file), parsed, progress, cancelled, skipped,
-                           dry_run=dry_run, import_id=import_id)
+                           dry_run=dry_run, import_id=import_id, on_lines=on_lines)
     return replace(report, format=conversation.format.value, keep=cut.describe())
 
 

@@ -54,7 +54,9 @@ class ImportEntry:
         id: The import id (also the edit-history batch id of its writes).
         started_at: Epoch ms.
         finished_at: Epoch ms, or None when the import stopped part way (a failure or a kill);
-            what it committed is still in the edit history and can be undone.
+            what it committed is still in the edit history and can be undone (after a failure
+            the counts, review items and aliases are those of the committed chunks; after a
+            kill they are empty).
         path: The file imported.
         kind: ``jsonl`` or ``conversation``.
         agent_id: The agent of a conversation import.
@@ -104,14 +106,16 @@ class ImportLog:
                 (import_id, self._clock.now(), path, kind, agent_id))
 
     def finish(self, import_id: str, counts: Mapping[str, int], review_ids: Sequence[str],
-               aliases: Sequence[tuple[str, str]]) -> None:
-        """Record what a finished import did."""
+               aliases: Sequence[tuple[str, str]], *, complete: bool = True) -> None:
+        """Record what an import did (``complete=False``: it stopped part way, and this is
+        what it committed; ``finished_at`` stays empty)."""
         with self._ledger.transaction() as conn:
             conn.execute(
                 "UPDATE imports SET finished_at = ?, counts = ?, review_ids = ?, aliases = ?"
                 " WHERE id = ?",
-                (self._clock.now(), json.dumps(dict(counts)), json.dumps(list(review_ids)),
-                 json.dumps([list(pair) for pair in aliases]), import_id))
+                (self._clock.now() if complete else None, json.dumps(dict(counts)),
+                 json.dumps(list(review_ids)), json.dumps([list(pair) for pair in aliases]),
+                 import_id))
 
     def mark_undone(self, import_id: str, counts: Mapping[str, int]) -> None:
         """Record that the import was undone, and what the undo did."""

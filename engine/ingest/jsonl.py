@@ -34,6 +34,8 @@ __all__ = [
     "MAX_LINE_BYTES",
     "NEW_MEMORY_FIELDS",
     "ParsedLine",
+    "file_label",
+    "json_error_text",
     "new_memory_from_json",
     "new_memory_to_json",
     "read_jsonl",
@@ -157,6 +159,19 @@ def new_memory_from_json(data: Mapping[str, Any], *, source: str | None = None,
     return NewMemory(**fields)
 
 
+def file_label(path: Path) -> str:
+    """``path``'s name as valid text for a memory's ``source``: a POSIX file name may hold
+    bytes that are not UTF-8 (Python shows them as lone surrogates); those become U+FFFD."""
+    return os.fsencode(path.name).decode("utf-8", "replace")
+
+
+def json_error_text(exc: json.JSONDecodeError) -> str:
+    """``not JSON: <what> at column <n>``. Some of json's messages already end in "at"
+    ("Unterminated string starting at"); those get the column without a second "at"."""
+    where = "column" if exc.msg.endswith(" at") else "at column"
+    return f"not JSON: {exc.msg} {where} {exc.colno}"
+
+
 def _parse_line(raw: bytes, number: int, *, source: str | None, tier: TrustTier | None,
                 default_source: str) -> ParsedLine:
     if len(raw) > MAX_LINE_BYTES:
@@ -173,7 +188,7 @@ def _parse_line(raw: bytes, number: int, *, source: str | None, tier: TrustTier 
     except _BadConstant as exc:
         return ParsedLine(number, None, f"{exc.args[0]} is not a valid number")
     except json.JSONDecodeError as exc:
-        return ParsedLine(number, None, f"not JSON: {exc.msg} at column {exc.colno}")
+        return ParsedLine(number, None, json_error_text(exc))
     except RecursionError:
         return ParsedLine(number, None, "not JSON: nested too deeply")
     if not isinstance(data, dict):
@@ -200,7 +215,7 @@ def read_jsonl(path: str | Path, *, source: str | None = None, tier: TrustTier |
         InputFormatError: the file cannot be opened (line 0).
     """
     file = Path(path)
-    default_source = f"import:{file.name}"
+    default_source = f"import:{file_label(file)}"
     try:
         handle = file.open("rb")
     except OSError as exc:

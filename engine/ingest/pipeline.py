@@ -52,7 +52,13 @@ from engine.ingest.merge import (
     merge_weight,
 )
 from engine.ingest.policy import IngestPolicy
-from engine.ingest.review import ReviewItem, ReviewLookup, ReviewQueue, ReviewStatus
+from engine.ingest.review import (
+    ReviewItem,
+    ReviewLookup,
+    ReviewQueue,
+    ReviewStatus,
+    review_key,
+)
 from engine.ingest.search import BatchOverlay, CandidateSearch, SearchResult
 from engine.ingest.surprise import SurpriseScore, surprise_score
 from engine.records import MemoryRecord, NewMemory, ProvenanceEntry, RelatedLink
@@ -80,6 +86,8 @@ Embed = Callable[[Sequence[str]], F32 | None]
 """Texts → unit vectors, or None when the model is not ready (the Jaccard path)."""
 ProgressFn = Callable[[int, int], None]
 CancelFn = Callable[[], bool]
+CommitFn = Callable[[int, Sequence["IngestResult"]], None]
+"""Called after each chunk is written with the index of its first item and its results."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,14 +459,15 @@ class _Run:
             partition_size=search.surprise_partition_size,
             exact_duplicate=search.hash_hit or search.duplicate_elsewhere)
         lookup = self.writes.lookup if self.writes is not None else None
+        key = review_key(self.content_hash, new)
         pending: Collection[str]
         if lookup is not None:  # with the deferrals made earlier in this chunk
-            pending = lookup.pending.get(self.content_hash, ())
+            pending = lookup.pending.get(key, ())
         else:
-            pending = self.pipeline.review.pending_targets(self.content_hash)
+            pending = self.pipeline.review.pending_targets(key)
             if self.writes is not None:  # deferred earlier in this unit, not yet in the ledger
                 pending |= {spec["target_id"] for _, spec in self.writes.reviews
-                            if spec["content_hash"] == self.content_hash}
+                            if review_key(spec["content_hash"], spec["incoming"]) == key}
         self.decision = decide(
             content=new.content, confidence=new.confidence, tier=new.source_tier,
             category=new.category, exact=search.exact, candidates=search.candidates,
@@ -581,7 +590,8 @@ class _Run:
         if self._review_spec is not None:
             writes.reviews.append((self, self._review_spec))
             if writes.lookup is not None:
-                writes.lookup.add_pending(self.content_hash, self._review_spec["target_id"])
+                writes.lookup.add_pending(review_key(self.content_hash, self.new),
+                                          self._review_spec["target_id"])
 
     def _events(self) -> dict[str, Any]:
         self._queue_outcome()
@@ -862,7 +872,8 @@ class IngestPipeline:
 
     def ingest_batch(self, items: Sequence[NewMemory], *, progress: ProgressFn | None = None,
                      cancelled: CancelFn | None = None,
-                     vectors: F32 | None = None, batch_id: str | None = None) -> BatchResult:
+                     vectors: F32 | None = None, batch_id: str | None = None,
+                     on_commit: CommitFn | None = None) -> BatchResult:
         """Ingest many memories, embedding and writing ``policy.batch_size`` at a time.
 
         Each memory goes through the same stages as :meth:`ingest`; later memories see earlier
@@ -878,21 +889,27 @@ class IngestPipeline:
             vectors: Precomputed embeddings, one row per item (benchmarks, the eval).
             batch_id: The edit-history batch id of every chunk (an import's id, so the import
                 undoes as one step); default: one per chunk.
+            on_commit: Called after each chunk is written (and its events emitted) with the
+                index of its first item and its results, so a caller that fails or is killed
+                later has already reported what is committed (``ingest --stream``).
 
         Raises:
             StoreReadOnly, StoreUnavailable: a chunk could not be written; earlier chunks stay
-                (a ``StoreUnavailable`` says how many memories they hold in its message and
-                ``committed``, and that a re-run of the same input resumes).
+                (each was passed to ``on_commit``; a ``StoreUnavailable`` says how many
+                memories they hold in its message and ``committed``, and that a re-run of the
+                same input resumes).
         """
         size = self.policy.batch_size
         chunks = [items[start:start + size] for start in range(0, len(items), size)]
         with fewer_collections():  # fewer GC passes over the batch's garbage (engine/collector.py)
             return self._run_chunks(chunks, len(items), vectors, progress=progress,
-                                    cancelled=cancelled, batch_id=batch_id)
+                                    cancelled=cancelled, batch_id=batch_id,
+                                    on_commit=on_commit)
 
     def _run_chunks(self, chunks: Sequence[Sequence[NewMemory]], total: int,
                     vectors: F32 | None, *, progress: ProgressFn | None,
-                    cancelled: CancelFn | None, batch_id: str | None) -> BatchResult:
+                    cancelled: CancelFn | None, batch_id: str | None,
+                    on_commit: CommitFn | None) -> BatchResult:
         results: list[IngestResult] = []
         size = self.policy.batch_size
         encoder = None if vectors is not None else _ChunkEncoder(
@@ -914,7 +931,10 @@ class IngestPipeline:
                     raise
                 if runs is None:
                     return BatchResult(tuple(results), total, cancelled=True)
-                results.extend(run.result() for run in runs)
+                committed = [run.result() for run in runs]
+                results.extend(committed)
+                if on_commit is not None:
+                    on_commit(start, committed)
         finally:
             if encoder is not None:
                 encoder.close()

@@ -12,6 +12,12 @@ The same component keeps two small indexes the pipeline's hash cache reads:
   is an exact duplicate of the record it was merged into (ingesting a file twice changes
   nothing);
 * ``review_rejections``: (content hash, record id) pairs a person said are different.
+
+A pending item is identified by its incoming memory: the content hash in its merge partition
+(agent, privacy, layer; :func:`review_key`). While one waits, the same memory arriving again is
+``skipped`` (``pending_review``) whatever record it now resembles most, so re-ingesting a file
+never queues a second item for a line (issue 18: the second run of a file used to defer lines
+again against records its own later lines had inserted).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from engine.ingest.jsonl import new_memory_from_json, new_memory_to_json
 from engine.ledger import Ledger
 from engine.records import NewMemory, format_timestamp
 
-__all__ = ["ReviewItem", "ReviewLookup", "ReviewQueue", "ReviewStatus"]
+__all__ = ["ReviewItem", "ReviewKey", "ReviewLookup", "ReviewQueue", "ReviewStatus",
+           "review_key"]
 
 _IN_CHUNK = 500  # SQLite host parameters per IN (...) query
 
@@ -72,6 +79,23 @@ _MIGRATIONS = (
     );
     """,
 )
+
+
+ReviewKey = tuple[str, str, str, str]
+"""(content hash, agent id, privacy, layer): what makes two pending items the same memory."""
+
+
+def review_key(content_hash: str, new: NewMemory) -> ReviewKey:
+    """The identity of an incoming memory in the review queue (see the module docstring)."""
+    return (content_hash, new.agent_id, new.privacy.value, new.layer.value)
+
+
+_PARTITION = ("agent_id, json_extract(incoming, '$.privacy') AS privacy,"
+              " json_extract(incoming, '$.layer') AS layer")
+
+
+def _row_key(row: Any) -> ReviewKey:
+    return (row["content_hash"], row["agent_id"], row["privacy"], row["layer"])
 
 
 class ReviewStatus(StrEnum):
@@ -224,14 +248,14 @@ class ReviewQueue:
                 (status.value, limit))
         return [_row_to_item(row) for row in rows]
 
-    def pending_targets(self, content_hash: str) -> set[str]:
-        """Targets for which ``content_hash`` already waits in the queue."""
+    def pending_targets(self, key: ReviewKey) -> set[str]:
+        """Targets for which the memory of ``key`` (:func:`review_key`) already waits."""
         if not self.available:
             return set()
         rows = self._ledger.query(
-            "SELECT target_id FROM review_items WHERE content_hash = ? AND status = ?",
-            (content_hash, ReviewStatus.PENDING.value))
-        return {row["target_id"] for row in rows}
+            f"SELECT content_hash, target_id, {_PARTITION} FROM review_items"
+            " WHERE content_hash = ? AND status = ?", (key[0], ReviewStatus.PENDING.value))
+        return {row["target_id"] for row in rows if _row_key(row) == key}
 
     def resolve(self, item_id: str, status: ReviewStatus, result_id: str) -> ReviewItem:
         """Mark an item approved or rejected (and remember a rejected pair)."""
@@ -327,9 +351,10 @@ class ReviewQueue:
                     f" IN ({marks})", chunk):
                 lookup.rejected.setdefault(row["content_hash"], set()).add(row["target_id"])
             for row in self._ledger.query(
-                    f"SELECT content_hash, target_id FROM review_items WHERE status = ? AND"
-                    f" content_hash IN ({marks})", (ReviewStatus.PENDING.value, *chunk)):
-                lookup.pending.setdefault(row["content_hash"], set()).add(row["target_id"])
+                    f"SELECT content_hash, target_id, {_PARTITION} FROM review_items WHERE"
+                    f" status = ? AND content_hash IN ({marks})",
+                    (ReviewStatus.PENDING.value, *chunk)):
+                lookup.pending.setdefault(_row_key(row), set()).add(row["target_id"])
         return lookup
 
     def aliases(self, content_hash: str) -> list[str]:
@@ -346,16 +371,16 @@ class ReviewQueue:
 class ReviewLookup:
     """What the ledger knows about a set of content hashes (:meth:`ReviewQueue.lookup`):
     records each was merged into (oldest first), records a person said each is not, and
-    targets each already waits for in the queue. A batch adds its own deferrals with
-    :meth:`add_pending` as it goes."""
+    targets each already waits for in the queue (by :func:`review_key`). A batch adds its own
+    deferrals with :meth:`add_pending` as it goes."""
 
     aliases: dict[str, list[str]] = field(default_factory=dict)
     rejected: dict[str, set[str]] = field(default_factory=dict)
-    pending: dict[str, set[str]] = field(default_factory=dict)
+    pending: dict[ReviewKey, set[str]] = field(default_factory=dict)
 
-    def add_pending(self, content_hash: str, target_id: str) -> None:
+    def add_pending(self, key: ReviewKey, target_id: str) -> None:
         """Note a deferral made earlier in the same batch (not yet in the ledger)."""
-        self.pending.setdefault(content_hash, set()).add(target_id)
+        self.pending.setdefault(key, set()).add(target_id)
 
 
 def _row_to_item(row: Any) -> ReviewItem:

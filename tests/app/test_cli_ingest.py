@@ -32,7 +32,7 @@ def test_ingest_json_twice(cli: Runner, tmp_path: Path) -> None:
     code, out, _ = cli("--json", "ingest", path, "--tier", "human", "--source", "notes")
     assert code == 0
     document = json.loads(out)
-    assert set(document) == {"results", "counts"}
+    assert set(document) == {"results", "counts", "cancelled", "import_id"}
     assert [(r["line"], r["action"]) for r in document["results"]] == [
         (1, "inserted"), (2, "skipped"), (3, "inserted"), (4, "deferred")]
     assert set(document["results"][0]) == {"line", "action", "reason", "id", "target_id",

@@ -327,16 +327,28 @@ def test_human_lines_keep_vouched_ids_and_issued_tokens_mask_the_rest(tmp_path: 
 
 def test_a_crash_report_of_a_redacting_run_is_masked(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug never prints a traceback (app/crash.py writes it to a report); under redaction
+    the message and the report are masked like any output."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "a.md").write_text("---\nid: A\nstatus: todo\n---\nhello\n", encoding="utf-8")
     stack = tmp_path / "jane.doe@example.com"
     stack.mkdir()  # reading a directory as the error log: an OSError no handler expects
-    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"), "MNEMOSCOPE_LOAD_MODEL": "0"}
+    crash = tmp_path / "data" / "crash"
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"), "MNEMOSCOPE_LOAD_MODEL": "0",
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
     argv = ["scene", "A", "--workspace", str(workspace), "--error-stack", str(stack)]
-    with pytest.raises(IsADirectoryError):  # redaction off: the bug surfaces as it is
-        run_cli(argv, env)
-    assert run_cli(["--redact", *argv], env) == 1
+    assert run_cli(argv, env) == 70  # redaction off: the report holds the bug as it is
+    plain = capsys.readouterr().err
+    assert "IsADirectoryError" in plain and "Traceback" not in plain
+    [first] = crash.iterdir()
+    assert "jane.doe@example.com" in first.read_text(encoding="utf-8")
+    first.unlink()
+    assert run_cli(["--redact", *argv], env) == 70
     err = capsys.readouterr().err
-    assert "Traceback" in err and "IsADirectoryError" in err
+    assert "IsADirectoryError" in err and "Traceback" not in err
     assert "jane.doe@example.com" not in err and "<REDACT:sha256-" in err
+    [masked] = crash.iterdir()
+    report = masked.read_text(encoding="utf-8")
+    assert "Traceback" in report and "IsADirectoryError" in report
+    assert "jane.doe@example.com" not in report and "<REDACT:sha256-" in report

@@ -4,23 +4,40 @@
 ``ingest FILE.jsonl --json`` prints ``{"results": [{"line", "action", "reason", "id",
 "target_id", "similarity"}], "counts": {action: n}}``; it exits 1 when any line was refused or
 failed (the good lines are still ingested), else 0.
+
+Say what was committed (issue 18): a run that fails part way (the store became unavailable)
+still prints the results of every committed line, with ``"stopped_at_line"`` (the first line
+not committed) and the ``"error"`` object, and exits 1. Ctrl-C or SIGTERM stops the run between
+two memories (the chunk in progress is not written): the same document with ``"cancelled":
+true``, exit 130. ``--stream`` prints one JSON line per line of the file as its chunk commits
+(flushed), then one ``{"summary": {...}}`` line, for callers that may be killed before the end:
+every line printed is committed. ``import-conversation`` does the same.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
+import threading
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
+from app.cli import EXIT_INTERRUPTED, report_crash, report_error
 from app.cli.context import CliContext
 from app.cli.groups import eval_group
-from engine.errors import ValidationError
+from engine.errors import EngineError, ValidationError
 from engine.events import EventFilter
 from engine.ingest.conversations import ConversationFormat
 from engine.ingest.importer import LineOutcome, SalienceCut
 from engine.records import TrustTier, format_timestamp, parse_timestamp
+
+if TYPE_CHECKING:
+    from engine.ingest import ImportReport
+    from engine.ingest.importer import LineFn
+    from engine.ingest.pipeline import CancelFn
 
 __all__ = ["register"]
 
@@ -34,6 +51,7 @@ def register(subparsers: Any) -> None:
                                          "(default: the line's own, else import:<file>)")
     ingest.add_argument("--tier", choices=[t.value for t in TrustTier], type=str.lower,
                         help="trust tier for every line (default: the line's own, else auto)")
+    _stream_option(ingest)
     ingest.set_defaults(handler=_ingest)
 
     conversation = subparsers.add_parser(
@@ -47,6 +65,7 @@ def register(subparsers: Any) -> None:
         help="which turns to keep: the salient ones (default), all, or the top N%% by salience")
     conversation.add_argument("--dry-run", action="store_true",
                               help="show what the import would do; write nothing")
+    _stream_option(conversation)
     conversation.set_defaults(handler=_import_conversation)
 
     imports = subparsers.add_parser("imports", help="recent imports (ids for undo-import)")
@@ -92,18 +111,21 @@ def register(subparsers: Any) -> None:
     dedup.set_defaults(handler=_eval_dedup)
 
 
+def _stream_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stream", action="store_true",
+                        help="print one JSON line per line of the file as it commits, then a "
+                             "summary line (every line printed is committed)")
+
+
 def _ingest(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(embed=True)
     tier = TrustTier(args.tier) if args.tier else None
-    report = engine.import_jsonl(args.file, source=args.source, tier=tier)
-    if ctx.json:
-        ctx.emit_json({"results": [o.to_json() for o in report.lines],
-                       "counts": report.counts})
-    else:
-        for outcome in report.errors:
-            ctx.print(f"{args.file}:{outcome.line}: {outcome.reason}")
-        ctx.print(", ".join(f"{k} {v}" for k, v in report.counts.items()))
-    return 1 if report.errors else 0
+
+    def run(on_lines: LineFn | None, cancelled: CancelFn) -> ImportReport:
+        return engine.import_jsonl(args.file, source=args.source, tier=tier,
+                                   on_lines=on_lines, cancelled=cancelled)
+
+    return _run_import(args, ctx, run, prefix=lambda line: f"{args.file}:{line}: ")
 
 
 _SAMPLES = 3  # lines shown per decision in the human summary
@@ -113,28 +135,132 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
     keep = SalienceCut.parse(args.keep)
     # a dry run reads an existing store read-only (it may be open elsewhere) and writes nothing
     engine = ctx.open_engine(read_only=args.dry_run and ctx.store_spec().exists, embed=True)
-    report = engine.import_conversation(args.file, agent_id=args.agent, keep=keep,
-                                        dry_run=args.dry_run)
-    if ctx.json:
-        ctx.emit_json(report.to_json())
-        return 1 if report.errors else 0
-    label = ConversationFormat(report.format).label if report.format else "conversation"
-    ctx.print(f"{args.file}: {label}, {_count(len(report.lines), 'message')}; "
-              f"kept {keep.describe()}")
-    counts = {action: n for action, n in report.counts.items() if n}
-    verb = "Dry run, nothing was written. It would have" if report.dry_run else "Done:"
-    ctx.print(f"{verb} " + ", ".join(f"{action} {n}" for action, n in counts.items()))
-    by_action: dict[str, list[LineOutcome]] = {}
-    for outcome in report.lines:
-        by_action.setdefault(outcome.action, []).append(outcome)
-    for action, outcomes in by_action.items():
-        reasons = Counter(o.reason for o in outcomes)
-        ctx.print(f"\n{action} ({', '.join(f'{r} {n}' for r, n in reasons.most_common())}):")
-        for outcome in outcomes[:_SAMPLES]:
-            ctx.print(f"  message {outcome.line}: {_outcome_text(outcome)}")
-        if len(outcomes) > _SAMPLES:
-            ctx.print(f"  … and {len(outcomes) - _SAMPLES} more")
+
+    def run(on_lines: LineFn | None, cancelled: CancelFn) -> ImportReport:
+        return engine.import_conversation(args.file, agent_id=args.agent, keep=keep,
+                                          dry_run=args.dry_run, on_lines=on_lines,
+                                          cancelled=cancelled)
+
+    def show(report: ImportReport) -> None:
+        label = ConversationFormat(report.format).label if report.format else "conversation"
+        ctx.print(f"{args.file}: {label}, {_count(len(report.lines), 'message')}; "
+                  f"kept {keep.describe()}")
+        counts = {action: n for action, n in report.counts.items() if n}
+        verb = "Dry run, nothing was written. It would have" if report.dry_run else "Done:"
+        ctx.print(f"{verb} " + ", ".join(f"{action} {n}" for action, n in counts.items()))
+        by_action: dict[str, list[LineOutcome]] = {}
+        for outcome in report.lines:
+            by_action.setdefault(outcome.action, []).append(outcome)
+        for action, outcomes in by_action.items():
+            reasons = Counter(o.reason for o in outcomes)
+            ctx.print(f"\n{action} ({', '.join(f'{r} {n}' for r, n in reasons.most_common())}):")
+            for outcome in outcomes[:_SAMPLES]:
+                ctx.print(f"  message {outcome.line}: {_outcome_text(outcome)}")
+            if len(outcomes) > _SAMPLES:
+                ctx.print(f"  … and {len(outcomes) - _SAMPLES} more")
+
+    return _run_import(args, ctx, run, prefix=lambda line: f"{args.file}: ", show=show)
+
+
+def _run_import(args: argparse.Namespace, ctx: CliContext,
+                run: Callable[[LineFn | None, CancelFn], ImportReport], *,
+                prefix: Callable[[int], str],
+                show: Callable[[ImportReport], None] | None = None) -> int:
+    """Run an import and say what was committed, whether it finished, failed or was stopped
+    (``show`` prints a finished report for a person; default: its errors and counts)."""
+    from engine.ingest import ImportReport, ImportStopped
+
+    told: list[LineOutcome] = []  # committed (and refused) so far, for a bug's report
+
+    def tell(outcomes: Sequence[LineOutcome]) -> None:
+        told.extend(outcomes)
+        if args.stream:
+            for outcome in outcomes:
+                ctx.emit_json_line(outcome.to_json())
+
+    with _stop_on_signal() as stop:
+        try:
+            report = run(tell, stop.is_set)
+        except ImportStopped as exc:
+            error = {"code": exc.code, "message": str(exc)}
+            if args.stream:
+                ctx.emit_json_line({"summary": _summary(exc.report, error)})
+                ctx.warn(f"error: {exc}")
+                return 1
+            if not ctx.json:
+                _print_report(ctx, exc.report, prefix)
+            return report_error(ctx, exc.code, str(exc), 1,
+                                document=_document(exc.report))
+        except (EngineError, BrokenPipeError):
+            raise  # before anything was committed (a file error), or the reader left: run_cli
+        except Exception as exc:
+            # A bug part way: still say which lines were committed before it.
+            partial = ImportReport(args.file, tuple(told))
+            if args.stream:
+                ctx.emit_json_line({"summary": _summary(partial, {
+                    "code": "INTERNAL_ERROR", "message": f"unexpected {type(exc).__name__}"})})
+            return report_crash(ctx, exc, args.command, document=_document(partial))
+    if args.stream:
+        ctx.emit_json_line({"summary": _summary(report, None)})
+    elif ctx.json:
+        ctx.emit_json(_document(report))
+    elif show is not None:
+        show(report)
+    else:
+        _print_report(ctx, report, prefix)
+    if report.cancelled:
+        ctx.warn(f"cancelled: lines before {report.stopped_at} were committed, "
+                 f"line {report.stopped_at} and later were not" if report.stopped_at
+                 else "cancelled after the last line")
+        return EXIT_INTERRUPTED
     return 1 if report.errors else 0
+
+
+def _document(report: ImportReport) -> dict[str, Any]:
+    """``--json``: results and counts (and the import id, a conversation's format); with
+    where it stopped when it did not finish."""
+    document = report.to_json()
+    if report.cancelled or report.stopped_at is not None:
+        document["stopped_at_line"] = report.stopped_at
+    return document
+
+
+def _summary(report: ImportReport, error: dict[str, str] | None) -> dict[str, Any]:
+    """The last line of ``--stream``."""
+    return {"counts": report.counts, "cancelled": report.cancelled,
+            "stopped_at_line": report.stopped_at, "error": error}
+
+
+def _print_report(ctx: CliContext, report: ImportReport,
+                  prefix: Callable[[int], str]) -> None:
+    for outcome in report.errors:
+        ctx.print(f"{prefix(outcome.line)}{outcome.reason}")
+    ctx.print(", ".join(f"{k} {v}" for k, v in report.counts.items()))
+
+
+@contextmanager
+def _stop_on_signal() -> Iterator[threading.Event]:
+    """Turn the first Ctrl-C / SIGTERM into a request to stop between two memories (the chunk
+    in progress is dropped, the committed ones are reported); a second one acts as usual."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers can only be set from the main thread
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.getsignal(number) for number in signals}
+
+    def request_stop(number: int, frame: object) -> None:
+        stop.set()
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+
+    for number in signals:
+        signal.signal(number, request_stop)
+    try:
+        yield stop
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _outcome_text(outcome: LineOutcome) -> str:

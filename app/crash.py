@@ -1,0 +1,90 @@
+"""Crash reports: an unexpected exception becomes a file, not a traceback on the user's screen.
+
+Every error the engine raises on purpose is an :class:`~engine.errors.EngineError` with a code
+and a message naming what is wrong; anything else is a bug. The command line and the desktop
+app write the bug's traceback to ``<data dir>/crash/crash-<UTC time>-<pid>.log`` with the
+versions a bug report needs, and show the user one line with that path (issue 18: no command
+shows a traceback for bad input).
+
+The report holds the traceback and the command's name, not its arguments or the input: those
+can be private memories (the user attaches the input themselves if they choose to).
+
+The desktop app runs inside :func:`crash_reports`: an exception that escapes a slot or a task
+(``ui.tasks.spawn`` hands those to ``sys.excepthook``) is written the same way, then passed on
+to the previous hook.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["crash_reports", "write_crash_report"]
+
+
+def write_crash_report(exc: BaseException, directory: Path, *, command: str,
+                       mask: Callable[[str], str] | None = None) -> Path | None:
+    """Write ``exc``'s traceback and the versions to a new file in ``directory``.
+
+    Args:
+        exc: The unexpected exception.
+        directory: Where crash reports go (created if missing).
+        command: What was running (e.g. ``"ingest"``), for the report's header.
+        mask: Applied to the traceback under redaction (it can quote stored text).
+
+    Returns:
+        The report's path, or None when it could not be written (a read-only or full disk:
+        the caller still reports the error, without a path).
+    """
+    from app import __version__
+
+    now = datetime.now(UTC)
+    name = f"crash-{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}.log"
+    header = [
+        f"mnemoscope {__version__} crash report",
+        f"time:     {now.isoformat(timespec='seconds')}",
+        f"command:  {command}",
+        f"python:   {platform.python_version()} ({sys.executable})",
+        f"platform: {platform.platform()}",
+        "",
+    ]
+    body = "".join(traceback.format_exception(exc))
+    if mask is not None:
+        body = mask(body)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / name
+        # errors="backslashreplace": the report must be writable whatever the exception holds
+        path.write_text("\n".join(header) + body, encoding="utf-8", errors="backslashreplace")
+    except OSError:
+        return None
+    return path
+
+
+@contextmanager
+def crash_reports(directory: Path, *, command: str = "app") -> Iterator[None]:
+    """While active, every uncaught exception is written to a crash report in ``directory``
+    (and a line naming it to stderr) before the previous ``sys.excepthook`` runs."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException,
+             tb: TracebackType | None) -> None:
+        if not isinstance(exc, KeyboardInterrupt):
+            report = write_crash_report(exc.with_traceback(tb), directory, command=command)
+            if report is not None:
+                print(f"mnemoscope: unexpected {kind.__name__} (a bug); crash report: {report}",
+                      file=sys.stderr)
+        previous(kind, exc, tb)
+
+    sys.excepthook = hook
+    try:
+        yield
+    finally:
+        sys.excepthook = previous
