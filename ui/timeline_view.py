@@ -4,6 +4,12 @@ History comes from the session's reader on a worker (the ledger of a local store
 ``/v1/events`` pages of an attached agent); while the session is open the live tail
 (:class:`~ui.event_tail.EventTail`) appends what its event feed delivers (the engine's bus, or
 the attached agent's follower), batched every 80 ms.
+
+What is in view: the timeline opens fitted to all its events and stays fitted as events arrive
+(so lanes are never empty after an import) until the user zooms or pans; "Fit all" (F) fits
+again; "Follow live" keeps the newest events in view instead; Shift+drag zooms to a span. The
+time axis reads local clock times with their unit at every zoom and names the date of the
+visible span (:class:`~ui.plot_items.TimeAxis`).
 Drawing is binned (:class:`~ui.timeline_data.TimelineData.bins`): one filled step curve
 per lane, created once and updated with ``setData`` when the visible range changes (debounced)
 or events arrive, so 100K events pan and zoom like 100. Clicking a lane shows the nearest
@@ -19,7 +25,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -37,6 +43,7 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 from engine.events import Event
 from ui.event_tail import EventTail
+from ui.plot_items import SpanViewBox, TimeAxis, span_caption
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
@@ -102,10 +109,16 @@ class TimelineView(QWidget):
         self.tail.arrived.connect(self.add_events)
         self.selected: Event | None = None
         self.rebins = 0
+        self.fitted = True  # the view shows all events and keeps doing so as events arrive
 
-        self.follow = QCheckBox("Live tail", self)
-        self.follow.setChecked(True)
+        self.follow = QCheckBox("Follow live", self)
         self.follow.setToolTip("Keep the newest events in view while the engine works")
+        self.follow.toggled.connect(self._on_follow_toggled)
+        self.fit_button = QPushButton("Fit all", self)
+        self.fit_button.setToolTip("Show every event (F). Wheel: zoom · drag: pan · "
+                                   "Shift+drag: zoom to the marked span")
+        self.fit_button.clicked.connect(self.fit_all)
+        self.fit_shortcut = QShortcut(QKeySequence(Qt.Key.Key_F), self, self.fit_all)
         self.kind_box = QComboBox(self)
         self.kind_box.addItem(_ALL)
         self.kind_box.addItems([k for k in LANES if k != "other"])
@@ -118,6 +131,7 @@ class TimelineView(QWidget):
         self.reload_button = QPushButton("Reload", self)
         self.count_label = QLabel("", self)
         bar = QHBoxLayout()
+        bar.addWidget(self.fit_button)
         bar.addWidget(self.follow)
         bar.addWidget(self.kind_box)
         for edit in (self.record_edit, self.source_edit, self.decision_edit):
@@ -131,8 +145,9 @@ class TimelineView(QWidget):
         self.kind_box.currentIndexChanged.connect(self._on_filter_changed)
         self.reload_button.clicked.connect(self.reload)
 
-        self.plot = pg.PlotWidget(parent=self, axisItems={
-            "bottom": pg.DateAxisItem(orientation="bottom")})
+        self.time_axis = TimeAxis(orientation="bottom")
+        self.plot = pg.PlotWidget(parent=self, viewBox=SpanViewBox(),
+                                  axisItems={"bottom": self.time_axis})
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.showGrid(x=True, y=False, alpha=0.2)
@@ -140,6 +155,8 @@ class TimelineView(QWidget):
         view_box.setMouseEnabled(x=True, y=False)
         view_box.setLimits(yMin=-0.2, yMax=len(LANES) + 0.2)
         view_box.invertY(True)  # pipeline order from the top
+        view_box.sigRangeChangedManually.connect(self._on_user_moved)
+        view_box.span_selected.connect(self.zoom_to)
         self.plot.setYRange(0, len(LANES), padding=0)
         self.plot.getAxis("left").setTicks(
             [[(i + 0.45, name.removeprefix("memory:")) for i, name in enumerate(LANES)]])
@@ -231,18 +248,51 @@ class TimelineView(QWidget):
         if not added and not fit:
             return
         self._refresh_kind_tooltip()
-        x0, x1 = self.data.span()
-        if fit:
-            pad = max((x1 - x0) * 0.02, 1.0)
-            self.plot.setXRange(x0 - pad, x1 + pad, padding=0)
-        elif self.follow.isChecked():
-            v0, v1 = self.plot.getViewBox().viewRange()[0]
-            width = max(v1 - v0, 10.0)
-            if x1 > v1 - width * 0.02:
-                self.plot.setXRange(x1 - width * 0.95, x1 + width * 0.05, padding=0)
+        if self.follow.isChecked():
+            self._show_newest()
+        elif fit or self.fitted:
+            self.fit_all()
         if self._highlighted_id:
             self.highlight_run(self._highlighted_id)
         self.rebin()
+
+    # -- what is in view --------------------------------------------------------------------
+
+    def fit_all(self) -> None:
+        """Show every event (and keep showing all as events arrive, until the user moves)."""
+        self.fitted = True
+        self.follow.setChecked(False)
+        x0, x1 = self.data.span()
+        pad = max((x1 - x0) * 0.02, 1.0)
+        self.plot.setXRange(x0 - pad, x1 + pad, padding=0)
+
+    def zoom_to(self, x0: float, x1: float) -> None:
+        """Show the span ``x0``..``x1`` (seconds), e.g. the one marked by Shift+drag."""
+        self.fitted = False
+        self.follow.setChecked(False)
+        self.plot.setXRange(x0, x1, padding=0)
+
+    def _show_newest(self) -> None:
+        """Slide the current width of view so the newest event is near the right edge."""
+        last = self.data.span()[1]
+        v0, v1 = self.plot.getViewBox().viewRange()[0]
+        width = max(v1 - v0, 10.0)
+        if not v0 <= last <= v1 - width * 0.02:
+            self.plot.setXRange(last - width * 0.95, last + width * 0.05, padding=0)
+
+    def _on_follow_toggled(self, on: bool) -> None:
+        if on:
+            self.fitted = False
+            self._show_newest()
+
+    def _on_user_moved(self, *_args: object) -> None:
+        """A wheel zoom or a drag: the user's view stays put; following stops once the newest
+        event is out of it (the user went back in time)."""
+        self.fitted = False
+        last = self.data.span()[1]
+        v0, v1 = self.plot.getViewBox().viewRange()[0]
+        if not v0 <= last <= v1:
+            self.follow.setChecked(False)
 
     def _refresh_kind_tooltip(self) -> None:
         choices = self.data.choices()
@@ -287,6 +337,9 @@ class TimelineView(QWidget):
         """Recount the visible range and update the lane curves (no new plot items)."""
         self.rebins += 1
         (x0, x1), _ = self.plot.getViewBox().viewRange()
+        caption = span_caption(x0, x1)
+        if caption != self.time_axis.labelText:  # a new title relays the axis: only on change
+            self.time_axis.setLabel(caption)
         edges, counts = self.data.bins(x0, x1, self.bin_count())
         peak = float(counts.max()) if counts.size else 0.0
         scale = 0.85 / np.sqrt(peak) if peak > 0 else 0.0
