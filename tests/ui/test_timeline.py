@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime
 
 import numpy as np
-import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
@@ -150,16 +148,6 @@ def test_time_axis_reads_as_local_dates_and_times(qtbot: QtBot, runner: TaskRunn
     title = view.time_axis.labelText
     assert datetime.fromtimestamp(start).astimezone().strftime("%d %b") in title
     assert "local time" in title and "2026" in title
-
-
-@pytest.fixture
-def every_move() -> Iterator[None]:
-    """pyqtgraph drops mouse moves closer than 1/100 s apart (``mouseRateLimit``); a test's
-    moves come faster than any hand's, so let every one through (deterministic drags)."""
-    limit = pg.getConfigOption("mouseRateLimit")
-    pg.setConfigOptions(mouseRateLimit=-1)
-    yield
-    pg.setConfigOptions(mouseRateLimit=limit)
 
 
 def _drag(view: TimelineView, x0: float, x1: float, modifier: Qt.KeyboardModifier) -> None:
