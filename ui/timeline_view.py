@@ -19,6 +19,7 @@ event's fields; the stepper highlights the events of its run (a small scatter, c
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -57,6 +58,7 @@ LANE_COLORS = ("#6e7781", "#8250df", "#0969da", "#1a7f37", "#bf8700", "#8c959f",
                "#57606a")
 _ALL = "all kinds"
 _BASE = 0.9  # lane baseline below the lane index (the y axis is inverted)
+EMPTY_SPAN = 3600.0  # seconds shown up to now while there are no events
 
 
 def current_theme() -> str:
@@ -199,6 +201,7 @@ class TimelineView(QWidget):
         layout.addLayout(bar)
         layout.addWidget(split, 1)
         self.apply_theme(current_theme())
+        self.fit_all()
 
     # -- session and loading -----------------------------------------------------------------
 
@@ -262,6 +265,10 @@ class TimelineView(QWidget):
         """Show every event (and keep showing all as events arrive, until the user moves)."""
         self.fitted = True
         self.follow.setChecked(False)
+        if not len(self.data):  # nothing to fit: the last hour, not the epoch (1970)
+            now = time.time()
+            self.plot.setXRange(now - EMPTY_SPAN, now, padding=0)
+            return
         x0, x1 = self.data.span()
         pad = max((x1 - x0) * 0.02, 1.0)
         self.plot.setXRange(x0 - pad, x1 + pad, padding=0)
@@ -274,6 +281,8 @@ class TimelineView(QWidget):
 
     def _show_newest(self) -> None:
         """Slide the current width of view so the newest event is near the right edge."""
+        if not len(self.data):
+            return
         last = self.data.span()[1]
         v0, v1 = self.plot.getViewBox().viewRange()[0]
         width = max(v1 - v0, 10.0)

@@ -150,6 +150,18 @@ def test_time_axis_reads_as_local_dates_and_times(qtbot: QtBot, runner: TaskRunn
     assert "local time" in title and "2026" in title
 
 
+def test_an_empty_timeline_shows_the_last_hour(qtbot: QtBot, runner: TaskRunner) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.rebin()
+    x0, x1 = view.plot.getViewBox().viewRange()[0]
+    assert x1 - x0 == pytest.approx(3600.0)  # around now, not the epoch's first second
+    assert datetime.fromtimestamp(x1).astimezone().strftime("%d %b %Y") in \
+        view.time_axis.labelText
+    view.follow.setChecked(True)  # nothing to follow yet: the view stays
+    assert view.plot.getViewBox().viewRange()[0] == pytest.approx([x0, x1])
+
+
 def _drag(view: TimelineView, x0: float, x1: float, modifier: Qt.KeyboardModifier) -> None:
     """Press at time ``x0``, move to ``x1``, release (on the first lane) with ``modifier`` held.
 
