@@ -25,7 +25,7 @@ from pyqtgraph.graphicsItems.DateAxisItem import (
 )
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtGui import QFontMetrics, QImage, QPainter
 
 __all__ = ["PassiveScatter", "SpanViewBox", "TimeAxis", "span_caption"]
 
@@ -49,29 +49,33 @@ def _levels() -> OrderedDict[float, ZoomLevel]:
     each level's example text is as wide as its widest label, so the spacing pyqtgraph derives
     from it keeps labels from overlapping. Keys are the densest seconds-per-example-width each
     level accepts (pyqtgraph's rule: the first level too fine for the density stops the walk).
+    The skip steps include 2 (every other second, minute, hour): with only pyqtgraph's 1, 5, 15
+    an 8-second span 450 px wide gets one label.
     """
     day = TickSpec(DAY_SPACING, makeSStepper(DAY_SPACING), "%a %d %b", autoSkip=[1, 2, 7])
     return OrderedDict([
         (np.inf, ZoomLevel([TickSpec(YEAR_SPACING, makeYStepper(1), "%Y",
                                      autoSkip=[1, 5, 10, 25]),
-                            TickSpec(MONTH_SPACING, makeMStepper(1), "%b %Y")], "Sep 9999")),
+                            TickSpec(MONTH_SPACING, makeMStepper(1), "%b %Y",
+                                     autoSkip=[1, 3, 6])], "Sep 9999")),
         (5 * DAY_SPACING, ZoomLevel([
-            TickSpec(MONTH_SPACING, makeMStepper(1), "%b %Y"),
+            TickSpec(MONTH_SPACING, makeMStepper(1), "%b %Y", autoSkip=[1, 3, 6]),
             TickSpec(DAY_SPACING, makeSStepper(DAY_SPACING), "%d %b", autoSkip=[1, 2, 7])],
-            "99 Sep")),
+            "99 Sep 99")),  # wider than its labels: twenty days' labels would fill 80 % and vanish
         (6 * HOUR_SPACING, ZoomLevel([day, TickSpec(
-            HOUR_SPACING, makeSStepper(HOUR_SPACING), "%H:%M", autoSkip=[1, 3, 6])],
+            HOUR_SPACING, makeSStepper(HOUR_SPACING), "%H:%M", autoSkip=[1, 2, 3, 6, 12])],
             "Wed 99 Sep")),
         (15 * MINUTE_SPACING, ZoomLevel([day, TickSpec(
-            MINUTE_SPACING, makeSStepper(MINUTE_SPACING), "%H:%M", autoSkip=[1, 5, 15, 30])],
+            MINUTE_SPACING, makeSStepper(MINUTE_SPACING), "%H:%M",
+            autoSkip=[1, 2, 5, 10, 15, 30])],
             "Wed 99 Sep")),
         (30 * SECOND_SPACING, ZoomLevel([TickSpec(
             SECOND_SPACING, makeSStepper(SECOND_SPACING), "%H:%M:%S",
-            autoSkip=[1, 5, 15, 30])], "99:99:99")),
+            autoSkip=[1, 2, 5, 10, 15, 30])], "99:99:99")),
         (1 * SECOND_SPACING, ZoomLevel([
             TickSpec(SECOND_SPACING, makeSStepper(SECOND_SPACING), "%H:%M:%S"),
             TickSpec(MS_SPACING, makeMSStepper(MS_SPACING), "%H:%M:%S.%f",
-                     autoSkip=[1, 5, 10, 25, 50])], "99:99:99.999")),
+                     autoSkip=[1, 2, 5, 10, 20, 25, 50])], "99:99:99.999")),
     ])
 
 
@@ -91,14 +95,18 @@ class TimeAxis(pg.DateAxisItem):  # type: ignore[misc]  # pyqtgraph is untyped
         self.fontMetrics = QFontMetrics(self.font())
 
     def labels(self) -> list[str]:
-        """The tick labels of the current range, as drawn (coarse levels first)."""
-        view = self.linkedView()
-        if view is None:
-            return []
-        x0, x1 = view.viewRange()[0]
-        values = self.tickValues(x0, x1, max(1.0, float(self.width())))
-        return [label for spacing, ticks in values
-                for label in self.tickStrings(ticks, 1.0, spacing)]
+        """The tick labels drawn for the current range (coarse levels first).
+
+        pyqtgraph's own layout pass, on a scratch painter: it leaves out a level too crowded
+        to read and labels that would stick out of the axis, as the paint does.
+        """
+        image = QImage(1, 1, QImage.Format.Format_ARGB32)
+        painter = QPainter(image)
+        try:
+            specs = self.generateDrawSpecs(painter)
+        finally:
+            painter.end()
+        return [] if specs is None else [text for _rect, _flags, text in specs[2]]
 
 
 def span_caption(x0: float, x1: float) -> str:

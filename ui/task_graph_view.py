@@ -779,15 +779,14 @@ class TaskGraphView(QWidget):
         if self._graph is not None and any(
                 n.is_task and n.status not in STATUS_COLOURS for n in self._graph.nodes):
             entries.append((NO_STATUS_COLOUR, "no status"))
-        marks = [(text, "→ arrow: from a prerequisite to the task that needs it"),
-                 (CYCLE_COLOUR, "red edges and ring: on a dependency cycle"),
-                 (highlight, "ring: selected"),
-                 (text, "outline: priority, thin (low) to thick (critical)")]
-        self.legend_entries = entries + marks
-        swatch = '<span style="color:{};">■</span>&nbsp;{}'
-        line = '<span style="color:{};">▬</span>&nbsp;{}'
-        fills = "&nbsp;&nbsp; ".join(swatch.format(c, html.escape(m)) for c, m in entries)
-        rest = "&nbsp;&nbsp; ".join(line.format(c, html.escape(m)) for c, m in marks)
+        marks = [(text, "⟶", "arrow: from a prerequisite to the task that needs it"),
+                 (CYCLE_COLOUR, "▬", "red edges and ring: on a dependency cycle"),
+                 (highlight, "▢", "ring: selected"),
+                 (text, "▭", "outline: priority, thin (low) to thick (critical)")]
+        self.legend_entries = entries + [(colour, meaning) for colour, _g, meaning in marks]
+        key = '<span style="color:{};">{}</span>&nbsp;{}'
+        fills = "&nbsp;&nbsp; ".join(key.format(c, "■", html.escape(m)) for c, m in entries)
+        rest = "&nbsp;&nbsp; ".join(key.format(c, g, html.escape(m)) for c, g, m in marks)
         self.legend.setText(f"<b>Fill</b>: status&nbsp;&nbsp; {fills}<br>{rest}")
 
     def _restyle(self) -> None:

@@ -47,7 +47,7 @@ from ui.event_tail import EventTail
 from ui.plot_items import SpanViewBox, TimeAxis, span_caption
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
-from ui.theme import apply_plot_theme
+from ui.theme import apply_plot_theme, plot_colors
 from ui.timeline_data import LANES, TimelineData, TimelineFilter
 
 __all__ = ["HISTORY_LIMIT", "LANE_COLORS", "TimelineView"]
@@ -59,6 +59,7 @@ LANE_COLORS = ("#6e7781", "#8250df", "#0969da", "#1a7f37", "#bf8700", "#8c959f",
 _ALL = "all kinds"
 _BASE = 0.9  # lane baseline below the lane index (the y axis is inverted)
 EMPTY_SPAN = 3600.0  # seconds shown up to now while there are no events
+SELECTED_COLOUR = "#2f6feb"  # the selected event's square
 
 
 def current_theme() -> str:
@@ -172,10 +173,10 @@ class TimelineView(QWidget):
                                     pen=pg.mkPen(colour, width=1))
             self.plot.addItem(curve)
             self.curves.append(curve)
-        self.highlight = pg.ScatterPlotItem(size=11, pen=pg.mkPen("#d1242f", width=2),
-                                            brush=None, symbol="o")
+        # the stepper's run: rings in the theme's text colour (apply_theme), which no lane has
+        self.highlight = pg.ScatterPlotItem(size=11, brush=None, symbol="o")
         self.plot.addItem(self.highlight)
-        self.marker = pg.ScatterPlotItem(size=13, pen=pg.mkPen("#2f6feb", width=2),
+        self.marker = pg.ScatterPlotItem(size=13, pen=pg.mkPen(SELECTED_COLOUR, width=2),
                                          brush=None, symbol="s")
         self.plot.addItem(self.marker)
         self.plot.scene().sigMouseClicked.connect(self._on_clicked)
@@ -198,8 +199,10 @@ class TimelineView(QWidget):
         split.setSizes([900, 300])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
+        self.marks = QLabel("", self)  # the key to the square and the rings, while shown
         layout.addLayout(bar)
         layout.addWidget(split, 1)
+        layout.addWidget(self.marks)
         self.apply_theme(current_theme())
         self.fit_all()
 
@@ -213,6 +216,9 @@ class TimelineView(QWidget):
         self._highlighted = np.zeros(0, np.intp)
         self.detail.clear()
         self.selected = None
+        self.highlight.setData(x=[], y=[])
+        self.marker.setData(x=[], y=[])
+        self._show_marks()
         self.rebin()
         if session is not None:
             spawn(self._load_history(session))
@@ -315,7 +321,22 @@ class TimelineView(QWidget):
             0, np.intp)
         idx = self._highlighted
         self.highlight.setData(x=self.data.t[idx], y=self.data.lane[idx].astype(float) + 0.45)
+        self._show_marks()
         return len(idx)
+
+    def _show_marks(self) -> None:
+        """Say what the square and the rings on the lanes are, while they are drawn."""
+        ring = plot_colors(current_theme())[1]
+        parts = []
+        if self.selected is not None:
+            parts.append(f'<span style="color:{SELECTED_COLOUR}">□</span> the selected event '
+                         "(its fields on the right)")
+        count = len(self._highlighted)
+        if count:
+            parts.append(f'<span style="color:{ring}">○</span> the {count} '
+                         f"event{'' if count == 1 else 's'} of the Pipeline view's run")
+        self.marks.setText(" · ".join(parts))
+        self.marks.setVisible(bool(parts))
 
     # -- filters -----------------------------------------------------------------------------
 
@@ -368,6 +389,7 @@ class TimelineView(QWidget):
         self.selected = event
         self.detail.setPlainText(event_text(event, self._redact))
         self.marker.setData(x=[self.data.t[index]], y=[float(self.data.lane[index]) + 0.45])
+        self._show_marks()
         self.event_selected.emit(event)
 
     def _on_clicked(self, mouse_event: object) -> None:
@@ -386,8 +408,10 @@ class TimelineView(QWidget):
             self.select_event(found)
 
     def apply_theme(self, name: str) -> None:
-        """Plot colours of theme ``name``."""
+        """Plot colours of theme ``name`` (the run's rings in its text colour)."""
         apply_plot_theme(self.plot, name)
+        self.highlight.setPen(pg.mkPen(plot_colors(name)[1], width=2))
+        self._show_marks()
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:

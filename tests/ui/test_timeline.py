@@ -89,6 +89,9 @@ def test_history_live_tail_filters_and_click(qtbot: QtBot, runner: TaskRunner,
     with qtbot.waitSignal(view.event_selected, timeout=3000) as blocker:
         QTest.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=point)
     assert blocker.args[0].kind == "merge-applied"
+    assert not view.marks.isHidden() and "the selected event" in view.marks.text()
+    runs = view.highlight_run(str(blocker.args[0].payload["incoming_id"]))  # the stepper's
+    assert runs > 1 and f"the {runs} events of the Pipeline view's run" in view.marks.text()
     assert '"kind": "merge-applied"' in view.detail.toPlainText()
     assert '"merged_from"' in view.detail.toPlainText()
     view.set_redactor(redact_text)  # details re-rendered through the redactor
@@ -125,7 +128,7 @@ TIME_LABEL = re.compile(r"\d{2}:\d{2}(:\d{2}(\.\d{3})?)?|\w{3} \d{2} \w{3}|\d{2}
 
 
 @pytest.mark.parametrize("seconds", [0.05, 4.0, 50.0, 600.0, 4 * 3600.0, 3 * 86_400.0,
-                                     120 * 86_400.0])
+                                     20 * 86_400.0, 120 * 86_400.0])
 def test_time_axis_reads_as_local_dates_and_times(qtbot: QtBot, runner: TaskRunner,
                                                   seconds: float) -> None:
     view = TimelineView(runner)
@@ -138,7 +141,7 @@ def test_time_axis_reads_as_local_dates_and_times(qtbot: QtBot, runner: TaskRunn
                      for i, t in enumerate((0.0, seconds))], fit=True)
     view.zoom_to(start, start + seconds)
     labels = view.time_axis.labels()
-    assert len(labels) >= 2, labels
+    assert len(labels) >= 3, labels  # drawn (pyqtgraph drops a crowded level whole)
     assert all(TIME_LABEL.fullmatch(label) for label in labels), labels
     if seconds < 60:  # zoomed in to seconds: every label still reads as a clock time
         assert all(re.fullmatch(r"\d{2}:\d{2}:\d{2}(\.\d{3})?", label) for label in labels)
