@@ -66,6 +66,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QListWidget,
+    QListWidgetItem,
     QPushButton,
     QSlider,
     QSplitter,
@@ -411,6 +412,9 @@ class TaskGraphView(QWidget):
         self.cycle_label.setStyleSheet(f"color: {CYCLE_COLOUR}; font-weight: 600;")
         self.cycle_list = QListWidget(self)
         self.cycle_list.setMaximumHeight(80)
+        self.cycle_list.setToolTip("Click a cycle to select its first task and bring it into "
+                                   "view")
+        self.cycle_list.itemClicked.connect(self._on_cycle_clicked)
         self.card_label = QLabel("Click a node to see its card.", self)
         self.card_label.setWordWrap(True)
         self.card_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -803,6 +807,14 @@ class TaskGraphView(QWidget):
         self._restyle()
 
     # -- selection, card and scene ---------------------------------------------------------
+
+    def _on_cycle_clicked(self, item: QListWidgetItem) -> None:
+        """Go to the clicked cycle: select its first task and scroll it into view."""
+        row = self.cycle_list.row(item)
+        if 0 <= row < len(self.cycles) and self.cycles[row][0] in self._nodes:
+            node = self._nodes[self.cycles[row][0]]
+            self.select(node.node_id)
+            self.canvas.ensureVisible(node, 60, 60)
 
     def _on_selection_changed(self) -> None:
         chosen = [i for i in self.graphics.selectedItems() if i.data(0)]

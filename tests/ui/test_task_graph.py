@@ -261,6 +261,10 @@ def test_arrows_legend_full_titles_and_the_cycle_marked(
             if item.cycle_ring.isVisible()} == {"A", "B", "C"}  # type: ignore[attr-defined]
     assert "cycle" in view.cycle_label.text()
     assert "on a cycle: A → B → C → A" in view.nodes["B"].toolTip()
+    path = view.cycle_list.visualItemRect(view.cycle_list.item(0)).center()
+    QTest.mouseClick(view.cycle_list.viewport(), Qt.MouseButton.LeftButton, pos=path)
+    assert view.nodes["A"].isSelected() and "Task A" in view.card_label.text()
+    assert view.nodes["A"].selection_ring.isVisible()  # type: ignore[attr-defined]
 
     # a long title: wrapped on the node, whole on hover
     label = view.nodes["E"].label.text()  # type: ignore[attr-defined]
