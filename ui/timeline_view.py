@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -180,6 +181,9 @@ class TimelineView(QWidget):
                                          brush=None, symbol="s")
         self.plot.addItem(self.marker)
         self.plot.scene().sigMouseClicked.connect(self._on_clicked)
+        self.plot.scene().sigMouseMoved.connect(self._on_hover)
+        self._edges = np.zeros(0)  # what the curves show: bucket edges and counts per lane
+        self._counts = np.zeros((len(LANES), 0), np.int64)
         view_box.sigXRangeChanged.connect(self._schedule_rebin)
         self._rebin_timer = QTimer(self)
         self._rebin_timer.setSingleShot(True)
@@ -371,11 +375,43 @@ class TimelineView(QWidget):
         if caption != self.time_axis.labelText:  # a new title relays the axis: only on change
             self.time_axis.setLabel(caption)
         edges, counts = self.data.bins(x0, x1, self.bin_count())
+        self._edges, self._counts = edges, counts
         peak = float(counts.max()) if counts.size else 0.0
         scale = 0.85 / np.sqrt(peak) if peak > 0 else 0.0
         heights = np.sqrt(counts) * scale
         for i, curve in enumerate(self.curves):
             curve.setData(x=edges, y=(i + _BASE) - heights[i], fillLevel=i + _BASE)
+
+    def bucket_text(self, x: float, lane: int) -> str:
+        """What the lane's bar at time ``x`` stands for ("" where it shows no events)."""
+        edges, counts = self._edges, self._counts
+        if not 0 <= lane < len(LANES) or len(edges) < 2 or not edges[0] <= x < edges[-1]:
+            return ""
+        bucket = min(int(np.searchsorted(edges, x, side="right")) - 1, counts.shape[1] - 1)
+        count = int(counts[lane, bucket])
+        if not count:
+            return ""
+        start, end = (datetime.fromtimestamp(t).astimezone()
+                      for t in (edges[bucket], edges[bucket + 1]))
+        fine = end - start < timedelta(seconds=2)  # milliseconds where buckets are that short
+
+        def clock(moment: datetime) -> str:
+            text = moment.strftime("%H:%M:%S")
+            return f"{text}.{moment.microsecond // 1000:03d}" if fine else text
+
+        first, last = clock(start), clock(end)
+        day = start.strftime("%a %d %b")
+        return (f"{count:,} {LANES[lane]} event{'' if count == 1 else 's'}\n"
+                f"{day}, {first} – {last}\nclick for the nearest one's fields")
+
+    def _on_hover(self, position: QPointF) -> None:
+        view_box = self.plot.getViewBox()
+        text = ""
+        if view_box.sceneBoundingRect().contains(position):
+            point = view_box.mapSceneToView(position)
+            text = self.bucket_text(point.x(), int(np.floor(point.y())))
+        if text != view_box.toolTip():
+            view_box.setToolTip(text)
 
     def lane_counts(self) -> list[int]:
         """Visible filtered events per lane (what the curves show; for tests)."""

@@ -232,3 +232,38 @@ def test_opens_fitted_fit_all_and_zoom_to_a_span(qtbot: QtBot, runner: TaskRunne
     view.plot.setFocus()
     QTest.keyClick(view.plot, Qt.Key.Key_F)  # and so does its shortcut
     assert covers_all()
+
+
+def test_hovering_a_lane_bar_says_how_many_events_and_when(qtbot: QtBot, runner: TaskRunner,
+                                                           every_move: None) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.resize(1000, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    start = 1.7956e9
+    burst = [Event(event_id=f"m{i}", kind="merge-applied", ts=(start + 5 + i * 0.001) * 1000.0)
+             for i in range(7)]
+    ends = [Event(event_id=f"e{i}", kind="ingest-start", ts=(start + t) * 1000.0)
+            for i, t in enumerate((0.0, 10.0))]
+    view.add_events(burst + ends, fit=True)
+    box = view.plot.getViewBox()
+    viewport = view.plot.viewport()
+
+    def hover(x: float, lane: str) -> str:
+        point = QPointF(x, LANES.index(lane) + 0.5)
+        local = QPointF(view.plot.mapFromScene(box.mapViewToScene(point)))
+        QApplication.sendEvent(viewport, QMouseEvent(
+            QEvent.Type.MouseMove, local, viewport.mapToGlobal(local), Qt.MouseButton.NoButton,
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
+        return str(box.toolTip())  # (pyqtgraph is untyped)
+
+    tip = hover(start + 5.003, "merge-applied")
+    assert tip.startswith("7 merge-applied events\n"), tip
+    moment = datetime.fromtimestamp(start + 5.003).astimezone()  # in local time, the bar's
+    found = re.search(r"(\w{3} \d{2} \w{3}), (\S+) – (\S+)\n", tip)  # day, from, to
+    assert found is not None, tip
+    assert found[1] == moment.strftime("%a %d %b")
+    assert found[2] <= moment.strftime("%H:%M:%S.%f")[:-3] <= found[3]
+    assert hover(start + 5.003, "error") == ""  # an empty lane: no tooltip
+    assert hover(start + 2.0, "merge-applied") == ""  # between bars: none either
