@@ -9,7 +9,8 @@ What is in view: the timeline opens fitted to all its events and stays fitted as
 (so lanes are never empty after an import) until the user zooms or pans; "Fit all" (F) fits
 again; "Follow live" keeps the newest events in view instead; Shift+drag zooms to a span. The
 time axis reads local clock times with their unit at every zoom and names the date of the
-visible span (:class:`~ui.plot_items.TimeAxis`).
+visible span (:class:`~ui.plot_items.TimeAxis`); hovering a bar says what it counts.
+
 Drawing is binned (:class:`~ui.timeline_data.TimelineData.bins`): one filled step curve
 per lane, created once and updated with ``setData`` when the visible range changes (debounced)
 or events arrive, so 100K events pan and zoom like 100. Clicking a lane shows the nearest
