@@ -479,10 +479,16 @@ class TaskGraphView(QWidget):
         return await loop.run_in_executor(self._owner, lambda: fn(*args))
 
     def shutdown(self) -> None:
-        """Stop the watcher and the owner thread (the window calls this on close)."""
+        """Stop the watcher and the owner thread (the window calls this on close).
+
+        The workspace goes with its thread: a later restyle (a theme switch reaches closed
+        windows too) or reload then finds nothing to run instead of submitting to a stopped
+        executor.
+        """
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        self._workspace = None
         self._owner.shutdown(wait=True)
 
     # -- opening and reloading -------------------------------------------------------------

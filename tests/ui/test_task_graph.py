@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsPolygonItem
 from pytestqt.qtbot import QtBot
@@ -271,3 +272,19 @@ def test_arrows_legend_full_titles_and_the_cycle_marked(
     assert "billing" in label and "\n" in label
     assert LONG in view.nodes["E"].toolTip() and "in review" in view.nodes["E"].toolTip()
     assert "depends on: D" in view.nodes["E"].toolTip()
+
+
+def test_a_closed_view_schedules_no_work(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    _card(root, "A", "todo", "B")
+    _card(root, "B", "done", "")
+    window = make_window()
+    view: TaskGraphView = window.tasks_view
+    assert run(qtbot, view.open_workspace(root)) is not None
+    with qtbot.waitSignal(view.scene_shown, timeout=10_000):
+        view.select("A")
+    view.shutdown()  # as the window's close does
+    view.setPalette(QPalette(QColor("#202329")))  # a theme switch reaches closed windows too
+    assert run(qtbot, view.preview_scene()) is None  # nothing submitted to the stopped thread
