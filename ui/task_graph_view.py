@@ -371,6 +371,7 @@ class TaskGraphView(QWidget):
         # One thread owns the Workspace: it is not thread-safe (docs/tasks.md).
         self._owner = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="mnemo-workspace")
+        self._closed = False
         self._workspace: Workspace | None = None
         self._watcher: WorkspaceWatcher | None = None
         self._watch_interval_ms = watch_interval_ms
@@ -475,6 +476,13 @@ class TaskGraphView(QWidget):
     # -- the owner thread ------------------------------------------------------------------
 
     async def _on_owner(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the owner thread.
+
+        A reload or preview that was already under way when the view closed (between two of
+        its steps) is cancelled here: its result has nowhere to go, and the thread is gone.
+        """
+        if self._closed:
+            raise asyncio.CancelledError
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._owner, lambda: fn(*args))
 
@@ -489,6 +497,7 @@ class TaskGraphView(QWidget):
             self._watcher.stop()
             self._watcher = None
         self._workspace = None
+        self._closed = True
         self._owner.shutdown(wait=True)
 
     # -- opening and reloading -------------------------------------------------------------

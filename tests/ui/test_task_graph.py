@@ -25,6 +25,7 @@ from ui.task_graph_view import (
     TaskGraphView,
     choose_flow,
 )
+from ui.tasks import spawn
 
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo_workspace"
 
@@ -288,3 +289,8 @@ def test_a_closed_view_schedules_no_work(
     view.shutdown()  # as the window's close does
     view.setPalette(QPalette(QColor("#202329")))  # a theme switch reaches closed windows too
     assert run(qtbot, view.preview_scene()) is None  # nothing submitted to the stopped thread
+    # a reload that was between two of its steps on the owner thread when the view closed:
+    # its next step is cancelled, not submitted to the stopped executor (an error)
+    step = spawn(view._on_owner(len, "abc"))
+    qtbot.waitUntil(step.done, timeout=5000)
+    assert step.cancelled()
