@@ -2,14 +2,17 @@
 
 The projection (:mod:`engine.projection`: PCA in numpy, UMAP when ``umap-learn`` is installed)
 runs on a worker over a view snapshot (at most 20K points, evenly sampled). Points are coloured
-by layer, agent or importance; hovering shows the record's text; clicking selects the record
-(``record_selected`` → the records view). The retrieval view's query is placed on the map
-(PCA: projected exactly; UMAP: at its neighbours' centre) and its packed neighbours ringed.
-Both scatter items are created once and updated with ``setData``.
+by layer, agent or importance; hovering shows the record's text with its layer, agent,
+importance and id; clicking selects the record (``record_selected`` → the records view). The
+retrieval view's query is placed on the map (PCA: projected exactly; UMAP: at its neighbours'
+centre) as a star and its packed results are ringed, both in the theme's text colour (no point
+colour uses it); a legend under the controls names the colours and both marks. The scatter
+items are created once and updated with ``setData``.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +31,7 @@ from engine.store.view import LAYERS
 from ui.plot_items import PassiveScatter
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
-from ui.theme import apply_plot_theme, blend
+from ui.theme import apply_plot_theme, blend, plot_colors
 from ui.timeline_view import current_theme
 
 __all__ = ["MapData", "MapView"]
@@ -36,6 +39,7 @@ __all__ = ["MapData", "MapView"]
 PALETTE = ("#0969da", "#1a7f37", "#bf8700", "#8250df", "#cf222e", "#bc4c00", "#54aeff",
            "#6e7781", "#2da44e", "#a40e26")
 COLOR_BY = ("layer", "agent", "importance")
+TIP_CHARS = 400  # of a record's text kept for its tooltip
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,7 +61,7 @@ def _project(engine: MemoryEngine, method: str) -> MapData:
     return MapData(projection, snapshot.layer[rows].astype(np.int64),
                    snapshot.agent[rows].astype(np.int64), tuple(snapshot.agents),
                    snapshot.importance[rows].astype(np.float64),
-                   tuple(snapshot.contents[int(r)][:160] for r in rows))
+                   tuple(snapshot.contents[int(r)][:TIP_CHARS] for r in rows))
 
 
 class MapView(QWidget):
@@ -88,33 +92,39 @@ class MapView(QWidget):
         self.color_box = QComboBox(self)
         self.color_box.addItems(COLOR_BY)
         self.refresh_button = QPushButton("Refresh", self)
-        self.legend = QLabel("", self)
+        self.legend = QLabel("", self)  # the points and what their colours mean
         self.legend.setWordWrap(True)
+        self.marks = QLabel("", self)  # what the star and the rings mean
+        self.marks.setWordWrap(True)
         bar = QHBoxLayout()
         bar.addWidget(QLabel("projection", self))
         bar.addWidget(self.method_box)
         bar.addWidget(QLabel("colour by", self))
         bar.addWidget(self.color_box)
         bar.addWidget(self.refresh_button)
-        bar.addWidget(self.legend, 1)
+        bar.addStretch(1)
+        key = QHBoxLayout()
+        key.addWidget(self.legend, 3)
+        key.addWidget(self.marks, 2)
 
         self.plot = pg.PlotWidget(parent=self)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setAspectLocked(False)
+        for axis in ("bottom", "left"):  # coordinates without a unit: no "(x0.001)" scaling
+            self.plot.getAxis(axis).enableAutoSIPrefix(False)
         self.scatter = pg.ScatterPlotItem(size=8, pen=None, hoverable=True, tip=self._tip,
                                           hoverSize=12)
         self.plot.addItem(self.scatter)
-        self.ring = PassiveScatter(size=16, pen=pg.mkPen("#cf222e", width=2), brush=None)
+        self.ring = PassiveScatter(size=16, brush=None)  # colours: apply_theme
         self.plot.addItem(self.ring)
-        self.query_item = PassiveScatter(size=20, symbol="star",
-                                             pen=pg.mkPen("#1f2328", width=1),
-                                             brush=pg.mkBrush("#cf222e"))
+        self.query_item = PassiveScatter(size=22, symbol="star")
         self.plot.addItem(self.query_item)
         self.scatter.sigClicked.connect(self._on_clicked)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
+        layout.addLayout(key)
         layout.addWidget(self.plot, 1)
         self.color_box.currentIndexChanged.connect(self._recolor)
         self.method_box.currentIndexChanged.connect(self.refresh)
@@ -131,6 +141,7 @@ class MapView(QWidget):
         self.ring.setData(x=[], y=[])
         self.query_item.setData(x=[], y=[])
         self.legend.setText("")
+        self._show_marks()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
             self._stale = True
@@ -211,21 +222,32 @@ class MapView(QWidget):
         proj = data.projection
         sampled = f" (sample of {proj.total_with_vector:,})" \
             if proj.total_with_vector > len(proj.rows) else ""
-        variance = (f" · variance on axes {proj.explained[0]:.0%}, {proj.explained[1]:.0%}"
-                    if proj.method == "pca" else "")
         if not len(proj.rows):
             self.legend.setText("No embeddings to map yet: records get vectors once the "
                                 "embedding model is ready.")
             return
-        self.legend.setText(f"{len(proj.rows):,} points{sampled} · {proj.method}{variance}"
-                            f" · {legend}")
+        self.legend.setText(f"{len(proj.rows):,} points{sampled} · {legend}")
+        for axis, number in (("bottom", 0), ("left", 1)):  # what the plane's axes are
+            self.plot.setLabel(axis, f"principal component {number + 1} "
+                               f"({proj.explained[number]:.0%} of the variance)"
+                               if proj.method == "pca" else f"UMAP {number + 1}")
 
     def _tip(self, x: float, y: float, data: object) -> str:
-        if self.data is None or not isinstance(data, int):
+        """A point's tooltip: the record's text (wrapped), then its layer, agent, importance
+        and id — the text first, as the record is known by it."""
+        found = self.data
+        if found is None or not isinstance(data, int):
             return ""
-        text = self.data.texts[data]
+        text = found.texts[data]
         shown = self._redact(text) if self._redact is not None else text
-        return f"{self.data.projection.ids[data][:12]} · {shown}"
+        lines = textwrap.wrap(shown, 72, max_lines=6, placeholder=" …") or ["(no text)"]
+        layer = int(found.layer[data])
+        agent = int(found.agent[data])
+        facts = " · ".join(part for part in (
+            LAYERS[layer].value if layer < len(LAYERS) else "",
+            f"agent {found.agents[agent]}" if agent < len(found.agents) and found.agents[agent]
+            else "", f"importance {found.importance[data]:.2f}") if part)
+        return "\n".join([*lines, facts, f"id {found.projection.ids[data]}"])
 
     def _on_clicked(self, _item: object, points: Sequence[object], _event: object) -> None:
         if self.data is None or not len(points):
@@ -260,10 +282,30 @@ class MapView(QWidget):
             self.query_item.setData(x=[], y=[])
         else:
             self.query_item.setData(x=[point[0]], y=[point[1]])
+        self._show_marks()
+
+    def _show_marks(self) -> None:
+        """The key to the star and the rings (or how to get them)."""
+        colour = plot_colors(current_theme())[1]
+        star = f'<span style="color:{colour}">★</span>'
+        ring = f'<span style="color:{colour}">◯</span>'
+        if self.query_point is None and not self.neighbours:
+            self.marks.setText(f"{star} query and {ring} its results appear here after a "
+                               "search in the Retrieval view")
+            return
+        count = len(self.neighbours)
+        where = "" if self.query_point is not None or not count else " (not placed)"
+        self.marks.setText(f"{star} the Retrieval view's query{where} · {ring} its {count} "
+                           f"packed result{'' if count == 1 else 's'}")
 
     def apply_theme(self, name: str) -> None:
-        """Plot colours of theme ``name``."""
+        """Plot colours of theme ``name``; the query's marks in its text colour."""
         apply_plot_theme(self.plot, name)
+        background, foreground = plot_colors(name)
+        self.ring.setPen(pg.mkPen(foreground, width=2))
+        self.query_item.setPen(pg.mkPen(background, width=1))
+        self.query_item.setBrush(pg.mkBrush(foreground))
+        self._show_marks()
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:

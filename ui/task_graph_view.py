@@ -2,8 +2,12 @@
 
 * Layered DAG layout by topological generations (prerequisites on the left); with a cycle the
   layers come from the condensation (each strongly connected component is one layer slot) and
-  cycle edges are drawn red, their paths listed.
-* Zoom (wheel) and pan (drag); nodes filled by status, outlined by priority.
+  cycle edges are drawn red, their tasks ringed red, their paths listed.
+* Zoom (wheel) and pan (drag), Fit (F); nodes filled by status, outlined by priority (the
+  thicker, the higher), labelled with id and title over two lines; the full title and the
+  card's facts on hover. Arrows point from a prerequisite to the task that needs it. A legend
+  under the canvas names every colour and mark (one table, :data:`STATUS_COLOURS` and friends,
+  feeds both the drawing and the legend).
 * Click a node: its card, dependencies and dependents; the scene preview for it with a token
   budget slider showing what gets pruned (``engine.tasks.build_scene``).
 * Live reload: a :class:`engine.tasks.WorkspaceWatcher` thread → a queued Qt signal →
@@ -15,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import html
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -36,16 +42,23 @@ from PySide6.QtCore import (
 from PySide6.QtGui import (
     QBrush,
     QColor,
+    QFontMetricsF,
+    QKeySequence,
     QMouseEvent,
     QPainter,
+    QPainterPath,
+    QPainterPathStroker,
     QPen,
+    QPolygonF,
     QResizeEvent,
+    QShortcut,
     QShowEvent,
     QWheelEvent,
 )
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsLineItem,
+    QGraphicsPolygonItem,
     QGraphicsRectItem,
     QGraphicsScene,
     QGraphicsSimpleTextItem,
@@ -53,6 +66,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QListWidget,
+    QListWidgetItem,
     QPushButton,
     QSlider,
     QSplitter,
@@ -77,12 +91,17 @@ __all__ = ["Flow", "TaskGraphView", "choose_flow", "layered_layout"]
 
 T = TypeVar("T")
 
-STATUS_COLOURS = {"todo": "#8c959f", "in_progress": "#0969da", "review": "#8250df",
-                  "blocked": "#cf222e", "done": "#1a7f37", "cancelled": "#57606a"}
-PRIORITY_PENS = {"critical": ("#cf222e", 4.0), "high": ("#bc4c00", 3.0),
-                 "medium": ("#9a6700", 2.0), "low": ("#57606a", 1.0)}
+# One colour per meaning: fills say the status (no red among them), red says "on a cycle" and
+# nothing else, the outline's width says the priority. The legend is built from these tables.
+STATUS_COLOURS = {"todo": "#afb8c1", "in_progress": "#0969da", "review": "#8250df",
+                  "blocked": "#d4a72c", "done": "#1a7f37", "cancelled": "#57606a"}
+STATUS_WORDS = {"todo": "to do", "in_progress": "in progress", "review": "in review",
+                "blocked": "blocked", "done": "done", "cancelled": "cancelled"}
+NO_STATUS_COLOUR = "#eaeef2"  # a card without a (known) status
+PRIORITY_WIDTHS = {"critical": 4.0, "high": 2.5, "medium": 1.5, "low": 0.75}
 CYCLE_COLOUR = "#e5534b"
-NODE_W, NODE_H = 150.0, 44.0
+NODE_W, NODE_H = 170.0, 44.0
+ARROW_LENGTH, ARROW_HALF_WIDTH = 10.0, 4.5
 LAYER_GAP = {"left_to_right": 60.0, "top_to_bottom": 36.0}  # between layers
 SIBLING_GAP = {"left_to_right": 18.0, "top_to_bottom": 20.0}  # between nodes of a layer
 READABLE_ZOOM = 0.6  # the automatic fit never shrinks labels below this
@@ -187,25 +206,80 @@ class _GraphCanvas(QGraphicsView):
 
 
 class _EdgeItem(QGraphicsLineItem):
-    """A dependency line from a prerequisite to its dependent; follows both ends."""
+    """A dependency line from a prerequisite to its dependent, with an arrowhead at the
+    dependent; follows both ends.
+
+    Between layers it is straight, from the prerequisite's outgoing port to the dependent's
+    incoming one. Within a layer (the members of a cycle share one) a straight line would run
+    through its neighbours, so it leaves and enters on the side across the flow and bows out
+    there, farther for rows farther apart (arcs of one cycle nest instead of overlapping);
+    ``line()`` still holds the two ends.
+    """
 
     def __init__(self, dependent: _NodeItem, prerequisite: _NodeItem, flow: Flow) -> None:
         super().__init__()
         self.dependent, self.prerequisite, self.flow = dependent, prerequisite, flow
         self.setZValue(-1)
+        self.head = QGraphicsPolygonItem(self)
+        self.path = QPainterPath()
         dependent.edges.add(self)
         prerequisite.edges.add(self)
         self.adjust()
 
+    @property
+    def bent(self) -> bool:
+        """True when both ends are in one layer (the edge bows out to the side)."""
+        a, b = self.prerequisite.pos(), self.dependent.pos()
+        return abs(a.x() - b.x() if self.flow is Flow.LEFT_TO_RIGHT else a.y() - b.y()) < 1.0
+
     def adjust(self) -> None:
         """Redraw between the two nodes' ports (after either moved)."""
+        a, b = self.prerequisite.pos(), self.dependent.pos()
+        bent = self.bent
         if self.flow is Flow.LEFT_TO_RIGHT:
-            start = self.prerequisite.pos() + QPointF(NODE_W, NODE_H / 2)
-            end = self.dependent.pos() + QPointF(0.0, NODE_H / 2)
+            start = a + QPointF(NODE_W, NODE_H / 2)
+            end = b + QPointF(NODE_W if bent else 0.0, NODE_H / 2)
+            bulge = QPointF(24.0 + abs(end.y() - start.y()) * 0.25, 0.0)
         else:
-            start = self.prerequisite.pos() + QPointF(NODE_W / 2, NODE_H)
-            end = self.dependent.pos() + QPointF(NODE_W / 2, 0.0)
+            start = a + QPointF(NODE_W / 2, NODE_H)
+            end = b + QPointF(NODE_W / 2, NODE_H if bent else 0.0)
+            bulge = QPointF(0.0, 24.0 + abs(end.x() - start.x()) * 0.25)
+        path = QPainterPath(start)
+        if bent:
+            path.cubicTo(start + bulge, end + bulge, end)
+            towards = end + bulge  # the curve's tangent at its end
+        else:
+            path.lineTo(end)
+            towards = start
+        self.prepareGeometryChange()
+        self.path = path
         self.setLine(start.x(), start.y(), end.x(), end.y())
+        dx, dy = end.x() - towards.x(), end.y() - towards.y()
+        length = math.hypot(dx, dy) or 1.0
+        ux, uy = dx / length, dy / length  # along the arrow; (-uy, ux) across it
+        base = end - QPointF(ux, uy) * ARROW_LENGTH
+        across = QPointF(-uy, ux) * ARROW_HALF_WIDTH
+        self.head.setPolygon(QPolygonF([end, base + across, base - across]))
+
+    def boundingRect(self) -> QRectF:
+        margin = self.pen().widthF() + 1.0
+        return self.path.boundingRect().adjusted(-margin, -margin, margin, margin)
+
+    def shape(self) -> QPainterPath:
+        stroker = QPainterPathStroker()
+        stroker.setWidth(max(self.pen().widthF(), 4.0))
+        return stroker.createStroke(self.path)
+
+    def paint(self, painter: QPainter, option: Any, widget: QWidget | None = None) -> None:
+        painter.setPen(self.pen())
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawPath(self.path)
+
+    def set_style(self, colour: QColor, width: float) -> None:
+        """Line and arrowhead in ``colour``."""
+        self.setPen(QPen(colour, width))
+        self.head.setPen(QPen(colour, 1.0))
+        self.head.setBrush(QBrush(colour))
 
     def detach(self) -> None:
         """Forget both ends (before the line leaves the scene)."""
@@ -214,7 +288,12 @@ class _EdgeItem(QGraphicsLineItem):
 
 
 class _NodeItem(QGraphicsRectItem):
-    """One task: filled by status, outlined by priority, labelled; its lines follow it."""
+    """One task: filled by status, outlined by priority, labelled; its lines follow it.
+
+    Two rings around it, drawn only when they apply: red when the task is on a cycle, the
+    highlight colour when it is selected (Qt's own dotted selection frame is hard to see on a
+    coloured fill).
+    """
 
     def __init__(self, node_id: str) -> None:
         super().__init__(0.0, 0.0, NODE_W, NODE_H)
@@ -224,22 +303,53 @@ class _NodeItem(QGraphicsRectItem):
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges)
         self.setData(0, node_id)
         self.label = QGraphicsSimpleTextItem("", self)
-        self.label.setBrush(QBrush(QColor("#ffffff")))
-        self.label.setPos(6.0, 13.0)
+        self.cycle_ring = self._ring(4.0, QPen(QColor(CYCLE_COLOUR), 2.5))
+        self.selection_ring = self._ring(8.0, QPen(QColor("#2f6feb"), 2.5))
 
-    def show_node(self, node: GraphNode, show: Callable[[str], str]) -> None:
-        """Colour and label for ``node``; ``show`` masks text while redaction is on."""
-        self.setBrush(QBrush(QColor(STATUS_COLOURS.get(node.status or "", "#d0d7de"))))
-        colour, width = PRIORITY_PENS.get(node.priority or "", ("#57606a", 1.0))
-        self.setPen(QPen(QColor(colour), width))
-        self.setToolTip(show(f"{node.id}: {node.title}\n{node.status} · {node.priority}"))
-        self.label.setText(_elide(show(f"{node.id} {node.title}"), 22))  # mask, then cut
+    def _ring(self, gap: float, pen: QPen) -> QGraphicsRectItem:
+        ring = QGraphicsRectItem(-gap, -gap, NODE_W + 2 * gap, NODE_H + 2 * gap, self)
+        ring.setPen(pen)
+        ring.setFlag(QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent)
+        ring.hide()
+        return ring
+
+    def show_node(self, node: GraphNode, show: Callable[[str], str], outline: QColor,
+                  details: str) -> None:
+        """Colour, label and tooltip for ``node``; ``show`` masks text while redaction is on.
+
+        Args:
+            outline: The outline colour (the theme's text colour; its width is the priority).
+            details: Lines for the tooltip below the card's own facts (its links, its cycle).
+        """
+        fill = QColor(STATUS_COLOURS.get(node.status or "", NO_STATUS_COLOUR))
+        self.setBrush(QBrush(fill))
+        self.setPen(QPen(outline, PRIORITY_WIDTHS.get(node.priority or "", 0.75)))
+        facts = (f"{status_word(node.status)} · {node.priority or 'no'} priority · "
+                 f"importance {node.importance:.2f}")
+        self.setToolTip(show(f"{node.id} — {node.title}\n{facts}\n{node.path}"
+                             + (f"\n{details}" if details else "")))
+        self.label.setBrush(QBrush(QColor(label_colour(fill))))
+        metrics = QFontMetricsF(self.label.font())  # mask, then cut
+        self.label.setText(wrap_label(show(f"{node.id} {node.title}"), metrics,
+                                      NODE_W - 12.0, lines=2))
+        self.label.setPos(6.0, (NODE_H - self.label.boundingRect().height()) / 2)
+
+    def set_selection_colour(self, colour: QColor) -> None:
+        """The selection ring's colour (the theme's highlight)."""
+        self.selection_ring.setPen(QPen(colour, 2.5))
 
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
         if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged:
             for edge in self.edges:
                 edge.adjust()
+        elif change == QGraphicsItem.GraphicsItemChange.ItemSelectedHasChanged:
+            self.selection_ring.setVisible(bool(value))
         return super().itemChange(change, value)
+
+    def paint(self, painter: QPainter, option: Any, widget: QWidget | None = None) -> None:
+        painter.setPen(self.pen())
+        painter.setBrush(self.brush())
+        painter.drawRect(self.rect())  # without Qt's dotted selection frame: the ring says it
 
 
 class TaskGraphView(QWidget):
@@ -261,6 +371,7 @@ class TaskGraphView(QWidget):
         # One thread owns the Workspace: it is not thread-safe (docs/tasks.md).
         self._owner = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="mnemo-workspace")
+        self._closed = False
         self._workspace: Workspace | None = None
         self._watcher: WorkspaceWatcher | None = None
         self._watch_interval_ms = watch_interval_ms
@@ -284,6 +395,8 @@ class TaskGraphView(QWidget):
         self.zoom_in = QPushButton("+", self)
         self.zoom_out = QPushButton("−", self)
         self.fit_button = QPushButton("Fit", self)
+        self.fit_button.setToolTip("Show the whole graph (F). Wheel: zoom · drag: pan")
+        self.fit_shortcut = QShortcut(QKeySequence(Qt.Key.Key_F), self, self._on_fit_clicked)
         self.graphics = QGraphicsScene(self)
         self.canvas = _GraphCanvas(self.graphics, self)
         self.zoom_in.clicked.connect(lambda: self.canvas.zoom(1.25))
@@ -292,10 +405,17 @@ class TaskGraphView(QWidget):
         self.canvas.user_moved.connect(self._on_user_moved)
         self.graphics.selectionChanged.connect(self._on_selection_changed)
 
+        self.legend = QLabel("", self)
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend_entries: list[tuple[str, str]] = []  # (colour, meaning), as shown
         self.cycle_label = QLabel("", self)
         self.cycle_label.setStyleSheet(f"color: {CYCLE_COLOUR}; font-weight: 600;")
         self.cycle_list = QListWidget(self)
         self.cycle_list.setMaximumHeight(80)
+        self.cycle_list.setToolTip("Click a cycle to select its first task and bring it into "
+                                   "view")
+        self.cycle_list.itemClicked.connect(self._on_cycle_clicked)
         self.card_label = QLabel("Click a node to see its card.", self)
         self.card_label.setWordWrap(True)
         self.card_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -333,6 +453,7 @@ class TaskGraphView(QWidget):
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
         left_layout.addWidget(self.canvas, 1)
+        left_layout.addWidget(self.legend)
         left_layout.addWidget(self.cycle_label)
         left_layout.addWidget(self.cycle_list)
         splitter = QSplitter(self)
@@ -349,19 +470,34 @@ class TaskGraphView(QWidget):
         layout.addLayout(top)
         layout.addWidget(splitter, 1)
         self.cycle_list.hide()
+        self._show_legend()
         redaction.changed.connect(self._on_redaction_changed)
 
     # -- the owner thread ------------------------------------------------------------------
 
     async def _on_owner(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the owner thread.
+
+        A reload or preview that was already under way when the view closed (between two of
+        its steps) is cancelled here: its result has nowhere to go, and the thread is gone.
+        """
+        if self._closed:
+            raise asyncio.CancelledError
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._owner, lambda: fn(*args))
 
     def shutdown(self) -> None:
-        """Stop the watcher and the owner thread (the window calls this on close)."""
+        """Stop the watcher and the owner thread (the window calls this on close).
+
+        The workspace goes with its thread: a later restyle (a theme switch reaches closed
+        windows too) or reload then finds nothing to run instead of submitting to a stopped
+        executor.
+        """
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        self._workspace = None
+        self._closed = True
         self._owner.shutdown(wait=True)
 
     # -- opening and reloading -------------------------------------------------------------
@@ -523,28 +659,30 @@ class TaskGraphView(QWidget):
             self.flow = self._best_flow(layers)
             # laid out while hidden: the canvas size is not real yet, decide again when shown
             self._relayout_on_show = not self.isVisible()
+        self.cycles = [tuple(c) for c in graph.cycles]
+        self._cycle_edges = {(path[i], path[i + 1]) for path in self.cycles
+                             for i in range(len(path) - 1)}
         for gone in [i for i in self._nodes if i not in tasks]:
             self._remove_node(gone)
-        for node_id, node in tasks.items():
-            item = self._nodes.get(node_id)
-            if item is None:
+        for node_id in tasks:
+            if node_id not in self._nodes:
                 item = self._nodes[node_id] = _NodeItem(node_id)
                 self.graphics.addItem(item)
-            item.show_node(node, self._redaction.show)
+        self._style_nodes()
         for node_id, slot in self._place(layers).items():
             self._move(node_id, slot, animate=not first and node_id in self._slots)
         self._fit_scene_rect(grow_only=not first)
         self._link(graph)
-        self._cycle_edges = {(path[i], path[i + 1]) for path in graph.cycles
-                             for i in range(len(path) - 1)}
         self._restyle_edges()
-        self.cycles = [tuple(c) for c in graph.cycles]
+        self._show_legend()
         self.cycle_list.clear()
         for path in self.cycles:
             self.cycle_list.addItem(" → ".join(path))
         self.cycle_list.setVisible(bool(self.cycles))
-        self.cycle_label.setText(f"{len(self.cycles)} cycle(s): a cycle blocks every task on it"
-                                 if self.cycles else "")
+        count = len(self.cycles)
+        self.cycle_label.setText(
+            f"{count} dependency cycle{'' if count == 1 else 's'} (red): no task on a cycle "
+            "can start, each waits for itself" if count else "")
         if self._selected in self._nodes:
             self._nodes[self._selected].setSelected(True)
             self._show_card(self._selected)
@@ -623,16 +761,59 @@ class TaskGraphView(QWidget):
         text = self.palette().text().color()
         for key, edge in self._edges.items():
             red = key in self._cycle_edges
-            edge.setPen(QPen(QColor(CYCLE_COLOUR) if red else text, 2.5 if red else 1.0))
+            edge.set_style(QColor(CYCLE_COLOUR) if red else text, 2.5 if red else 1.0)
+
+    def _style_nodes(self) -> None:
+        """Fill, outline, label, tooltip and rings of every node from the current graph."""
+        graph = self._graph
+        if graph is None:
+            return
+        outline = self.palette().text().color()
+        highlight = self.palette().highlight().color()
+        needs: dict[str, list[str]] = {}
+        needed_by: dict[str, list[str]] = {}
+        for edge in graph.edges:
+            if edge.kind == "depends_on":
+                needs.setdefault(edge.source, []).append(edge.target)
+                needed_by.setdefault(edge.target, []).append(edge.source)
+        for node in graph.nodes:
+            item = self._nodes.get(node.id)
+            if item is None:
+                continue
+            details = [f"{label}: {', '.join(ids)}" for label, ids in
+                       (("depends on", needs.get(node.id)), ("needed by", needed_by.get(node.id)))
+                       if ids]
+            details += [f"on a cycle: {' → '.join(path)}" for path in self.cycles
+                        if node.id in path]
+            item.show_node(node, self._redaction.show, outline, "\n".join(details))
+            item.set_selection_colour(highlight)
+            item.cycle_ring.setVisible(any(node.id in path for path in self.cycles))
+
+    def _show_legend(self) -> None:
+        """What every colour and mark means, in the colours the graph is drawn with now."""
+        text = self.palette().text().color().name()
+        highlight = self.palette().highlight().color().name()
+        entries = [(colour, f"{STATUS_WORDS[status]}") for status, colour
+                   in STATUS_COLOURS.items()]
+        if self._graph is not None and any(
+                n.is_task and n.status not in STATUS_COLOURS for n in self._graph.nodes):
+            entries.append((NO_STATUS_COLOUR, "no status"))
+        marks = [(text, "⟶", "arrow: from a prerequisite to the task that needs it"),
+                 (CYCLE_COLOUR, "▬", "red edges and ring: on a dependency cycle"),
+                 (highlight, "▢", "ring: selected"),
+                 (text, "▭", "outline: priority, thin (low) to thick (critical)")]
+        self.legend_entries = entries + [(colour, meaning) for colour, _g, meaning in marks]
+        key = '<span style="color:{};">{}</span>&nbsp;{}'
+        fills = "&nbsp;&nbsp; ".join(key.format(c, "■", html.escape(m)) for c, m in entries)
+        rest = "&nbsp;&nbsp; ".join(key.format(c, g, html.escape(m)) for c, g, m in marks)
+        self.legend.setText(f"<b>Fill</b>: status&nbsp;&nbsp; {fills}<br>{rest}")
 
     def _restyle(self) -> None:
-        """Labels (through redaction) and line colours again, on the same items."""
+        """Labels (through redaction), line colours and the legend again, on the same items."""
+        self._show_legend()
         if self._graph is None:
             return
-        for node in self._graph.nodes:
-            item = self._nodes.get(node.id)
-            if item is not None:
-                item.show_node(node, self._redaction.show)
+        self._style_nodes()
         self._restyle_edges()
         if self._selected in self._nodes:
             self._show_card(self._selected)
@@ -642,14 +823,29 @@ class TaskGraphView(QWidget):
 
     # -- selection, card and scene ---------------------------------------------------------
 
+    def _on_cycle_clicked(self, item: QListWidgetItem) -> None:
+        """Go to the clicked cycle: select its first task and scroll it into view."""
+        row = self.cycle_list.row(item)
+        if 0 <= row < len(self.cycles) and self.cycles[row][0] in self._nodes:
+            node = self._nodes[self.cycles[row][0]]
+            self.select(node.node_id)
+            self.canvas.ensureVisible(node, 60, 60)
+
     def _on_selection_changed(self) -> None:
         chosen = [i for i in self.graphics.selectedItems() if i.data(0)]
         if chosen:
             self.select(str(chosen[0].data(0)))
 
     def select(self, card_id: str) -> None:
-        """Select ``card_id``: show its card, dependencies, dependents and scene preview."""
+        """Select ``card_id``: ring it, show its card, dependencies, dependents and scene
+        preview."""
         self._selected = card_id
+        item = self._nodes.get(card_id)
+        if item is not None and not item.isSelected():  # from code: as a click would
+            blocked = self.graphics.blockSignals(True)
+            self.graphics.clearSelection()
+            item.setSelected(True)
+            self.graphics.blockSignals(blocked)
         self._show_card(card_id)
 
     def _show_card(self, card_id: str) -> None:
@@ -665,7 +861,8 @@ class TaskGraphView(QWidget):
                       if e.kind == "depends_on" and e.target == card_id)
         info = CardInfo(node.id, node.title, node.status, node.priority, deps, users)
         show = self._redaction.show
-        self.card_label.setText(show(f"{info.id} — {info.title}\nstatus: {info.status} · "
+        self.card_label.setText(show(f"{info.id} — {info.title}\n"
+                                     f"status: {status_word(info.status)} · "
                                      f"priority: {info.priority} · importance "
                                      f"{node.importance:.2f}\n{node.path}"))
         for widget, ids in ((self.dependencies, deps), (self.dependents, users)):
@@ -717,5 +914,29 @@ def _graph_of(workspace: Workspace) -> GraphView:
     return workspace.graph_view(include_references=False)
 
 
-def _elide(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+def label_colour(fill: QColor) -> str:
+    """Dark text on a light fill, white on a dark one (by perceived brightness)."""
+    luma = 0.299 * fill.redF() + 0.587 * fill.greenF() + 0.114 * fill.blueF()
+    return "#1f2328" if luma > 0.6 else "#ffffff"
+
+
+def status_word(status: str | None) -> str:
+    """A card status as a reader says it (``in_progress`` → "in progress")."""
+    if not status:
+        return "no status"
+    return STATUS_WORDS.get(status, status.replace("_", " "))
+
+
+def wrap_label(text: str, metrics: QFontMetricsF, width: float, lines: int) -> str:
+    """``text`` broken at spaces into at most ``lines`` lines of ``width``; what does not fit
+    is elided on the last line (a word longer than a line is elided too)."""
+    words = text.split()
+    out: list[str] = []
+    while words and len(out) < lines - 1:
+        line = words.pop(0)
+        while words and metrics.horizontalAdvance(f"{line} {words[0]}") <= width:
+            line = f"{line} {words.pop(0)}"
+        out.append(metrics.elidedText(line, Qt.TextElideMode.ElideRight, width))
+    if words:
+        out.append(metrics.elidedText(" ".join(words), Qt.TextElideMode.ElideRight, width))
+    return "\n".join(out)

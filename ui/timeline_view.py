@@ -4,6 +4,13 @@ History comes from the session's reader on a worker (the ledger of a local store
 ``/v1/events`` pages of an attached agent); while the session is open the live tail
 (:class:`~ui.event_tail.EventTail`) appends what its event feed delivers (the engine's bus, or
 the attached agent's follower), batched every 80 ms.
+
+What is in view: the timeline opens fitted to all its events and stays fitted as events arrive
+(so lanes are never empty after an import) until the user zooms or pans; "Fit all" (F) fits
+again; "Follow live" keeps the newest events in view instead; Shift+drag zooms to a span. The
+time axis reads local clock times with their unit at every zoom and names the date of the
+visible span (:class:`~ui.plot_items.TimeAxis`); hovering a bar says what it counts.
+
 Drawing is binned (:class:`~ui.timeline_data.TimelineData.bins`): one filled step curve
 per lane, created once and updated with ``setData`` when the visible range changes (debounced)
 or events arrive, so 100K events pan and zoom like 100. Clicking a lane shows the nearest
@@ -14,14 +21,16 @@ the stepper highlights the events of its run (a small scatter, created once).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 
 import numpy as np
 import pyqtgraph as pg
 import shiboken6
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -40,9 +49,10 @@ from engine.events import Event
 from ui.event_tail import EventTail
 from ui.fields_view import FieldsPanel
 from ui.format import event_fields, raw_json, record_ids_in
+from ui.plot_items import SpanViewBox, TimeAxis, span_caption
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
-from ui.theme import apply_plot_theme
+from ui.theme import apply_plot_theme, plot_colors
 from ui.timeline_data import LANES, TimelineData, TimelineFilter
 
 __all__ = ["HISTORY_LIMIT", "LANE_COLORS", "TimelineView"]
@@ -53,6 +63,8 @@ LANE_COLORS = ("#6e7781", "#8250df", "#0969da", "#1a7f37", "#bf8700", "#8c959f",
                "#57606a")
 _ALL = "all kinds"
 _BASE = 0.9  # lane baseline below the lane index (the y axis is inverted)
+EMPTY_SPAN = 3600.0  # seconds shown up to now while there are no events
+SELECTED_COLOUR = "#2f6feb"  # the selected event's square
 
 
 def current_theme() -> str:
@@ -104,10 +116,16 @@ class TimelineView(QWidget):
         self.tail.arrived.connect(self.add_events)
         self.selected: Event | None = None
         self.rebins = 0
+        self.fitted = True  # the view shows all events and keeps doing so as events arrive
 
-        self.follow = QCheckBox("Live tail", self)
-        self.follow.setChecked(True)
+        self.follow = QCheckBox("Follow live", self)
         self.follow.setToolTip("Keep the newest events in view while the engine works")
+        self.follow.toggled.connect(self._on_follow_toggled)
+        self.fit_button = QPushButton("Fit all", self)
+        self.fit_button.setToolTip("Show every event (F). Wheel: zoom · drag: pan · "
+                                   "Shift+drag: zoom to the marked span")
+        self.fit_button.clicked.connect(self.fit_all)
+        self.fit_shortcut = QShortcut(QKeySequence(Qt.Key.Key_F), self, self.fit_all)
         self.kind_box = QComboBox(self)
         self.kind_box.addItem(_ALL)
         self.kind_box.addItems([k for k in LANES if k != "other"])
@@ -120,6 +138,7 @@ class TimelineView(QWidget):
         self.reload_button = QPushButton("Reload", self)
         self.count_label = QLabel("", self)
         bar = QHBoxLayout()
+        bar.addWidget(self.fit_button)
         bar.addWidget(self.follow)
         bar.addWidget(self.kind_box)
         for edit in (self.record_edit, self.source_edit, self.decision_edit):
@@ -133,8 +152,9 @@ class TimelineView(QWidget):
         self.kind_box.currentIndexChanged.connect(self._on_filter_changed)
         self.reload_button.clicked.connect(self.reload)
 
-        self.plot = pg.PlotWidget(parent=self, axisItems={
-            "bottom": pg.DateAxisItem(orientation="bottom")})
+        self.time_axis = TimeAxis(orientation="bottom")
+        self.plot = pg.PlotWidget(parent=self, viewBox=SpanViewBox(),
+                                  axisItems={"bottom": self.time_axis})
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.showGrid(x=True, y=False, alpha=0.2)
@@ -142,6 +162,8 @@ class TimelineView(QWidget):
         view_box.setMouseEnabled(x=True, y=False)
         view_box.setLimits(yMin=-0.2, yMax=len(LANES) + 0.2)
         view_box.invertY(True)  # pipeline order from the top
+        view_box.sigRangeChangedManually.connect(self._on_user_moved)
+        view_box.span_selected.connect(self.zoom_to)
         self.plot.setYRange(0, len(LANES), padding=0)
         self.plot.getAxis("left").setTicks(
             [[(i + 0.45, name.removeprefix("memory:")) for i, name in enumerate(LANES)]])
@@ -155,13 +177,16 @@ class TimelineView(QWidget):
                                     pen=pg.mkPen(colour, width=1))
             self.plot.addItem(curve)
             self.curves.append(curve)
-        self.highlight = pg.ScatterPlotItem(size=11, pen=pg.mkPen("#d1242f", width=2),
-                                            brush=None, symbol="o")
+        # the stepper's run: rings in the theme's text colour (apply_theme), which no lane has
+        self.highlight = pg.ScatterPlotItem(size=11, brush=None, symbol="o")
         self.plot.addItem(self.highlight)
-        self.marker = pg.ScatterPlotItem(size=13, pen=pg.mkPen("#2f6feb", width=2),
+        self.marker = pg.ScatterPlotItem(size=13, pen=pg.mkPen(SELECTED_COLOUR, width=2),
                                          brush=None, symbol="s")
         self.plot.addItem(self.marker)
         self.plot.scene().sigMouseClicked.connect(self._on_clicked)
+        self.plot.scene().sigMouseMoved.connect(self._on_hover)
+        self._edges = np.zeros(0)  # what the curves show: bucket edges and counts per lane
+        self._counts = np.zeros((len(LANES), 0), np.int64)
         view_box.sigXRangeChanged.connect(self._schedule_rebin)
         self._rebin_timer = QTimer(self)
         self._rebin_timer.setSingleShot(True)
@@ -182,9 +207,12 @@ class TimelineView(QWidget):
         split.setSizes([820, 380])  # the details are a two-column form
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
+        self.marks = QLabel("", self)  # the key to the square and the rings, while shown
         layout.addLayout(bar)
         layout.addWidget(split, 1)
+        layout.addWidget(self.marks)
         self.apply_theme(current_theme())
+        self.fit_all()
 
     # -- session and loading -----------------------------------------------------------------
 
@@ -197,6 +225,9 @@ class TimelineView(QWidget):
         self._texts = {}
         self.detail.clear()
         self.selected = None
+        self.highlight.setData(x=[], y=[])
+        self.marker.setData(x=[], y=[])
+        self._show_marks()
         self.rebin()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
@@ -241,18 +272,57 @@ class TimelineView(QWidget):
         if not added and not fit:
             return
         self._refresh_kind_tooltip()
-        x0, x1 = self.data.span()
-        if fit:
-            pad = max((x1 - x0) * 0.02, 1.0)
-            self.plot.setXRange(x0 - pad, x1 + pad, padding=0)
-        elif self.follow.isChecked():
-            v0, v1 = self.plot.getViewBox().viewRange()[0]
-            width = max(v1 - v0, 10.0)
-            if x1 > v1 - width * 0.02:
-                self.plot.setXRange(x1 - width * 0.95, x1 + width * 0.05, padding=0)
+        if self.follow.isChecked():
+            self._show_newest()
+        elif fit or self.fitted:
+            self.fit_all()
         if self._highlighted_id:
             self.highlight_run(self._highlighted_id)
         self.rebin()
+
+    # -- what is in view --------------------------------------------------------------------
+
+    def fit_all(self) -> None:
+        """Show every event (and keep showing all as events arrive, until the user moves)."""
+        self.fitted = True
+        self.follow.setChecked(False)
+        if not len(self.data):  # nothing to fit: the last hour, not the epoch (1970)
+            now = time.time()
+            self.plot.setXRange(now - EMPTY_SPAN, now, padding=0)
+            return
+        x0, x1 = self.data.span()
+        pad = max((x1 - x0) * 0.02, 1.0)
+        self.plot.setXRange(x0 - pad, x1 + pad, padding=0)
+
+    def zoom_to(self, x0: float, x1: float) -> None:
+        """Show the span ``x0``..``x1`` (seconds), e.g. the one marked by Shift+drag."""
+        self.fitted = False
+        self.follow.setChecked(False)
+        self.plot.setXRange(x0, x1, padding=0)
+
+    def _show_newest(self) -> None:
+        """Slide the current width of view so the newest event is near the right edge."""
+        if not len(self.data):
+            return
+        last = self.data.span()[1]
+        v0, v1 = self.plot.getViewBox().viewRange()[0]
+        width = max(v1 - v0, 10.0)
+        if not v0 <= last <= v1 - width * 0.02:
+            self.plot.setXRange(last - width * 0.95, last + width * 0.05, padding=0)
+
+    def _on_follow_toggled(self, on: bool) -> None:
+        if on:
+            self.fitted = False
+            self._show_newest()
+
+    def _on_user_moved(self, *_args: object) -> None:
+        """A wheel zoom or a drag: the user's view stays put; following stops once the newest
+        event is out of it (the user went back in time)."""
+        self.fitted = False
+        last = self.data.span()[1]
+        v0, v1 = self.plot.getViewBox().viewRange()[0]
+        if not v0 <= last <= v1:
+            self.follow.setChecked(False)
 
     def _refresh_kind_tooltip(self) -> None:
         choices = self.data.choices()
@@ -266,7 +336,22 @@ class TimelineView(QWidget):
             0, np.intp)
         idx = self._highlighted
         self.highlight.setData(x=self.data.t[idx], y=self.data.lane[idx].astype(float) + 0.45)
+        self._show_marks()
         return len(idx)
+
+    def _show_marks(self) -> None:
+        """Say what the square and the rings on the lanes are, while they are drawn."""
+        ring = plot_colors(current_theme())[1]
+        parts = []
+        if self.selected is not None:
+            parts.append(f'<span style="color:{SELECTED_COLOUR}">□</span> the selected event '
+                         "(its fields on the right)")
+        count = len(self._highlighted)
+        if count:
+            parts.append(f'<span style="color:{ring}">○</span> the {count} '
+                         f"event{'' if count == 1 else 's'} of the Pipeline view's run")
+        self.marks.setText(" · ".join(parts))
+        self.marks.setVisible(bool(parts))
 
     # -- filters -----------------------------------------------------------------------------
 
@@ -297,12 +382,47 @@ class TimelineView(QWidget):
         """Recount the visible range and update the lane curves (no new plot items)."""
         self.rebins += 1
         (x0, x1), _ = self.plot.getViewBox().viewRange()
+        caption = span_caption(x0, x1)
+        if caption != self.time_axis.labelText:  # a new title relays the axis: only on change
+            self.time_axis.setLabel(caption)
         edges, counts = self.data.bins(x0, x1, self.bin_count())
+        self._edges, self._counts = edges, counts
         peak = float(counts.max()) if counts.size else 0.0
         scale = 0.85 / np.sqrt(peak) if peak > 0 else 0.0
         heights = np.sqrt(counts) * scale
         for i, curve in enumerate(self.curves):
             curve.setData(x=edges, y=(i + _BASE) - heights[i], fillLevel=i + _BASE)
+
+    def bucket_text(self, x: float, lane: int) -> str:
+        """What the lane's bar at time ``x`` stands for ("" where it shows no events)."""
+        edges, counts = self._edges, self._counts
+        if not 0 <= lane < len(LANES) or len(edges) < 2 or not edges[0] <= x < edges[-1]:
+            return ""
+        bucket = min(int(np.searchsorted(edges, x, side="right")) - 1, counts.shape[1] - 1)
+        count = int(counts[lane, bucket])
+        if not count:
+            return ""
+        start, end = (datetime.fromtimestamp(t).astimezone()
+                      for t in (edges[bucket], edges[bucket + 1]))
+        fine = end - start < timedelta(seconds=2)  # milliseconds where buckets are that short
+
+        def clock(moment: datetime) -> str:
+            text = moment.strftime("%H:%M:%S")
+            return f"{text}.{moment.microsecond // 1000:03d}" if fine else text
+
+        first, last = clock(start), clock(end)
+        day = start.strftime("%a %d %b")
+        return (f"{count:,} {LANES[lane]} event{'' if count == 1 else 's'}\n"
+                f"{day}, {first} – {last}\nclick for the nearest one's fields")
+
+    def _on_hover(self, position: QPointF) -> None:
+        view_box = self.plot.getViewBox()
+        text = ""
+        if view_box.sceneBoundingRect().contains(position):
+            point = view_box.mapSceneToView(position)
+            text = self.bucket_text(point.x(), int(np.floor(point.y())))
+        if text != view_box.toolTip():
+            view_box.setToolTip(text)
 
     def lane_counts(self) -> list[int]:
         """Visible filtered events per lane (what the curves show; for tests)."""
@@ -320,6 +440,7 @@ class TimelineView(QWidget):
             spawn(self._load_texts(self._session, event, missing))
         self.show_details()
         self.marker.setData(x=[self.data.t[index]], y=[float(self.data.lane[index]) + 0.45])
+        self._show_marks()
         self.event_selected.emit(event)
 
     def show_details(self) -> None:
@@ -365,8 +486,10 @@ class TimelineView(QWidget):
             self.select_event(found)
 
     def apply_theme(self, name: str) -> None:
-        """Plot colours of theme ``name``."""
+        """Plot colours of theme ``name`` (the run's rings in its text colour)."""
         apply_plot_theme(self.plot, name)
+        self.highlight.setPen(pg.mkPen(plot_colors(name)[1], width=2))
+        self._show_marks()
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:

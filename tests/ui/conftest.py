@@ -47,6 +47,21 @@ def runner() -> Iterator[TaskRunner]:
     made.shutdown()
 
 
+@pytest.fixture
+def every_move() -> Iterator[None]:
+    """Let every synthetic mouse move through to pyqtgraph items.
+
+    pyqtgraph drops moves closer than 1/100 s apart (``mouseRateLimit``); a test's moves come
+    faster than any hand's, so a drag or hover would depend on the machine's speed.
+    """
+    import pyqtgraph
+
+    limit = pyqtgraph.getConfigOption("mouseRateLimit")
+    pyqtgraph.setConfigOptions(mouseRateLimit=-1)
+    yield
+    pyqtgraph.setConfigOptions(mouseRateLimit=limit)
+
+
 _SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "da", "fe", "gu",
               "ho", "ji", "ku", "ly", "mo", "ny", "pe")
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import qasync
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from engine.memory_engine import MemoryEngine
@@ -81,6 +85,7 @@ def test_map_colours_hover_query_and_selection(qtbot: QtBot, runner: TaskRunner,
     assert len({c.name() for c in view.colors()}) == len(TEXTS)
     tip = view._tip(0.0, 0.0, 0)
     assert data.texts[0][:20] in tip
+    assert "query and" in view.marks.text()  # before a query: how to get the marks
 
     # the retrieval view's query and its neighbours
     retrieval = RetrievalView(runner)
@@ -97,6 +102,11 @@ def test_map_colours_hover_query_and_selection(qtbot: QtBot, runner: TaskRunner,
     assert query_vector is not None
     assert np.allclose(view.query_point, data.projection.place(query_vector)[0])
     assert len(view.ring.data) == len(bundle.records)
+    count = len(bundle.records)  # the legend names the star and the rings
+    marks_text = re.sub(r"<[^>]+>", "", view.marks.text())
+    assert f"★ the Retrieval view's query · ◯ its {count} packed result" in marks_text
+    marks = {view.ring.opts["pen"].color().name(), view.query_item.opts["brush"].color().name()}
+    assert marks.isdisjoint({c.name() for c in layer_colours})  # unlike every point
 
     with qtbot.waitSignal(view.record_selected, timeout=2000) as blocker:
         view._on_clicked(view.scatter, view.scatter.points()[:1], None)
@@ -120,3 +130,27 @@ def test_window_wiring(make_window: Callable[..., MainWindow], tmp_path: Path,
     assert window.stack.currentWidget() is window.records
     qtbot.waitUntil(lambda: window.records.detail.record is not None
                     and window.records.detail.record.id == record.id, timeout=10000)
+
+
+def test_hovering_a_point_shows_its_record_text(qtbot: QtBot, runner: TaskRunner,
+                                                embedded: StoreSession,
+                                                every_move: None) -> None:
+    view = MapView(runner)
+    qtbot.addWidget(view)
+    view.resize(800, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_session(embedded)
+    data = run(qtbot, view.load())
+    assert data is not None
+    box = view.plot.getViewBox()
+    viewport = view.plot.viewport()
+    for index, (x, y) in enumerate(data.projection.points.tolist()):
+        local = QPointF(view.plot.mapFromScene(box.mapViewToScene(QPointF(x, y))))
+        QApplication.sendEvent(viewport, QMouseEvent(
+            QEvent.Type.MouseMove, local, viewport.mapToGlobal(local), Qt.MouseButton.NoButton,
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
+        tip = box.toolTip()  # the text first (the 8 points lie apart), then layer, agent, id
+        assert tip.startswith(data.texts[index][:40]), (index, tip)
+        assert f"id {data.projection.ids[index]}" in tip and "importance" in tip
+    assert view.plot.getAxis("bottom").labelText.startswith("principal component 1")

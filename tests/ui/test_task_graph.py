@@ -6,8 +6,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QPointF
-from PySide6.QtWidgets import QGraphicsLineItem
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsPolygonItem
 from pytestqt.qtbot import QtBot
 
 from engine.tasks import Scene
@@ -23,6 +25,7 @@ from ui.task_graph_view import (
     TaskGraphView,
     choose_flow,
 )
+from ui.tasks import spawn
 
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo_workspace"
 
@@ -163,12 +166,17 @@ def test_live_reload_updates_items_in_place(
     kept_view()
     qtbot.waitUntil(lambda: not view._moves, timeout=5000)  # re-layered nodes glided home
     assert view.nodes["A"].pos() != places["A"]  # A, B, C share a layer now: A moved
-    line = view.edges[("A", "B")].line()  # and the line followed it to the new place
-    out, into = ((QPointF(NODE_W, NODE_H / 2), QPointF(0, NODE_H / 2))
-                 if view.flow is Flow.LEFT_TO_RIGHT else
-                 (QPointF(NODE_W / 2, NODE_H), QPointF(NODE_W / 2, 0)))
-    assert line.p1() == view.nodes["B"].pos() + out  # prerequisite's port
-    assert line.p2() == view.nodes["A"].pos() + into  # dependent's port
+    edge = view.edges[("A", "B")]  # and the line followed it to the new place: in one
+    line = edge.line()  # layer now, it leaves and enters on the side and bows out there
+    assert edge.bent  # type: ignore[attr-defined]
+    side = (QPointF(NODE_W, NODE_H / 2) if view.flow is Flow.LEFT_TO_RIGHT
+            else QPointF(NODE_W / 2, NODE_H))
+    assert line.p1() == view.nodes["B"].pos() + side  # prerequisite's port
+    assert line.p2() == view.nodes["A"].pos() + side  # dependent's port
+    beyond = edge.boundingRect()
+    assert (beyond.right() > view.nodes["A"].sceneBoundingRect().right() + 20
+            if view.flow is Flow.LEFT_TO_RIGHT else
+            beyond.bottom() > view.nodes["A"].sceneBoundingRect().bottom() + 20)
 
 
 def test_flow_follows_the_canvas_shape() -> None:
@@ -194,3 +202,95 @@ def test_auto_fit_keeps_labels_readable_and_fit_shows_all(
     assert view.canvas.transform().m11() < READABLE_ZOOM
     visible = view.canvas.mapToScene(view.canvas.viewport().rect()).boundingRect()
     assert visible.contains(view.graphics.itemsBoundingRect())
+    fitted = view.canvas.transform().m11()
+    view.canvas.zoom(2.0)
+    QTest.keyClick(view.canvas, Qt.Key.Key_F)  # the shortcut fits too
+    assert view.canvas.transform().m11() == fitted
+
+
+LONG = "Migrate the billing database to the new cluster without any downtime"
+
+
+def test_arrows_legend_full_titles_and_the_cycle_marked(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    _card(root, "A", "todo", "B")
+    _card(root, "B", "in_progress", "C")
+    _card(root, "C", "blocked", "A")
+    _card(root, "D", "done", "")
+    _card(root, "E", "review", "D", title=LONG)
+    window = make_window()
+    view: TaskGraphView = window.tasks_view
+    window.nav.setCurrentRow(list(window.views).index("tasks"))
+    assert run(qtbot, view.open_workspace(root)) is not None
+
+    # one arrowhead per edge, its tip at the dependent's end of the line
+    heads = [i for i in view.graphics.items() if isinstance(i, QGraphicsPolygonItem)]
+    assert len(heads) == len(view.edges) == 4
+    for (dependent, prerequisite), line in view.edges.items():
+        head = next(h for h in heads if h.parentItem() is line)
+        tip = line.mapToScene(head.polygon().at(0))
+        assert tip == line.mapToScene(line.line().p2())
+        assert view.nodes[dependent].sceneBoundingRect().adjusted(-1, -1, 1, 1).contains(tip)
+        assert not view.nodes[prerequisite].sceneBoundingRect().contains(tip)
+        assert head.brush().color() == line.pen().color()
+    out, into = ((QPointF(NODE_W, NODE_H / 2), QPointF(0, NODE_H / 2))
+                 if view.flow is Flow.LEFT_TO_RIGHT else
+                 (QPointF(NODE_W / 2, NODE_H), QPointF(NODE_W / 2, 0)))
+    straight = view.edges[("E", "D")].line()  # between layers: port to port
+    assert straight.p1() == view.nodes["D"].pos() + out
+    assert straight.p2() == view.nodes["E"].pos() + into
+
+    # the legend names every colour drawn; red means a cycle and nothing else
+    legend = {colour for colour, _meaning in view.legend_entries}
+    drawn = {item.brush().color().name() for item in view.nodes.values()}
+    drawn |= {line.pen().color().name() for line in view.edges.values()}
+    drawn |= {item.pen().color().name() for item in view.nodes.values()}
+    assert drawn <= legend
+    assert CYCLE_COLOUR not in STATUS_COLOURS.values()
+    assert view.nodes["C"].brush().color().name() != CYCLE_COLOUR  # blocked is not red
+    text = view.legend.text()
+    assert view.legend.isVisible()
+    assert all(word in text for word in ("to do", "in progress", "blocked", "done", "cycle",
+                                         "priority", "arrow"))
+
+    # the cycle's path: its edges red, its tasks ringed, named in the status line and tooltips
+    assert {k for k, line in view.edges.items()
+            if line.pen().color().name() == CYCLE_COLOUR} == {("A", "B"), ("B", "C"),
+                                                                ("C", "A")}
+    assert {i for i, item in view.nodes.items()
+            if item.cycle_ring.isVisible()} == {"A", "B", "C"}  # type: ignore[attr-defined]
+    assert "cycle" in view.cycle_label.text()
+    assert "on a cycle: A → B → C → A" in view.nodes["B"].toolTip()
+    path = view.cycle_list.visualItemRect(view.cycle_list.item(0)).center()
+    QTest.mouseClick(view.cycle_list.viewport(), Qt.MouseButton.LeftButton, pos=path)
+    assert view.nodes["A"].isSelected() and "Task A" in view.card_label.text()
+    assert view.nodes["A"].selection_ring.isVisible()  # type: ignore[attr-defined]
+
+    # a long title: wrapped on the node, whole on hover
+    label = view.nodes["E"].label.text()  # type: ignore[attr-defined]
+    assert "billing" in label and "\n" in label
+    assert LONG in view.nodes["E"].toolTip() and "in review" in view.nodes["E"].toolTip()
+    assert "depends on: D" in view.nodes["E"].toolTip()
+
+
+def test_a_closed_view_schedules_no_work(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    _card(root, "A", "todo", "B")
+    _card(root, "B", "done", "")
+    window = make_window()
+    view: TaskGraphView = window.tasks_view
+    assert run(qtbot, view.open_workspace(root)) is not None
+    with qtbot.waitSignal(view.scene_shown, timeout=10_000):
+        view.select("A")
+    view.shutdown()  # as the window's close does
+    view.setPalette(QPalette(QColor("#202329")))  # a theme switch reaches closed windows too
+    assert run(qtbot, view.preview_scene()) is None  # nothing submitted to the stopped thread
+    # a reload that was between two of its steps on the owner thread when the view closed:
+    # its next step is cancelled, not submitted to the stopped executor (an error)
+    step = spawn(view._on_owner(len, "abc"))
+    qtbot.waitUntil(step.done, timeout=5000)
+    assert step.cancelled()

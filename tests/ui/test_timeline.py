@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from engine.events import Event
@@ -88,6 +91,9 @@ def test_history_live_tail_filters_and_click(qtbot: QtBot, runner: TaskRunner,
     with qtbot.waitSignal(view.event_selected, timeout=3000) as blocker:
         QTest.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=point)
     assert blocker.args[0].kind == "merge-applied"
+    assert not view.marks.isHidden() and "the selected event" in view.marks.text()
+    runs = view.highlight_run(str(blocker.args[0].payload["incoming_id"]))  # the stepper's
+    assert runs > 1 and f"the {runs} events of the Pipeline view's run" in view.marks.text()
     assert dict(view.detail.rows())["What happened"] == "Merged"
     assert '"kind": "merge-applied"' in view.detail.raw.toPlainText()
     assert '"merged_from"' in view.detail.raw.toPlainText()
@@ -147,11 +153,162 @@ def test_zoom_keeps_items_and_follows(qtbot: QtBot, runner: TaskRunner) -> None:
         view.rebin()
         assert list(view.plot.getPlotItem().items) == items  # created once, setData only
         assert 0 < sum(view.lane_counts()) <= 5000
+    view.follow.setChecked(True)  # the user asks for the live tail
+    x0, x1 = view.plot.getViewBox().viewRange()[0]
+    assert x0 <= view.data.t[-1] <= x1
     later = [Event(event_id=f"late{i}", kind="error", ts=1.0e12 + 60_000.0 + i)
              for i in range(3)]
     view.add_events(later)
+    v0, v1 = view.plot.getViewBox().viewRange()[0]
+    assert v0 <= view.data.t[-1] <= v1  # the newest is kept in view
+    assert v1 - v0 == pytest.approx(x1 - x0)  # at the width the user chose
+
+
+# The labels a time axis may show: clock times with their unit, days, months, years.
+TIME_LABEL = re.compile(r"\d{2}:\d{2}(:\d{2}(\.\d{3})?)?|\w{3} \d{2} \w{3}|\d{2} \w{3}|"
+                        r"\w{3} \d{4}|\d{4}")
+
+
+@pytest.mark.parametrize("seconds", [0.05, 4.0, 50.0, 600.0, 4 * 3600.0, 3 * 86_400.0,
+                                     20 * 86_400.0, 120 * 86_400.0])
+def test_time_axis_reads_as_local_dates_and_times(qtbot: QtBot, runner: TaskRunner,
+                                                  seconds: float) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.resize(1000, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    start = 1.7956e9 + 0.25  # Wed 25 Nov 2026 (UTC), a quarter second past
+    view.add_events([Event(event_id=str(i), kind="ingest-start", ts=(start + t) * 1000.0)
+                     for i, t in enumerate((0.0, seconds))], fit=True)
+    view.zoom_to(start, start + seconds)
+    labels = view.time_axis.labels()
+    assert len(labels) >= 3, labels  # drawn (pyqtgraph drops a crowded level whole)
+    assert all(TIME_LABEL.fullmatch(label) for label in labels), labels
+    if seconds < 60:  # zoomed in to seconds: every label still reads as a clock time
+        assert all(re.fullmatch(r"\d{2}:\d{2}:\d{2}(\.\d{3})?", label) for label in labels)
+        first = datetime.fromtimestamp(start).astimezone()
+        assert first.strftime("%H:%M") in labels[0]  # local hours and minutes, not "51.000"
+    view.rebin()  # the axis title names the date and the unit
+    title = view.time_axis.labelText
+    assert datetime.fromtimestamp(start).astimezone().strftime("%d %b") in title
+    assert "local time" in title and "2026" in title
+
+
+def test_an_empty_timeline_shows_the_last_hour(qtbot: QtBot, runner: TaskRunner) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.rebin()
     x0, x1 = view.plot.getViewBox().viewRange()[0]
-    assert x0 <= view.data.t[-1] <= x1  # the live tail keeps the newest in view
+    assert x1 - x0 == pytest.approx(3600.0)  # around now, not the epoch's first second
+    assert datetime.fromtimestamp(x1).astimezone().strftime("%d %b %Y") in \
+        view.time_axis.labelText
+    view.follow.setChecked(True)  # nothing to follow yet: the view stays
+    assert view.plot.getViewBox().viewRange()[0] == pytest.approx([x0, x1])
+
+
+def _drag(view: TimelineView, x0: float, x1: float, modifier: Qt.KeyboardModifier) -> None:
+    """Press at time ``x0``, move to ``x1``, release (on the first lane) with ``modifier`` held.
+
+    The events go straight to the viewport, as a hand makes them (button and key held while
+    moving); through QTest a second drag would start with a synthesized double click.
+    """
+    box = view.plot.getViewBox()
+    ends = [QPointF(view.plot.mapFromScene(box.mapViewToScene(QPointF(x, 0.5))))
+            for x in (x0, x1)]
+    viewport = view.plot.viewport()
+    left, none = Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton
+    steps = [(QEvent.Type.MouseButtonPress, ends[0], left, left)]
+    steps += [(QEvent.Type.MouseMove, ends[0] + (ends[1] - ends[0]) * (i / 10), none, left)
+              for i in range(1, 11)]
+    steps += [(QEvent.Type.MouseButtonRelease, ends[1], left, none)]
+    for kind, local, button, held in steps:
+        QApplication.sendEvent(viewport, QMouseEvent(kind, local, viewport.mapToGlobal(local),
+                                                     button, held, modifier))
+
+
+def test_opens_fitted_fit_all_and_zoom_to_a_span(qtbot: QtBot, runner: TaskRunner,
+                                                 session: StoreSession,
+                                                 every_move: None) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.resize(1000, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_session(session)
+    qtbot.waitUntil(lambda: len(view.data) == 4, timeout=5000)  # the fixture's ingest
+
+    def covers_all() -> bool:
+        v0, v1 = view.plot.getViewBox().viewRange()[0]
+        return bool(v0 <= view.data.t[0] and view.data.t[-1] <= v1)
+
+    assert covers_all() and not view.follow.isChecked()  # fitted, not on the live tail
+    # an import: the new events join the fitted view (the lanes are not left empty)
+    records = [NewMemory(content=f"Fact number {i} about the garden shed") for i in range(3)]
+    run(qtbot, view._runner.run(session.engine.ingest_batch, records))
+    qtbot.waitUntil(lambda: len(view.data) > 4 and covers_all(), timeout=5000)
+    assert sum(view.lane_counts()) == len(view.data)
+
+    # Shift+drag over a tenth of the view: it zooms to that span
+    (v0, v1), _ = view.plot.getViewBox().viewRange()
+    mark = (v0 + (v1 - v0) * 0.3, v0 + (v1 - v0) * 0.4)
+    _drag(view, *mark, Qt.KeyboardModifier.ShiftModifier)
+    z0, z1 = view.plot.getViewBox().viewRange()[0]
+    assert z0 == pytest.approx(mark[0], abs=(v1 - v0) * 0.01)
+    assert z1 == pytest.approx(mark[1], abs=(v1 - v0) * 0.01)
+    assert not view.fitted
+    # a plain drag pans (same width, moved)
+    _drag(view, z0 + (z1 - z0) * 0.6, z0 + (z1 - z0) * 0.4, Qt.KeyboardModifier.NoModifier)
+    p0, p1 = view.plot.getViewBox().viewRange()[0]
+    assert p1 - p0 == pytest.approx(z1 - z0) and p0 > z0
+    # zoomed in, new events do not move the user's view
+    count = len(view.data)
+    run(qtbot, view._runner.run(session.engine.ingest, NewMemory(content="A late fact")))
+    qtbot.waitUntil(lambda: len(view.data) > count, timeout=5000)
+    assert view.plot.getViewBox().viewRange()[0] == pytest.approx([p0, p1])
+
+    view.fit_button.click()  # Fit all brings every event back
+    assert covers_all()
+    view.zoom_to(p0, p1)
+    assert not covers_all()
+    view.plot.setFocus()
+    QTest.keyClick(view.plot, Qt.Key.Key_F)  # and so does its shortcut
+    assert covers_all()
+
+
+def test_hovering_a_lane_bar_says_how_many_events_and_when(qtbot: QtBot, runner: TaskRunner,
+                                                           every_move: None) -> None:
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.resize(1000, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    start = 1.7956e9
+    burst = [Event(event_id=f"m{i}", kind="merge-applied", ts=(start + 5 + i * 0.001) * 1000.0)
+             for i in range(7)]
+    ends = [Event(event_id=f"e{i}", kind="ingest-start", ts=(start + t) * 1000.0)
+            for i, t in enumerate((0.0, 10.0))]
+    view.add_events(burst + ends, fit=True)
+    box = view.plot.getViewBox()
+    viewport = view.plot.viewport()
+
+    def hover(x: float, lane: str) -> str:
+        point = QPointF(x, LANES.index(lane) + 0.5)
+        local = QPointF(view.plot.mapFromScene(box.mapViewToScene(point)))
+        QApplication.sendEvent(viewport, QMouseEvent(
+            QEvent.Type.MouseMove, local, viewport.mapToGlobal(local), Qt.MouseButton.NoButton,
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
+        return str(box.toolTip())  # (pyqtgraph is untyped)
+
+    tip = hover(start + 5.003, "merge-applied")
+    assert tip.startswith("7 merge-applied events\n"), tip
+    moment = datetime.fromtimestamp(start + 5.003).astimezone()  # in local time, the bar's
+    found = re.search(r"(\w{3} \d{2} \w{3}), (\S+) – (\S+)\n", tip)  # day, from, to
+    assert found is not None, tip
+    assert found[1] == moment.strftime("%a %d %b")
+    assert found[2] <= moment.strftime("%H:%M:%S.%f")[:-3] <= found[3]
+    assert hover(start + 5.003, "error") == ""  # an empty lane: no tooltip
+    assert hover(start + 2.0, "merge-applied") == ""  # between bars: none either
 
 
 def test_details_keep_values_visible_in_a_narrow_pane(qtbot: QtBot) -> None:
