@@ -122,6 +122,10 @@ def _print_result(ctx: CliContext, result: ExtractionResult, stored: list[str] |
         importance = "-" if candidate.importance is None else f"{candidate.importance:.2f}"
         ctx.print(f"  [{candidate.category.value}] {candidate.content}  "
                   f"(importance {importance}, confidence {candidate.confidence:.2f})")
+    for repair in result.field_repairs:
+        where = "answer" if repair.index is None else f"item {repair.index}"
+        default = "left to ingest" if repair.value is None else repr(repair.value)
+        ctx.print(f"  repaired {where}: {repair.field} {repair.reason}, default {default}")
     for item in result.invalid:
         where = "answer" if item.index is None else f"item {item.index}"
         field = f" {item.field}" if item.field else ""
