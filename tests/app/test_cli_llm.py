@@ -172,3 +172,20 @@ def test_compact_no_llm_keeps_the_heuristic(cli: Runner, server: LLMTestServer,
     assert code == 0, err
     assert "via heuristic" in out
     assert server.requests == []
+
+
+def test_metrics_reports_the_seed_llm_metrics(cli: Runner, conversation: Path) -> None:
+    code, _, err = cli("extract", str(conversation))
+    assert code == 0, err
+    code, out, err = cli("--json", "metrics")
+    assert code == 0, err
+    llm = json.loads(out)["llm"]
+    assert (llm["configured"], llm["provider"], llm["model"]) == (True, "openai", "gpt-4o-mini")
+    assert llm["memory_llm_circuit_state"] == 0
+    assert llm["memory_llm_budget_utilization_percent"] > 0  # the extraction was charged
+    assert set(llm["memory_llm_budget_alerts_total"]) == {"70", "90", "100"}
+    [row] = llm["memory_llm_latency_ms_summary"]["by_operation"]
+    assert (row["provider"], row["operation"], row["count"]) == ("openai", "extract", 1)
+    code, out, _ = cli("metrics")
+    assert "memory_llm_circuit_state         0 (closed)" in out
+    assert "openai/extract: p50" in out

@@ -49,7 +49,8 @@ def register(subparsers: Any) -> None:
                                  help="list stored records holding secrets or personal data")
     scan.set_defaults(handler=_redact_scan)
 
-    metrics = subparsers.add_parser("metrics", help="seed 002 §20 memory metrics")
+    metrics = subparsers.add_parser(
+        "metrics", help="seed 002 §20 memory metrics and seed 000 memory_llm_* metrics")
     metrics.set_defaults(handler=_metrics)
 
 
@@ -130,7 +131,11 @@ def _redact_scan(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
-    report = ctx.open_engine(read_only=True).metrics()
+    engine = ctx.open_engine(read_only=True)
+    # The configured provider's gateway over the store's ledger: breaker and budget as they
+    # stand, latency samples and alerts as earlier processes recorded them. Nothing is sent.
+    gateway = open_gateway(ctx, args, engine.ledger, None, sends_prompts=False)
+    report = engine.metrics(gateway)
     if ctx.json:
         ctx.emit_json(report)
         return 0
@@ -138,4 +143,15 @@ def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
         if not isinstance(value, dict):
             ctx.print(f"{key:<32} {value}")
     ctx.print(f"{'redacted_records_stored':<32} {report['redacted_records_stored']}")
+    llm = report["llm"]
+    ctx.print(f"{'memory_llm_circuit_state':<32} {llm['memory_llm_circuit_state']} "
+              f"({llm['circuit_state']})")
+    ctx.print(f"{'memory_llm_budget_utilization_percent':<32} "
+              f"{llm['memory_llm_budget_utilization_percent']}")
+    alerts = ", ".join(f"{k}%: {v}" for k, v in llm["memory_llm_budget_alerts_total"].items())
+    ctx.print(f"{'memory_llm_budget_alerts_total':<32} {alerts}")
+    for row in llm["memory_llm_latency_ms_summary"]["by_operation"]:
+        ctx.print(f"{'memory_llm_latency_ms_summary':<32} {row['provider']}/{row['operation']}: "
+                  f"p50 {row['p50']} p95 {row['p95']} p99 {row['p99']} ms "
+                  f"({row['count']} calls)")
     return 0

@@ -8,36 +8,18 @@ to the heuristic summarizer (the provider failing, the budget saying no), with t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
-from engine.clock import DeterministicClock
-from engine.config import MemoryConfig
 from engine.events import Event
 from engine.lifecycle import TaskStatus
 from engine.llm import CompactionSummarizer, Summarizer
-from engine.memory_engine import EngineConfig, MemoryEngine
-from engine.records import Layer, MemoryRecord
-from engine.store import StoreSpec
-from tests.engine.llm.conftest import MakeRig
-from tests.engine.retrieval.conftest import NOW, HashEmbedder, make_record, write
+from engine.memory_engine import MemoryEngine
+from tests.engine.llm.conftest import MakeRig, episodes, open_engine
+from tests.engine.retrieval.conftest import write
 from tests.support.llm_server import Behaviour, LLMTestServer
 
 SUMMARY = "Alice and Bob meet at the cafe to talk about jazz, day after day."
-
-
-def _engine(path: Path, **memory: Any) -> MemoryEngine:
-    config = EngineConfig(memory=dataclasses.replace(MemoryConfig(), **memory))
-    return MemoryEngine.open(StoreSpec(str(path)), clock=DeterministicClock(NOW),
-                             embedder=HashEmbedder(), config=config)
-
-
-def _episodes(count: int) -> list[MemoryRecord]:
-    return [make_record(i, f"Alice met Bob at the cafe on day {i}. They talked about jazz.",
-                        layer=Layer.EPISODIC, importance=0.3, age_days=count - i + 1,
-                        tags=("cafe",)) for i in range(count)]
 
 
 def _events(eng: MemoryEngine, kind: str) -> list[Event]:
@@ -48,9 +30,9 @@ def test_compaction_uses_the_configured_provider(tmp_path: Path, server: LLMTest
                                                  make_rig: MakeRig) -> None:
     server.script(Behaviour(content=f"  {SUMMARY}\n"))
     rig = make_rig("openai")
-    eng = _engine(tmp_path / "s", episodic_keep_recent=2)
+    eng = open_engine(tmp_path / "s", episodic_keep_recent=2)
     try:
-        write(eng, _episodes(6))
+        write(eng, episodes(6))
         summarizer = CompactionSummarizer(Summarizer(rig.gateway, eng.events))
         report = eng.compact("a", summarizer=summarizer)[0]
         [task] = report.tasks
@@ -75,9 +57,9 @@ def test_failing_provider_falls_back_to_the_heuristic_with_its_events(
         tmp_path: Path, server: LLMTestServer, make_rig: MakeRig) -> None:
     server.script(*[Behaviour(kind="status", status=500)] * 2)
     rig = make_rig("openai", max_attempts=2)
-    eng = _engine(tmp_path / "s", episodic_keep_recent=2)
+    eng = open_engine(tmp_path / "s", episodic_keep_recent=2)
     try:
-        write(eng, _episodes(6))
+        write(eng, episodes(6))
         report = eng.compact("a", summarizer=CompactionSummarizer(
             Summarizer(rig.gateway, eng.events)))[0]
         [task] = report.tasks
@@ -99,9 +81,9 @@ def test_spent_budget_falls_back_without_calling_the_provider(
         tmp_path: Path, server: LLMTestServer, make_rig: MakeRig) -> None:
     # A budget smaller than any call's upper bound: the gateway refuses before sending.
     rig = make_rig("openai", daily_budget_usd=1e-9)
-    eng = _engine(tmp_path / "s", episodic_keep_recent=2)
+    eng = open_engine(tmp_path / "s", episodic_keep_recent=2)
     try:
-        write(eng, _episodes(6))
+        write(eng, episodes(6))
         report = eng.compact("a", summarizer=CompactionSummarizer(
             Summarizer(rig.gateway, eng.events)))[0]
         assert report.tasks[0].summarizer == "heuristic"
@@ -119,9 +101,9 @@ def test_empty_answer_falls_back(tmp_path: Path, server: LLMTestServer,
                                  make_rig: MakeRig) -> None:
     server.script(Behaviour(content="   "))
     rig = make_rig("anthropic")
-    eng = _engine(tmp_path / "s", episodic_keep_recent=2)
+    eng = open_engine(tmp_path / "s", episodic_keep_recent=2)
     try:
-        write(eng, _episodes(6))
+        write(eng, episodes(6))
         summarizer = CompactionSummarizer(Summarizer(rig.gateway, eng.events))
         assert summarizer.name == "llm:anthropic"
         report = eng.compact("a", summarizer=summarizer)[0]
