@@ -27,6 +27,7 @@ reports what earlier ones measured.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections import Counter
@@ -179,6 +180,8 @@ class LLMGateway:
         self.projector = TokenProjector(settings.tpm, self._clock)
         self.limiter = RateLimiter(settings.requests_per_minute, self._clock)
         self.latency = LatencySummary()
+        # Calls may come from several worker threads at once (extraction beside compaction).
+        self._metrics_lock = threading.Lock()
         self._latency_by_operation: dict[tuple[str, str], LatencySummary] = {}
         self._alerts_total: Counter[int] = Counter()
         self._restore()
@@ -199,7 +202,8 @@ class LLMGateway:
             return
         for provider, purpose, latency in self._store.recent_latencies(MAX_SAMPLES):
             self._record_latency(latency, purpose, provider)
-        self._alerts_total.update(self._store.alert_counts())
+        with self._metrics_lock:
+            self._alerts_total.update(self._store.alert_counts())
         now = self._clock.now()
         window = self.budget.window_start_ms
         self.budget.restore(window, self._store.spend_since(window),
@@ -244,10 +248,13 @@ class LLMGateway:
         ``"all"`` over every attempt), beside ``configured``, ``provider`` and ``model``.
         """
         budget = self.budget.budget_usd
+        with self._metrics_lock:
+            labelled = sorted(self._latency_by_operation.items())
+            alerts = {str(threshold): self._alerts_total[threshold]
+                      for threshold in (70, 90, 100)}
         with_labels = [{"provider": provider, "operation": operation,
                         **summary.get_summary().to_json()}
-                       for (provider, operation), summary in
-                       sorted(self._latency_by_operation.items())]
+                       for (provider, operation), summary in labelled]
         return {
             "configured": self.configured,
             "provider": self.provider_name,
@@ -256,8 +263,7 @@ class LLMGateway:
             "circuit_state": self.breaker.state.value,
             "memory_llm_budget_utilization_percent":
                 round(self.budget.spent_usd / budget * 100.0, 6) if budget > 0 else 0.0,
-            "memory_llm_budget_alerts_total": {
-                str(threshold): self._alerts_total[threshold] for threshold in (70, 90, 100)},
+            "memory_llm_budget_alerts_total": alerts,
             "memory_llm_latency_ms_summary": {
                 "all": self.latency.get_summary().to_json(), "by_operation": with_labels},
         }
@@ -267,9 +273,8 @@ class LLMGateway:
         """One attempt's latency, overall and under its (provider, operation) labels."""
         self.latency.record(latency_ms)
         key = (provider if provider is not None else self.provider_name, purpose)
-        summary = self._latency_by_operation.get(key)
-        if summary is None:
-            summary = self._latency_by_operation[key] = LatencySummary()
+        with self._metrics_lock:
+            summary = self._latency_by_operation.setdefault(key, LatencySummary())
         summary.record(latency_ms)
 
     # -- listeners ---------------------------------------------------------------------------
@@ -296,7 +301,8 @@ class LLMGateway:
     def _on_alert(self, alert: BudgetAlert) -> None:
         log.warning("LLM budget utilization reached %d%% (spent %.6f of %g USD)",
                     alert.threshold, alert.spent_usd, alert.budget_usd)
-        self._alerts_total[alert.threshold] += 1
+        with self._metrics_lock:
+            self._alerts_total[alert.threshold] += 1
         if self._store is not None:
             self._store.add_alert(alert.at_ms, alert.window_start_ms, alert.threshold,
                                   alert.spent_usd, alert.budget_usd)
