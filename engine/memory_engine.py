@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
     from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, ImportLog, UndoPlan
     from engine.layers import LayerService, SpatialHit
+    from engine.llm.gateway import LLMGateway
     from engine.records import TrustTier
 
 __all__ = [
@@ -1137,8 +1138,15 @@ class MemoryEngine:
         hits.sort(key=lambda h: (not h.secret, h.id))
         return hits
 
-    def metrics(self) -> dict[str, Any]:
-        """Seed 002 §20 metrics (records per layer, retrieval latency, task counters)."""
+    def metrics(self, llm: LLMGateway | None = None) -> dict[str, Any]:
+        """Seed 002 §20 metrics (records per layer, retrieval latency, task counters) and, under
+        ``"llm"``, seed 000's ``memory_llm_*`` metrics (:meth:`LLMGateway.metrics`).
+
+        Args:
+            llm: The gateway in use (its live breaker and budget). Default: a gateway without a
+                provider over this store's ledger, which still reports the latency samples and
+                budget alerts recorded there.
+        """
         snapshot = self._store.view.snapshot()
         live = snapshot.live_rows
         layers = Counter(LAYERS[c].value for c in snapshot.layer[live].tolist())
@@ -1152,6 +1160,12 @@ class MemoryEngine:
             agent_layer_counts={a: {**zero, **c} for a, c in per_agent.items()})
         report["redacted_records_stored"] = int(sum(
             1 for row in live.tolist() if "<REDACT:" in snapshot.contents[row]))
+        if llm is None:
+            from engine.llm.gateway import LLMGateway
+            from engine.llm.settings import LLMSettings
+
+            llm = LLMGateway(LLMSettings(), ledger=self._ledger, clock=self._clock)
+        report["llm"] = llm.metrics()
         return report
 
 

@@ -159,6 +159,11 @@ class IntrospectionClient:
         points: list[dict[str, Any]] = self._get("/v1/layers/spatial", params)["points"]
         return points
 
+    def metrics(self) -> dict[str, Any]:
+        """Seed 002 §20 and seed 000 ``memory_llm_*`` metrics of ``/v1/metrics``."""
+        result: dict[str, Any] = self._get("/v1/metrics")
+        return result
+
     def debug_memory(self) -> dict[str, Any]:
         """The sanitized snapshot of ``/debug/memory``."""
         result: dict[str, Any] = self._get("/debug/memory")

@@ -13,6 +13,7 @@ Every endpoint is ``GET`` (``docs/api.md`` lists them with their parameters):
 ``/v1/layers/social``          social summaries with sentiment series
 ``/v1/layers/procedural``      mined patterns with success-rate history
 ``/v1/layers/spatial``         spatial points, radius or nearest queries
+``/v1/metrics``                seed 002 §20 metrics and seed 000 ``memory_llm_*`` metrics
 ``/debug/memory``              seed 002 §20 sanitized snapshot (always redacted, no paths)
 =============================  =================================================================
 
@@ -650,6 +651,9 @@ class _Handler(BaseHTTPRequestHandler):
                 episodes=params.flag("episodes", False)))
         elif path == "/v1/layers/spatial":
             self._spatial(query, limits)
+        elif path == "/v1/metrics":
+            _Params(query, ())
+            self._send_json(HTTPStatus.OK, source.metrics())
         elif path == "/debug/memory":
             _Params(query, ())
             self._send_json(HTTPStatus.OK, source.debug(), redact=True)

@@ -340,6 +340,12 @@ class EngineSource:
             hits = service.spatial_points(limit=limit, **filters)
         return {"points": [h.to_json() for h in hits]}
 
+    def metrics(self) -> dict[str, Any]:
+        """Seed 002 §20 metrics and seed 000 ``memory_llm_*`` metrics
+        (:meth:`MemoryEngine.metrics`; the LLM block as the store's ledger recorded it)."""
+        self.refresh()
+        return self._engine.metrics()
+
     def debug(self) -> dict[str, Any]:
         """Seed 002 §20 ``/debug/memory``: the snapshot without paths, plus recent event kinds."""
         snap = self.snapshot()

@@ -19,7 +19,8 @@ name                       what                                        seed 000
 
 On top: :class:`LLMGateway` (providers over httpx: OpenAI-compatible and Anthropic, streaming),
 :class:`Extractor` (conversation → validated memory candidates) and :class:`Summarizer`
-(compaction summaries), both falling back to local heuristics and saying why;
+(compaction summaries; :class:`CompactionSummarizer` is it as the lifecycle's compaction
+summarizer), both falling back to local heuristics and saying why;
 :func:`check_connection` (one small real request that says in plain words whether provider
 settings work) and the settings' file form, presets and key stores (:mod:`engine.llm.settings`).
 """
@@ -46,6 +47,7 @@ from engine.llm.extractor import (
     ConversationTurn,
     ExtractionResult,
     Extractor,
+    FieldRepair,
     InvalidItem,
     MemoryCandidate,
     load_conversation,
@@ -81,7 +83,7 @@ from engine.llm.settings import (
     llm_settings_to_json,
 )
 from engine.llm.streaming import StreamEvent, StreamingAssembler
-from engine.llm.summarizer import Summarizer, SummaryResult
+from engine.llm.summarizer import CompactionSummarizer, Summarizer, SummaryResult
 
 __all__ = [
     "EVENT_BREAKER",
@@ -104,6 +106,7 @@ __all__ = [
     "CircuitBreaker",
     "CircuitConfig",
     "CircuitOpen",
+    "CompactionSummarizer",
     "ConnectionCheck",
     "Conversation",
     "ConversationTurn",
@@ -112,6 +115,7 @@ __all__ = [
     "ExponentialBackoff",
     "ExtractionResult",
     "Extractor",
+    "FieldRepair",
     "GatewayStatus",
     "InvalidItem",
     "InvalidModelOutput",

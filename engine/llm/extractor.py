@@ -4,17 +4,24 @@ Pipeline: conversation → salience selection when long (seed 000 §1) → promp
 gateway) → LLM through :class:`~engine.llm.gateway.LLMGateway` → JSON repair (§7) → schema
 validation → valid :class:`MemoryCandidate` s plus :class:`InvalidItem` s with reasons.
 
-Schema ``v1`` (``schemaVersion`` is required and checked)::
+Schema ``v1``; only ``content`` is required (issue 23: small local models omit fields often,
+and seed 000's own example memory is ``{"content": "test"}``)::
 
-    {"schemaVersion": "v1",
+    {"schemaVersion": "v1",                        # missing: assumed "v1" (a repair)
      "memories": [{"content": str,                 # required, 1..32000 chars after trim
-                   "category": "fact|preference|skill|episode|context",   # required
-                   "importance": 0..1,             # required
-                   "confidence": 0..1,             # required
+                   "category": "fact|preference|skill|episode|context",   # default fact
+                   "importance": 0..1,             # default: left to the ingest pipeline
+                   "confidence": 0..1,             # default 0.5 (seed 000 §5)
                    "emotionalContext": str|null,   # optional
                    "tags": [str],                  # optional
                    "sourceMessageIds": [str],      # optional: ids of the turns it came from
                    "rationale": str|null}]}        # optional
+
+A missing (or null) ``category``, ``importance`` or ``confidence`` takes its default and is
+reported as a :class:`FieldRepair`, as is a missing ``schemaVersion``; the answer and the item
+are kept. A value that is present but wrong (a category outside the list, a confidence of 1.5,
+another ``schemaVersion``) still rejects its item (or the answer), naming the field. The other
+optional fields mean "none" when absent, which is not a guess, so they are not reported.
 
 Never half a memory: a stream cut before its end is retried by the gateway, and when the JSON
 itself was cut (repair had to close an unterminated item) the last item is reported invalid
@@ -38,7 +45,7 @@ from typing import Any
 from engine.clock import RNG, SystemRNG
 from engine.errors import InputFormatError, LLMError
 from engine.events import EventBus
-from engine.llm.confidence import merge_confidence
+from engine.llm.confidence import DEFAULT_CONFIDENCE, merge_confidence
 from engine.llm.gateway import EVENT_FALLBACK, LLMGateway
 from engine.llm.providers import ChatMessage, ChatRequest
 from engine.llm.repair import repair_json_detailed
@@ -58,6 +65,7 @@ __all__ = [
     "ConversationTurn",
     "ExtractionResult",
     "Extractor",
+    "FieldRepair",
     "InvalidItem",
     "MemoryCandidate",
     "build_extraction_request",
@@ -68,6 +76,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = "v1"
+DEFAULT_CATEGORY = Category.FACT
 EVENT_EXTRACTION = "llm:extraction"
 
 _SYSTEM_PROMPT = """You extract long-term memories about the user from a conversation.
@@ -221,6 +230,29 @@ class InvalidItem:
 
 
 @dataclass(frozen=True, slots=True)
+class FieldRepair:
+    """A field the model left out (or null) that took its default; the item was kept.
+
+    Attributes:
+        index: The memory's index in ``memories`` (None: the answer itself).
+        field: The schema field (``schemaVersion``, ``category``, ``importance``,
+            ``confidence``).
+        value: The default used (None for importance: the ingest pipeline computes it).
+        reason: ``missing`` (absent) or ``null``.
+    """
+
+    index: int | None
+    field: str
+    value: str | float | None
+    reason: str = "missing"
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form."""
+        return {"index": self.index, "field": self.field, "value": self.value,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class ExtractionResult:
     """What one extraction produced.
 
@@ -231,6 +263,7 @@ class ExtractionResult:
         fallback_reason: Why the heuristic was used (``no_provider``, ``circuit_open``,
             ``budget_exceeded``, ``rate_limited``, ``provider_error``), else None.
         repairs: JSON repairs applied to the model's answer.
+        field_repairs: Missing fields that took their defaults (answer and items kept).
         selected_message_ids: Turns sent to the model (after salience selection).
         provider, model: Who answered ("" for the heuristic).
         cost_usd: Charged to the budget.
@@ -249,6 +282,7 @@ class ExtractionResult:
     attempts: int = 0
     schema_version: str = SCHEMA_VERSION
     detail: str = ""
+    field_repairs: tuple[FieldRepair, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Wire form (``extract --json``)."""
@@ -262,6 +296,7 @@ class ExtractionResult:
             "attempts": self.attempts,
             "cost_usd": self.cost_usd,
             "repairs": list(self.repairs),
+            "field_repairs": [r.to_json() for r in self.field_repairs],
             "selected_message_ids": list(self.selected_message_ids),
             "memories": [c.to_json() for c in self.candidates],
             "invalid": [i.to_json() for i in self.invalid],
@@ -281,7 +316,9 @@ def _strings(value: object, field_name: str, index: int) -> tuple[str, ...] | In
     return tuple(str(v).strip() for v in value if str(v).strip())
 
 
-def _validate_item(item: object, index: int) -> MemoryCandidate | InvalidItem:
+def _validate_item(item: object, index: int,
+                   repairs: list[FieldRepair]) -> MemoryCandidate | InvalidItem:
+    """One memory: a candidate (defaults noted in ``repairs``) or why it is rejected."""
     if not isinstance(item, Mapping):
         return InvalidItem(index, "not_an_object", None, type(item).__name__)
     content = item.get("content")
@@ -291,17 +328,36 @@ def _validate_item(item: object, index: int) -> MemoryCandidate | InvalidItem:
     if len(content.strip()) > MAX_CONTENT_CHARS:
         return InvalidItem(index, "invalid_field", "content",
                            f"longer than {MAX_CONTENT_CHARS} characters")
-    category = item.get("category")
-    try:
-        parsed_category = Category(str(category).strip().lower())
-    except ValueError:
-        return InvalidItem(index, "missing_field" if category is None else "invalid_field",
-                           "category", f"must be one of {', '.join(c.value for c in Category)}")
+    found: list[FieldRepair] = []
+
+    def absent(name: str, default: str | float | None) -> bool:
+        # seed 000 §5 treats a missing and a null value alike (``value ?? default``).
+        if item.get(name) is not None:
+            return False
+        found.append(FieldRepair(index, name, default,
+                                 "null" if name in item else "missing"))
+        return True
+
+    parsed_category = DEFAULT_CATEGORY
+    if not absent("category", DEFAULT_CATEGORY.value):
+        try:
+            parsed_category = Category(str(item["category"]).strip().lower())
+        except ValueError:
+            return InvalidItem(index, "invalid_field", "category",
+                               f"must be one of {', '.join(c.value for c in Category)}")
+    # No importance: the ingest pipeline computes it (surprise × category weight, DESIGN 5).
+    importance: float | None = None
+    confidence = DEFAULT_CONFIDENCE
     for name in ("importance", "confidence"):
-        value = item.get(name)
+        if absent(name, None if name == "importance" else DEFAULT_CONFIDENCE):
+            continue
+        value = item[name]
         if not _unit(value):
-            return InvalidItem(index, "missing_field" if value is None else "invalid_field",
-                               name, "must be a number in 0..1")
+            return InvalidItem(index, "invalid_field", name, "must be a number in 0..1")
+        if name == "importance":
+            importance = float(value)
+        else:
+            confidence = float(value)
     emotional = item.get("emotionalContext")
     if emotional is not None and not isinstance(emotional, str):
         return InvalidItem(index, "invalid_field", "emotionalContext", "must be a string or null")
@@ -313,11 +369,13 @@ def _validate_item(item: object, index: int) -> MemoryCandidate | InvalidItem:
         return sources
     rationale = item.get("rationale")
     text = content.strip()
+    # Reported only for items that are kept: a rejected item's defaults were never used.
+    repairs.extend(found)
     return MemoryCandidate(
         content=text,
         category=parsed_category,
-        importance=float(item["importance"]),
-        confidence=float(item["confidence"]),
+        importance=importance,
+        confidence=confidence,
         emotional_context=emotional.strip() or None if isinstance(emotional, str) else None,
         tags=tuple(t for t in tags if len(t) <= 64 and "," not in t),
         source_message_ids=sources,
@@ -337,7 +395,8 @@ def _combine(candidates: Sequence[MemoryCandidate]) -> tuple[MemoryCandidate, ..
         by_hash[candidate.content_hash] = MemoryCandidate(
             content=seen.content,
             category=seen.category,
-            importance=max(seen.importance or 0.0, candidate.importance or 0.0),
+            importance=None if seen.importance is None and candidate.importance is None
+            else max(seen.importance or 0.0, candidate.importance or 0.0),
             confidence=merge_confidence(seen.confidence, candidate.confidence),
             emotional_context=seen.emotional_context or candidate.emotional_context,
             tags=tuple(dict.fromkeys(seen.tags + candidate.tags)),
@@ -350,8 +409,9 @@ def _combine(candidates: Sequence[MemoryCandidate]) -> tuple[MemoryCandidate, ..
 
 
 def validate_extraction(payload: object, *, truncated_item: bool = False
-                        ) -> tuple[tuple[MemoryCandidate, ...], tuple[InvalidItem, ...]]:
-    """Validate a parsed answer against schema ``v1``.
+                        ) -> tuple[tuple[MemoryCandidate, ...], tuple[InvalidItem, ...],
+                                   tuple[FieldRepair, ...]]:
+    """Validate a parsed answer against schema ``v1`` (only ``content`` is required).
 
     Args:
         payload: The parsed JSON.
@@ -359,18 +419,23 @@ def validate_extraction(payload: object, *, truncated_item: bool = False
             ``truncated`` instead of validating it.
 
     Returns:
-        (valid candidates, combined by content hash; invalid items with reasons).
+        (valid candidates, combined by content hash; invalid items with reasons; the missing
+        fields of kept items and answer that took their defaults).
     """
     if not isinstance(payload, Mapping):
-        return (), (InvalidItem(None, "not_an_object", None, type(payload).__name__),)
+        return (), (InvalidItem(None, "not_an_object", None, type(payload).__name__),), ()
+    repairs: list[FieldRepair] = []
     version = payload.get("schemaVersion")
-    if version != SCHEMA_VERSION:
+    if version is None:
+        repairs.append(FieldRepair(None, "schemaVersion", SCHEMA_VERSION,
+                                   "null" if "schemaVersion" in payload else "missing"))
+    elif version != SCHEMA_VERSION:
         return (), (InvalidItem(None, "schema_version_mismatch", "schemaVersion",
-                                f"expected {SCHEMA_VERSION!r}, got {version!r}"),)
+                                f"expected {SCHEMA_VERSION!r}, got {version!r}"),), ()
     memories = payload.get("memories")
     if not isinstance(memories, list):
         return (), (InvalidItem(None, "missing_field" if memories is None else "invalid_field",
-                                "memories", "must be a list"),)
+                                "memories", "must be a list"),), ()
     valid: list[MemoryCandidate] = []
     invalid: list[InvalidItem] = []
     for index, item in enumerate(memories):
@@ -378,12 +443,12 @@ def validate_extraction(payload: object, *, truncated_item: bool = False
             invalid.append(InvalidItem(index, "truncated", None,
                                        "the answer was cut off inside this memory"))
             continue
-        checked = _validate_item(item, index)
+        checked = _validate_item(item, index, repairs)
         if isinstance(checked, InvalidItem):
             invalid.append(checked)
         else:
             valid.append(checked)
-    return _combine(valid), tuple(invalid)
+    return _combine(valid), tuple(invalid), tuple(repairs)
 
 
 # -- prompt ---------------------------------------------------------------------------------
@@ -540,15 +605,17 @@ class Extractor:
             invalid: tuple[InvalidItem, ...] = (
                 InvalidItem(None, "unrepairable_json", None, f"{len(raw)} characters"),)
             repairs: tuple[str, ...] = ()
+            field_repairs: tuple[FieldRepair, ...] = ()
         else:
             # Cut inside the last memory: more than object > memories open, or a string.
             cut_inside_item = repaired.closed_string or len(repaired.unclosed) > 2
-            candidates, invalid = validate_extraction(repaired.value,
-                                                      truncated_item=cut_inside_item)
+            candidates, invalid, field_repairs = validate_extraction(
+                repaired.value, truncated_item=cut_inside_item)
             repairs = repaired.repairs
         result = ExtractionResult(candidates, invalid, "llm", None, repairs,
                                   tuple(t.id for t in turns), gateway.provider_name,
-                                  response.model, response.cost_usd, response.attempts)
+                                  response.model, response.cost_usd, response.attempts,
+                                  field_repairs=field_repairs)
         if self.events is not None:
             self.events.emit(EVENT_EXTRACTION, agent_id=conversation.agent_id,
                              source="llm:extractor",
@@ -557,6 +624,7 @@ class Extractor:
                              payload={"valid": len(result.candidates),
                                       "invalid": [i.reason for i in result.invalid],
                                       "repairs": list(result.repairs),
+                                      "field_repairs": [r.to_json() for r in result.field_repairs],
                                       "turns_sent": len(turns)}, force=True)
         return result
 

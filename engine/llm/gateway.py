@@ -16,13 +16,21 @@ without its terminal event is a failed attempt (``truncated``), never a half ans
 
 Events (kinds below) carry provider, model, purpose, attempt, token counts, cost, status and
 reasons — never prompt or completion text, never a key.
+
+:meth:`LLMGateway.metrics` reports seed 000's ``memory_llm_*`` metrics: the circuit state gauge
+(§4), budget utilization and alert counts (§6), and the latency summary per provider and
+operation (§11 ``PerformanceTracker``; the operation is the call's ``purpose``). Latency samples
+and alert counts are restored from the ledger, so a fresh process (``mnemoscope metrics``)
+reports what earlier ones measured.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -55,6 +63,7 @@ from engine.llm.providers import (
 )
 from engine.llm.settings import LLMSettings, resolve_api_key
 from engine.llm.streaming import StreamingAssembler
+from engine.metrics import MAX_SAMPLES
 from engine.records import format_timestamp
 from engine.text import estimate_tokens
 
@@ -171,6 +180,10 @@ class LLMGateway:
         self.projector = TokenProjector(settings.tpm, self._clock)
         self.limiter = RateLimiter(settings.requests_per_minute, self._clock)
         self.latency = LatencySummary()
+        # Calls may come from several worker threads at once (extraction beside compaction).
+        self._metrics_lock = threading.Lock()
+        self._latency_by_operation: dict[tuple[str, str], LatencySummary] = {}
+        self._alerts_total: Counter[int] = Counter()
         self._restore()
 
     @property
@@ -187,6 +200,10 @@ class LLMGateway:
     def _restore(self) -> None:
         if self._store is None:
             return
+        for provider, purpose, latency in self._store.recent_latencies(MAX_SAMPLES):
+            self._record_latency(latency, purpose, provider)
+        with self._metrics_lock:
+            self._alerts_total.update(self._store.alert_counts())
         now = self._clock.now()
         window = self.budget.window_start_ms
         self.budget.restore(window, self._store.spend_since(window),
@@ -221,6 +238,45 @@ class LLMGateway:
             latency_p95_ms=latency.p95,
         )
 
+    def metrics(self) -> dict[str, Any]:
+        """Seed 000's ``memory_llm_*`` metrics as one JSON-able document.
+
+        Keys: ``memory_llm_circuit_state`` (0 closed, 1 open, 2 half-open; §4),
+        ``memory_llm_budget_utilization_percent`` (of the daily budget, 0 when disabled; §6),
+        ``memory_llm_budget_alerts_total`` (per threshold, ``"70"``/``"90"``/``"100"``; §6) and
+        ``memory_llm_latency_ms_summary`` (one §11 summary per provider and operation, plus
+        ``"all"`` over every attempt), beside ``configured``, ``provider`` and ``model``.
+        """
+        budget = self.budget.budget_usd
+        with self._metrics_lock:
+            labelled = sorted(self._latency_by_operation.items())
+            alerts = {str(threshold): self._alerts_total[threshold]
+                      for threshold in (70, 90, 100)}
+        with_labels = [{"provider": provider, "operation": operation,
+                        **summary.get_summary().to_json()}
+                       for (provider, operation), summary in labelled]
+        return {
+            "configured": self.configured,
+            "provider": self.provider_name,
+            "model": self.settings.model,
+            "memory_llm_circuit_state": self.breaker.state.metric_value,
+            "circuit_state": self.breaker.state.value,
+            "memory_llm_budget_utilization_percent":
+                round(self.budget.spent_usd / budget * 100.0, 6) if budget > 0 else 0.0,
+            "memory_llm_budget_alerts_total": alerts,
+            "memory_llm_latency_ms_summary": {
+                "all": self.latency.get_summary().to_json(), "by_operation": with_labels},
+        }
+
+    def _record_latency(self, latency_ms: float, purpose: str,
+                        provider: str | None = None) -> None:
+        """One attempt's latency, overall and under its (provider, operation) labels."""
+        self.latency.record(latency_ms)
+        key = (provider if provider is not None else self.provider_name, purpose)
+        with self._metrics_lock:
+            summary = self._latency_by_operation.setdefault(key, LatencySummary())
+        summary.record(latency_ms)
+
     # -- listeners ---------------------------------------------------------------------------
     def _emit(self, kind: str, *, reason: str | None = None, latency_ms: float | None = None,
               payload: dict[str, Any] | None = None) -> None:
@@ -245,6 +301,8 @@ class LLMGateway:
     def _on_alert(self, alert: BudgetAlert) -> None:
         log.warning("LLM budget utilization reached %d%% (spent %.6f of %g USD)",
                     alert.threshold, alert.spent_usd, alert.budget_usd)
+        with self._metrics_lock:
+            self._alerts_total[alert.threshold] += 1
         if self._store is not None:
             self._store.add_alert(alert.at_ms, alert.window_start_ms, alert.threshold,
                                   alert.spent_usd, alert.budget_usd)
@@ -447,7 +505,7 @@ class LLMGateway:
         self.budget.settle(reservation, float(cost))
         retrying = exc.retryable and attempt + 1 < attempts
         outcome = "retry" if retrying else "failed"
-        self.latency.record(latency)
+        self._record_latency(latency, row.purpose)
         if self._store is not None:
             self._store.add_call(replace(row, ts_ms=self._clock.now(), outcome=outcome,
                                          status=exc.status, failure=exc.failure,
@@ -470,7 +528,7 @@ class LLMGateway:
             usage = self._estimate_usage(request, response.text)
         cost = self.settings.price_for(model).cost(usage.input_tokens, usage.output_tokens)
         self.projector.record(usage.total_tokens)
-        self.latency.record(latency)
+        self._record_latency(latency, row.purpose)
         if self._store is not None:
             self._store.add_call(replace(row, ts_ms=self._clock.now(), outcome="ok",
                                          input_tokens=usage.input_tokens,

@@ -210,6 +210,25 @@ class LLMLedger:
             (since_ms, provider))
         return [float(r["ts_ms"]) for r in rows]
 
+    def recent_latencies(self, limit: int) -> list[tuple[str, str, float]]:
+        """(provider, purpose, latency ms) of the latest ``limit`` attempts that reached a
+        provider, oldest first (seed 000 §11 summaries after a restart)."""
+        if not self.ready:
+            return []
+        rows = self.ledger.query(
+            "SELECT provider, purpose, latency_ms FROM llm_calls WHERE latency_ms IS NOT NULL"
+            " ORDER BY id DESC LIMIT ?", (limit,))
+        return [(str(r["provider"]), str(r["purpose"]), float(r["latency_ms"]))
+                for r in reversed(rows)]
+
+    def alert_counts(self) -> dict[int, int]:
+        """Budget alerts ever raised, per threshold (``memory_llm_budget_alerts_total``)."""
+        if not self.ready:
+            return {}
+        rows = self.ledger.query("SELECT threshold, COUNT(*) AS n FROM llm_budget_alerts"
+                                 " GROUP BY threshold")
+        return {int(r["threshold"]): int(r["n"]) for r in rows}
+
     def last_transition(self, provider: str) -> tuple[float, str] | None:
         """(ts, to_state) of the provider's latest breaker transition."""
         if not self.ready:

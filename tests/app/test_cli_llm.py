@@ -117,3 +117,75 @@ def test_bad_input_file(cli: Runner, tmp_path: Path) -> None:
     code, _, err = cli("extract", str(tmp_path / "missing.json"), "--dry-run")
     assert code == 1
     assert "missing.json" in err
+
+
+TRIP = ["Went to Lisbon with Ana in May and ate pasteis de nata.",
+        "Took the tram 28 up to the castle on the second morning.",
+        "Ana lost her phone at the Alfama flea market, found it at a kiosk.",
+        "Flew back from Lisbon to Berlin on a late Sunday flight."]
+
+
+def _trip(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every episodic record is old enough and none is kept back, so all four are compacted.
+    monkeypatch.setenv("MEMORY_EPISODIC_WINDOW_MS", "0")
+    monkeypatch.setenv("MEMORY_EPISODIC_KEEP_RECENT", "0")
+    for text in TRIP:
+        code, _, err = cli("add", text, "--agent", "traveller", "--layer", "episodic",
+                           "--tags", "lisbon")
+        assert code == 0, err
+
+
+def test_compact_summarizes_through_the_configured_provider(
+        cli: Runner, server: LLMTestServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _trip(cli, monkeypatch)
+    server.script(Behaviour(content="A May trip to Lisbon with Ana: tram 28, a lost phone "
+                                    "found again, a late flight home."))
+    code, out, err = cli("--json", "compact", "--agent", "traveller")
+    assert code == 0, err
+    [task] = json.loads(out)["agents"][0]["tasks"]
+    assert (task["status"], task["summarizer"]) == ("completed", "llm:openai")
+    sent = json.dumps(server.requests[-1].body)
+    assert "Ana lost her phone" in sent
+    code, out, _ = cli("--json", "list", "--agent", "traveller")
+    [record] = json.loads(out)["records"]
+    assert record["content"].startswith("A May trip to Lisbon")
+    assert record["source"] == "compaction:llm:openai"
+
+
+def test_compact_falls_back_when_the_provider_fails(
+        cli: Runner, server: LLMTestServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _trip(cli, monkeypatch)
+    server.script(Behaviour(kind="status", status=400))  # not retryable: one request
+    code, out, err = cli("compact", "--agent", "traveller")
+    assert code == 0, err
+    assert "completed 4 source(s)" in out and "via heuristic" in out
+    code, out, _ = cli("--json", "events", "--limit", "50")
+    kinds = {e["kind"]: e for e in json.loads(out)["events"]}
+    assert kinds["llm:fallback"]["decision_reason"] == "provider_error"
+    assert "memory:summarization:fallback" in kinds
+
+
+def test_compact_no_llm_keeps_the_heuristic(cli: Runner, server: LLMTestServer,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _trip(cli, monkeypatch)
+    code, out, err = cli("compact", "--agent", "traveller", "--no-llm")
+    assert code == 0, err
+    assert "via heuristic" in out
+    assert server.requests == []
+
+
+def test_metrics_reports_the_seed_llm_metrics(cli: Runner, conversation: Path) -> None:
+    code, _, err = cli("extract", str(conversation))
+    assert code == 0, err
+    code, out, err = cli("--json", "metrics")
+    assert code == 0, err
+    llm = json.loads(out)["llm"]
+    assert (llm["configured"], llm["provider"], llm["model"]) == (True, "openai", "gpt-4o-mini")
+    assert llm["memory_llm_circuit_state"] == 0
+    assert llm["memory_llm_budget_utilization_percent"] > 0  # the extraction was charged
+    assert set(llm["memory_llm_budget_alerts_total"]) == {"70", "90", "100"}
+    [row] = llm["memory_llm_latency_ms_summary"]["by_operation"]
+    assert (row["provider"], row["operation"], row["count"]) == ("openai", "extract", 1)
+    code, out, _ = cli("metrics")
+    assert "memory_llm_circuit_state         0 (closed)" in out
+    assert "openai/extract: p50" in out

@@ -150,7 +150,7 @@ def test_llm_output_is_repaired_or_refused_never_crashes(text: str) -> None:
     if fixed is None:
         return
     payload = json.loads(fixed)  # whatever repair returns parses
-    valid, invalid = validate_extraction(payload)
+    valid, invalid, _repairs = validate_extraction(payload)
     for bad in invalid:
         assert bad.reason  # every refused item says why (and which field, when one is at fault)
     assert all(candidate.content for candidate in valid)
@@ -169,7 +169,7 @@ def test_good_llm_answers_survive_common_damage(items: list[dict[str, Any]], dam
         text = text[:-2]  # the closing "]}" lost (a cut-off answer)
     fixed = repair_json(text)
     assert fixed is not None, text
-    valid, invalid = validate_extraction(json.loads(fixed))
+    valid, invalid, _repairs = validate_extraction(json.loads(fixed))
     assert not invalid, invalid
     kept = {c.content for c in valid}
     assert kept == {str(i["content"]).strip() for i in items}

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from app.cli.commands.llm import open_gateway
 from app.cli.context import CliContext
 from engine.lifecycle import LifecycleReport, PruneMode
+from engine.llm import CompactionSummarizer, Summarizer
 
 __all__ = ["register"]
 
@@ -36,13 +38,19 @@ def register(subparsers: Any) -> None:
     compact.add_argument("--dry-run", action="store_true", help="show the groups, change nothing")
     compact.add_argument("--limit", type=int, default=None, metavar="N",
                          help="compact at most N records per agent")
+    compact.add_argument("--provider", help="LLM provider that writes the summaries (default: "
+                                            "the configured one; none: the local heuristic)")
+    compact.add_argument("--model", help="model name (default: $MNEMOSCOPE_LLM_MODEL)")
+    compact.add_argument("--no-llm", action="store_true",
+                         help="summarize with the local heuristic even if a provider is set")
     compact.set_defaults(handler=_compact)
 
     scan = subparsers.add_parser("redact-scan",
                                  help="list stored records holding secrets or personal data")
     scan.set_defaults(handler=_redact_scan)
 
-    metrics = subparsers.add_parser("metrics", help="seed 002 §20 memory metrics")
+    metrics = subparsers.add_parser(
+        "metrics", help="seed 002 §20 memory metrics and seed 000 memory_llm_* metrics")
     metrics.set_defaults(handler=_metrics)
 
 
@@ -78,7 +86,16 @@ def _retention(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run, embed=not args.dry_run)
-    reports = engine.compact(ctx.agent(engine, args.agent), args.dry_run, limit=args.limit)
+    summarizer: CompactionSummarizer | None = None
+    if not args.dry_run and not args.no_llm:
+        # Through the same gateway as ``extract`` (breaker, budget, retries, redaction, ledger);
+        # when it says no, compaction falls back to its heuristic and says why (events).
+        gateway = open_gateway(ctx, args, engine.ledger, engine.events, sends_prompts=True)
+        if gateway.configured:
+            summarizer = CompactionSummarizer(Summarizer(gateway, engine.events),
+                                              model=args.model)
+    reports = engine.compact(ctx.agent(engine, args.agent), args.dry_run, summarizer,
+                             limit=args.limit)
     if ctx.json:
         ctx.emit_json({"agents": [r.to_json() for r in reports]})
         return 0
@@ -94,8 +111,9 @@ def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
         for task in report.tasks:
             target = f" -> {ctx.ident(task.summary_record_id)}" if task.summary_record_id else ""
             why = f" ({task.failure_reason})" if task.failure_reason else ""
+            via = f" via {task.summarizer}" if task.status.value == "completed" else ""
             ctx.print(f"  task {task.id[:8]} {task.status.value:<9} {len(task.source_ids)} "
-                      f"source(s){target}{why}")
+                      f"source(s){target}{via}{why}")
     return 0
 
 
@@ -113,7 +131,11 @@ def _redact_scan(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
-    report = ctx.open_engine(read_only=True).metrics()
+    engine = ctx.open_engine(read_only=True)
+    # The configured provider's gateway over the store's ledger: breaker and budget as they
+    # stand, latency samples and alerts as earlier processes recorded them. Nothing is sent.
+    gateway = open_gateway(ctx, args, engine.ledger, None, sends_prompts=False)
+    report = engine.metrics(gateway)
     if ctx.json:
         ctx.emit_json(report)
         return 0
@@ -121,4 +143,15 @@ def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
         if not isinstance(value, dict):
             ctx.print(f"{key:<32} {value}")
     ctx.print(f"{'redacted_records_stored':<32} {report['redacted_records_stored']}")
+    llm = report["llm"]
+    ctx.print(f"{'memory_llm_circuit_state':<32} {llm['memory_llm_circuit_state']} "
+              f"({llm['circuit_state']})")
+    ctx.print(f"{'memory_llm_budget_utilization_percent':<32} "
+              f"{llm['memory_llm_budget_utilization_percent']}")
+    alerts = ", ".join(f"{k}%: {v}" for k, v in llm["memory_llm_budget_alerts_total"].items())
+    ctx.print(f"{'memory_llm_budget_alerts_total':<32} {alerts}")
+    for row in llm["memory_llm_latency_ms_summary"]["by_operation"]:
+        ctx.print(f"{'memory_llm_latency_ms_summary':<32} {row['provider']}/{row['operation']}: "
+                  f"p50 {row['p50']} p95 {row['p95']} p99 {row['p99']} ms "
+                  f"({row['count']} calls)")
     return 0

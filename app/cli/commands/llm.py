@@ -1,4 +1,4 @@
-"""LLM commands: ``extract CONVERSATION.json`` and ``llm status``.
+"""LLM commands: ``extract CONVERSATION.json``, ``llm status`` (and the gateway ``compact`` uses).
 
 ``extract`` sends a conversation through the LLM gateway (breaker, throttle, budget, retries,
 redaction), validates the answer against the extraction schema and either prints the candidates
@@ -27,7 +27,7 @@ from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.llm import Extractor, LLMGateway, load_conversation
 from engine.llm.extractor import ExtractionResult
 
-__all__ = ["register"]
+__all__ = ["open_gateway", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -79,8 +79,10 @@ def _redactor(ctx: CliContext, *, sends_prompts: bool) -> Callable[[str], str] |
     return redact
 
 
-def _gateway(ctx: CliContext, args: argparse.Namespace, ledger: Ledger,
-             events: EventBus | None, *, sends_prompts: bool) -> LLMGateway:
+def open_gateway(ctx: CliContext, args: argparse.Namespace, ledger: Ledger,
+                 events: EventBus | None, *, sends_prompts: bool) -> LLMGateway:
+    """The gateway of the configured provider (``--provider`` / ``--model`` override it),
+    closed with the CLI context. ``compact`` uses it too."""
     settings = ctx.settings.llm_settings().with_overrides(
         provider=getattr(args, "provider", None), model=getattr(args, "model", None))
     redactor = _redactor(ctx, sends_prompts=sends_prompts and settings.configured)
@@ -95,7 +97,7 @@ def _status(args: argparse.Namespace, ctx: CliContext) -> int:
     path = _ledger_path(ctx)
     ledger = Ledger(path, read_only=True)
     ctx.on_close(ledger.close)
-    gateway = _gateway(ctx, args, ledger, None, sends_prompts=False)
+    gateway = open_gateway(ctx, args, ledger, None, sends_prompts=False)
     status = gateway.status()
     document = status.to_json()
     if ctx.json:
@@ -122,6 +124,10 @@ def _print_result(ctx: CliContext, result: ExtractionResult, stored: list[str] |
         importance = "-" if candidate.importance is None else f"{candidate.importance:.2f}"
         ctx.print(f"  [{candidate.category.value}] {candidate.content}  "
                   f"(importance {importance}, confidence {candidate.confidence:.2f})")
+    for repair in result.field_repairs:
+        where = "answer" if repair.index is None else f"item {repair.index}"
+        default = "left to ingest" if repair.value is None else repr(repair.value)
+        ctx.print(f"  repaired {where}: {repair.field} {repair.reason}, default {default}")
     for item in result.invalid:
         where = "answer" if item.index is None else f"item {item.index}"
         field = f" {item.field}" if item.field else ""
@@ -143,7 +149,7 @@ def _extract(args: argparse.Namespace, ctx: CliContext) -> int:
     else:
         engine = ctx.open_engine(embed=True)
         ledger, events = engine.ledger, engine.events
-    gateway = _gateway(ctx, args, ledger, events, sends_prompts=True)
+    gateway = open_gateway(ctx, args, ledger, events, sends_prompts=True)
     result = Extractor(gateway, events).extract(conversation, model=args.model)
     stored: list[str] | None = None
     decisions: list[dict[str, object]] | None = None

@@ -39,6 +39,9 @@ def test_reads(engine: MemoryEngine, clock: DeterministicClock,
     assert client.patterns() == []
     assert client.spatial(x=1, y=1, z=1, radius=0.5)[0]["record_id"] == first.id
     assert client.debug_memory()["sanitized"] is True
+    metrics = client.metrics()
+    assert metrics["aggregate"]["memory_records_total"] == client.snapshot()["store"]["records"]
+    assert metrics["llm"]["memory_llm_budget_alerts_total"] == {"70": 0, "90": 0, "100": 0}
     with pytest.raises(ApiError) as missing:
         client.record("no/such id")
     assert missing.value.status == 404

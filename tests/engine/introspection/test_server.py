@@ -14,10 +14,13 @@ import pytest
 from engine.clock import DeterministicClock
 from engine.errors import ConfigInvalid
 from engine.introspection import IntrospectionServer, ServerLimits, is_loopback
+from engine.llm import ChatMessage, ChatRequest, LLMGateway, LLMSettings
+from engine.llm.settings import ProviderKind
 from engine.memory_engine import MemoryEngine
 from engine.records import Layer, NewMemory
 from engine.store import StoreSpec
 from tests.engine.introspection.conftest import TOKEN
+from tests.support.llm_server import LLMTestServer
 
 SECRET_KEY = "sk-proj-Abc123Def456Ghi789Jkl012Mno345"
 EMAIL = "jane.doe@example.com"
@@ -312,3 +315,25 @@ def test_connection_cap_answers_503(engine: MemoryEngine,
             break
         threading.Event().wait(0.1)
     assert answer.status_code == 200
+
+
+def test_metrics_endpoint_carries_the_seed_llm_metrics(engine: MemoryEngine,
+                                                       clock: DeterministicClock,
+                                                       http: httpx.Client) -> None:
+    _populate(engine, clock)
+    with LLMTestServer() as llm:
+        settings = LLMSettings(provider="openai", kind=ProviderKind.OPENAI,
+                               base_url=llm.base_url + "/v1", model="test-model",
+                               api_key_env=None, use_keyring=False)
+        gateway = LLMGateway(settings, ledger=engine.ledger, clock=clock,
+                             api_key=lambda: "sk-test")
+        try:
+            gateway.complete(ChatRequest((ChatMessage("user", "hi"),)), purpose="extract")
+        finally:
+            gateway.close()
+    metrics = http.get("/v1/metrics").json()
+    assert metrics["aggregate"]["memory_records_total"] == 8
+    llm_block = metrics["llm"]
+    assert llm_block["memory_llm_circuit_state"] == 0
+    [row] = llm_block["memory_llm_latency_ms_summary"]["by_operation"]
+    assert (row["provider"], row["operation"], row["count"]) == ("openai", "extract", 1)

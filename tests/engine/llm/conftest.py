@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine.config import MemoryConfig
 from engine.events import Event, EventBus
 from engine.ledger import Ledger
 from engine.llm import DeterministicClock, DeterministicRNG, LLMGateway, LLMSettings, ModelPrice
 from engine.llm.settings import ProviderKind
+from engine.memory_engine import EngineConfig, MemoryEngine
+from engine.records import Layer, MemoryRecord
+from engine.store import StoreSpec
+from tests.engine.retrieval.conftest import NOW, HashEmbedder, make_record
 from tests.support.llm_server import LLMTestServer
 
 SECRET_KEY = "sk-test-SUPERSECRET-0123456789abcdef"
@@ -83,3 +90,17 @@ def make_rig(server: LLMTestServer) -> Iterator[MakeRig]:
     yield make
     for rig in made:
         rig.gateway.close()
+
+
+def open_engine(path: Path, **memory: Any) -> MemoryEngine:
+    """An embedded engine at ``path`` (hash embedder, clock at the retrieval tests' NOW)."""
+    config = EngineConfig(memory=dataclasses.replace(MemoryConfig(), **memory))
+    return MemoryEngine.open(StoreSpec(str(path)), clock=DeterministicClock(NOW),
+                             embedder=HashEmbedder(), config=config)
+
+
+def episodes(count: int) -> list[MemoryRecord]:
+    """``count`` old episodic records of agent ``a`` about one theme (one compaction group)."""
+    return [make_record(i, f"Alice met Bob at the cafe on day {i}. They talked about jazz.",
+                        layer=Layer.EPISODIC, importance=0.3, age_days=count - i + 1,
+                        tags=("cafe",)) for i in range(count)]

@@ -53,39 +53,90 @@ def test_validation_reports_each_invalid_item() -> None:
         _memory(""),
         _memory("x", category="opinion"),
         _memory("y", importance=1.5),
-        _memory("z", confidence=None),
+        _memory("z", confidence="high"),
         "just text",
         _memory("w", tags="not-a-list"),
     ]}
-    valid, invalid = validate_extraction(payload)
+    valid, invalid, repairs = validate_extraction(payload)
     assert [c.content for c in valid] == ["User works as a nurse"]
     assert valid[0].category is Category.FACT
     assert valid[0].tags == ("job",)
     assert [(i.index, i.reason, i.field) for i in invalid] == [
         (1, "invalid_field", "content"), (2, "invalid_field", "category"),
-        (3, "invalid_field", "importance"), (4, "missing_field", "confidence"),
+        (3, "invalid_field", "importance"), (4, "invalid_field", "confidence"),
         (5, "not_an_object", None), (6, "invalid_field", "tags")]
+    assert repairs == ()
 
 
 def test_schema_version_is_checked() -> None:
-    valid, invalid = validate_extraction({"schemaVersion": "v2", "memories": []})
+    valid, invalid, _ = validate_extraction({"schemaVersion": "v2", "memories": []})
     assert valid == ()
     assert invalid[0].reason == "schema_version_mismatch"
     assert validate_extraction([])[1][0].reason == "not_an_object"
     assert validate_extraction({"schemaVersion": "v1"})[1][0].field == "memories"
 
 
+@pytest.mark.parametrize(("field", "default"), [
+    ("category", "fact"), ("importance", None), ("confidence", 0.5)])
+@pytest.mark.parametrize("how", ["missing", "null"])
+def test_missing_optional_field_takes_its_default_and_is_a_repair(field: str,
+                                                                  default: object,
+                                                                  how: str) -> None:
+    item = _memory("User works as a nurse", category="preference", importance=0.7,
+                   confidence=0.9)
+    if how == "missing":
+        del item[field]
+    else:
+        item[field] = None
+    [candidate], invalid, repairs = validate_extraction(
+        {"schemaVersion": "v1", "memories": [item]})
+    assert invalid == ()
+    value = candidate.category.value if field == "category" else getattr(candidate, field)
+    assert value == default
+    assert [r.to_json() for r in repairs] == [
+        {"index": 0, "field": field, "value": default, "reason": how}]
+
+
+def test_seed_example_memory_is_kept_with_every_default() -> None:
+    # seed 000 §8's own example answer: {"content": "test"}, and no schemaVersion at all.
+    [candidate], invalid, repairs = validate_extraction({"memories": [{"content": "test"}]})
+    assert invalid == ()
+    assert (candidate.content, candidate.category, candidate.importance,
+            candidate.confidence) == ("test", Category.FACT, None, 0.5)
+    assert [(r.index, r.field, r.value) for r in repairs] == [
+        (None, "schemaVersion", "v1"), (0, "category", "fact"), (0, "importance", None),
+        (0, "confidence", 0.5)]
+    new = candidate.to_new_memory(agent_id="a", source="extractor:test")
+    assert new.importance is None  # left to the ingest pipeline (surprise × category weight)
+
+
+def test_missing_content_is_still_an_error_naming_the_field() -> None:
+    valid, invalid, repairs = validate_extraction({"schemaVersion": "v1", "memories": [
+        {"category": "fact", "confidence": 0.9}, {"content": "User likes tea"}]})
+    assert [c.content for c in valid] == ["User likes tea"]
+    assert [(i.index, i.reason, i.field) for i in invalid] == [(0, "missing_field", "content")]
+    # the rejected item's defaults were never used, so only the kept item's are reported
+    assert {r.index for r in repairs} == {1}
+
+
+def test_defaulted_importance_stays_unknown_when_combined() -> None:
+    [candidate], _, _ = validate_extraction({"memories": [
+        {"content": "User likes tea"}, {"content": "user likes tea.", "confidence": 0.7}]})
+    assert candidate.importance is None
+    assert candidate.confidence == 0.583333  # seed 000 §5: merge(0.5 default, 0.7)
+
+
 def test_same_fact_twice_merges_confidence() -> None:
     payload = {"schemaVersion": "v1", "memories": [
         _memory("User likes tea.", confidence=0.8, importance=0.3),
         _memory("user likes tea", confidence=0.6, importance=0.9)]}
-    [candidate], _ = validate_extraction(payload)
+    [candidate], _, _ = validate_extraction(payload)
     assert candidate.confidence == 0.685714  # seed 000 §5 merge
     assert candidate.importance == 0.9
 
 
 def test_candidate_becomes_new_memory() -> None:
-    [candidate], _ = validate_extraction({"schemaVersion": "v1", "memories": [
+    [candidate], _, _ = validate_extraction({"schemaVersion": "v1", "memories": [
         _memory("User is a nurse", emotionalContext="proud", sourceMessageIds=["u2"])]})
     new = candidate.to_new_memory(agent_id="agent-7", source="extractor:test")
     assert (new.content, new.agent_id, new.source_tier) == ("User is a nurse", "agent-7",
@@ -108,6 +159,26 @@ def test_extract_through_the_real_server(server: LLMTestServer, make_rig: MakeRi
     prompt = server.requests[-1].body
     assert "[u2] user: My sister lives in Lyon." in json.dumps(prompt)
     assert rig.kinds()[-1] == "llm:extraction"
+
+
+def test_small_model_answer_without_optional_fields_is_kept(server: LLMTestServer,
+                                                             make_rig: MakeRig) -> None:
+    # What small local models answer: no schemaVersion, memories with content only.
+    server.script(Behaviour(content=json.dumps({"memories": [
+        {"content": "User works as a nurse"},
+        {"content": "User's sister lives in Lyon", "confidence": 0.9}]})))
+    rig = make_rig("openai")
+    result = Extractor(rig.gateway, rig.bus, DeterministicRNG(1)).extract(CONVERSATION)
+    assert (result.source, result.invalid) == ("llm", ())
+    assert [(c.content, c.confidence) for c in result.candidates] == [
+        ("User works as a nurse", 0.5), ("User's sister lives in Lyon", 0.9)]
+    document = result.to_json()
+    assert {(r["index"], r["field"]) for r in document["field_repairs"]} == {
+        (None, "schemaVersion"), (0, "category"), (0, "importance"), (0, "confidence"),
+        (1, "category"), (1, "importance")}
+    extraction = [e for e in rig.events if e.kind == "llm:extraction"][-1]
+    assert extraction.decision_reason == "ok"
+    assert len(extraction.payload["field_repairs"]) == 6
 
 
 def test_model_json_is_repaired(server: LLMTestServer, make_rig: MakeRig) -> None:
