@@ -53,7 +53,7 @@ from engine.retrieval import (
     ScoringWeights,
 )
 from engine.retrieval import rescore as rescore_candidates
-from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
+from engine.store import LAYERS, PRIVACIES, STATES, MemoryStore, StoreSpec
 
 if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
     from engine.exits import Masking
@@ -159,6 +159,7 @@ class StoreStats:
     by_privacy: Mapping[str, int]
     pending_embeddings: int
     expired: int
+    by_state: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Wire form."""
@@ -166,6 +167,7 @@ class StoreStats:
             "location": self.location, "kind": self.kind, "read_only": self.read_only,
             "foreign": self.foreign, "records": self.records, "by_layer": dict(self.by_layer),
             "by_agent": dict(self.by_agent), "by_privacy": dict(self.by_privacy),
+            "by_state": dict(self.by_state),
             "pending_embeddings": self.pending_embeddings, "expired": self.expired,
         }
 
@@ -467,13 +469,14 @@ class MemoryEngine:
                        [float(d) for d in np.atleast_1d(decayed)])
 
     def stats(self) -> StoreStats:
-        """Counts by layer, agent and privacy, pending embeddings and expired records."""
+        """Counts by layer, agent, privacy and state, pending embeddings and expired records."""
         snapshot = self._store.view.snapshot()
         live = snapshot.live_rows
         now = self._clock.now()
         by_layer = Counter(LAYERS[c].value for c in snapshot.layer[live])
         by_agent = Counter(snapshot.agents[c] for c in snapshot.agent[live])
         by_privacy = Counter(PRIVACIES[c].value for c in snapshot.privacy[live])
+        states = np.bincount(snapshot.state[live].astype(np.intp), minlength=len(STATES))
         return StoreStats(
             location=self._store.location, kind=self._store.kind,
             read_only=self._store.read_only, foreign=self._store.foreign,
@@ -483,6 +486,7 @@ class MemoryEngine:
             by_privacy={p.value: by_privacy.get(p.value, 0) for p in Privacy},
             pending_embeddings=int((~snapshot.has_vector[live]).sum()),
             expired=int((snapshot.expires_at[live] < now).sum()),
+            by_state={state.value: int(states[code]) for code, state in enumerate(STATES)},
         )
 
     def doctor(self) -> dict[str, Any]:

@@ -48,6 +48,8 @@ def test_pause_archive_resume_list_get_export(cli: Runner, tmp_path: Path) -> No
                                               piano: "active"}
     code, out, _ = cli("list")
     assert "[paused] Bob drinks green tea" in out and "chess" not in out
+    code, out, _ = cli("--json", "stats")
+    assert json.loads(out)["by_state"] == {"active": 1, "paused": 1, "archived": 1}
     code, out, _ = cli("get", chess)
     assert code == 0 and any(line.split() == ["state", "archived"]
                              for line in out.splitlines())

@@ -242,3 +242,30 @@ def test_a_merge_into_a_paused_record_keeps_it_paused(engine: MemoryEngine) -> N
     assert applied and applied[0].payload["target_state"] == "paused"
     assert target.id not in _retrieved(engine, target.content)
     assert engine.count() == 1
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_state_is_shared_through_a_chroma_server(chroma_server_url: str, unique_collection: str,
+                                                 tmp_path: Path) -> None:
+    # Two engines on one real `chroma run` (the several-process setup): a pause by one is a
+    # metadata write the other reads back, and neither retrieves the paused record.
+    spec = StoreSpec(chroma_server_url, collection=unique_collection)
+    writer = MemoryEngine.open(spec, ledger_path=tmp_path / "a.sqlite3",
+                               embedder=HashingEmbedder(), clock=DeterministicClock(1e12))
+    reader = MemoryEngine.open(spec, ledger_path=tmp_path / "b.sqlite3",
+                               embedder=HashingEmbedder(), clock=DeterministicClock(1e12))
+    try:
+        records = _fill(writer, 3)
+        writer.pause([records[0].id])
+        writer.archive([records[1].id])
+        reader.refresh()
+        assert reader.get(records[0].id).state is RecordState.PAUSED
+        assert _retrieved(reader) == [records[2].id]
+        assert {r.id for r in reader.list_records().records} == {records[0].id, records[2].id}
+        writer.resume([records[0].id, records[1].id])
+        reader.refresh()
+        assert set(_retrieved(reader)) == {r.id for r in records}
+    finally:
+        writer.close()
+        reader.close()

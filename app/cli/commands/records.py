@@ -112,7 +112,8 @@ def register(subparsers: Any) -> None:
         command.add_argument("ids", nargs="+", metavar="ID")
         command.set_defaults(handler=handler)
 
-    stats = subparsers.add_parser("stats", help="record counts by layer, agent and privacy")
+    stats = subparsers.add_parser("stats",
+                                  help="record counts by layer, agent, privacy and state")
     stats.set_defaults(handler=_stats)
 
     doctor = subparsers.add_parser(
@@ -306,6 +307,7 @@ def _stats(args: argparse.Namespace, ctx: CliContext) -> int:
               f"expired: {stats.expired})")
     ctx.print("layers:   " + ", ".join(f"{k} {v}" for k, v in stats.by_layer.items()))
     ctx.print("privacy:  " + ", ".join(f"{k} {v}" for k, v in stats.by_privacy.items()))
+    ctx.print("states:   " + ", ".join(f"{k} {v}" for k, v in stats.by_state.items()))
     ctx.print("agents:   " + (", ".join(f"{k} {v}" for k, v in stats.by_agent.items()) or "-"))
     return 0
 
