@@ -159,6 +159,7 @@ def test_state_survives_reopen(store_dir: Path, clock: DeterministicClock,
         (store_dir / CACHE_META).unlink()  # the next open reads Chroma
     engine = _open(store_dir, clock, fake_embedder)
     try:
+        assert engine.store._view_from_cache is cached
         states = {r.id: r.state for r in engine.list_rows(RecordQuery(states=ALL_STATES)).rows}
         assert states == {records[0].id: RecordState.PAUSED,
                           records[1].id: RecordState.ARCHIVED,
