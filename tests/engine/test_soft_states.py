@@ -270,3 +270,32 @@ def test_state_is_shared_through_a_chroma_server(chroma_server_url: str, unique_
     finally:
         writer.close()
         reader.close()
+
+
+def test_an_export_imported_elsewhere_keeps_each_state(engine: MemoryEngine, tmp_path: Path,
+                                                       clock: DeterministicClock,
+                                                       fake_embedder: HashingEmbedder) -> None:
+    active, paused, archived = _fill(engine, 3)
+    engine.pause([paused.id])
+    engine.archive([archived.id])
+    exported = tmp_path / "export.jsonl"
+    assert engine.export_jsonl(exported) == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"content": "bob naps", "state": "asleep"}\n', encoding="utf-8")
+    other = _open(tmp_path / "other", clock, fake_embedder)
+    try:
+        report = other.import_jsonl(exported)
+        states = {r.content: r.state for r in
+                  other.list_records(RecordQuery(states=ALL_STATES)).records}
+        assert states == {active.content: RecordState.ACTIVE,
+                          paused.content: RecordState.PAUSED,
+                          archived.content: RecordState.ARCHIVED}
+        assert all("state" not in r.metadata for r in
+                   other.list_records(RecordQuery(states=ALL_STATES)).records)
+        assert [line.action for line in report.lines] == ["inserted"] * 3
+        refused = other.import_jsonl(bad)
+        assert refused.lines[0].action == "error"
+        assert "state" in refused.lines[0].reason and "asleep" in refused.lines[0].reason
+        assert other.count() == 3
+    finally:
+        other.close()
