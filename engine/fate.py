@@ -297,6 +297,14 @@ def mass_retirements(engine: MemoryEngine, limit: int = DEFAULT_MASS_LIMIT
     return sorted(found, key=lambda m: m.ts)
 
 
+# Edit-history ops of the soft states (MemoryEngine.pause / archive / resume) as sentences.
+_STATE_SENTENCES = {
+    "pause": "paused by {actor}: kept, not retrieved",
+    "archive": "archived by {actor}: kept and hidden, not retrieved",
+    "resume": "resumed by {actor}: retrieved again",
+}
+
+
 def record_fate(engine: MemoryEngine, record_id: str, *,
                 mass_limit: int = DEFAULT_MASS_LIMIT) -> RecordFate:
     """The story of ``record_id`` from the ledger (see the module docstring).
@@ -329,6 +337,9 @@ def record_fate(engine: MemoryEngine, record_id: str, *,
             step = FateStep(entry.ts, "edited", f"edited by {actor}{changed}", actor=actor)
         elif entry.op == "redact":
             step = FateStep(entry.ts, "redacted", f"redacted in place by {actor}", actor=actor)
+        elif entry.op in _STATE_SENTENCES:  # soft states: the record stays alive
+            step = FateStep(entry.ts, entry.op, _STATE_SENTENCES[entry.op].format(actor=actor),
+                            actor=actor)
         elif entry.op == "restore":
             step = FateStep(entry.ts, "restored", f"restored by {actor} (undo)", actor=actor)
         elif entry.op == "delete":

@@ -14,6 +14,7 @@ from engine.clock import DeterministicClock
 from engine.config import RetentionPolicy
 from engine.errors import RecordNotFound, ValidationError
 from engine.events import EventFilter
+from engine.fate import record_fate
 from engine.ingest.kinds import Action
 from engine.lifecycle.compaction import select_compaction
 from engine.lifecycle.pruning import PruneMode, select_retention
@@ -299,3 +300,14 @@ def test_an_export_imported_elsewhere_keeps_each_state(engine: MemoryEngine, tmp
         assert other.count() == 3
     finally:
         other.close()
+
+
+def test_fate_tells_the_state_changes(engine: MemoryEngine) -> None:
+    record = _fill(engine, 1)[0]
+    engine.pause([record.id], actor="tester")
+    engine.resume([record.id], actor="tester")
+    fate = record_fate(engine, record.id)
+    texts = [step.text for step in fate.steps]
+    assert "paused by tester: kept, not retrieved" in texts
+    assert "resumed by tester: retrieved again" in texts
+    assert fate.status == "alive"
