@@ -30,6 +30,7 @@ from engine.records import (
     NewMemory,
     Privacy,
     ProvenanceEntry,
+    RecordState,
     RelatedLink,
     TrustTier,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "Privacy",
     "ProvenanceEntry",
     "RecordNotFound",
+    "RecordState",
     "RelatedLink",
     "RetentionPolicy",
     "SchemaMismatch",

@@ -297,6 +297,17 @@ def mass_retirements(engine: MemoryEngine, limit: int = DEFAULT_MASS_LIMIT
     return sorted(found, key=lambda m: m.ts)
 
 
+def _state_sentence(op: str, actor: str) -> str | None:
+    """The sentence of a soft-state edit (MemoryEngine.pause / archive / resume), else None."""
+    if op == "pause":
+        return f"paused by {actor}: kept, not retrieved"
+    if op == "archive":
+        return f"archived by {actor}: kept and hidden, not retrieved"
+    if op == "resume":
+        return f"resumed by {actor}: retrieved again"
+    return None
+
+
 def record_fate(engine: MemoryEngine, record_id: str, *,
                 mass_limit: int = DEFAULT_MASS_LIMIT) -> RecordFate:
     """The story of ``record_id`` from the ledger (see the module docstring).
@@ -329,6 +340,8 @@ def record_fate(engine: MemoryEngine, record_id: str, *,
             step = FateStep(entry.ts, "edited", f"edited by {actor}{changed}", actor=actor)
         elif entry.op == "redact":
             step = FateStep(entry.ts, "redacted", f"redacted in place by {actor}", actor=actor)
+        elif (sentence := _state_sentence(entry.op, actor)) is not None:
+            step = FateStep(entry.ts, entry.op, sentence, actor=actor)  # the record stays alive
         elif entry.op == "restore":
             step = FateStep(entry.ts, "restored", f"restored by {actor} (undo)", actor=actor)
         elif entry.op == "delete":

@@ -41,7 +41,7 @@ from engine.lifecycle import (
 )
 from engine.metrics import MemoryMetrics
 from engine.query import RecordPage, RecordQuery, RecordRow, RowPage, page_rows, select_rows
-from engine.records import Layer, MemoryRecord, NewMemory, Privacy, parse_timestamp
+from engine.records import Layer, MemoryRecord, NewMemory, Privacy, RecordState, parse_timestamp
 from engine.redaction import SECRET_PATTERN_NAMES, Redactor
 from engine.retrieval import (
     Ranking,
@@ -53,7 +53,7 @@ from engine.retrieval import (
     ScoringWeights,
 )
 from engine.retrieval import rescore as rescore_candidates
-from engine.store import LAYERS, PRIVACIES, MemoryStore, StoreSpec
+from engine.store import LAYERS, PRIVACIES, STATES, MemoryStore, StoreSpec
 
 if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
     from engine.exits import Masking
@@ -89,6 +89,15 @@ EVENT_CREATED = "memory:record:created"
 EVENT_EDITED = "memory:record:edited"
 EVENT_DELETED = "memory:record:deleted"
 EVENT_RESTORED = "memory:record:restored"
+EVENT_PAUSED = "memory:record:paused"
+EVENT_ARCHIVED = "memory:record:archived"
+EVENT_RESUMED = "memory:record:resumed"
+# The edit-history op and the event of a change to each state (issue 20, soft states).
+_STATE_CHANGES: dict[RecordState, tuple[str, str]] = {
+    RecordState.PAUSED: ("pause", EVENT_PAUSED),
+    RecordState.ARCHIVED: ("archive", EVENT_ARCHIVED),
+    RecordState.ACTIVE: ("resume", EVENT_RESUMED),
+}
 EVENT_IMPORT_UNDONE = "memory:import:undone"
 EVENT_EMBEDDING_FALLBACK = "embedding-fallback"
 EVENT_EMBEDDED = "memory:record:embedded"
@@ -151,6 +160,7 @@ class StoreStats:
     by_privacy: Mapping[str, int]
     pending_embeddings: int
     expired: int
+    by_state: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Wire form."""
@@ -158,6 +168,7 @@ class StoreStats:
             "location": self.location, "kind": self.kind, "read_only": self.read_only,
             "foreign": self.foreign, "records": self.records, "by_layer": dict(self.by_layer),
             "by_agent": dict(self.by_agent), "by_privacy": dict(self.by_privacy),
+            "by_state": dict(self.by_state),
             "pending_embeddings": self.pending_embeddings, "expired": self.expired,
         }
 
@@ -459,13 +470,14 @@ class MemoryEngine:
                        [float(d) for d in np.atleast_1d(decayed)])
 
     def stats(self) -> StoreStats:
-        """Counts by layer, agent and privacy, pending embeddings and expired records."""
+        """Counts by layer, agent, privacy and state, pending embeddings and expired records."""
         snapshot = self._store.view.snapshot()
         live = snapshot.live_rows
         now = self._clock.now()
         by_layer = Counter(LAYERS[c].value for c in snapshot.layer[live])
         by_agent = Counter(snapshot.agents[c] for c in snapshot.agent[live])
         by_privacy = Counter(PRIVACIES[c].value for c in snapshot.privacy[live])
+        states = np.bincount(snapshot.state[live].astype(np.intp), minlength=len(STATES))
         return StoreStats(
             location=self._store.location, kind=self._store.kind,
             read_only=self._store.read_only, foreign=self._store.foreign,
@@ -475,6 +487,7 @@ class MemoryEngine:
             by_privacy={p.value: by_privacy.get(p.value, 0) for p in Privacy},
             pending_embeddings=int((~snapshot.has_vector[live]).sum()),
             expired=int((snapshot.expires_at[live] < now).sum()),
+            by_state={state.value: int(states[code]) for code, state in enumerate(STATES)},
         )
 
     def doctor(self) -> dict[str, Any]:
@@ -597,6 +610,56 @@ class MemoryEngine:
                               source=actor, agent_id=record.agent_id, decision_reason=reason,
                               force=True)
         return before
+
+    def pause(self, record_ids: Sequence[str], *, actor: str = "user") -> list[MemoryRecord]:
+        """Pause records: kept and listed, never retrieved until :meth:`resume` (undoable).
+
+        Returns:
+            The records as stored after the call (those already paused unchanged).
+
+        Raises:
+            RecordNotFound: an id is unknown (nothing is changed).
+            StoreReadOnly, StoreUnavailable: the store refused the write; nothing was written.
+        """
+        return self._set_state(record_ids, RecordState.PAUSED, actor)
+
+    def archive(self, record_ids: Sequence[str], *, actor: str = "user") -> list[MemoryRecord]:
+        """Archive records: kept, hidden from listings by default, never retrieved (undoable).
+
+        Returns and raises as :meth:`pause`.
+        """
+        return self._set_state(record_ids, RecordState.ARCHIVED, actor)
+
+    def resume(self, record_ids: Sequence[str], *, actor: str = "user") -> list[MemoryRecord]:
+        """Make paused or archived records active again: listed and retrieved (undoable).
+
+        Returns and raises as :meth:`pause`.
+        """
+        return self._set_state(record_ids, RecordState.ACTIVE, actor)
+
+    def _set_state(self, record_ids: Sequence[str], state: RecordState,
+                   actor: str) -> list[MemoryRecord]:
+        """Write ``state`` to the records not in it yet: one edit-history batch (op ``pause``,
+        ``archive`` or ``resume``, undone by :meth:`restore` of the ``before`` records) and one
+        event per changed record. A metadata-only write: content and vectors stay."""
+        if not record_ids:
+            return []
+        op, kind = _STATE_CHANGES[state]
+        ids = list(dict.fromkeys(record_ids))
+        with self._write_lock:
+            current = self._store.get_many(ids)
+            pairs = [(before, before.replace(state=state, version=before.version + 1))
+                     for before in current if before.state is not state]
+            if pairs:
+                self._store.write([after for _, after in pairs])
+                self._record_edits(op, pairs, actor=actor)
+        changed = {after.id: after for _, after in pairs}
+        for before, after in pairs:
+            self._events.emit(kind, record_id=after.id, memory_hash=after.content_hash,
+                              source=actor, agent_id=after.agent_id, force=True,
+                              payload={"state_before": before.state.value,
+                                       "state": after.state.value, "version": after.version})
+        return [changed.get(record.id, record) for record in current]
 
     def restore(self, records: Sequence[MemoryRecord], *, actor: str = "user") -> None:
         """Write ``records`` back exactly (undo of an edit or a deletion), re-embedding content."""

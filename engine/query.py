@@ -18,14 +18,43 @@ import numpy.typing as npt
 
 from engine.decay import decayed_importance
 from engine.errors import ValidationError
-from engine.records import Layer, MemoryRecord, Privacy
-from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot
+from engine.records import Layer, MemoryRecord, Privacy, RecordState
+from engine.store.view import LAYERS, PRIVACIES, STATES, ViewSnapshot
 
 if TYPE_CHECKING:
     from engine.exits import Masking
 
-__all__ = ["RecordPage", "RecordQuery", "RecordRow", "RowPage", "SortKey", "page_rows",
-           "select_rows"]
+__all__ = ["ALL_STATES", "SHOWN_STATES", "RecordPage", "RecordQuery", "RecordRow", "RowPage",
+           "SortKey", "page_rows", "parse_states", "select_rows"]
+
+SHOWN_STATES: frozenset[RecordState] = frozenset({RecordState.ACTIVE, RecordState.PAUSED})
+"""The states a listing shows unless asked otherwise: archived records are hidden by default."""
+ALL_STATES: frozenset[RecordState] = frozenset(RecordState)
+
+
+def parse_states(value: str, field_name: str = "state") -> frozenset[RecordState]:
+    """The states a ``--state`` option or ``state=`` parameter names.
+
+    ``all`` is every state; otherwise a comma-separated list of ``active``, ``paused`` and
+    ``archived`` (case-insensitive).
+
+    Raises:
+        ValidationError: naming ``field_name`` and the unknown word.
+    """
+    words = [word.strip().lower() for word in value.split(",") if word.strip()]
+    if words == ["all"]:
+        return ALL_STATES
+    choices = ", ".join([*(state.value for state in RecordState), "all"])
+    if not words:
+        raise ValidationError(field_name, value, f"must be one of {choices}")
+    states = set()
+    for word in words:
+        try:
+            states.add(RecordState(word))
+        except ValueError:
+            raise ValidationError(field_name, value,
+                                  f"unknown state {word!r}; must be one of {choices}") from None
+    return frozenset(states)
 
 
 class SortKey(StrEnum):
@@ -50,7 +79,9 @@ class RecordQuery:
     """A filter, an order and a page over the records.
 
     Every filter narrows; None means "any". ``tags`` requires all listed tags. ``text`` is a
-    case-insensitive substring of the content. Times are epoch ms, inclusive.
+    case-insensitive substring of the content. Times are epoch ms, inclusive. ``states`` are
+    the record states shown: by default active and paused (:data:`SHOWN_STATES`; archived
+    records are hidden until asked for, :data:`ALL_STATES` shows every record).
     """
 
     agent_id: str | None = None
@@ -63,6 +94,7 @@ class RecordQuery:
     created_from: float | None = None
     created_to: float | None = None
     include_expired: bool = True
+    states: frozenset[RecordState] = SHOWN_STATES
     sort_by: SortKey = SortKey.CREATED
     descending: bool = True
     offset: int = 0
@@ -73,6 +105,14 @@ class RecordQuery:
             raise ValidationError("offset", self.offset, "must be >= 0")
         if not 1 <= self.limit <= 10_000:
             raise ValidationError("limit", self.limit, "must be in 1..10000")
+        try:
+            states = frozenset(RecordState(state) for state in self.states)
+        except (TypeError, ValueError):
+            raise ValidationError("states", self.states,
+                                  "must be states among active, paused, archived") from None
+        if not states:
+            raise ValidationError("states", self.states, "must name at least one state")
+        object.__setattr__(self, "states", states)
         for name in ("importance_min", "importance_max"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
@@ -112,13 +152,15 @@ class RecordRow:
     tags: tuple[str, ...]
     privacy: Privacy
     source: str
+    state: RecordState = RecordState.ACTIVE
 
     @classmethod
     def of(cls, record: MemoryRecord) -> RecordRow:
         """The row of a full record."""
         return cls(record.id, record.content, record.layer, record.agent_id, record.importance,
                    record.confidence, record.created_at, record.last_accessed,
-                   record.access_count, tuple(record.tags), record.privacy, record.source)
+                   record.access_count, tuple(record.tags), record.privacy, record.source,
+                   record.state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,14 +183,14 @@ def page_rows(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> list[Record
     return [RecordRow(str(record_id), str(content), LAYERS[layer], snapshot.agents[agent],
                       _decimal(importance), _decimal(confidence), float(created),
                       float(accessed), int(count), tuple(tags), PRIVACIES[privacy],
-                      snapshot.sources[source])
+                      snapshot.sources[source], STATES[state])
             for record_id, content, layer, agent, importance, confidence, created, accessed,
-            count, tags, privacy, source in zip(
+            count, tags, privacy, source, state in zip(
                 snapshot.id_array[rows], snapshot.content_array[rows], snapshot.layer[rows],
                 snapshot.agent[rows], snapshot.importance[rows], snapshot.confidence[rows],
                 snapshot.created_at[rows], snapshot.last_accessed[rows],
                 snapshot.access_count[rows], snapshot.tag_array[rows], snapshot.privacy[rows],
-                snapshot.source[rows], strict=True)]
+                snapshot.source[rows], snapshot.state[rows], strict=True)]
 
 
 def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
@@ -174,6 +216,8 @@ def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
         mask &= snapshot.layer == LAYERS.index(Layer(query.layer))
     if query.privacy is not None:
         mask &= snapshot.privacy == PRIVACIES.index(Privacy(query.privacy))
+    if query.states != ALL_STATES:
+        mask &= np.isin(snapshot.state, [STATES.index(state) for state in query.states])
     if query.importance_min is not None:
         mask &= snapshot.importance >= np.float32(query.importance_min) - 1e-7
     if query.importance_max is not None:

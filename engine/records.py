@@ -50,6 +50,7 @@ __all__ = [
     "NewMemory",
     "Privacy",
     "ProvenanceEntry",
+    "RecordState",
     "RelatedLink",
     "TrustTier",
     "check_text",
@@ -92,6 +93,21 @@ class Privacy(StrEnum):
 
     PUBLIC = "PUBLIC"
     PRIVATE = "PRIVATE"
+
+
+class RecordState(StrEnum):
+    """Whether a record takes part in retrieval (issue 20, soft states; OpenMemory's states).
+
+    Only ``active`` records are retrieved. A ``paused`` record is kept and listed but never
+    retrieved; an ``archived`` one is kept, hidden from listings unless asked for, and never
+    retrieved. Either comes back with :meth:`engine.MemoryEngine.resume`. Lifecycle pruning,
+    retention caps and compaction leave paused and archived records alone (the user chose to
+    keep them); TTL expiry still applies.
+    """
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    ARCHIVED = "archived"
 
 
 class TrustTier(StrEnum):
@@ -380,6 +396,8 @@ class NewMemory:
     """What a caller supplies to add a memory; the engine fills in the rest.
 
     ``importance=None`` lets the ingest pipeline derive it (surprise × category weight, DESIGN 5).
+    ``state`` is the new record's state when it is inserted (an import of an exported paused
+    record); a merge or update keeps the stored target's state instead.
     """
 
     content: str
@@ -395,9 +413,11 @@ class NewMemory:
     created_at: float | None = None
     expires_at: float | None = None
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
+    state: RecordState = RecordState.ACTIVE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", _clean_content(self.content))
+        object.__setattr__(self, "state", _enum(RecordState, self.state, "state"))
         object.__setattr__(self, "layer", _enum(Layer, self.layer, "layer"))
         object.__setattr__(self, "category", _enum(Category, self.category, "category"))
         object.__setattr__(self, "privacy", _enum(Privacy, self.privacy, "privacy"))
@@ -467,6 +487,8 @@ class MemoryRecord:
         embedding_model: Name of the model that embedded ``content``; "" while pending.
         metadata: Free JSON metadata, incl. seed 002's spatial/social/procedural objects.
         version: Incremented on every stored change (optimistic concurrency, edit history).
+        state: Active, paused or archived (:class:`RecordState`); only active records are
+            retrieved.
     """
 
     id: str
@@ -494,6 +516,7 @@ class MemoryRecord:
     embedding_model: str = ""
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
     version: int = 1
+    state: RecordState = RecordState.ACTIVE
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id or len(self.id) > 128:
@@ -503,6 +526,7 @@ class MemoryRecord:
         object.__setattr__(self, "category", _enum(Category, self.category, "category"))
         object.__setattr__(self, "privacy", _enum(Privacy, self.privacy, "privacy"))
         object.__setattr__(self, "source_tier", _enum(TrustTier, self.source_tier, "source_tier"))
+        object.__setattr__(self, "state", _enum(RecordState, self.state, "state"))
         object.__setattr__(self, "tags", _clean_tags(self.tags))
         object.__setattr__(self, "metadata", _clean_metadata(self.metadata))
         object.__setattr__(self, "provenance", tuple(self.provenance))
@@ -573,6 +597,7 @@ class MemoryRecord:
                                         new.confidence),),
             embedding_model=embedding_model,
             metadata=new.metadata,
+            state=new.state,
         )
 
     def replace(self, **changes: Any) -> Self:
@@ -617,6 +642,7 @@ class MemoryRecord:
             "embedding_model": self.embedding_model,
             "metadata": dict(self.metadata),
             "version": self.version,
+            "state": self.state.value,
         }
 
     @classmethod
@@ -676,4 +702,5 @@ class MemoryRecord:
             embedding_model=str(data.get("embedding_model", "")),
             metadata=metadata,
             version=int(data.get("version", 1)),
+            state=data.get("state", RecordState.ACTIVE),
         )

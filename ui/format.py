@@ -127,6 +127,9 @@ PHRASES: Mapping[str, str] = {
     "memory:record:embedded": "record embedded",
     "memory:record:expired": "record expired",
     "memory:record:redacted": "record redacted in place",
+    "memory:record:paused": "record paused (kept, not retrieved)",
+    "memory:record:archived": "record archived (kept, hidden, not retrieved)",
+    "memory:record:resumed": "record resumed (retrieved again)",
     "memory:retrieval": "retrieval",
     "memory:decay:applied": "decay applied",
     "memory:summarization:queued": "summarization queued",
@@ -185,6 +188,8 @@ PHRASES: Mapping[str, str] = {
     "filter": "filtered out (agent or layer policy)",
     "ttl": "expired (time to live)",
     "privacy": "another privacy partition",
+    "paused": "paused by the user (kept, not retrieved)",
+    "archived": "archived by the user (kept, not retrieved)",
     # layers, LLM gateway
     "layer-cap": "over the layer's cap",
     "ok": "ok",

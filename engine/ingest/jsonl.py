@@ -48,7 +48,7 @@ either not a memory or a runaway file."""
 
 NEW_MEMORY_FIELDS = ("content", "agent_id", "layer", "importance", "confidence", "category",
                      "tags", "privacy", "source", "source_tier", "created_at", "expires_at",
-                     "metadata")
+                     "metadata", "state")
 DERIVED_FIELDS = frozenset({"content_hash", "token_estimate", "unique_sources", "version",
                             "embedding_model", "redacted", "last_accessed", "access_count",
                             "related", "provenance", "merged_from", "recency_anchor"})
@@ -101,6 +101,7 @@ def new_memory_to_json(new: NewMemory) -> dict[str, Any]:
         "source": new.source, "source_tier": new.source_tier.value,
         "created_at": format_timestamp(new.created_at),
         "expires_at": format_timestamp(new.expires_at), "metadata": dict(new.metadata),
+        "state": new.state.value,
     }
 
 
@@ -148,7 +149,8 @@ def new_memory_from_json(data: Mapping[str, Any], *, source: str | None = None,
         "source": source or data.get("source") or default_source,
         "source_tier": tier or data.get("source_tier") or default_tier,
     }
-    for name in ("agent_id", "layer", "category", "privacy", "importance"):
+    # state: an exported paused or archived record comes back so (a merge keeps the target's)
+    for name in ("agent_id", "layer", "category", "privacy", "importance", "state"):
         if data.get(name) is not None:
             fields[name] = data[name]
     if data.get("confidence") is not None:

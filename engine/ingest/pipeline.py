@@ -629,6 +629,8 @@ class _Run:
                 Stage.APPLY, record_id=self.after.id, **common,
                 payload={**payload, "confidence_before": self.before.confidence,
                          "confidence_after": self.after.confidence,
+                         # a merge keeps the target's state: a paused record stays paused
+                         "target_state": self.after.state.value,
                          "unique_sources": self.after.unique_sources,
                          "merged_from": list(self.after.merged_from),
                          "related": [link.id for link in self.after.related]})))
@@ -1102,7 +1104,8 @@ class IngestPipeline:
             (kind, item.target_id, {}),
             (EventKind.MERGE_APPLIED if before is not None else EventKind.RECORD_CREATED,
              after.id, {"action": "merged" if before is not None else "inserted",
-                        "layer": after.layer.value, "importance": after.importance}),
+                        "layer": after.layer.value, "importance": after.importance,
+                        "target_state": after.state.value}),
         ):
             event = self.events.emit(
                 str(event_kind), record_id=record_id, memory_hash=item.content_hash,

@@ -39,7 +39,7 @@ from engine.layers import (
     SocialSummary,
     SpatialHit,
 )
-from engine.query import RecordPage, RecordQuery, RecordRow, RowPage
+from engine.query import SHOWN_STATES, RecordPage, RecordQuery, RecordRow, RowPage
 from engine.records import MemoryRecord
 
 __all__ = ["REMOTE_HISTORY_LIMIT", "EventFollower", "RemoteReader", "check_url"]
@@ -280,6 +280,8 @@ class RemoteReader:
             "include_expired": str(query.include_expired).lower(), "sort": query.sort_by.value,
             "order": "desc" if query.descending else "asc", "offset": query.offset,
             "limit": min(query.limit, _PAGE)}
+        if query.states != SHOWN_STATES:  # the default is the server's too (and older ones')
+            params["state"] = ",".join(sorted(state.value for state in query.states))
         page = self._client.records(**params)
         rows = page["records"]
         return RecordPage([_record(r) for r in rows], int(page["total"]), int(page["offset"]),

@@ -57,7 +57,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from engine.errors import ConfigInvalid, EngineError, RecordNotFound, ValidationError
 from engine.exits import ExitPolicy, Masker
 from engine.introspection.source import EngineSource
-from engine.query import RecordQuery, SortKey
+from engine.query import SHOWN_STATES, RecordQuery, SortKey, parse_states
 from engine.records import Layer, Privacy, parse_timestamp
 
 if TYPE_CHECKING:
@@ -250,7 +250,7 @@ def _bad(name: str, value: str, reason: str) -> _HttpError:
     return _HttpError(HTTPStatus.BAD_REQUEST, "BAD_PARAMETER", f"{name}: {reason} (got {shown!r})")
 
 
-_RECORD_PARAMS = ("agent", "layer", "privacy", "tag", "text", "importance_min",
+_RECORD_PARAMS = ("agent", "layer", "privacy", "state", "tag", "text", "importance_min",
                   "importance_max", "created_from", "created_to", "include_expired", "sort",
                   "order", "offset", "limit")
 
@@ -735,10 +735,14 @@ def _record_query(params: _Params, limits: ServerLimits) -> RecordQuery:
     order = params.choice("order", ["asc", "desc"]) or "desc"
     layer = params.choice("layer", [x.value for x in Layer])
     privacy = params.choice("privacy", [x.value for x in Privacy])
+    state = params.text("state")
     try:
+        # state: active, paused, archived (comma-separated) or all; default: archived hidden
+        states = SHOWN_STATES if state is None else parse_states(state, "state")
         return RecordQuery(
             agent_id=params.text("agent"), layer=Layer(layer) if layer else None,
-            privacy=Privacy(privacy) if privacy else None, tags=tuple(params.texts("tag")),
+            privacy=Privacy(privacy) if privacy else None, states=states,
+            tags=tuple(params.texts("tag")),
             text=params.text("text") or None,
             importance_min=params.number("importance_min", 0.0, 1.0),
             importance_max=params.number("importance_max", 0.0, 1.0),

@@ -34,7 +34,7 @@ import numpy as np
 from engine.records import MAX_CONTENT_CHARS, Layer, MemoryRecord, format_timestamp
 from engine.retrieval.compression import first_sentence
 from engine.retrieval.lexical import terms
-from engine.store.view import LAYERS, ViewSnapshot
+from engine.store.view import ACTIVE_CODE, LAYERS, ViewSnapshot
 
 __all__ = [
     "PROMPT_TEMPLATE",
@@ -157,14 +157,15 @@ def select_compaction(snapshot: ViewSnapshot, agent_id: str, now_ms: float, *,
                       keep_recent: int, limit: int | None = None) -> list[int]:
     """Rows to compact for ``agent_id``, lowest (decayed importance, created) first.
 
-    Excludes expired records, records younger than ``window_ms`` and the ``keep_recent``
-    most recent episodic records (seed 002 §8 safety).
+    Excludes expired records, records younger than ``window_ms``, the ``keep_recent`` most
+    recent episodic records (seed 002 §8 safety) and paused or archived records (kept as they
+    are by the user's choice; they do not count toward ``keep_recent`` either).
     """
     n = snapshot.n
     code = snapshot.agent_code(agent_id)
     episodic = snapshot.alive[:n] & (snapshot.agent[:n] == code) & \
         (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC)) & \
-        (snapshot.expires_at[:n] >= now_ms)
+        (snapshot.expires_at[:n] >= now_ms) & (snapshot.state[:n] == ACTIVE_CODE)
     rows = np.flatnonzero(episodic)
     if len(rows) <= keep_recent:
         return []

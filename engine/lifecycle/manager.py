@@ -33,7 +33,7 @@ from engine.lifecycle.pruning import (
     select_retention,
 )
 from engine.records import Category, Layer, MemoryRecord, NewMemory, TrustTier
-from engine.store.view import LAYERS
+from engine.store.view import ACTIVE_CODE, LAYERS
 
 if TYPE_CHECKING:
     from engine.memory_engine import MemoryEngine
@@ -244,7 +244,9 @@ class Lifecycle:
         now = self._engine.clock.now()
         snapshot = self._engine.store.view.snapshot()
         n = snapshot.n
-        episodic = snapshot.alive[:n] & (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC))
+        # paused and archived records are kept outside the cap (pruning.py module doc)
+        episodic = snapshot.alive[:n] & (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC)) \
+            & (snapshot.state[:n] == ACTIVE_CODE)
         counts: dict[str, int] = {}
         for code in snapshot.agent[:n][episodic].tolist():
             name = snapshot.agents[code]
@@ -366,5 +368,6 @@ class Lifecycle:
         snapshot = self._engine.store.view.snapshot()
         n = snapshot.n
         mask = snapshot.alive[:n] & (snapshot.agent[:n] == snapshot.agent_code(agent_id)) & \
-            (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC))
+            (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC)) & \
+            (snapshot.state[:n] == ACTIVE_CODE)
         return int(mask.sum())

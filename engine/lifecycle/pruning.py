@@ -3,6 +3,11 @@
 Each function looks at a :class:`~engine.store.view.ViewSnapshot` and returns a
 :class:`Selection` (which records to retire and why); the engine applies it (or, for a dry run,
 only reports it). Nothing here writes.
+
+Paused and archived records (issue 20, soft states) are kept by the user's choice: pruning by
+importance and retention caps never select them, nor count them against a cap. TTL expiry
+still applies to them: an expiry is a choice made for the record too, and pausing is "stop
+retrieving", not "keep past its end" (resume does not bring back what expired meanwhile).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import numpy.typing as npt
 from engine.config import RetentionPolicy
 from engine.decay import decayed_importance
 from engine.records import Layer
-from engine.store.view import LAYERS, ViewSnapshot
+from engine.store.view import ACTIVE_CODE, LAYERS, ViewSnapshot
 
 __all__ = [
     "AGGRESSIVE_FRACTION",
@@ -59,10 +64,14 @@ class Selection:
         return counts
 
 
-def _scope(snapshot: ViewSnapshot, agent_id: str | None) -> npt.NDArray[np.bool_]:
+def _scope(snapshot: ViewSnapshot, agent_id: str | None, *,
+           active_only: bool = False) -> npt.NDArray[np.bool_]:
+    """Live rows (of ``agent_id``); with ``active_only``, not paused or archived."""
     mask = snapshot.alive[: snapshot.n].copy()
     if agent_id is not None:
         mask &= snapshot.agent[: snapshot.n] == snapshot.agent_code(agent_id)
+    if active_only:
+        mask &= snapshot.state[: snapshot.n] == ACTIVE_CODE
     return mask
 
 
@@ -99,14 +108,16 @@ def select_prune(snapshot: ViewSnapshot, mode: PruneMode, now_ms: float, *,
     * normal: + decayed importance below :data:`LOW_IMPORTANCE`;
     * aggressive: + the bottom :data:`AGGRESSIVE_FRACTION` (floor) of the remaining records of
       each agent by decayed importance (ties: older first, then id).
+
+    Paused and archived records are only ever selected as expired (see the module doc).
     """
     mode = PruneMode(mode)
-    scope = _scope(snapshot, agent_id)
     n = snapshot.n
-    expired = scope & (snapshot.expires_at[:n] < now_ms)
+    expired = _scope(snapshot, agent_id) & (snapshot.expires_at[:n] < now_ms)
     chosen: list[tuple[npt.NDArray[np.intp], str]] = [(np.flatnonzero(expired), "expired")]
     if mode is PruneMode.GENTLE:
         return _selection(snapshot, chosen)
+    scope = _scope(snapshot, agent_id, active_only=True)
     value = decayed(snapshot, now_ms, half_life_days)
     low = scope & ~expired & (value < LOW_IMPORTANCE)
     chosen.append((np.flatnonzero(low), "low_importance"))
@@ -132,13 +143,14 @@ def select_retention(snapshot: ViewSnapshot, policy: RetentionPolicy, now_ms: fl
 
     Each agent keeps its ``cap`` records of a capped layer with the highest decayed importance
     (ties: newer first, then id); the rest are selected with reason ``retention:<layer>``.
-    Expired records are left to :func:`select_expired`.
+    Expired records are left to :func:`select_expired`; paused and archived ones are neither
+    selected nor counted (they are kept outside the caps).
     """
     caps: dict[Layer, int | None] = {Layer.SEMANTIC: policy.semantic_max,
                                      Layer.SOCIAL: policy.social_max,
                                      Layer.PROCEDURAL: policy.procedural_max}
     n = snapshot.n
-    scope = _scope(snapshot, agent_id) & (snapshot.expires_at[:n] >= now_ms)
+    scope = _scope(snapshot, agent_id, active_only=True) & (snapshot.expires_at[:n] >= now_ms)
     value = decayed(snapshot, now_ms, half_life_days)
     chosen: list[tuple[npt.NDArray[np.intp], str]] = []
     for layer, cap in caps.items():

@@ -2,13 +2,14 @@
 
 :class:`Retriever` works on a :class:`~engine.store.view.ViewSnapshot` and never asks Chroma to
 filter: the candidate set is every live row, the filters (agent, live TTL, the purpose's layer
-policy, privacy) are boolean masks, and the components are computed for all rows with numpy so
-the diagnostics can show why a filtered record would or would not have ranked. Only the packed
-records are materialized (through the ``fetch`` callable the engine passes).
+policy, privacy, the record's state) are boolean masks, and the components are computed for all
+rows with numpy so the diagnostics can show why a filtered record would or would not have
+ranked. Only the packed records are materialized (through the ``fetch`` callable the engine passes).
 
 Flow (seed 002 §9):
 
-1. Candidates: live rows; masks for agent/layer (``filter``), TTL (``ttl``), ``privacy``.
+1. Candidates: live rows; masks for agent/layer (``filter``), TTL (``ttl``), ``privacy``, and
+   ``state``: only active records are candidates (paused and archived ones never are).
 2. Components (:mod:`engine.retrieval.scoring`), weights (``MemoryConfig.retrieval``).
 3. Sort eligible candidates by score desc, then id asc. Above ``partition_min`` candidates a
    top slice is selected with a partition first and widened if packing exhausts it.
@@ -79,7 +80,7 @@ from engine.retrieval.types import (
     RetrievedBundle,
     SemanticMode,
 )
-from engine.store.view import LAYERS, PRIVACIES, ViewSnapshot, append_rows
+from engine.store.view import ACTIVE_CODE, LAYERS, PRIVACIES, STATES, ViewSnapshot, append_rows
 from engine.text import estimate_tokens
 
 __all__ = ["Ranking", "Retriever", "rescore"]
@@ -181,7 +182,8 @@ class Candidates:
         filter_ok: By row: the request's agent and a layer the policy allows.
         ttl_ok: By row: not expired.
         privacy_ok: By row: a privacy partition the request allows.
-        eligible: By row: live and passing all three.
+        state_ok: By row: an active record (paused and archived ones are never retrieved).
+        eligible: By row: live and passing all four.
         rows: The eligible rows, ascending.
         smallest: Fewest tokens any eligible record costs (0 when there is none).
     """
@@ -190,6 +192,7 @@ class Candidates:
     filter_ok: B
     ttl_ok: B
     privacy_ok: B
+    state_ok: B
     eligible: B
     rows: Rows
     smallest: int
@@ -307,7 +310,8 @@ class Retriever:
             max_records=max_records, ids=ids, rows=live, scores=scored.scores,
             eligible=candidates.eligible, neighbours=scored.neighbours,
             build_components=lambda: scored.components(n),
-            build_drop_codes=lambda: _drop_codes(snapshot.alive[:n], candidates, packed_rows),
+            build_drop_codes=lambda: _drop_codes(snapshot.alive[:n], candidates, packed_rows,
+                                                 snapshot.state[:n]),
             build_tokens=lambda: _token_costs(tokens, compressed_tokens),
         )
         return RetrievedBundle(records=tuple(records), total_tokens=used,
@@ -339,8 +343,8 @@ class Retriever:
             (snapshot.expires_at[:n] < now_ms) & snapshot.alive[:n]))
         key = ("candidates", request.agent_id, layers, privacy, expired)
 
-        def masks(start: int) -> tuple[B, B, B, B]:
-            """filter_ok, ttl_ok, privacy_ok and eligible of the rows ``start..n``."""
+        def masks(start: int) -> tuple[B, B, B, B, B]:
+            """filter_ok, ttl_ok, privacy_ok, state_ok and eligible of the rows ``start..n``."""
             filter_ok: B = np.asarray([layer in layers for layer in LAYERS])[
                 snapshot.layer[start:n]]
             if request.agent_id is not None:
@@ -348,8 +352,9 @@ class Retriever:
             ttl_ok: B = snapshot.expires_at[start:n] >= now_ms
             privacy_ok: B = np.asarray([p in privacy for p in PRIVACIES])[
                 snapshot.privacy[start:n]]
-            return filter_ok, ttl_ok, privacy_ok, snapshot.alive[start:n] & filter_ok & \
-                ttl_ok & privacy_ok
+            state_ok: B = snapshot.state[start:n] == ACTIVE_CODE
+            return filter_ok, ttl_ok, privacy_ok, state_ok, snapshot.alive[start:n] & \
+                filter_ok & ttl_ok & privacy_ok & state_ok
 
         def smallest(rows: Rows, before: int | None = None) -> int:
             """Fewest tokens of ``rows`` and ``before`` (0 when neither has any)."""
@@ -359,9 +364,9 @@ class Retriever:
             return min(values, default=0)
 
         def build() -> Candidates:
-            filter_ok, ttl_ok, privacy_ok, eligible = masks(0)
+            filter_ok, ttl_ok, privacy_ok, state_ok, eligible = masks(0)
             rows = np.flatnonzero(eligible)
-            return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible, rows,
+            return Candidates(key, filter_ok, ttl_ok, privacy_ok, state_ok, eligible, rows,
                               smallest(rows))
 
         def extend(old: Candidates, start: int) -> Candidates:
@@ -369,12 +374,12 @@ class Retriever:
                                   & snapshot.alive[start:n]):
                 return build()  # the key's expired count no longer names old rows' set
             added = masks(start)
-            filter_ok, ttl_ok, privacy_ok, eligible = (
+            filter_ok, ttl_ok, privacy_ok, state_ok, eligible = (
                 append_rows(before, after) for before, after in zip(
-                    (old.filter_ok, old.ttl_ok, old.privacy_ok, old.eligible), added,
-                    strict=True))
-            new_rows = np.flatnonzero(added[3]) + start
-            return Candidates(key, filter_ok, ttl_ok, privacy_ok, eligible,
+                    (old.filter_ok, old.ttl_ok, old.privacy_ok, old.state_ok, old.eligible),
+                    added, strict=True))
+            new_rows = np.flatnonzero(added[4]) + start
+            return Candidates(key, filter_ok, ttl_ok, privacy_ok, state_ok, eligible,
                               append_rows(old.rows, new_rows),
                               smallest(new_rows, old.smallest if old.count else None))
 
@@ -761,13 +766,18 @@ def _indicator(rows: Rows, n: int) -> F64:
     return out
 
 
-def _drop_codes(alive: B, candidates: Candidates, packed: Rows) -> npt.NDArray[np.int8]:
-    """By row: packed, why not (filter, TTL, privacy, budget), or not a candidate."""
+def _drop_codes(alive: B, candidates: Candidates, packed: Rows,
+                state: npt.NDArray[np.int8]) -> npt.NDArray[np.int8]:
+    """By row: packed, why not (filter, paused/archived, TTL, privacy, budget), or not a
+    candidate. A paused or archived record of the request's scope says so before TTL and
+    privacy: the user's choice is the reason it is withheld, whatever else holds."""
     drop = np.full(len(alive), NOT_CANDIDATE, dtype=np.int8)
     drop[alive] = _CODE[DropReason.BUDGET]
     passes = alive & candidates.filter_ok
     drop[passes & candidates.ttl_ok & ~candidates.privacy_ok] = _CODE[DropReason.PRIVACY]
     drop[passes & ~candidates.ttl_ok] = _CODE[DropReason.TTL]
+    for code in np.unique(state[passes & ~candidates.state_ok]).tolist():
+        drop[passes & (state == code)] = _CODE[DropReason(STATES[code].value)]
     drop[alive & ~candidates.filter_ok] = _CODE[DropReason.FILTER]
     drop[packed] = PACKED
     return drop

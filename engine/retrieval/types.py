@@ -2,9 +2,10 @@
 
 The bundle carries, besides seed 002's fields, the score of *every* candidate (packed or not),
 each score component, and why a candidate was dropped (``budget``, ``filter``, ``ttl``,
-``privacy``). Those per-candidate diagnostics are kept as numpy arrays and turned into dicts only
-when asked for (:attr:`RetrievalDiagnostics.candidates`, :meth:`RetrievedBundle.to_json`), so a
-retrieval over 100K candidates builds no per-candidate Python objects on its hot path.
+``privacy``, ``paused``, ``archived``). Those per-candidate diagnostics are kept as numpy arrays
+and turned into dicts only when asked for (:attr:`RetrievalDiagnostics.candidates`,
+:meth:`RetrievedBundle.to_json`), so a retrieval over 100K candidates builds no per-candidate
+Python objects on its hot path.
 
 :class:`Purpose`, :class:`Strategy`, :class:`PressureState` and :data:`COMPONENTS` are defined in
 :mod:`engine.config` (the weight tables are keyed by them) and re-exported here.
@@ -50,6 +51,8 @@ class DropReason(StrEnum):
     FILTER = "filter"  # another agent, or a layer the purpose's policy excludes
     TTL = "ttl"  # expired (seed 002 §9: live TTL only)
     PRIVACY = "privacy"  # a privacy partition the request excludes
+    PAUSED = "paused"  # kept by the user but paused: never retrieved until resumed
+    ARCHIVED = "archived"  # archived: kept, hidden by default, never retrieved until resumed
 
 
 class SemanticMode(StrEnum):
@@ -177,7 +180,8 @@ class RetrievalDiagnostics:
 
     Attributes:
         candidate_count: Live records considered (seed 002 ``candidateCount``).
-        filtered_count: Of those, dropped by agent/layer filter, TTL or privacy.
+        filtered_count: Of those, dropped by agent/layer filter, state (paused, archived), TTL or
+            privacy.
         scoring_breakdown: ``(component, weight)`` pairs actually used.
         time_ms: Scoring + packing time (excluding query embedding and record fetch).
         compression_applied: Content was compressed (``throttle`` / ``exhausted``).

@@ -11,7 +11,15 @@ from engine.store.chroma_store import (
 )
 from engine.store.codec import SCHEMA_VERSION
 from engine.store.lock import StoreLock
-from engine.store.view import CATEGORIES, LAYERS, PRIVACIES, TIERS, ColumnarView, ViewSnapshot
+from engine.store.view import (
+    CATEGORIES,
+    LAYERS,
+    PRIVACIES,
+    STATES,
+    TIERS,
+    ColumnarView,
+    ViewSnapshot,
+)
 
 __all__ = [
     "CATEGORIES",
@@ -21,6 +29,7 @@ __all__ = [
     "LAYERS",
     "PRIVACIES",
     "SCHEMA_VERSION",
+    "STATES",
     "TIERS",
     "CollectionInfo",
     "ColumnarView",

@@ -7,9 +7,15 @@ metadata) are JSON strings, because Chroma rejects ``None`` and empty lists as m
 by other tools are recognised and read leniently (:func:`record_from_chroma` with
 ``lenient=True``): their document becomes the content and their metadata is kept as metadata.
 
+``state`` (issue 20, soft states) was added within schema version 1: a record written before it
+has no ``state`` key and reads as active, which is what it was, so no migration rewrites the
+store and older stores keep opening read-only too. An unknown value (a newer build's state)
+reads as paused: the record is kept and shown, and is not retrieved until someone resumes it.
+
 Schema (collection metadata ``schema_version`` = :data:`SCHEMA_VERSION`)::
 
     layer, agent_id, category, privacy, source, source_tier, content_hash, embedding_model: str
+    state: str (active / paused / archived; absent = active)
     importance, confidence, created_at, last_accessed, expires_at, recency_anchor: float
     access_count, token_estimate, version, mnemo_schema: int
     redacted: bool
@@ -30,6 +36,7 @@ from engine.records import (
     MemoryRecord,
     Privacy,
     ProvenanceEntry,
+    RecordState,
     RelatedLink,
     TrustTier,
 )
@@ -62,6 +69,7 @@ def record_to_chroma(record: MemoryRecord) -> dict[str, str | int | float | bool
         "redacted": bool(record.redacted),
         "embedding_model": record.embedding_model,
         "version": int(record.version),
+        "state": record.state.value,
         "tags": json.dumps(list(record.tags)),
         "provenance": json.dumps([p.to_json() for p in record.provenance]),
         "merged_from": json.dumps(list(record.merged_from)),
@@ -97,6 +105,15 @@ def _choice(kind: Any, value: Any, default: Any) -> Any:
             return kind(str(value).lower())
         except ValueError:
             return default
+
+
+def _state(value: Any) -> RecordState:
+    """The stored state: absent reads as active (written before soft states), unknown as
+    paused (kept, not retrieved: the side that cannot surface what a user withheld)."""
+    if value is None:
+        return RecordState.ACTIVE
+    state: RecordState = _choice(RecordState, value, RecordState.PAUSED)
+    return state
 
 
 def record_from_chroma(
@@ -167,4 +184,5 @@ def record_from_chroma(
         embedding_model=str(meta.get("embedding_model") or ""),
         metadata=user_meta if isinstance(user_meta, dict) else {},
         version=int(_number(meta, "version", 1)),
+        state=_state(meta.get("state")),
     )

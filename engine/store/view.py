@@ -44,12 +44,14 @@ from typing import Any, TypeVar, cast, overload
 import numpy as np
 import numpy.typing as npt
 
-from engine.records import Category, Layer, MemoryRecord, Privacy, TrustTier
+from engine.records import Category, Layer, MemoryRecord, Privacy, RecordState, TrustTier
 
 __all__ = [
+    "ACTIVE_CODE",
     "CATEGORIES",
     "LAYERS",
     "PRIVACIES",
+    "STATES",
     "TIERS",
     "ColumnarView",
     "IdColumn",
@@ -61,10 +63,13 @@ LAYERS: tuple[Layer, ...] = tuple(Layer)
 PRIVACIES: tuple[Privacy, ...] = tuple(Privacy)
 TIERS: tuple[TrustTier, ...] = tuple(TrustTier)
 CATEGORIES: tuple[Category, ...] = tuple(Category)
+STATES: tuple[RecordState, ...] = tuple(RecordState)
+ACTIVE_CODE = 0  # STATES[0]: the zero a fresh (calloc'd) column holds is "active"
 _LAYER_CODE = {v: i for i, v in enumerate(LAYERS)}
 _PRIVACY_CODE = {v: i for i, v in enumerate(PRIVACIES)}
 _TIER_CODE = {v: i for i, v in enumerate(TIERS)}
 _CATEGORY_CODE = {v: i for i, v in enumerate(CATEGORIES)}
+_STATE_CODE = {v: i for i, v in enumerate(STATES)}
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -121,9 +126,10 @@ class ViewSnapshot:
     """Columns of the first ``n`` rows; only rows with ``alive[row]`` exist.
 
     Categorical columns are codes into :data:`LAYERS`, :data:`PRIVACIES`, :data:`TIERS`,
-    :data:`CATEGORIES` and ``agents`` / ``sources``. ``expires_at`` is ``inf`` for no expiry.
-    ``vectors`` rows are unit length where ``has_vector`` is set and zero elsewhere. Arrays are
-    read-only views shared with the view and with other readers of the same version.
+    :data:`CATEGORIES`, :data:`STATES` and ``agents`` / ``sources``. ``expires_at`` is ``inf``
+    for no expiry. ``vectors`` rows are unit length where ``has_vector`` is set and zero
+    elsewhere. Arrays are read-only views shared with the view and with other readers of the
+    same version.
 
     The text columns come two ways: ``id_array``, ``content_array``, ``hash_array`` and
     ``tag_array`` are object arrays (index them, or take ``array[rows].tolist()``, when a few
@@ -158,6 +164,7 @@ class ViewSnapshot:
     privacy: I8
     tier: I8
     category: I8
+    state: I8
     importance: F32
     confidence: F32
     created_at: F64
@@ -407,6 +414,7 @@ class ColumnarView:
         self._privacy: I8 = grow(get("_privacy"), (capacity,), np.int8)
         self._tier: I8 = grow(get("_tier"), (capacity,), np.int8)
         self._category: I8 = grow(get("_category"), (capacity,), np.int8)
+        self._state: I8 = grow(get("_state"), (capacity,), np.int8)
         self._importance: F32 = grow(get("_importance"), (capacity,), np.float32)
         self._confidence: F32 = grow(get("_confidence"), (capacity,), np.float32)
         self._created: F64 = grow(get("_created"), (capacity,), np.float64)
@@ -433,6 +441,7 @@ class ColumnarView:
         targets: dict[str, Any] = {"agent": view._agent, "source": view._source,
                                    "layer": view._layer,
                    "privacy": view._privacy, "tier": view._tier, "category": view._category,
+                   "state": view._state,
                    "importance": view._importance, "confidence": view._confidence,
                    "created_at": view._created, "last_accessed": view._accessed,
                    "access_count": view._access_count, "expires_at": view._expires,
@@ -531,6 +540,7 @@ class ColumnarView:
                 source=_frozen(self._source[:n]), sources=list(self._sources),
                 layer=_frozen(self._layer[:n]), privacy=_frozen(self._privacy[:n]),
                 tier=_frozen(self._tier[:n]), category=_frozen(self._category[:n]),
+                state=_frozen(self._state[:n]),
                 importance=_frozen(self._importance[:n]),
                 confidence=_frozen(self._confidence[:n]), created_at=_frozen(self._created[:n]),
                 last_accessed=_frozen(self._accessed[:n]),
@@ -620,6 +630,7 @@ class ColumnarView:
                 self._privacy[row] = _PRIVACY_CODE[record.privacy]
                 self._tier[row] = _TIER_CODE[record.source_tier]
                 self._category[row] = _CATEGORY_CODE[record.category]
+                self._state[row] = _STATE_CODE[record.state]
                 self._importance[row] = record.importance
                 self._confidence[row] = record.confidence
                 self._created[row] = record.created_at
@@ -712,7 +723,7 @@ class ColumnarView:
         keep = np.flatnonzero(self._alive[: self._n])
         arrays = {name: getattr(self, name) for name in (
             "_alive", "_agent", "_source", "_layer", "_privacy", "_tier", "_category",
-            "_importance", "_confidence", "_created", "_accessed", "_access_count",
+            "_state", "_importance", "_confidence", "_created", "_accessed", "_access_count",
             "_expires", "_anchor", "_tokens", "_has_vec", "_vectors", *_TEXT)}
         capacity = max(16, len(keep) * 2)
         self._n = 0

@@ -56,8 +56,10 @@ __all__ = ["CACHE_ARRAYS", "CACHE_META", "CACHE_VECTORS", "fingerprint", "invali
 CACHE_ARRAYS = ".mnemoscope-view.npz"
 CACHE_META = ".mnemoscope-view.json"
 CACHE_VECTORS = ".mnemoscope-view.vectors.npy"
-FORMAT = 2
-_NUMERIC = ("agent", "source", "layer", "privacy", "tier", "category", "importance",
+# 3: the ``state`` column (soft states); a cache of an older format is not used, so the next
+# open reads Chroma and saves a new one.
+FORMAT = 3
+_NUMERIC = ("agent", "source", "layer", "privacy", "tier", "category", "state", "importance",
             "confidence", "created_at", "last_accessed", "access_count", "expires_at",
             "recency_anchor", "token_estimate", "has_vector")
 _STRINGS = ("ids", "contents", "hashes")

@@ -81,7 +81,8 @@ def test_engine_public_surface() -> None:
         ["RNG", "Cancelled", "Category", "Clock", "ConfigInvalid", "CycleDetected", "DedupConfig",
          "DeterministicClock", "DeterministicRNG", "EmbeddingFailed", "EmbeddingUnavailable",
          "EngineError", "InputFormatError", "Layer", "MemoryConfig", "MemoryRecord", "NewMemory",
-         "Privacy", "ProvenanceEntry", "RecordNotFound", "RelatedLink", "RetentionPolicy",
+         "Privacy", "ProvenanceEntry", "RecordNotFound", "RecordState", "RelatedLink",
+         "RetentionPolicy",
          "SchemaMismatch", "StoreLocked", "StoreReadOnly", "StoreTimeout", "StoreUnavailable",
          "SystemClock", "SystemRNG", "TrustTier", "ValidationError", "content_hash", "normalize"])
     for name in engine.__all__:

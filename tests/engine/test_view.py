@@ -151,8 +151,8 @@ def test_from_columns_round_trip() -> None:
     snapshot = view.snapshot()
     live = snapshot.live_rows
     columns = {name: getattr(snapshot, name)[live] for name in (
-        "agent", "source", "layer", "privacy", "tier", "category", "importance", "confidence",
-        "created_at", "last_accessed", "access_count", "expires_at", "recency_anchor",
+        "agent", "source", "layer", "privacy", "tier", "category", "state", "importance",
+        "confidence", "created_at", "last_accessed", "access_count", "expires_at", "recency_anchor",
         "token_estimate", "has_vector", "vectors")}
     rebuilt = ColumnarView.from_columns(
         DIM, columns, ids=list(snapshot.ids), contents=list(snapshot.contents),

@@ -1,4 +1,9 @@
-"""Record commands: ``add``, ``get``, ``list``, ``edit``, ``delete``, ``stats``, ``doctor``.
+"""Record commands: ``add``, ``get``, ``list``, ``edit``, ``delete``, ``pause``, ``archive``,
+``resume``, ``stats``, ``doctor``.
+
+``pause`` and ``archive`` keep records but stop their retrieval (an archived record is also
+hidden from ``list`` unless ``--state archived`` or ``--state all`` asks for it); ``resume``
+makes them active again. All three are undoable edits (history rows, events).
 
 ``add`` goes through the ingest pipeline (dedup, merge, review): its JSON is the resulting
 record plus an ``ingest`` object with the decision.
@@ -12,12 +17,14 @@ from typing import Any
 
 from app.cli.context import CliContext
 from engine.errors import ValidationError
-from engine.query import RecordQuery, SortKey
+from engine.query import SHOWN_STATES, RecordQuery, SortKey, parse_states
 from engine.records import (
     Category,
     Layer,
+    MemoryRecord,
     NewMemory,
     Privacy,
+    RecordState,
     TrustTier,
     parse_timestamp,
 )
@@ -77,6 +84,9 @@ def register(subparsers: Any) -> None:
     lst.add_argument("--privacy", choices=[x.value for x in Privacy], type=str.upper)
     lst.add_argument("--tag", action="append", default=[], help="require this tag (repeatable)")
     lst.add_argument("--text", help="content contains this text")
+    lst.add_argument("--state", type=_states, default=SHOWN_STATES, metavar="STATE",
+                     help="active, paused, archived (comma-separated) or all "
+                          "(default: active,paused; archived records are hidden)")
     lst.add_argument("--sort", choices=[k.value for k in SortKey], default=SortKey.CREATED.value)
     lst.add_argument("--ascending", action="store_true")
     lst.add_argument("--limit", type=int, default=20)
@@ -93,7 +103,17 @@ def register(subparsers: Any) -> None:
     delete.add_argument("ids", nargs="+", metavar="ID")
     delete.set_defaults(handler=_delete)
 
-    stats = subparsers.add_parser("stats", help="record counts by layer, agent and privacy")
+    for name, handler, text in (
+            ("pause", _pause, "pause records: kept and listed, never retrieved until resumed"),
+            ("archive", _archive,
+             "archive records: kept, hidden from list by default, never retrieved"),
+            ("resume", _resume, "make paused or archived records active (retrieved) again")):
+        command = subparsers.add_parser(name, help=text)
+        command.add_argument("ids", nargs="+", metavar="ID")
+        command.set_defaults(handler=handler)
+
+    stats = subparsers.add_parser("stats",
+                                  help="record counts by layer, agent, privacy and state")
     stats.set_defaults(handler=_stats)
 
     doctor = subparsers.add_parser(
@@ -101,6 +121,13 @@ def register(subparsers: Any) -> None:
     doctor.add_argument("--repair", action="store_true",
                         help="add the missing history rows of records a crash left without one")
     doctor.set_defaults(handler=_doctor)
+
+
+def _states(text: str) -> frozenset[RecordState]:
+    try:
+        return parse_states(text, "--state")
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
 
 
 def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -167,7 +194,9 @@ def _describe_outcome(result: Any) -> str:
     if action == "inserted":
         return f"added {result.record_id}"
     if action in ("merged", "updated"):
-        return f"{action} into {result.target_id} ({reason})"
+        state = result.record.state if result.record is not None else RecordState.ACTIVE
+        kept = "" if state is RecordState.ACTIVE else f"; the record stays {state.value}"
+        return f"{action} into {result.target_id} ({reason}){kept}"
     if action == "deferred":
         return (f"deferred to review {result.review_id}: {reason}, similar to "
                 f"{result.target_id}")
@@ -190,7 +219,8 @@ def _get(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _list(args: argparse.Namespace, ctx: CliContext) -> int:
     query = RecordQuery(agent_id=args.agent, layer=args.layer, privacy=args.privacy,
-                        tags=tuple(args.tag), text=args.text, sort_by=SortKey(args.sort),
+                        tags=tuple(args.tag), text=args.text, states=args.state,
+                        sort_by=SortKey(args.sort),
                         descending=not args.ascending, offset=args.offset, limit=args.limit)
     # With redaction on, --text/--agent/--tag match the masked text the listing shows.
     page = ctx.open_engine(read_only=True).list_records(query, shown=ctx.policy.shown)
@@ -201,8 +231,9 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
     for record in page.records:
         preview = record.content.replace("\n", " ")
         preview = preview if len(preview) <= 70 else preview[:67] + "..."
+        state = "" if record.state is RecordState.ACTIVE else f"[{record.state.value}] "
         ctx.print(f"{ctx.ident(record.id)}  {record.layer.value:<10} {record.agent_id:<12} "
-                  f"{record.importance:4.2f}  {preview}")
+                  f"{record.importance:4.2f}  {state}{preview}")
     shown = len(page.records)
     ctx.print(f"({page.offset + 1 if shown else 0}-{page.offset + shown} of {page.total})")
     return 0
@@ -243,6 +274,28 @@ def _delete(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+def _pause(args: argparse.Namespace, ctx: CliContext) -> int:
+    return _set_state(ctx, ctx.open_engine().pause(args.ids, actor="cli"), "paused")
+
+
+def _archive(args: argparse.Namespace, ctx: CliContext) -> int:
+    return _set_state(ctx, ctx.open_engine().archive(args.ids, actor="cli"), "archived")
+
+
+def _resume(args: argparse.Namespace, ctx: CliContext) -> int:
+    return _set_state(ctx, ctx.open_engine().resume(args.ids, actor="cli"), "resumed")
+
+
+def _set_state(ctx: CliContext, records: list[MemoryRecord], verb: str) -> int:
+    if ctx.json:
+        ctx.emit_json({verb: [r.id for r in records],
+                       "records": [{"id": r.id, "state": r.state.value, "version": r.version}
+                                   for r in records]})
+    else:
+        ctx.print(f"{verb} {len(records)} record(s)")
+    return 0
+
+
 def _stats(args: argparse.Namespace, ctx: CliContext) -> int:
     stats = ctx.open_engine(read_only=True).stats()
     if ctx.json:
@@ -254,6 +307,7 @@ def _stats(args: argparse.Namespace, ctx: CliContext) -> int:
               f"expired: {stats.expired})")
     ctx.print("layers:   " + ", ".join(f"{k} {v}" for k, v in stats.by_layer.items()))
     ctx.print("privacy:  " + ", ".join(f"{k} {v}" for k, v in stats.by_privacy.items()))
+    ctx.print("states:   " + ", ".join(f"{k} {v}" for k, v in stats.by_state.items()))
     ctx.print("agents:   " + (", ".join(f"{k} {v}" for k, v in stats.by_agent.items()) or "-"))
     return 0
 
