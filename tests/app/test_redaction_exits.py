@@ -109,6 +109,8 @@ def test_corpus_covers_every_kind_and_place() -> None:
     corpus = plants()
     assert len(SECRETS) == 70 and len({s.kind for s in SECRETS}) == 20  # as docs/reliability.md
     assert {p.place for p in corpus} == set(PLACES)
+    keys = {next(iter(p.memories[0].metadata)) for p in corpus if p.place == "metadata"}
+    assert {"note", "deploy"} < keys  # metadata plants: values, nested values and keys
     redactor = redactor_for(DEFAULT_PATTERNS)
     for secret in SECRETS:  # each secret is what its kind says: that detector masks its needle
         found = [(f.kind, secret.text[f.start:f.end]) for f in redactor.findings(secret.text)]
@@ -168,9 +170,10 @@ def test_no_import_command_prints_a_secret(planted: Planted,
                                            capsys: pytest.CaptureFixture[str],
                                            tmp_path: Path) -> None:
     """ingest (human, --json, --stream, with refused lines), import-conversation (its
-    --dry-run samples quote the messages, cut to a width), imports and the undo-import plan.
-    The first conversation messages put a quoted password and a long IBAN where the samples
-    quote and cut them: masked after quoting or cutting, they would show."""
+    --dry-run samples quote the messages, cut to a width; --stream), imports and the
+    undo-import plan. The first conversation messages put a quoted password, an IBAN and an
+    Amex number where the samples quote and cut them: masked after quoting or cutting, they
+    would show."""
     lines = [json.dumps({"content": f"Imported note {n}: {secret.text}",
                          "agent_id": f"import-{n}"}) for n, secret in enumerate(ALL_SECRETS)]
     lines += [f"{{not json {SECRETS[21].text}",  # refused lines quote what they refuse
@@ -184,7 +187,7 @@ def test_no_import_command_prints_a_secret(planted: Planted,
     lead = "Remember these for the quarterly review: "  # the samples cut lines at 72
     messages = [f'Please remember that the wifi password is "Blue Heron 77" for {lead}',
                 f"{lead}{iban.text} is the account",
-                f"{lead}{card.text} is the card",
+                f"{lead}and also {card.text} is the card",
                 *(f"Note {n}: {secret.text}" for n, secret in enumerate(ALL_SECRETS))]
     conversation = tmp_path / "chat.json"
     conversation.write_text(json.dumps([{"role": "user", "content": text}
@@ -194,12 +197,13 @@ def test_no_import_command_prints_a_secret(planted: Planted,
     for json_flag in ((), ("--json",)):
         for command in (("import-conversation", "--keep", "all", "--dry-run", str(conversation)),
                         ("import-conversation", "--keep", "all", str(conversation)),
+                        ("import-conversation", "--keep", "all", "--stream", str(conversation)),
                         ("ingest", str(jsonl)), ("ingest", "--stream", str(jsonl))):
             code, printed[" ".join((*json_flag, *command))] = _run(planted, capsys, *json_flag,
                                                                    *command)
             assert code == (1 if command[0] == "ingest" else 0), (command, code)
     imports = json.loads(_run(planted, capsys, "--json", "imports")[1])["imports"]
-    assert len(imports) == 6  # the dry runs are not imports
+    assert len(imports) == 8  # the dry runs are not imports
     for json_flag in ((), ("--json",)):
         printed[" ".join((*json_flag, "imports"))] = _run(planted, capsys, *json_flag,
                                                           "imports")[1]

@@ -171,6 +171,7 @@ def plants(secrets: Iterable[Secret] = SECRETS) -> list[Plant]:
     the merge pipeline never folds two plants together.
     """
     out: list[Plant] = []
+    in_metadata = 0  # metadata plants so far: value, nested value and key take turns
     for number, secret in enumerate(secrets):
         place = next(p for step in range(len(PLACES))
                      if _fits(secret, p := PLACES[(number + step) % len(PLACES)]))
@@ -184,7 +185,8 @@ def plants(secrets: Iterable[Secret] = SECRETS) -> list[Plant]:
             fields["tags"] = ("corpus", secret.text)
         elif place == "metadata":
             fields["metadata"] = ({"note": secret.text}, {"deploy": {"env": [secret.text]}},
-                                  {secret.text: "flag"})[number % 3]
+                                  {secret.text: "flag"})[in_metadata % 3]
+            in_metadata += 1
         elif place == "source":
             fields["source"] = secret.text
         elif place == "agent_id":
