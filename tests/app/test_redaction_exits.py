@@ -221,6 +221,34 @@ def test_no_import_command_prints_a_secret(planted: Planted,
     assert all("Undo would: delete" in printed[f"undo-import {e['id']}"] for e in imports)
 
 
+def test_no_writing_command_prints_a_secret(planted: Planted,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """add, edit and delete echo what they wrote (and refuse bad values by quoting them)."""
+    by_kind = {secret.kind: secret for secret in SECRETS}
+    content, tag, agent = by_kind["PASSWORD"], by_kind["PHONE"], by_kind["SSN"]
+    meta, source, edited = by_kind["IBAN"], by_kind["EMAIL"], by_kind["CARD"]
+    printed: dict[str, str] = {}
+    for json_flag in ((), ("--json",)):
+        add = (*json_flag, "add", f"Note: {content.text}", "--tags", tag.text, "--agent",
+               agent.text, "--metadata", json.dumps({"iban": meta.text}), "--source",
+               source.text)
+        code, printed[" ".join(add)] = _run(planted, capsys, *add)
+        assert code == 0, printed[" ".join(add)]
+        record_id = json.loads(_run(planted, capsys, "--json", "list", "--agent",
+                                    redact_text(agent.text))[1])["records"][0]["id"]
+        for argv in (("edit", record_id, "--content", f"Card {edited.text} on file"),
+                     ("edit", record_id, "--metadata", f'{{"note": "{meta.text}"'),
+                     ("delete", record_id)):
+            code, printed[" ".join((*json_flag, *argv))] = _run(planted, capsys, *json_flag,
+                                                                *argv)
+            assert code == (1 if "--metadata" in argv else 0), argv
+    shown = {where: found for where, text in printed.items() if (found := leaks(text))}
+    assert shown == {}
+    refused = [text for where, text in printed.items() if " edit " in f" {where}" and
+               "--metadata" in where]
+    assert len(refused) == 2 and all("not valid JSON" in text for text in refused)
+
+
 def test_export_redacts_every_field_and_hashes_the_masked_content(
         planted: Planted, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     planted.env.pop("MNEMOSCOPE_REDACTION")  # off: export --redact alone must suffice
