@@ -170,6 +170,22 @@ class CliContext:
             masked = masked.replace(placeholder, value)
         return masked
 
+    def preview(self, text: str, width: int) -> str:
+        """``text`` on one line, at most ``width`` characters, masked BEFORE it is cut.
+
+        Cutting first would hide a secret from the detectors while showing part of it (the
+        first digits of an IBAN, a card number cut to 12 digits). A cut never splits a
+        placeholder: it ends before one it would cut.
+        """
+        flat = " ".join(self.policy.text(text).split())
+        if len(flat) <= width:
+            return flat
+        cut = flat[:width - 1]
+        opened = cut.rfind("<REDACT:")
+        if opened >= 0 and ">" not in cut[opened:]:
+            cut = cut[:opened].rstrip()
+        return cut + "…"
+
     def print(self, text: str = "") -> None:
         """Human output on stdout: masked by the exit policy, control characters escaped."""
         print(escape_controls(self._shown(text)), file=self.stdout)
@@ -188,21 +204,27 @@ class CliContext:
         JSON escapes C0 controls itself; DEL, C1 controls and bidirectional overrides are
         escaped too (``\\u009b``), which changes no value a parser reads.
         """
-        if self.policy.redacting:
-            document = self.policy.document(document)
-        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
-        if self.policy.redacting:
-            for placeholder, value in self._verbatim.items():
-                text = text.replace(placeholder, value)
-        self.stdout.write(_JSON_UNSAFE.sub(_json_escaped, text))
+        self.stdout.write(self._json_text(document, indent=2))
         self.stdout.write("\n")
 
     def emit_json_line(self, document: Any) -> None:
         """One compact JSON document on its own line, flushed at once (``--stream``: a reader
-        sees each line as soon as it is true, and a killed run leaves whole lines)."""
-        self.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False,
-                                     default=str) + "\n")
+        sees each line as soon as it is true, and a killed run leaves whole lines); built by
+        the exit policy as :meth:`emit_json`."""
+        self.stdout.write(self._json_text(document, indent=None) + "\n")
         self.stdout.flush()
+
+    def _json_text(self, document: Any, *, indent: int | None) -> str:
+        """``document`` as JSON text: masked by the exit policy (the values the command
+        vouched for restored), unsafe characters escaped."""
+        if self.policy.redacting:
+            document = self.policy.document(document)
+        text = json.dumps(document, indent=indent, ensure_ascii=False, allow_nan=False,
+                          default=str)
+        if self.policy.redacting:
+            for placeholder, value in self._verbatim.items():
+                text = text.replace(placeholder, value)
+        return _JSON_UNSAFE.sub(_json_escaped, text)
 
     def store_spec(self, *, read_only: bool = False) -> StoreSpec:
         """The store selected by ``--store`` / ``MNEMOSCOPE_STORE`` / the default."""

@@ -1,10 +1,11 @@
 """Issue 18 A: with redaction on, no planted secret leaves through any exit.
 
-The corpus (:mod:`tests.support.secrets_corpus`) plants 45 secrets of 15 kinds in the content,
+The corpus (:mod:`tests.support.secrets_corpus`) plants 70 secrets of 20 kinds in the content,
 tags, metadata, source, provenance and agent id of records, half of them while redaction is off
 (their events are stored raw), half with it on, plus secrets in review items. Then every CLI
-command (human and ``--json``), the export, the events, the review queue and every API route
-and filter are read with redaction on and searched for the secrets.
+command that reads a store (human and ``--json``; the import commands with files of their
+own), the export, the events, the review queue and every API route and filter are read with
+redaction on and searched for the secrets, whole or any 10 characters of one.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from engine.events import EventFilter
 from engine.introspection import IntrospectionServer, ServerLimits
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import NewMemory
-from engine.redaction import redact_text
+from engine.redaction import DEFAULT_PATTERNS, redact_text, redactor_for
 from engine.store import StoreSpec
 from tests.support.secrets_corpus import PLACES, SECRETS, Plant, Secret, leaks, plants
 
@@ -106,8 +107,15 @@ def _cli(planted: Planted, capsys: pytest.CaptureFixture[str], *argv: str) -> st
 
 def test_corpus_covers_every_kind_and_place() -> None:
     corpus = plants()
-    assert len(SECRETS) >= 40 and len({s.kind for s in SECRETS}) >= 15
+    assert len(SECRETS) == 70 and len({s.kind for s in SECRETS}) == 20  # as docs/reliability.md
     assert {p.place for p in corpus} == set(PLACES)
+    keys = {next(iter(p.memories[0].metadata)) for p in corpus if p.place == "metadata"}
+    assert {"note", "deploy"} < keys  # metadata plants: values, nested values and keys
+    redactor = redactor_for(DEFAULT_PATTERNS)
+    for secret in SECRETS:  # each secret is what its kind says: that detector masks its needle
+        found = [(f.kind, secret.text[f.start:f.end]) for f in redactor.findings(secret.text)]
+        assert any(kind == secret.kind and secret.needle in text for kind, text in found), \
+            (secret, found)
 
 
 def test_no_cli_command_prints_a_secret(planted: Planted, capsys: pytest.CaptureFixture[str],
@@ -119,16 +127,20 @@ def test_no_cli_command_prints_a_secret(planted: Planted, capsys: pytest.Capture
         ("search", "rotate credentials value", "--inspect", "--max-tokens", "100000"),
         ("events", "--limit", "5000"), ("review", "list"), ("stats",), ("metrics",),
         ("redact-scan",), ("export", str(export)), ("prune", "--mode", "aggressive", "--dry-run"),
-        ("expire", "--dry-run"), ("compact", "--dry-run"),
+        ("expire", "--dry-run"), ("compact", "--dry-run"), ("retention", "--dry-run"),
+        ("doctor",),
         *(("get", record_id) for record_id in some),
         *(("fate", record_id) for record_id in some),
     ]
-    printed: list[str] = []
+    printed: dict[str, str] = {}
     for command in commands:
-        printed.append(_cli(planted, capsys, *command))
-        printed.append(_cli(planted, capsys, "--json", *command))
-    everything = "\n".join(printed) + export.read_text(encoding="utf-8")
-    assert leaks(everything, ALL_SECRETS) == []
+        printed[" ".join(command)] = _cli(planted, capsys, *command)
+        printed["--json " + " ".join(command)] = _cli(planted, capsys, "--json", *command)
+    printed["the export file"] = export.read_text(encoding="utf-8")
+    shown = {where: found for where, text in printed.items()
+             if (found := leaks(text, ALL_SECRETS))}
+    assert shown == {}
+    everything = "\n".join(printed.values())
     engine = _open(planted.store, redaction=False, read_only=True)
     try:  # the raw hash of a masked content would confirm a guess: shown nowhere
         raw_hashes = [engine.get(planted.ids[n]).content_hash
@@ -146,6 +158,95 @@ def test_no_cli_command_prints_a_secret(planted: Planted, capsys: pytest.Capture
     assert all(e["payload"].get("content") in (None, "<redacted>") for e in events)
     assert len(json.loads(_cli(planted, capsys, "--json", "review", "list"))["items"]) == 2
     assert len(export.read_text(encoding="utf-8").splitlines()) == len(listing["records"])
+
+
+def _run(planted: Planted, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = run_cli(["--store", planted.store, "--no-model", *argv], planted.env)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def test_no_import_command_prints_a_secret(planted: Planted,
+                                           capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    """ingest (human, --json, --stream, with refused lines), import-conversation (its
+    --dry-run samples quote the messages, cut to a width; --stream), imports and the
+    undo-import plan. The first conversation messages put a quoted password, an IBAN and an
+    Amex number where the samples quote and cut them: masked after quoting or cutting, they
+    would show."""
+    lines = [json.dumps({"content": f"Imported note {n}: {secret.text}",
+                         "agent_id": f"import-{n}"}) for n, secret in enumerate(ALL_SECRETS)]
+    lines += [f"{{not json {SECRETS[21].text}",  # refused lines quote what they refuse
+              json.dumps({"content": "importance as text", "importance": SECRETS[3].text}),
+              json.dumps({"content": "expiry as text", "expires_at": SECRETS[51].text}),
+              json.dumps({"content": "a tag with a comma", "tags": [f"a,{SECRETS[36].text}"]})]
+    jsonl = tmp_path / "notes.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    iban = next(s for s in SECRETS if s.kind == "IBAN")
+    card = next(s for s in SECRETS if s.text.startswith("3782"))  # Amex, 15 digits
+    lead = "Remember these for the quarterly review: "  # the samples cut lines at 72
+    messages = [f'Please remember that the wifi password is "Blue Heron 77" for {lead}',
+                f"{lead}{iban.text} is the account",
+                f"{lead}and also {card.text} is the card",
+                *(f"Note {n}: {secret.text}" for n, secret in enumerate(ALL_SECRETS))]
+    conversation = tmp_path / "chat.json"
+    conversation.write_text(json.dumps([{"role": "user", "content": text}
+                                        for text in messages]), encoding="utf-8")
+    secrets = (*ALL_SECRETS, Secret("PASSWORD", "", "Blue Heron 77"))
+    printed: dict[str, str] = {}
+    for json_flag in ((), ("--json",)):
+        for command in (("import-conversation", "--keep", "all", "--dry-run", str(conversation)),
+                        ("import-conversation", "--keep", "all", str(conversation)),
+                        ("import-conversation", "--keep", "all", "--stream", str(conversation)),
+                        ("ingest", str(jsonl)), ("ingest", "--stream", str(jsonl))):
+            code, printed[" ".join((*json_flag, *command))] = _run(planted, capsys, *json_flag,
+                                                                   *command)
+            assert code == (1 if command[0] == "ingest" else 0), (command, code)
+    imports = json.loads(_run(planted, capsys, "--json", "imports")[1])["imports"]
+    assert len(imports) == 8  # the dry runs are not imports
+    for json_flag in ((), ("--json",)):
+        printed[" ".join((*json_flag, "imports"))] = _run(planted, capsys, *json_flag,
+                                                          "imports")[1]
+        for entry in imports:
+            code, text = _run(planted, capsys, *json_flag, "undo-import", entry["id"])
+            assert code == 0, text
+            printed[" ".join((*json_flag, "undo-import", entry["id"]))] = text
+    shown = {where: found for where, text in printed.items()
+             if (found := leaks(text, secrets))}
+    assert shown == {}
+    # still useful: the samples, the refused lines and the plans are there
+    human = printed["import-conversation --keep all --dry-run " + str(conversation)]
+    assert "the wifi password is" in human and "<REDACT:sha256-" in human
+    assert printed["ingest " + str(jsonl)].count(f"{jsonl}:") == 4
+    assert all("Undo would: delete" in printed[f"undo-import {e['id']}"] for e in imports)
+
+
+def test_no_writing_command_prints_a_secret(planted: Planted,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """add, edit and delete echo what they wrote (and refuse bad values by quoting them)."""
+    by_kind = {secret.kind: secret for secret in SECRETS}
+    content, tag, agent = by_kind["PASSWORD"], by_kind["PHONE"], by_kind["SSN"]
+    meta, source, edited = by_kind["IBAN"], by_kind["EMAIL"], by_kind["CARD"]
+    printed: dict[str, str] = {}
+    for json_flag in ((), ("--json",)):
+        add = (*json_flag, "add", f"Note: {content.text}", "--tags", tag.text, "--agent",
+               agent.text, "--metadata", json.dumps({"iban": meta.text}), "--source",
+               source.text)
+        code, printed[" ".join(add)] = _run(planted, capsys, *add)
+        assert code == 0, printed[" ".join(add)]
+        record_id = json.loads(_run(planted, capsys, "--json", "list", "--agent",
+                                    redact_text(agent.text))[1])["records"][0]["id"]
+        for argv in (("edit", record_id, "--content", f"Card {edited.text} on file"),
+                     ("edit", record_id, "--metadata", f'{{"note": "{meta.text}"'),
+                     ("delete", record_id)):
+            code, printed[" ".join((*json_flag, *argv))] = _run(planted, capsys, *json_flag,
+                                                                *argv)
+            assert code == (1 if "--metadata" in argv else 0), argv
+    shown = {where: found for where, text in printed.items() if (found := leaks(text))}
+    assert shown == {}
+    refused = [text for where, text in printed.items() if " edit " in f" {where}" and
+               "--metadata" in where]
+    assert len(refused) == 2 and all("not valid JSON" in text for text in refused)
 
 
 def test_export_redacts_every_field_and_hashes_the_masked_content(

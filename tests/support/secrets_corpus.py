@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.records import NewMemory
 
-__all__ = ["PLACES", "SECRETS", "Plant", "Secret", "leaks", "plants"]
+__all__ = ["FRAGMENT", "PLACES", "SECRETS", "Plant", "Secret", "leaks", "plants"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +96,40 @@ SECRETS: tuple[Secret, ...] = (
     _s("UUID", "0b8ac2e9-500d-4db6-b8fc-474a341a01c9"),
     _s("UUID", "7f3e91c4-2a6b-4d8e-9c1f-5b0a7d3e6f24"),
     _s("UUID", "c5d2a8e1-9b4f-4c7a-8e3d-1f6b0a9c2e57"),
-    _s("NUMSEQ16", "4111 1111 1111 1111"),
-    _s("NUMSEQ16", "5500-0000-0000-0004"),
-    _s("NUMSEQ16", "6011000990139424"),
+    # 16+ digits that are no card (no brand's prefix, or Luhn fails): NUMSEQ16 alone finds them.
+    _s("NUMSEQ16", "7384 9102 5561 2209"),
+    _s("NUMSEQ16", "0032-4471-9056-1183"),
+    _s("NUMSEQ16", "88120475503316629"),
+    # Payment cards of several brands (test numbers, Luhn-valid), unbroken and grouped.
+    _s("CARD", "4111 1111 1111 1111"),                  # Visa
+    _s("CARD", "5500-0000-0000-0004"),                  # Mastercard
+    _s("CARD", "6011000990139424"),                     # Discover
+    _s("CARD", "3782 822463 10005"),                    # American Express: 15 digits, 4-6-5
+    _s("CARD", "2221000000000009"),                     # Mastercard 2-series
+    _s("CARD", "3530-1113-3330-0000"),                  # JCB
+    # US social security numbers, dashed and spaced.
+    _s("SSN", "SSN 219-09-9999", "219-09-9999"),
+    _s("SSN", "078-05-1120"),
+    _s("SSN", "social security 536 22 4187", "536 22 4187"),
+    # Phone numbers: E.164, international groups, US and UK national formats.
+    _s("PHONE", "+14155550134"),
+    _s("PHONE", "+44 20 7946 0958"),
+    _s("PHONE", "(415) 555-0172"),
+    _s("PHONE", "call 020 7946 0321", "020 7946 0321"),
+    _s("PHONE", "+33 1 42 68 53 07"),
+    _s("PHONE", "415-555-0199"),
+    # IBANs with valid check digits, unbroken and in groups of four.
+    _s("IBAN", "DE89 3704 0044 0532 0130 00"),
+    _s("IBAN", "GB29NWBK60161331926819"),
+    _s("IBAN", "FR14 2004 1010 0505 0001 3M02 606"),
+    _s("IBAN", "NL91ABNA0417164300"),
+    # Passwords, passcodes, PINs and door codes stated in prose.
+    _s("PASSWORD", "the wifi password is Tr0mb0ne-Sky!", "Tr0mb0ne-Sky!"),
+    _s("PASSWORD", "my passcode is 'violet meadow 42'", "violet meadow 42"),
+    _s("PASSWORD", "the PIN for the debit card is 58213907", "58213907"),
+    _s("PASSWORD", "the gate code is 7730-4821#", "7730-4821#"),
+    _s("PASSWORD", "password for the router: Gr4nite&Moss", "Gr4nite&Moss"),
+    _s("PASSWORD", "the vault passphrase was changed to Copper9Lantern", "Copper9Lantern"),
 )
 
 PLACES = ("content", "tags", "metadata", "source", "provenance", "agent_id")
@@ -140,6 +171,7 @@ def plants(secrets: Iterable[Secret] = SECRETS) -> list[Plant]:
     the merge pipeline never folds two plants together.
     """
     out: list[Plant] = []
+    in_metadata = 0  # metadata plants so far: value, nested value and key take turns
     for number, secret in enumerate(secrets):
         place = next(p for step in range(len(PLACES))
                      if _fits(secret, p := PLACES[(number + step) % len(PLACES)]))
@@ -153,7 +185,8 @@ def plants(secrets: Iterable[Secret] = SECRETS) -> list[Plant]:
             fields["tags"] = ("corpus", secret.text)
         elif place == "metadata":
             fields["metadata"] = ({"note": secret.text}, {"deploy": {"env": [secret.text]}},
-                                  {secret.text: "flag"})[number % 3]
+                                  {secret.text: "flag"})[in_metadata % 3]
+            in_metadata += 1
         elif place == "source":
             fields["source"] = secret.text
         elif place == "agent_id":
@@ -165,6 +198,20 @@ def plants(secrets: Iterable[Secret] = SECRETS) -> list[Plant]:
     return out
 
 
+FRAGMENT = 10  # characters of a needle that count as a leak on their own
+
+
 def leaks(text: str, secrets: Iterable[Secret] = SECRETS) -> list[Secret]:
-    """The secrets whose needle occurs in ``text`` (case-sensitive, as printed)."""
-    return [secret for secret in secrets if secret.needle in text]
+    """The secrets whose needle, or any :data:`FRAGMENT` characters of it, occur in ``text``
+    (case-sensitive, as printed).
+
+    A fragment counts because output that shortens a value before masking it (a preview cut
+    to a width) shows part of a secret that the detector no longer recognises.
+    """
+    return [secret for secret in secrets if _shown(secret.needle, text)]
+
+
+def _shown(needle: str, text: str) -> bool:
+    if len(needle) <= FRAGMENT:
+        return needle in text
+    return any(needle[i:i + FRAGMENT] in text for i in range(len(needle) - FRAGMENT + 1))

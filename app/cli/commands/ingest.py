@@ -155,7 +155,7 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
             reasons = Counter(o.reason for o in outcomes)
             ctx.print(f"\n{action} ({', '.join(f'{r} {n}' for r, n in reasons.most_common())}):")
             for outcome in outcomes[:_SAMPLES]:
-                ctx.print(f"  message {outcome.line}: {_outcome_text(outcome)}")
+                ctx.print(f"  message {outcome.line}: {_outcome_text(ctx, outcome)}")
             if len(outcomes) > _SAMPLES:
                 ctx.print(f"  … and {len(outcomes) - _SAMPLES} more")
 
@@ -263,15 +263,15 @@ def _stop_on_signal() -> Iterator[threading.Event]:
             signal.signal(number, handler)
 
 
-def _outcome_text(outcome: LineOutcome) -> str:
+def _outcome_text(ctx: CliContext, outcome: LineOutcome) -> str:
     """One line of the summary: the message's text and, where there is one, its target's."""
     if outcome.action == "error":
         return outcome.reason
     record = outcome.result.record if outcome.result is not None else None
     text = outcome.content or (record.content if record is not None else "")
-    line = _elide(text) if text else "(no text)"
+    line = _elide(ctx, text) if text else "(no text)"
     if record is not None and outcome.action != "inserted" and record.content != text:
-        line += f"  →  {_elide(record.content)}"
+        line += f"  →  {_elide(ctx, record.content)}"
     return line
 
 
@@ -313,10 +313,10 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _elide(text: str, width: int = 72) -> str:
-    flat = " ".join(text.split())
-    return json.dumps(flat if len(flat) <= width else flat[:width - 1] + "…",
-                      ensure_ascii=False)
+def _elide(ctx: CliContext, text: str, width: int = 72) -> str:
+    # Masked before it is quoted: JSON's escapes (``\"``) would hide a quoted password from
+    # the detectors when ctx.print masks the line.
+    return json.dumps(ctx.preview(text, width), ensure_ascii=False)
 
 
 def _export(args: argparse.Namespace, ctx: CliContext) -> int:

@@ -229,8 +229,7 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
                        "records": [r.to_json() for r in page.records]})
         return 0
     for record in page.records:
-        preview = record.content.replace("\n", " ")
-        preview = preview if len(preview) <= 70 else preview[:67] + "..."
+        preview = ctx.preview(record.content, 70)
         state = "" if record.state is RecordState.ACTIVE else f"[{record.state.value}] "
         ctx.print(f"{ctx.ident(record.id)}  {record.layer.value:<10} {record.agent_id:<12} "
                   f"{record.importance:4.2f}  {state}{preview}")
