@@ -108,7 +108,7 @@ def write_llamaindex(path: Path, name: str = "llamaindex", dimension: int = 384)
     ids, metadatas = [], []
     for text, meta in LLAMAINDEX_NODES:
         node_id, ref_doc = str(uuid.uuid4()), str(uuid.uuid4())
-        node = {"id_": node_id, "embedding": None, "metadata": meta,
+        node: dict[str, Any] = {"id_": node_id, "embedding": None, "metadata": meta,
                 "excluded_embed_metadata_keys": [], "excluded_llm_metadata_keys": [],
                 "relationships": {"1": {"node_id": ref_doc, "node_type": "4",
                                         "metadata": meta, "hash": None, "class_name":
