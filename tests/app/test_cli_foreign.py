@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,23 +31,22 @@ def run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
     return call
 
 
-def _json(result: tuple[int, str, str]) -> dict[str, object]:
+def _json(result: tuple[int, str, str]) -> Any:
     code, out, err = result
     assert code == 0, err
-    document: dict[str, object] = json.loads(out)
-    return document
+    return json.loads(out)
 
 
 def test_mem0_store_through_the_cli(tmp_path: Path, run: Run) -> None:
     ids = foreign_stores.write_mem0(tmp_path / "other")
     listed = _json(run("--collection", "mem0", "--json", "list"))
-    rows = {(r["content"], r["agent_id"], r["created_at"])  # type: ignore[index]
-            for r in listed["records"]}  # type: ignore[attr-defined]
+    rows = {(r["content"], r["agent_id"], r["created_at"])
+            for r in listed["records"]}
     assert rows == {("Likes green tea in the morning", "travel-bot", "2024-05-01T15:15:00.000Z"),
                     ("Is allergic to peanuts", "bob", "2024-06-10T19:00:00.000Z"),
                     ("Likes green tea in the morning", "travel-bot", "2024-07-01T16:00:00.000Z")}
     found = _json(run("--collection", "mem0", "--json", "search", "peanuts", "--inspect"))
-    first = found["records"][0]  # type: ignore[index]
+    first = found["records"][0]
     assert (first["content"], first["agent_id"]) == ("Is allergic to peanuts", "bob")
     stats = _json(run("--collection", "mem0", "--json", "stats"))
     assert stats["foreign_layout"] == {"layout": "mem0", "mapping": None,
@@ -57,7 +57,7 @@ def test_mem0_store_through_the_cli(tmp_path: Path, run: Run) -> None:
     assert code == 0 and "foreign layout         mem0 layout" in out
     fate = _json(run("--collection", "mem0", "--json", "fate", ids[1]))
     assert fate["status"] == "alive"
-    assert [s["text"] for s in fate["steps"]] == [  # type: ignore[attr-defined]
+    assert [s["text"] for s in fate["steps"]] == [
         "created by mem0 in collection mem0"]
 
 
@@ -65,21 +65,21 @@ def test_langchain_and_llamaindex_stats_name_their_layout(tmp_path: Path, run: R
     foreign_stores.write_langchain(tmp_path / "other")
     foreign_stores.write_llamaindex(tmp_path / "other")
     langchain = _json(run("--collection", "langchain", "--json", "stats"))
-    assert langchain["foreign_layout"]["layout"] == "langchain"  # type: ignore[index]
-    assert langchain["foreign_layout"]["vectors_used"] is False  # type: ignore[index]
+    assert langchain["foreign_layout"]["layout"] == "langchain"
+    assert langchain["foreign_layout"]["vectors_used"] is False
     assert langchain["by_agent"] == {"carol": 1, "default": 1}
     code, out, _ = run("--collection", "langchain", "stats")
     assert code == 0
     assert "its 1536-d vectors do not fit the model: search uses words only" in out
     llama = _json(run("--collection", "llamaindex", "--json", "list"))
-    assert {r["content"] for r in llama["records"]} == {  # type: ignore[attr-defined,index]
+    assert {r["content"] for r in llama["records"]} == {
         "Quarterly revenue grew eight percent", "The board approved the new office lease"}
 
 
 def test_map_collection_is_saved_and_used(tmp_path: Path, run: Run) -> None:
     foreign_stores.write_custom(tmp_path / "other")
     before = _json(run("--collection", "notes", "--json", "list"))
-    assert {r["content"] for r in before["records"]} == {  # type: ignore[attr-defined,index]
+    assert {r["content"] for r in before["records"]} == {
         "(no document)"}
     code, out, err = run("--collection", "notes", "map-collection", "--text", "memory",
                          "--agent", "who", "--time", "when", "--importance", "weight")
@@ -91,14 +91,14 @@ def test_map_collection_is_saved_and_used(tmp_path: Path, run: Run) -> None:
         "text": "memory", "agent": "who", "time": "when", "importance": "weight"}}}
     assert "store" not in saved  # only the mapping is written, not this run's --store
     after = _json(run("--collection", "notes", "--json", "list"))
-    rows = {(r["content"], r["agent_id"], r["importance"])  # type: ignore[index]
-            for r in after["records"]}  # type: ignore[attr-defined]
+    rows = {(r["content"], r["agent_id"], r["importance"])
+            for r in after["records"]}
     assert rows == {("Prefers aisle seats", "frank", 0.9),
                     ("Works from Lisbon in winter", "grace", 0.3)}
     code, _, err = run("--collection", "notes", "map-collection", "--clear")
     assert code == 0 and "forgot" in err
     cleared = _json(run("--collection", "notes", "--json", "list"))
-    assert {r["content"] for r in cleared["records"]} == {  # type: ignore[attr-defined,index]
+    assert {r["content"] for r in cleared["records"]} == {
         "(no document)"}
 
 
@@ -115,12 +115,12 @@ def test_adopt_prints_the_dedup_report(tmp_path: Path, run: Run) -> None:
     ids = foreign_stores.write_mem0(tmp_path / "other")
     into = tmp_path / "ours"
     report = _json(run("--collection", "mem0", "--json", "adopt", "--into", str(into)))
-    assert report["counts"]["inserted"] == 2  # type: ignore[index]
-    assert report["counts"]["skipped"] == 1  # type: ignore[index]
-    duplicate = report["results"][2]  # type: ignore[index]
+    assert report["counts"]["inserted"] == 2
+    assert report["counts"]["skipped"] == 1
+    duplicate = report["results"][2]
     assert (duplicate["action"], duplicate["reason"]) == ("skipped", "equal_confidence")
     adopted = _json(run_cli_list(run, into))
-    sources = {r["source"] for r in adopted["records"]}  # type: ignore[attr-defined,index]
+    sources = {r["source"] for r in adopted["records"]}
     assert sources == {f"mem0/{ids[0]}", f"mem0/{ids[1]}"}
     code, out, _ = run("--collection", "mem0", "adopt", "--into", str(tmp_path / "again"))
     assert code == 0

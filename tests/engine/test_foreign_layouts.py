@@ -200,3 +200,20 @@ def test_adopt_reports_dedup_and_keeps_provenance(
     finally:
         target.close()
         source.close()
+
+
+def test_api_snapshot_names_the_layout(tmp_path: Path, clock: DeterministicClock) -> None:
+    from engine.introspection.source import EngineSource
+
+    foreign_stores.write_llamaindex(tmp_path)
+    engine = _open(tmp_path, "llamaindex", clock)
+    source = EngineSource(engine)
+    try:
+        snapshot = source.snapshot()
+        assert snapshot["store"]["foreign_layout"] == {
+            "layout": "llamaindex", "mapping": None, "vector_dimension": 384,
+            "vectors_used": True}
+        assert {a["agent_id"] for a in snapshot["agents"]} == {"default", "erin"}
+    finally:
+        source.close()
+        engine.close()
