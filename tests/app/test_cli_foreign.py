@@ -133,3 +133,29 @@ def test_adopt_prints_the_dedup_report(tmp_path: Path, run: Run) -> None:
 def run_cli_list(run: Run, store: Path) -> tuple[int, str, str]:
     """``list --json`` of another store (``--store`` given last wins)."""
     return run("--store", str(store), "--json", "list")
+
+
+def test_redaction_covers_foreign_records_and_the_adopt_report(
+        tmp_path: Path, run: Run) -> None:
+    """The mapped text is also in ``metadata.foreign.data``: both are masked at the exit."""
+    import chromadb
+    from chromadb.config import Settings
+
+    secret = "mail dana.secret@example.com for the keys"
+    client = chromadb.PersistentClient(path=str(tmp_path / "other"),
+                                       settings=Settings(anonymized_telemetry=False))
+    client.get_or_create_collection("mem0", embedding_function=None).add(
+        ids=["m1"], embeddings=[[1.0] + [0.0] * 383],
+        metadatas=[{"data": secret, "hash": "h", "user_id": "dana",
+                    "created_at": "2024-01-01T00:00:00-08:00"}])
+    del client
+    printed = []
+    for argv in (("list",), ("search", "keys", "--inspect"), ("get", "m1"), ("fate", "m1"),
+                 ("adopt", "--into", str(tmp_path / "ours"))):
+        for mode in ((), ("--json",)):
+            code, out, err = run("--redact", "--collection", "mem0", *mode, *argv)
+            assert code == 0, (argv, err)
+            printed.append(out + err)
+    everything = "\n".join(printed)
+    assert "dana.secret@example.com" not in everything
+    assert "<REDACT:" in everything  # shown masked, not dropped
