@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.cli import run_cli
@@ -145,7 +146,7 @@ def test_redaction_covers_foreign_records_and_the_adopt_report(
     client = chromadb.PersistentClient(path=str(tmp_path / "other"),
                                        settings=Settings(anonymized_telemetry=False))
     client.get_or_create_collection("mem0", embedding_function=None).add(
-        ids=["m1"], embeddings=[[1.0] + [0.0] * 383],
+        ids=["m1"], embeddings=np.eye(1, 384, dtype=np.float32),
         metadatas=[{"data": secret, "hash": "h", "user_id": "dana",
                     "created_at": "2024-01-01T00:00:00-08:00"}])
     del client
