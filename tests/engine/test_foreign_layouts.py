@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.clock import DeterministicClock
+from engine.embedding import SentenceTransformerEmbedder
 from engine.errors import StoreReadOnly, ValidationError
 from engine.fate import record_fate
 from engine.memory_engine import MemoryEngine
@@ -217,3 +218,43 @@ def test_api_snapshot_names_the_layout(tmp_path: Path, clock: DeterministicClock
     finally:
         source.close()
         engine.close()
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_adopting_mem0_with_the_real_model_finds_paraphrases(
+        tmp_path: Path, clock: DeterministicClock, real_embedder: SentenceTransformerEmbedder
+        ) -> None:
+    """mem0 stored these with all-MiniLM-L6-v2 (its huggingface embedder): 384-d, so search
+    uses their vectors, and adopting them re-judges each with our model."""
+    import chromadb
+    from chromadb.config import Settings
+
+    texts = ["Alice likes green tea in the morning",
+             "Alice likes to drink green tea in the morning",
+             "The flight to Oslo leaves at seven"]
+    client = chromadb.PersistentClient(path=str(tmp_path / "mem0-store"),
+                                       settings=Settings(anonymized_telemetry=False))
+    client.get_or_create_collection("mem0", embedding_function=None).add(
+        ids=["a", "b", "c"], embeddings=real_embedder.embed(texts),
+        metadatas=[{"data": text, "hash": str(n), "user_id": "alice",
+                    "created_at": f"2024-05-0{n + 1}T08:00:00-07:00"}
+                   for n, text in enumerate(texts)])
+    del client
+    source = MemoryEngine.open(StoreSpec(str(tmp_path / "mem0-store"), collection="mem0",
+                                         read_only=True), embedder=real_embedder, clock=clock)
+    target = MemoryEngine.open(StoreSpec(str(tmp_path / "ours")), embedder=real_embedder,
+                               clock=clock)
+    try:
+        found = source.retrieve(RetrievalRequest(max_tokens=500, query="when is my flight?"),
+                                inspect=True)
+        assert found.records[0].id == "c"
+        report = target.adopt(source)
+        actions = [(o.line, o.action, o.target_id) for o in report.lines]
+        first = report.lines[0].id
+        assert actions[0] == (1, "inserted", None)
+        assert actions[1][1] in ("merged", "deferred") and actions[1][2] == first
+        assert actions[2][1] == "inserted"
+    finally:
+        target.close()
+        source.close()
