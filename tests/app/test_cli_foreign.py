@@ -101,6 +101,11 @@ def test_map_collection_is_saved_and_used(tmp_path: Path, run: Run) -> None:
     cleared = _json(run("--collection", "notes", "--json", "list"))
     assert {r["content"] for r in cleared["records"]} == {
         "(no document)"}
+    code, _, err = run("--collection", "nots", "map-collection", "--text", "memory")
+    assert code == 1 and "no such collection" in err and "there: notes" in err
+    assert run("add", "ours")[0] == 0
+    code, _, err = run("--collection", "mnemoscope_memories", "map-collection", "--text", "x")
+    assert code == 1 and "is a Mnemoscope collection" in err
 
 
 def test_a_bad_mapping_in_the_settings_file_names_it(tmp_path: Path, run: Run) -> None:

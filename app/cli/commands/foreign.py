@@ -21,7 +21,7 @@ from app.cli.commands.ingest import _run_import
 from app.cli.context import CliContext
 from app.settings import save_foreign_mapping
 from engine.errors import ValidationError
-from engine.store import StoreSpec
+from engine.store import StoreSpec, list_collections
 from engine.store.foreign import FieldMapping
 
 __all__ = ["register"]
@@ -51,9 +51,17 @@ def register(subparsers: Any) -> None:
 
 
 def _map_collection(args: argparse.Namespace, ctx: CliContext) -> int:
-    spec = ctx.store_spec(read_only=True)
     if not ctx.collection:
         raise ValidationError("--collection", None, "name the collection to map")
+    spec = ctx.store_spec(read_only=True)
+    found = {info.name: info for info in list_collections(spec)}
+    if spec.collection not in found:
+        raise ValidationError("--collection", spec.collection,
+                              f"no such collection at {spec.location} "
+                              f"(there: {', '.join(sorted(found)) or 'none'})")
+    if found[spec.collection].ours:
+        raise ValidationError("--collection", spec.collection,
+                              "is a Mnemoscope collection; mappings are for other tools' ones")
     given = {name: getattr(args, name) for name in _FIELDS if getattr(args, name)}
     if args.clear and given:
         raise ValidationError("--clear", True, "cannot be combined with field options")
