@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli.commands.ingest import _run_import
+from app.cli.commands.ingest import run_import
 from app.cli.context import CliContext
 from app.settings import save_foreign_mapping
 from engine.errors import ValidationError
@@ -109,6 +109,6 @@ def _adopt(args: argparse.Namespace, ctx: CliContext) -> int:
         if report.import_id:
             ctx.print(f"import id {report.import_id} (undo-import takes it back)")
 
-    args.file = label  # what _run_import names in a bug's partial report
-    return _run_import(args, ctx, run, prefix=lambda line: f"{label}: record {line}: ",
-                       show=show)
+    args.file = label  # what run_import names in a bug's partial report
+    return run_import(args, ctx, run, prefix=lambda line: f"{label}: record {line}: ",
+                      show=show)
