@@ -258,3 +258,20 @@ def test_adopting_mem0_with_the_real_model_finds_paraphrases(
     finally:
         target.close()
         source.close()
+
+
+def test_adopt_refuses_records_without_text_and_says_how_to_map(
+        tmp_path: Path, clock: DeterministicClock) -> None:
+    foreign_stores.write_custom(tmp_path / "src")
+    source = _open(tmp_path / "src", "notes", clock)
+    target = MemoryEngine.open(StoreSpec(str(tmp_path / "ours")), embedder=HashingEmbedder(),
+                               clock=clock)
+    try:
+        report = target.adopt(source)
+        assert [o.action for o in report.lines] == ["error", "error"]
+        assert "record note-0" in report.lines[0].reason
+        assert "map-collection" in report.lines[0].reason
+        assert target.count() == 0
+    finally:
+        target.close()
+        source.close()
