@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.embedding import EmbedBackend, ModelSpec
-from engine.errors import ConfigInvalid
+from engine.errors import ConfigInvalid, ValidationError
 from engine.store import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_READ_TIMEOUT_S, StoreSpec
+from engine.store.foreign import FieldMapping
 
 if TYPE_CHECKING:
     from engine.llm.settings import LLMSettings
@@ -39,11 +40,14 @@ __all__ = [
     "Settings",
     "SettingsFile",
     "atomic_write_text",
+    "config_dir_from",
     "default_config_dir",
     "default_data_dir",
     "load_settings",
+    "save_foreign_mapping",
     "save_settings",
     "server_ledger_path",
+    "store_key",
 ]
 
 SETTINGS_VERSION = 1
@@ -85,6 +89,9 @@ class Settings:
         recent_stores: Most recent first.
         theme: "system", "light" or "dark".
         llm: The file's LLM provider section (JSON values; see :meth:`llm_settings`).
+        foreign_mappings: Field mappings of collections written by other tools, by store
+            location then collection name (``{"text": key, "agent": key, "time": key,
+            "importance": key}``; ``mnemoscope map-collection``; :meth:`mapping_for`).
     """
 
     store: str = ""
@@ -100,6 +107,7 @@ class Settings:
     recent_stores: tuple[str, ...] = ()
     theme: str = "system"
     llm: Mapping[str, Any] = field(default_factory=dict)
+    foreign_mappings: Mapping[str, Any] = field(default_factory=dict)
     version: int = SETTINGS_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -119,6 +127,16 @@ class Settings:
         if self.embed_backend not in tuple(EmbedBackend):
             raise ConfigInvalid("embed_backend", self.embed_backend,
                                 f"must be one of {', '.join(EmbedBackend)}")
+        for location, collections in self.foreign_mappings.items():
+            if not isinstance(collections, Mapping):
+                raise ConfigInvalid(f"foreign_mappings.{location}", collections,
+                                    "must map collection names to mappings")
+            for name, mapping in collections.items():
+                where = f"settings.json: foreign_mappings.{location}.{name}"
+                try:
+                    FieldMapping.from_json(mapping, where)
+                except ValidationError as exc:
+                    raise ConfigInvalid(exc.field, exc.value, exc.reason) from None
 
     def model_spec(self) -> ModelSpec:
         """The embedding model to load; its OpenVINO conversion is cached under
@@ -127,9 +145,32 @@ class Settings:
                          str(Path(self.data_dir) / "models"))
 
     def with_store_timeouts(self, spec: StoreSpec) -> StoreSpec:
-        """``spec`` with the configured server timeouts (every store is opened through it)."""
+        """``spec`` with the configured server timeouts and its collection's saved field
+        mapping (every store is opened through it)."""
         return dataclasses.replace(spec, connect_timeout_s=self.store_connect_timeout_s,
-                                   read_timeout_s=self.store_read_timeout_s)
+                                   read_timeout_s=self.store_read_timeout_s,
+                                   mapping=self.mapping_for(spec.location, spec.collection))
+
+    def mapping_for(self, location: str, collection: str) -> FieldMapping | None:
+        """The field mapping saved for ``collection`` of the store at ``location``."""
+        saved = self.foreign_mappings.get(store_key(location), {}).get(collection)
+        if saved is None:
+            return None
+        return FieldMapping.from_json(saved, f"foreign_mappings.{collection}")
+
+    def with_mapping(self, location: str, collection: str,
+                     mapping: FieldMapping | None) -> Settings:
+        """A copy with ``mapping`` saved for ``collection`` at ``location`` (None: forgotten)."""
+        key = store_key(location)
+        mappings = {k: dict(v) for k, v in self.foreign_mappings.items()}
+        collections = mappings.setdefault(key, {})
+        if mapping is None or mapping.empty:
+            collections.pop(collection, None)
+        else:
+            collections[collection] = mapping.to_json()
+        if not collections:
+            del mappings[key]
+        return dataclasses.replace(self, foreign_mappings=mappings)
 
     def with_recent(self, location: str, keep: int = 10) -> Settings:
         """A copy with ``location`` first in the recent-stores list."""
@@ -155,6 +196,7 @@ class Settings:
         data["recent_stores"] = list(self.recent_stores)
         data["extra"] = dict(self.extra)
         data["llm"] = dict(self.llm)
+        data["foreign_mappings"] = {k: dict(v) for k, v in self.foreign_mappings.items()}
         return data
 
 
@@ -190,6 +232,13 @@ def _env_value(name: str, raw: str, kind: type) -> Any:
     return raw
 
 
+def config_dir_from(env: Mapping[str, str], default: Path | None = None) -> Path:
+    """The settings folder: ``MNEMOSCOPE_CONFIG_DIR`` in ``env``, else ``default`` or the
+    per-user configuration directory."""
+    return Path(env["MNEMOSCOPE_CONFIG_DIR"]) if "MNEMOSCOPE_CONFIG_DIR" in env \
+        else (default or default_config_dir())
+
+
 def load_settings(env: Mapping[str, str] | None = None, *,
                   config_dir: Path | None = None) -> Settings:
     """Defaults ← settings file ← environment.
@@ -199,8 +248,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             or an environment variable is malformed (naming it).
     """
     env = dict(os.environ) if env is None else env
-    config_dir = Path(env["MNEMOSCOPE_CONFIG_DIR"]) if "MNEMOSCOPE_CONFIG_DIR" in env \
-        else (config_dir or default_config_dir())
+    config_dir = config_dir_from(env, config_dir)
     values: dict[str, Any] = {}
     path = config_dir / "settings.json"
     if path.is_file():
@@ -217,7 +265,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
                  "embed_backend": str,
                  "load_model": bool, "redaction": bool, "sampling_rate": (int, float),
                  "recent_stores": list, "theme": str, "version": int, "extra": dict,
-                 "llm": dict}
+                 "llm": dict, "foreign_mappings": dict}
         for key, raw in data.items():
             value: Any = raw
             expected = types.get(key)
@@ -259,6 +307,29 @@ def save_settings(settings: Settings, *, config_dir: Path | None = None) -> Path
     return path
 
 
+def save_foreign_mapping(config_dir: Path, location: str, collection: str,
+                         mapping: FieldMapping | None) -> Path:
+    """Save (or, with None, forget) the field mapping of ``collection`` at ``location`` in the
+    settings file, changing nothing else in it.
+
+    The CLI's settings are the file's with the environment and options over them; saving those
+    would write ``--store`` or ``MNEMOSCOPE_*`` values into the file, so this edits the file's
+    own JSON, and checks the result loads.
+
+    Raises:
+        ConfigInvalid: the file is not valid settings JSON (naming it and the line).
+        OSError: it could not be written.
+    """
+    path = config_dir / "settings.json"
+    current = load_settings({"MNEMOSCOPE_CONFIG_DIR": str(config_dir)})  # refuses a bad file
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() \
+        else {}
+    data["foreign_mappings"] = current.with_mapping(location, collection,
+                                                    mapping).to_json()["foreign_mappings"]
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True))
+    return path
+
+
 class SettingsFile:
     """The running app's settings and their file: one current value, atomic saves.
 
@@ -297,6 +368,14 @@ class SettingsFile:
                 save_settings(updated, config_dir=self._config_dir)
             self._current = updated
             return updated
+
+
+def store_key(location: str) -> str:
+    """How a store location is keyed in the settings: a server URL as given (no trailing
+    slash), a directory as its absolute path (``./store`` and ``store`` are one store)."""
+    if re.match(r"^https?://", location, re.IGNORECASE):
+        return location.rstrip("/")
+    return str(Path(location).expanduser().absolute())
 
 
 def server_ledger_path(settings: Settings, url: str, collection: str) -> Path:

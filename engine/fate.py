@@ -364,6 +364,9 @@ def record_fate(engine: MemoryEngine, record_id: str, *,
         else:
             step = FateStep(entry.ts, entry.op, f"{entry.op} by {actor}", actor=actor)
         timeline.append((entry.ts, 10**12 + entry.seq, step))
+    foreign = _foreign_creation(engine, record_id)
+    if foreign is not None:
+        timeline.append((foreign.ts, -1, foreign))
     timeline.sort(key=lambda item: (item[0], item[1]))
     steps = tuple(step for _ts, _seq, step in timeline)
     for step in steps:  # the last decisive step sets the status
@@ -383,6 +386,22 @@ def record_fate(engine: MemoryEngine, record_id: str, *,
         status = "alive"
     return RecordFate(record_id, status, survivor, steps, forecast, tuple(warnings),
                       _last_content(engine, record_id, mentions))
+
+
+def _foreign_creation(engine: MemoryEngine, record_id: str) -> FateStep | None:
+    """For a collection written by another tool (no ledger of ours saw its records): its
+    creation as that tool recorded it, so the story starts at the real time."""
+    info = engine.store.foreign_info
+    if info is None:
+        return None
+    try:
+        record = engine.get(record_id)
+    except RecordNotFound:
+        return None
+    actor = info.layout.value
+    return FateStep(record.created_at, "created",
+                    f"created by {actor} in collection {engine.store.spec.collection}",
+                    actor=actor)
 
 
 def _last_content(engine: MemoryEngine, record_id: str, mentions: list[Event]) -> str:

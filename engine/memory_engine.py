@@ -54,6 +54,7 @@ from engine.retrieval import (
 )
 from engine.retrieval import rescore as rescore_candidates
 from engine.store import LAYERS, PRIVACIES, STATES, MemoryStore, StoreSpec
+from engine.store.foreign import ForeignInfo
 
 if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
     from engine.exits import Masking
@@ -161,15 +162,18 @@ class StoreStats:
     pending_embeddings: int
     expired: int
     by_state: Mapping[str, int] = field(default_factory=dict)
+    foreign_layout: ForeignInfo | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Wire form."""
+        """Wire form (``foreign_layout``: null for Mnemoscope's own collections)."""
         return {
             "location": self.location, "kind": self.kind, "read_only": self.read_only,
             "foreign": self.foreign, "records": self.records, "by_layer": dict(self.by_layer),
             "by_agent": dict(self.by_agent), "by_privacy": dict(self.by_privacy),
             "by_state": dict(self.by_state),
             "pending_embeddings": self.pending_embeddings, "expired": self.expired,
+            "foreign_layout": None if self.foreign_layout is None
+            else self.foreign_layout.to_json(),
         }
 
 
@@ -488,6 +492,7 @@ class MemoryEngine:
             pending_embeddings=int((~snapshot.has_vector[live]).sum()),
             expired=int((snapshot.expires_at[live] < now).sum()),
             by_state={state.value: int(states[code]) for code, state in enumerate(STATES)},
+            foreign_layout=self._store.foreign_info,
         )
 
     def doctor(self) -> dict[str, Any]:
@@ -500,13 +505,15 @@ class MemoryEngine:
             except importlib.metadata.PackageNotFoundError:
                 versions[package] = "not installed"
         status = self.embedding_status()
+        info = self._store.foreign_info
         return {
             "versions": versions,
             "executable": sys.executable,
             "store": {"location": self._store.location, "kind": self._store.kind,
                       "read_only": self._store.read_only, "foreign": self._store.foreign,
                       "collection": self._store.spec.collection, "records": self.count(),
-                      "lock_holder": self._store.lock_holder()},
+                      "lock_holder": self._store.lock_holder(),
+                      "foreign_layout": None if info is None else info.to_json()},
             "ledger": {"path": str(self._ledger.path) if self._ledger.path else ":memory:",
                        "records_without_history": len(self.records_without_history())},
             "model": {"state": status.state.value, "name": status.model_name,
@@ -940,6 +947,33 @@ class MemoryEngine:
 
         return run(None) if dry_run else self._logged_import(run, path, "conversation",
                                                              agent_id)
+
+    def adopt(self, source: MemoryEngine, *, progress: ProgressFn | None = None,
+              cancelled: CancelFn | None = None,
+              on_lines: LineFn | None = None) -> ImportReport:
+        """Copy the records of ``source`` (a collection written by another tool, opened
+        read-only) into this store through the ingest pipeline (:mod:`engine.ingest.adopt`).
+
+        Logged and undone like an import (kind ``adopt``); the report's line *n* is the
+        source's *n*-th record, oldest first, with its dedup decision.
+
+        Raises:
+            ValidationError: ``source`` is this engine's own store.
+            ImportStopped: a write failed part way (what was committed is in its report).
+        """
+        from engine.ingest.adopt import adopt_store
+
+        store = source.store
+        if store is self._store or (store.location == self._store.location
+                                    and store.spec.collection == self._store.spec.collection):
+            raise ValidationError("into", self._store.location,
+                                  "is the collection being adopted; choose another store")
+        label = f"{store.location}#{store.spec.collection}"
+        return self._logged_import(
+            lambda import_id: adopt_store(self._ingest_pipeline(), store, progress=progress,
+                                          cancelled=cancelled, import_id=import_id,
+                                          on_lines=on_lines),
+            label, "adopt", None)
 
     def _import_log(self) -> ImportLog:
         log: ImportLog | None = self.__dict__.get("_imports")

@@ -83,7 +83,7 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     """Parse ``argv`` and run the command. Returns the exit code."""
     import dataclasses
 
-    from app.settings import load_settings
+    from app.settings import config_dir_from, load_settings
 
     # Launching the window must not pay for importing every command module: when the
     # arguments are app options only, parse them with the small parser.
@@ -118,7 +118,9 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
     from app.cli.context import CliContext  # the engine facade: only commands need it
 
     ctx = CliContext(settings, json=args.json, load_model=not args.no_model,
-                     collection=args.collection)
+                     collection=args.collection,
+                     config_dir=config_dir_from(os.environ if settings_env is None
+                                                else settings_env))
     try:
         try:
             if parser is not None:

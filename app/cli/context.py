@@ -19,9 +19,11 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from app.settings import Settings, server_ledger_path
+from engine.embedding import SentenceTransformerEmbedder
 from engine.errors import EngineError, ValidationError
 from engine.exits import ExitPolicy, RedactingLogFilter
 from engine.memory_engine import MemoryEngine, engine_config_from_env
@@ -59,15 +61,20 @@ class CliContext:
         json: ``--json`` was given: print exactly one JSON document on stdout.
         load_model: Load the embedding model for commands that embed (``--no-model`` clears it).
         collection: Chroma collection to open.
+        config_dir: The settings folder (``MNEMOSCOPE_CONFIG_DIR`` or the per-user one), for
+            commands that save a setting.
     """
 
     settings: Settings
     json: bool = False
     load_model: bool = True
     collection: str | None = None
+    config_dir: Path | None = None
     stdout: IO[str] = field(default_factory=lambda: sys.stdout)
     stderr: IO[str] = field(default_factory=lambda: sys.stderr)
     _engine: MemoryEngine | None = None
+    _model: SentenceTransformerEmbedder | None = None
+    _waited: bool = False
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _policy: ExitPolicy | None = None
     _verbatim: dict[str, str] = field(default_factory=dict)
@@ -242,23 +249,38 @@ class CliContext:
             embed: The command embeds text: load the model and wait for it (unless
                 ``--no-model``), so records get real embeddings rather than the fallback.
         """
-        if self._engine is not None:
-            return self._engine
-        embedder = None
-        if self.load_model and self.settings.load_model:
-            embedder = self.settings.model_spec().embedder()
-            if embed and not embedder.wait_ready(MODEL_WAIT_SECONDS):
+        if self._engine is None:
+            self._engine = self._open(self.store_spec(read_only=read_only), embed=embed)
+        return self._engine
+
+    def open_other_engine(self, spec: StoreSpec, *, embed: bool = True) -> MemoryEngine:
+        """Open an engine on a second store (``adopt --into``), with this run's settings and
+        model; it is closed when the command finishes."""
+        engine = self._open(self.settings.with_store_timeouts(spec), embed=embed)
+        self.on_close(engine.close)
+        return engine
+
+    def _embedder(self, embed: bool) -> SentenceTransformerEmbedder | None:
+        """The run's one model (loaded once, shared by the engines it opens)."""
+        if not (self.load_model and self.settings.load_model):
+            return None
+        if self._model is None:
+            self._model = self.settings.model_spec().embedder()
+        if embed and not self._waited:
+            self._waited = True
+            if not self._model.wait_ready(MODEL_WAIT_SECONDS):
                 self.warn(f"note: embedding model unavailable "
-                          f"({embedder.status().reason or 'still loading'}); "
+                          f"({self._model.status().reason or 'still loading'}); "
                           "using token Jaccard similarity")
-        spec = self.store_spec(read_only=read_only)
+        return self._model
+
+    def _open(self, spec: StoreSpec, *, embed: bool) -> MemoryEngine:
+        embedder = self._embedder(embed)
         ledger = server_ledger_path(self.settings, spec.location, spec.collection) \
             if spec.is_remote else None
         config = engine_config_from_env(os.environ, sampling_rate=self.settings.sampling_rate,
                                         redaction=self.settings.redaction)
-        self._engine = MemoryEngine.open(spec, ledger_path=ledger, embedder=embedder,
-                                         config=config)
-        return self._engine
+        return MemoryEngine.open(spec, ledger_path=ledger, embedder=embedder, config=config)
 
     def close(self) -> None:
         """Close what was opened."""

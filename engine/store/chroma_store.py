@@ -6,8 +6,9 @@ collection uses cosine space and records ``schema_version`` in its metadata. Wri
 of ``get_max_batch_size()``. An embedded store is locked for one process (:mod:`.lock`); a
 read-only open takes no lock and refuses writes.
 
-A collection written by another tool opens read-only: its documents and metadata are shown as
-records with default fields (:func:`~engine.store.codec.record_from_chroma` lenient mode).
+A collection written by another tool opens read-only: a sample of its records decides its layout
+(mem0, LangChain, LlamaIndex, plain, or a saved mapping) and :mod:`.foreign` maps its fields onto
+records; vectors of another length than the model's are left out of the view.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ from engine.errors import (
 from engine.records import MemoryRecord
 from engine.store import view_cache
 from engine.store.codec import SCHEMA_VERSION, record_from_chroma, record_to_chroma
+from engine.store.foreign import (
+    DETECT_SAMPLE,
+    FieldMapping,
+    ForeignInfo,
+    ForeignLayout,
+    ForeignReader,
+    detect_layout,
+)
 from engine.store.lock import StoreLock, read_lock_holder
 from engine.store.view import ColumnarView
 
@@ -83,6 +92,9 @@ class StoreSpec:
         connect_timeout_s: Server stores: longest wait for a connection.
         read_timeout_s: Server stores: longest wait for the answer to one call (and for
             sending one). A call that runs out raises :class:`~engine.errors.StoreTimeout`.
+        mapping: For a collection written by another tool: which of its metadata keys hold
+            the text, agent, time and importance (:mod:`engine.store.foreign`); ignored for
+            Mnemoscope's own collections.
 
     Raises:
         ValidationError: a timeout that is not a positive finite number.
@@ -94,6 +106,7 @@ class StoreSpec:
     collection: str = DEFAULT_COLLECTION
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    mapping: FieldMapping | None = None
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_s", "read_timeout_s"):
@@ -350,6 +363,9 @@ class MemoryStore:
         self._loading = threading.Lock()
         self._chroma_count = 0
         self._warm: threading.Thread | None = None
+        self._reader: ForeignReader | None = None  # a foreign collection's field mapping
+        self._foreign_info: ForeignInfo | None = None
+        self._opened_at = 0.0  # the created time of foreign records without one
         if client is not None:
             try:
                 self._max_batch = max(1, int(client.get_max_batch_size()))
@@ -387,6 +403,9 @@ class MemoryStore:
             view = ColumnarView(dimension)
             store = cls(spec, client, collection, view, read_only=read_only, foreign=foreign,
                         lock=lock)
+            store._opened_at = now_ms
+            if foreign and collection is not None:
+                store._detect_layout(dimension)
             cached = None
             if directory is not None and stamp is not None and not foreign \
                     and collection is not None:
@@ -446,6 +465,33 @@ class MemoryStore:
             )
         return collection, False
 
+    def _detect_layout(self, dimension: int) -> None:
+        """Decide a foreign collection's layout from its first records (and its vectors'
+        length), so every read maps its fields (:mod:`engine.store.foreign`)."""
+        try:
+            sample = self._collection.get(limit=DETECT_SAMPLE,
+                                          include=["documents", "metadatas", "embeddings"])
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+        detected = detect_layout(self._spec.collection, sample["documents"] or [],
+                                 sample["metadatas"] or [])
+        mapping = self._spec.mapping if self._spec.mapping is not None \
+            and not self._spec.mapping.empty else None
+        layout = ForeignLayout.CUSTOM if mapping is not None else detected
+        # A custom mapping still reads the detected tool's own keys for what it leaves out.
+        self._reader = ForeignReader(detected, self._spec.collection, mapping)
+        vectors = sample.get("embeddings")
+        width = None if vectors is None or len(vectors) == 0 else len(vectors[0])
+        self._foreign_info = ForeignInfo(layout, mapping, width,
+                                         width is None or width == dimension)
+
+    def _decode(self, record_id: str, document: str | None, metadata: Any,
+                now_ms: float) -> MemoryRecord:
+        """A record from what Chroma returned: the foreign layout's mapping, or our codec."""
+        if self._reader is not None:
+            return self._reader.record(record_id, document, metadata, now_ms=now_ms)
+        return record_from_chroma(record_id, document, metadata, lenient=True, now_ms=now_ms)
+
     def _start_warm_up(self) -> None:
         """Make Chroma load the collection's segments on a thread, after a cached open.
 
@@ -486,7 +532,7 @@ class MemoryStore:
                 ids = page["ids"]
                 if not ids:
                     break
-                records = [record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
+                records = [self._decode(i, d, m, now_ms)
                            for i, d, m in zip(ids, page["documents"], page["metadatas"],
                                               strict=True)]
                 vectors = _as_matrix(page.get("embeddings"), len(ids), view.dimension)
@@ -562,7 +608,7 @@ class MemoryStore:
                                         include=["documents", "metadatas"])
         except Exception as exc:
             raise _failure(self._spec, f"reading {self.location}", exc) from exc
-        records = [record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
+        records = [self._decode(i, d, m, now_ms)
                    for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
                                       strict=True)]
         return records[::-1], total
@@ -593,6 +639,11 @@ class MemoryStore:
     def foreign(self) -> bool:
         """True when the collection was not written by Mnemoscope."""
         return self._foreign
+
+    @property
+    def foreign_info(self) -> ForeignInfo | None:
+        """A foreign collection's detected layout and vectors (None for our own)."""
+        return self._foreign_info
 
     @property
     def view(self) -> ColumnarView:
@@ -649,7 +700,7 @@ class MemoryStore:
                 page = self._collection.get(ids=chunk, include=["documents", "metadatas"])
                 for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
                                    strict=True):
-                    found[i] = record_from_chroma(i, d, m, lenient=True)
+                    found[i] = self._decode(i, d, m, self._opened_at)
         except Exception as exc:
             raise _failure(self._spec, f"reading {self.location}", exc) from exc
         missing = [r for r in record_ids if r not in found]
@@ -670,7 +721,7 @@ class MemoryStore:
             for start in range(0, len(record_ids), self._max_batch):
                 page = self._collection.get(ids=list(record_ids[start:start + self._max_batch]),
                                             include=["documents", "metadatas"])
-                found.extend(record_from_chroma(i, d, m, lenient=True, now_ms=now_ms)
+                found.extend(self._decode(i, d, m, now_ms)
                              for i, d, m in zip(page["ids"], page["documents"],
                                                 page["metadatas"], strict=True))
         except Exception as exc:

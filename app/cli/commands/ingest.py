@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from engine.ingest.importer import LineFn
     from engine.ingest.pipeline import CancelFn
 
-__all__ = ["register"]
+__all__ = ["register", "run_import"]
 
 
 def register(subparsers: Any) -> None:
@@ -125,7 +125,7 @@ def _ingest(args: argparse.Namespace, ctx: CliContext) -> int:
         return engine.import_jsonl(args.file, source=args.source, tier=tier,
                                    on_lines=on_lines, cancelled=cancelled)
 
-    return _run_import(args, ctx, run, prefix=lambda line: f"{args.file}:{line}: ")
+    return run_import(args, ctx, run, prefix=lambda line: f"{args.file}:{line}: ")
 
 
 _SAMPLES = 3  # lines shown per decision in the human summary
@@ -159,13 +159,13 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
             if len(outcomes) > _SAMPLES:
                 ctx.print(f"  … and {len(outcomes) - _SAMPLES} more")
 
-    return _run_import(args, ctx, run, prefix=lambda line: f"{args.file}: ", show=show)
+    return run_import(args, ctx, run, prefix=lambda line: f"{args.file}: ", show=show)
 
 
-def _run_import(args: argparse.Namespace, ctx: CliContext,
-                run: Callable[[LineFn | None, CancelFn], ImportReport], *,
-                prefix: Callable[[int], str],
-                show: Callable[[ImportReport], None] | None = None) -> int:
+def run_import(args: argparse.Namespace, ctx: CliContext,
+               run: Callable[[LineFn | None, CancelFn], ImportReport], *,
+               prefix: Callable[[int], str],
+               show: Callable[[ImportReport], None] | None = None) -> int:
     """Run an import and say what was committed, whether it finished, failed or was stopped
     (``show`` prints a finished report for a person; default: its errors and counts)."""
     from engine.ingest import ImportReport, ImportStopped

@@ -302,6 +302,8 @@ def _stats(args: argparse.Namespace, ctx: CliContext) -> int:
         return 0
     access = ", read-only" if stats.read_only else ""
     ctx.print(f"store:    {stats.location} ({stats.kind}{access})")
+    if stats.foreign_layout is not None:
+        ctx.print(f"layout:   {stats.foreign_layout.describe()}")
     ctx.print(f"records:  {stats.records}  (pending embeddings: {stats.pending_embeddings}, "
               f"expired: {stats.expired})")
     ctx.print("layers:   " + ", ".join(f"{k} {v}" for k, v in stats.by_layer.items()))
@@ -332,6 +334,8 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
               f"{store['records']} records{', read-only' if store['read_only'] else ''})")
     holder = store["lock_holder"]
     ctx.print(f"lock holder            {holder or '-'}")
+    if engine.store.foreign_info is not None:
+        ctx.print(f"foreign layout         {engine.store.foreign_info.describe()}")
     orphans = report["ledger"]["records_without_history"]
     hint = "; run doctor --repair" if orphans else ""
     ctx.print(f"ledger                 {report['ledger']['path']} "
