@@ -179,7 +179,7 @@ def _check_text_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
     """
     from engine.records import check_text
 
-    names = _argument_names(parser)
+    names = _argument_names(parser, args)
     for dest, value in vars(args).items():
         if dest in _PATH_DESTS:
             continue
@@ -188,13 +188,19 @@ def _check_text_arguments(parser: argparse.ArgumentParser, args: argparse.Namesp
                 check_text(item, names.get(dest, dest))
 
 
-def _argument_names(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """dest -> how the user wrote it (``--agent``, ``TEXT``), over every sub-command."""
+def _argument_names(parser: argparse.ArgumentParser,
+                    args: argparse.Namespace | None = None) -> dict[str, str]:
+    """dest -> how the user wrote it (``--agent``, ``TEXT``), in the (sub-)commands that ran:
+    a dest another sub-command spells differently (``add TEXT`` and ``map-collection --text``)
+    is named as the running one spells it."""
     names: dict[str, str] = {}
     for action in parser._actions:  # argparse keeps no public list of a parser's arguments
         if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                for dest, name in _argument_names(sub).items():
+            chosen = getattr(args, action.dest, None) if args is not None else None
+            subs = [action.choices[chosen]] if chosen in action.choices else \
+                list(action.choices.values())
+            for sub in subs:
+                for dest, name in _argument_names(sub, args).items():
                     names.setdefault(dest, name)
         elif action.option_strings:
             names.setdefault(action.dest, action.option_strings[-1])
