@@ -278,7 +278,9 @@ class _WriteSet:
             matrix = np.zeros((len(records), store.view.dimension), dtype=np.float32)
             for i, record in enumerate(records):
                 vector = self.vectors.get(record.id)
-                if vector is None and self.befores.get(record.id) is not None:
+                before = self.befores.get(record.id)
+                if vector is None and before is not None \
+                        and before.content_hash == record.content_hash:
                     vector = store.view.vector(record.id)  # unchanged content keeps its vector
                 if vector is not None:
                     matrix[i] = vector
@@ -510,7 +512,8 @@ class _Run:
             elif decision.action is Action.MERGED:
                 incoming = MemoryRecord.create(
                     new, now_ms=now, record_id=self.incoming_id,
-                    importance=new.importance if new.importance is not None else 0.0)
+                    importance=new.importance if new.importance is not None else 0.0,
+                    embedding_model=pipeline.model_name() if self.semantic else "")
                 weight = merge_weight(self.before, incoming, pipeline.policy)
                 merged = merge_records(self.before, incoming, now_ms=now,
                                        policy=pipeline.policy)
@@ -579,7 +582,10 @@ class _Run:
         if self not in writes.runs:
             writes.runs.append(self)
         if self.after is not None:
-            vector = self.vector if decision.action is Action.INSERTED else None
+            # an insert, or a merge that kept the incoming text (seed 004), carries its vector
+            vector = self.vector if decision.action is Action.INSERTED or (
+                self.before is not None
+                and self.after.content_hash != self.before.content_hash) else None
             writes.stage(self.after, before=self.before, vector=vector, actor=self.new.source)
             links_from = [link for link in self.after.related
                           if link.id != self.after.id]
@@ -587,6 +593,10 @@ class _Run:
                 writes.link(link.id, RelatedLink(self.after.id, link.similarity))
         if decision.action is Action.MERGED and decision.target_id is not None:
             writes.aliases.append((self.content_hash, decision.target_id))
+            if self.before is not None and self.after is not None \
+                    and self.after.content_hash != self.before.content_hash:
+                # the stored text was replaced: it stays an exact duplicate of the record
+                writes.aliases.append((self.before.content_hash, decision.target_id))
         if self._review_spec is not None:
             writes.reviews.append((self, self._review_spec))
             if writes.lookup is not None:
@@ -1021,14 +1031,19 @@ class IngestPipeline:
                 return self._resolved(item, Action.MERGED, Reason.REVIEW_APPROVED)
             target = self.store.get(item.target_id)
             now = self.clock.now()
+            vector = self.review.vector(review_id)
             incoming = MemoryRecord.create(
                 item.incoming, now_ms=now, record_id=item.incoming_id,
                 importance=item.incoming.importance if item.incoming.importance is not None
-                else 0.0)
+                else 0.0, embedding_model=self.model_name() if vector is not None else "")
             after = merge_records(target, incoming, now_ms=now, policy=self.policy)
+            swapped = after.content_hash != target.content_hash  # seed 004: incoming text kept
             writes = _WriteSet(self, None)
-            writes.stage(after, before=target, vector=None, actor="review")
+            writes.stage(after, before=target, vector=vector if swapped else None,
+                         actor="review")
             writes.aliases.append((item.content_hash, target.id))
+            if swapped:
+                writes.aliases.append((target.content_hash, target.id))
             writes.flush()
             self.review.resolve(review_id, ReviewStatus.APPROVED, target.id)
         events = self._review_events(EventKind.REVIEW_APPROVED, item, after, target)

@@ -94,6 +94,63 @@ class TestPartitionsAndTiers:
             assert engine.count() == 4
 
 
+class TestSeed004KeepsTheMoreImportantText:
+    """seed 004 "Merge Algorithm": keep the higher-importance version (issue 23)."""
+
+    LIKES, PREFERS = "User likes TypeScript", "User prefers TypeScript"
+
+    def _check(self, engine: MemoryEngine, table: TableEmbedder, record_id: str) -> None:
+        stored = engine.get(record_id)
+        assert stored.content == self.PREFERS and stored.importance == 0.8
+        assert stored.embedding_model == "table-test"
+        # the incoming text's vector is stored with it, not the replaced text's
+        vector = engine.store.view.vector(record_id)
+        assert vector is not None
+        assert float(vector @ table.embed([self.PREFERS])[0]) == pytest.approx(1.0, abs=1e-5)
+        # the replaced text is still an exact duplicate of the record
+        again = engine.ingest(_memory(self.LIKES, importance=0.7))
+        assert (again.action, again.target_id) == (Action.SKIPPED, record_id)
+        assert engine.count() == 1
+
+    def test_single(self, engine: MemoryEngine, table: TableEmbedder) -> None:
+        table.pair(self.LIKES, self.PREFERS, 0.92)
+        first = engine.ingest(_memory(self.LIKES, importance=0.7))
+        merged = engine.ingest(_memory(self.PREFERS, importance=0.8))
+        assert merged.action is Action.MERGED and merged.target_id == first.record_id
+        assert first.record_id is not None
+        self._check(engine, table, first.record_id)
+
+    def test_batch(self, engine: MemoryEngine, table: TableEmbedder) -> None:
+        table.pair(self.LIKES, self.PREFERS, 0.92)
+        first = engine.ingest(_memory(self.LIKES, importance=0.7))
+        batch = engine.ingest_batch([_memory(self.PREFERS, importance=0.8)])
+        assert [r.action for r in batch.results] == [Action.MERGED]
+        assert first.record_id is not None
+        self._check(engine, table, first.record_id)
+
+    def test_lower_importance_keeps_the_stored_text(self, engine: MemoryEngine,
+                                                     table: TableEmbedder) -> None:
+        table.pair(self.PREFERS, self.LIKES, 0.92)
+        engine.ingest(_memory(self.PREFERS, importance=0.8))
+        merged = engine.ingest(_memory(self.LIKES, importance=0.7))
+        assert merged.action is Action.MERGED and merged.record is not None
+        assert merged.record.content == self.PREFERS
+
+    def test_approved_review_keeps_the_more_important_text(self, engine: MemoryEngine,
+                                                           table: TableEmbedder) -> None:
+        stored, incoming = "Standup is at 3pm", "Standup is at 5pm"
+        table.pair(stored, incoming, 0.95)
+        first = engine.ingest(_memory(stored, importance=0.3))
+        deferred = engine.ingest(_memory(incoming, importance=0.9))
+        assert deferred.action is Action.DEFERRED and deferred.review_id is not None
+        approved = engine.approve_review(deferred.review_id)
+        assert approved.record is not None and approved.record.id == first.record_id
+        assert approved.record.content == incoming
+        vector = engine.store.view.vector(approved.record.id)
+        assert vector is not None
+        assert float(vector @ table.embed([incoming])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
 class TestContradictionAndReview:
     """The guard defers; approve merges, reject keeps both and remembers the pair."""
 
