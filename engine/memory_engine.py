@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         ReviewItem,
         SteppedRun,
     )
+    from engine.ingest.consolidate import ConsolidationReport
     from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, ImportLog, UndoPlan
     from engine.layers import LayerService, SpatialHit
@@ -947,6 +948,119 @@ class MemoryEngine:
                           decision_reason="import undone",
                           payload={"import_id": import_id, "path": entry.path, **plan.counts})
         return plan
+
+    def consolidate(self, agent_id: str | None = None, *,
+                    dry_run: bool = False) -> ConsolidationReport:
+        """Merge stored near-duplicates by the ingest rules (see :mod:`engine.ingest.consolidate`).
+
+        The pass is one undoable step: its writes share one edit-history batch id, which is also
+        its entry in the import log (kind ``consolidation``), so ``undo_import(report.id)``
+        restores the merged-away records, writes back the kept ones and withdraws its pending
+        review items.
+
+        Args:
+            agent_id: Only this agent's records (default: every agent).
+            dry_run: Only plan: return what would be merged and deferred; write nothing.
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused a write.
+        """
+        from engine.ingest.consolidate import ConsolidationReport, plan_consolidation
+
+        pipeline = self._ingest_pipeline()
+        review = pipeline.review
+        with self._write_lock:
+            snapshot = self._store.view.snapshot()
+            alive = np.asarray(snapshot.alive[:snapshot.n], dtype=bool)
+            if agent_id is not None:
+                agents = list(snapshot.agents)
+                alive = alive & (np.asarray(snapshot.agent[:snapshot.n]) == (
+                    agents.index(agent_id) if agent_id in agents else -1))
+            ids = [str(snapshot.id_array[row]) for row in np.nonzero(alive)[0].tolist()]
+            records = self._store.get_many(ids) if ids else []
+            vectors = [self._store.view.vector(r.id, content_hash=r.content_hash)
+                       for r in records]
+            missing = [i for i, v in enumerate(vectors) if v is None]
+            # records stored while the model was loading are compared by their embeddings too
+            embedded = self.embed_texts([records[i].content for i in missing])
+            if embedded is not None:
+                for i, vector in zip(missing, embedded, strict=True):
+                    vectors[i] = vector
+            now = self._clock.now()
+            steps = plan_consolidation(records, vectors, policy=pipeline.policy, now_ms=now,
+                                       rejected=review.rejected_targets,
+                                       pending=review.pending_targets)
+            report = ConsolidationReport(None, dry_run, agent_id, len(records), tuple(steps))
+            if dry_run or not steps:
+                return report
+            report = self._apply_consolidation(report, dict(zip(ids, vectors, strict=True)))
+        self._emit_consolidation(report)
+        return report
+
+    def _apply_consolidation(self, report: ConsolidationReport,
+                             vectors: Mapping[str, npt.NDArray[np.float32] | None]
+                             ) -> ConsolidationReport:
+        """Write a planned pass as one edit-history batch logged in the import log."""
+        from engine.ingest.consolidate import ConsolidationStep, as_new_memory
+        from engine.ingest.kinds import Action
+
+        review = self._ingest_pipeline().review
+        log = self._import_log()
+        batch_id = uuid.uuid4().hex
+        log.start(batch_id, "(consolidation)", "consolidation", report.agent_id)
+        merges = [s for s in report.steps if s.action is Action.MERGED]
+        kept: dict[str, tuple[MemoryRecord, MemoryRecord]] = {}
+        for step in merges:
+            assert step.result is not None
+            kept[step.kept.id] = (step.kept, step.result)
+        if kept:
+            after = [pair[1] for pair in kept.values()]
+            matrix = np.zeros((len(after), self._store.view.dimension), dtype=np.float32)
+            for row, record in enumerate(after):
+                vector = vectors.get(record.id)
+                if vector is not None:  # an embedding made for the comparison is kept too
+                    matrix[row] = vector
+            self._store.write(after, matrix)
+            self._record_edits("update", list(kept.values()), actor="consolidate",
+                               batch_id=batch_id)
+            gone = [s.other for s in merges]
+            self._store.delete([r.id for r in gone])
+            self._record_edits("delete", [(r, None) for r in gone], actor="consolidate",
+                               batch_id=batch_id)
+        deferrals = [s for s in report.steps if s.action is Action.DEFERRED]
+        items = review.add_many([{
+            "reason": s.reason.value, "target_id": s.kept.id, "similarity": s.similarity,
+            "content_hash": s.other.content_hash, "incoming_id": s.other.id,
+            "incoming": as_new_memory(s.other), "vector": vectors.get(s.other.id),
+            "conflicts": s.conflicts, "thresholds": s.thresholds} for s in deferrals])
+        review_ids = dict(zip((s.other.id for s in deferrals), (i.id for i in items),
+                              strict=True))
+        # a merged-away text stays an exact duplicate of the record that absorbed it
+        aliases = [(s.other.content_hash, s.kept.id) for s in merges]
+        review.add_aliases(aliases)
+        log.finish(batch_id, report.counts, [i.id for i in items], aliases)
+        steps = [s if s.action is not Action.DEFERRED else ConsolidationStep(
+            s.action, s.reason, s.kept, s.other, s.similarity, s.semantic, s.result,
+            s.thresholds, s.conflicts, review_ids[s.other.id]) for s in report.steps]
+        return report.with_steps(steps, report_id=batch_id)
+
+    def _emit_consolidation(self, report: ConsolidationReport) -> None:
+        from engine.ingest.kinds import Action, EventKind, Stage
+
+        items: list[tuple[str, Mapping[str, Any]]] = []
+        for step in report.steps:
+            merged = step.action is Action.MERGED
+            items.append((str(EventKind.MERGE_APPLIED if merged else EventKind.MERGE_DEFERRED), {
+                "record_id": step.kept.id, "memory_hash": step.other.content_hash,
+                "stage": Stage.APPLY.value, "similarity": step.similarity,
+                "thresholds": dict(step.thresholds), "source": "consolidate",
+                "decision_reason": step.reason.value, "agent_id": step.kept.agent_id,
+                "payload": {"action": step.action.value, "consolidation_id": report.id,
+                            "incoming_id": step.other.id, "content": step.other.content,
+                            "target_id": step.kept.id, "review_id": step.review_id,
+                            "conflicts": [c.to_json() for c in step.conflicts]}}))
+        # an audit of stored records changing: sampling never drops it
+        self._events.emit_many(items, force=True)
 
     def export_jsonl(self, path: str | Path, *,
                      redact: Callable[[str], str] | None = None) -> int:

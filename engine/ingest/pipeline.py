@@ -1031,11 +1031,18 @@ class IngestPipeline:
                 return self._resolved(item, Action.MERGED, Reason.REVIEW_APPROVED)
             target = self.store.get(item.target_id)
             now = self.clock.now()
-            vector = self.review.vector(review_id)
-            incoming = MemoryRecord.create(
-                item.incoming, now_ms=now, record_id=item.incoming_id,
-                importance=item.incoming.importance if item.incoming.importance is not None
-                else 0.0, embedding_model=self.model_name() if vector is not None else "")
+            # a consolidation deferral's incoming memory is a stored record: merged, then deleted
+            stored = self.store.get(item.incoming_id) if item.incoming_id in self.store.view \
+                else None
+            if stored is not None:
+                incoming = stored
+                vector = self.store.view.vector(stored.id, content_hash=stored.content_hash)
+            else:
+                vector = self.review.vector(review_id)
+                incoming = MemoryRecord.create(
+                    item.incoming, now_ms=now, record_id=item.incoming_id,
+                    importance=item.incoming.importance if item.incoming.importance is not None
+                    else 0.0, embedding_model=self.model_name() if vector is not None else "")
             after = merge_records(target, incoming, now_ms=now, policy=self.policy)
             swapped = after.content_hash != target.content_hash  # seed 004: incoming text kept
             writes = _WriteSet(self, None)
@@ -1045,6 +1052,9 @@ class IngestPipeline:
             if swapped:
                 writes.aliases.append((target.content_hash, target.id))
             writes.flush()
+            if stored is not None:
+                self.store.delete([stored.id])
+                self.record_edits("delete", [(stored, None)], "review", writes.batch_id)
             self.review.resolve(review_id, ReviewStatus.APPROVED, target.id)
         events = self._review_events(EventKind.REVIEW_APPROVED, item, after, target)
         return IngestResult(Action.MERGED, Reason.REVIEW_APPROVED, after, item.incoming_id,
@@ -1065,6 +1075,17 @@ class IngestPipeline:
                 raise ValidationError("review", review_id, "was already approved")
             if item.status is ReviewStatus.REJECTED:
                 return self._resolved(item, Action.INSERTED, Reason.REVIEW_REJECTED)
+            if item.incoming_id in self.store.view:
+                # a consolidation deferral: both memories are stored already; keep both and
+                # remember the pair
+                self.review.resolve(review_id, ReviewStatus.REJECTED, item.incoming_id)
+                kept = self.store.get(item.incoming_id)
+                events = self._review_events(EventKind.REVIEW_REJECTED, item, kept, None,
+                                             audit_only=True)
+                return IngestResult(Action.SKIPPED, Reason.REVIEW_REJECTED, kept,
+                                    item.incoming_id, item.target_id, item.similarity,
+                                    item.thresholds, item.conflicts, review_id=item.id,
+                                    events=events)
             vector = self.review.vector(review_id)
             snapshot = self.store.view.snapshot()
             search = self.search.search(item.incoming, item.content_hash, vector, snapshot)
@@ -1105,7 +1126,10 @@ class IngestPipeline:
                             item.similarity, item.thresholds, item.conflicts, review_id=item.id)
 
     def _review_events(self, kind: EventKind, item: ReviewItem, after: MemoryRecord,
-                       before: MemoryRecord | None) -> tuple[Event, ...]:
+                       before: MemoryRecord | None, *,
+                       audit_only: bool = False) -> tuple[Event, ...]:
+        """The decision's audit event, then (unless ``audit_only``: nothing was written) the
+        event of the write that followed."""
         emitted: list[Event] = []
         reason = (Reason.REVIEW_APPROVED if kind is EventKind.REVIEW_APPROVED
                   else Reason.REVIEW_REJECTED).value
@@ -1113,12 +1137,13 @@ class IngestPipeline:
                    "target_id": item.target_id, "content": item.incoming.content,
                    "result_id": after.id}
         # A person's decision is an audit event: sampling never drops it.
-        for event_kind, record_id, extra in (
-            (kind, item.target_id, {}),
-            (EventKind.MERGE_APPLIED if before is not None else EventKind.RECORD_CREATED,
-             after.id, {"action": "merged" if before is not None else "inserted",
-                        "layer": after.layer.value, "importance": after.importance}),
-        ):
+        steps: list[tuple[EventKind, str, dict[str, Any]]] = [(kind, item.target_id, {})]
+        if not audit_only:
+            steps.append((
+                EventKind.MERGE_APPLIED if before is not None else EventKind.RECORD_CREATED,
+                after.id, {"action": "merged" if before is not None else "inserted",
+                           "layer": after.layer.value, "importance": after.importance}))
+        for event_kind, record_id, extra in steps:
             event = self.events.emit(
                 str(event_kind), record_id=record_id, memory_hash=item.content_hash,
                 source=item.incoming.source, agent_id=item.incoming.agent_id,
