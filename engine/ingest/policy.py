@@ -72,6 +72,12 @@ class IngestPolicy:
             (it still gets a ``related`` link). Dialogue turns of one conversation share
             speakers and style, so many distinct turns reach the gray zone on embedding
             similarity alone. 0 disables the rule.
+        confidence_gap: seed 001 "Conflict handling: … or confidence gap too small, enqueue for
+            review". A merge is confident when one stored record is clearly the one the memory
+            duplicates: when the runner-up candidate (another record the memory could merge
+            into, no contradiction with it) is within this similarity of the best one, the
+            choice of target is a coin toss and the memory goes to review with reason
+            ``confidence_gap``. 0 disables the rule.
     """
 
     dedup: DedupConfig = field(default_factory=DedupConfig)
@@ -87,6 +93,7 @@ class IngestPolicy:
     confirm_band: float = 0.05
     confirm_min_jaccard: float = 0.4
     gray_min_jaccard: float = 0.2
+    confidence_gap: float = 0.02
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gray_zone_scope", GrayZoneScope(self.gray_zone_scope))
@@ -105,7 +112,8 @@ class IngestPolicy:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigInvalid(name, value, "must be an integer >= 1")
-        for name in ("confirm_band", "confirm_min_jaccard", "gray_min_jaccard"):
+        for name in ("confirm_band", "confirm_min_jaccard", "gray_min_jaccard",
+                     "confidence_gap"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
                 raise ConfigInvalid(name, value, "must be in 0..1")

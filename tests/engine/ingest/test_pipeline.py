@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from engine.errors import RecordNotFound, ValidationError
@@ -149,6 +150,26 @@ class TestSeed004KeepsTheMoreImportantText:
         vector = engine.store.view.vector(approved.record.id)
         assert vector is not None
         assert float(vector @ table.embed([incoming])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+class TestConfidenceGap:
+    """seed 001 "confidence gap too small → review" through the engine (issue 23)."""
+
+    def test_two_equally_close_records_go_to_review(self, engine: MemoryEngine,
+                                                    table: TableEmbedder) -> None:
+        first, second = "Dana drinks green tea", "Dana drinks jasmine tea"
+        incoming = "Dana drinks tea"
+        x, y = np.eye(384, dtype=np.float32)[:2]
+        # the incoming memory sits between two stored records: cosine 0.9986 to each
+        table.put(first, x + 0.9 * y)
+        table.put(second, 0.9 * x + y)
+        table.put(incoming, x + y)
+        engine.add(NewMemory(first))
+        engine.add(NewMemory(second))
+        result = engine.ingest(_memory(incoming))
+        assert (result.action, result.reason) == (Action.DEFERRED, Reason.CONFIDENCE_GAP)
+        assert result.thresholds["confidence_gap"] == 0.02
+        assert engine.count() == 2
 
 
 class TestContradictionAndReview:

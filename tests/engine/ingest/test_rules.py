@@ -149,6 +149,36 @@ class TestNearDuplicate:
                        incoming="A laptop and a PC at a workstation",
                        policy=IngestPolicy(confirm_band=0.0))[0] is Action.MERGED
 
+    @staticmethod
+    def _two(best: float, runner: float, *, runner_text: str = "the sky seems blue",
+             runner_category: Category = Category.FACT,
+             policy: IngestPolicy = POLICY) -> tuple[Action, Reason]:
+        decision = decide(
+            content="the sky looks blue", confidence=0.8, tier=TrustTier.HUMAN,
+            category=Category.FACT, exact=None,
+            candidates=[Candidate("r1", best, Category.FACT, "the sky is blue"),
+                        Candidate("r2", runner, runner_category, runner_text)],
+            semantic=True, surprise=NOVEL, policy=policy)
+        return decision.action, decision.reason
+
+    def test_confidence_gap_too_small_defers(self) -> None:
+        # seed 001 conflict handling: two records it could merge into, 0.01 apart
+        assert self._two(0.93, 0.92) == (Action.DEFERRED, Reason.CONFIDENCE_GAP)
+        assert self._two(0.93, 0.90)[0] is Action.MERGED  # a clear winner
+        assert self._two(0.93, 0.92, policy=IngestPolicy(confidence_gap=0.0))[0] is \
+            Action.MERGED
+
+    def test_confidence_gap_counts_only_a_runner_up_that_could_merge(self) -> None:
+        assert self._two(0.81, 0.795)[0] is Action.MERGED  # runner-up below its threshold
+        assert self._two(0.93, 0.92, runner_category=Category.PREFERENCE)[0] is \
+            Action.MERGED  # another category needs 0.95
+        assert self._two(0.93, 0.92, runner_text="the sky is not blue")[0] is \
+            Action.MERGED  # it contradicts the memory: not a target
+
+    def test_confidence_gap_is_validated(self) -> None:
+        with pytest.raises(ConfigInvalid, match="confidence_gap"):
+            IngestPolicy(confidence_gap=1.5)
+
     def test_guard_can_be_switched_off(self) -> None:
         off = IngestPolicy(contradiction_guard=False)
         assert _decide(similarity=0.97, stored="standup at 3pm", incoming="standup at 5pm",
