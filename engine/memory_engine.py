@@ -28,7 +28,7 @@ from engine.clock import Clock, SystemClock
 from engine.config import DedupConfig, MemoryConfig
 from engine.decay import decayed_importance
 from engine.embedding import Embedder, EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, EditConflict, ValidationError
+from engine.errors import Cancelled, ConfigInvalid, EditConflict, ValidationError
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.lifecycle import (
@@ -122,6 +122,13 @@ class EngineConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     sampling_rate: float = 1.0
     redaction: bool = False
+    slow_mo_ms: float = 0.0
+    """seed 001 slow-mo: pause between the stages of a headless :meth:`MemoryEngine.ingest`."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.slow_mo_ms, int | float) or not 0.0 <= self.slow_mo_ms < 60_000:
+            raise ConfigInvalid("slow_mo_ms", self.slow_mo_ms,
+                                "must be a number of milliseconds in 0..60000")
 
 
 def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
@@ -183,7 +190,9 @@ class MemoryEngine:
     """
 
     def __init__(self, store: MemoryStore, ledger: Ledger, *, embedder: Embedder | None,
-                 clock: Clock, config: EngineConfig, events: EventBus) -> None:
+                 clock: Clock, config: EngineConfig, events: EventBus,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._sleep = sleep
         self._store = store
         self._ledger = ledger
         self._embedder = embedder
@@ -206,6 +215,7 @@ class MemoryEngine:
         redactor: Callable[[str], str] | None = None,
         progress: ProgressFn | None = None,
         defer_view: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> MemoryEngine:
         """Open the store of ``spec`` with its ledger.
 
@@ -219,6 +229,7 @@ class MemoryEngine:
             defer_view: Return once Chroma is open even when the columnar view must be read
                 from it (no usable view cache); :meth:`load_view` reads it then. Meanwhile
                 :meth:`count` and :meth:`preview_rows` work and everything else waits.
+            sleep: Pauses slow motion (``config.slow_mo_ms``); tests pass a recorder.
 
         Raises:
             StoreLocked, StoreUnavailable, SchemaMismatch: see :meth:`MemoryStore.open`.
@@ -234,10 +245,12 @@ class MemoryEngine:
             events = EventBus(clock=clock, ledger=ledger, sampling_rate=config.sampling_rate,
                               redaction=config.redaction,
                               redactor=redactor or config.memory.redactor().redact)
+            events.slow_mo_ms = float(config.slow_mo_ms)
         except BaseException:
             store.close()
             raise
-        return cls(store, ledger, embedder=embedder, clock=clock, config=config, events=events)
+        return cls(store, ledger, embedder=embedder, clock=clock, config=config, events=events,
+                   sleep=sleep)
 
     # -- parts -----------------------------------------------------------------------------
 
@@ -804,7 +817,7 @@ class MemoryEngine:
                 model_name=lambda: self._embedder.model_name if self._embedder else "",
                 record_edits=lambda op, pairs, actor, batch: self._record_edits(
                     op, pairs, actor=actor, batch_id=batch),
-                write_lock=self._write_lock)
+                write_lock=self._write_lock, sleep=self._sleep)
             self.__dict__["_ingest"] = pipeline
         return pipeline
 

@@ -869,9 +869,19 @@ class IngestPipeline:
     def ingest(self, new: NewMemory, *, vector: F32 | None = None) -> IngestResult:
         """The headless driver: every stage back to back, under the write lock.
 
+        With the event bus's ``slow_mo_ms`` above 0 (seed 001 slow-mo, ``EngineConfig``) the
+        stages run through the stepped driver instead, pausing that long between them, so a
+        headless run can be watched on the event stream like the GUI's stepper: the same
+        stages, and no lock held while paused (``persist`` redoes the merge if the target
+        changed meanwhile). Batch ingest and imports always run at full speed: pausing every
+        stage of thousands of memories would hold their chunk's write lock for hours.
+
         Raises:
             StoreReadOnly, StoreUnavailable: the store refused the write (nothing written).
         """
+        pace = self.events.slow_mo_ms
+        if pace > 0:
+            return self.stepped(new, vector=vector).run(pace_ms=pace)
         with self.write_lock:
             run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=None)
             while not run.done:

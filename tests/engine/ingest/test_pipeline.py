@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from engine.errors import RecordNotFound, ValidationError
+from engine.clock import DeterministicClock
+from engine.errors import ConfigInvalid, RecordNotFound, ValidationError
 from engine.events import Event, EventFilter
 from engine.ingest import STAGES, Action, Reason, Stage
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import Layer, NewMemory, Privacy, TrustTier
+from engine.store import StoreSpec
 from engine.text import content_hash
 from tests.engine.ingest.conftest import EngineFactory, TableEmbedder
 
@@ -170,6 +173,42 @@ class TestConfidenceGap:
         assert (result.action, result.reason) == (Action.DEFERRED, Reason.CONFIDENCE_GAP)
         assert result.thresholds["confidence_gap"] == 0.02
         assert engine.count() == 2
+
+
+class TestHeadlessSlowMotion:
+    """seed 001 slow-mo for the headless driver (``EngineConfig.slow_mo_ms``, issue 23)."""
+
+    def test_ingest_pauses_between_stages(self, tmp_path: Path, clock: DeterministicClock,
+                                          table: TableEmbedder) -> None:
+        pauses: list[float] = []
+        engine = MemoryEngine.open(StoreSpec(str(tmp_path / "slow")), embedder=table,
+                                   clock=clock, config=EngineConfig(slow_mo_ms=40.0),
+                                   sleep=pauses.append)
+        try:
+            table.pair("Bob takes his coffee black", "Bob always has black coffee", 0.87)
+            engine.ingest(_memory("Bob takes his coffee black"))
+            assert pauses == [0.04] * (len(STAGES) - 1)
+            merged = engine.ingest(_memory("Bob always has black coffee"))
+            assert merged.action is Action.MERGED and engine.count() == 1
+            pauses.clear()
+            engine.ingest_batch([_memory("The gym opens at 6am")])
+            assert pauses == []  # batches run at full speed
+        finally:
+            engine.close()
+
+    def test_no_pause_by_default(self, tmp_path: Path, clock: DeterministicClock) -> None:
+        pauses: list[float] = []
+        engine = MemoryEngine.open(StoreSpec(str(tmp_path / "fast")), clock=clock,
+                                   sleep=pauses.append)
+        try:
+            engine.ingest(_memory("The gym opens at 6am"))
+            assert pauses == []
+        finally:
+            engine.close()
+
+    def test_bad_value_is_named(self) -> None:
+        with pytest.raises(ConfigInvalid, match="slow_mo_ms"):
+            EngineConfig(slow_mo_ms=-1.0)
 
 
 class TestContradictionAndReview:
