@@ -402,19 +402,24 @@ class _Run:
     def _embed(self) -> dict[str, Any]:
         began = time.perf_counter()
         error = None
+        called = False  # this stage ran the model itself (not a batch's chunk encode)
         if self.vector is None and not self.precomputed:
             try:
                 vectors = self.pipeline.embed([self.new.content])
             except EngineError as exc:  # a failing model must not lose the memory
                 vectors, error = None, str(exc)
             self.vector = None if vectors is None else vectors[0]
+            called = self.vector is not None
         self.semantic = self.vector is not None
         latency = (time.perf_counter() - began) * 1000.0
+        budget = self.pipeline.policy.embed_budget_ms
         data = {"path": "embedding" if self.semantic else "jaccard",
                 "model": self.pipeline.model_name() if self.semantic else None,
                 "precomputed": self.precomputed, "dimension":
                     None if self.vector is None else int(self.vector.shape[0]),
-                "latency_ms": round(latency, 3), "error": error}
+                "latency_ms": round(latency, 3), "error": error,
+                # seed 001 timeout budget, reported (None: no model call was timed here)
+                "budget_ms": budget, "over_budget": latency > budget if called else None}
         self.queued.append(_QueuedEvent(EventKind.EMBED_REQUEST, self._envelope(
             Stage.EMBED, latency_ms=latency, decision_reason=data["path"],
             payload={k: v for k, v in data.items() if k != "latency_ms"})))
@@ -439,6 +444,9 @@ class _Run:
             aliases=aliases, rejected=rejected)
         latency = (time.perf_counter() - began) * 1000.0
         data = self.search.to_json()
+        # seed 001 "ANN query < 25 ms", reported with the stage's data and event
+        data["budget_ms"] = pipeline.policy.search_budget_ms
+        data["over_budget"] = latency > pipeline.policy.search_budget_ms
         best = self.search.exact.id if self.search.exact is not None else (
             self.search.candidates[0].id if self.search.candidates else None)
         best_sim = 1.0 if self.search.exact is not None else (
@@ -448,7 +456,8 @@ class _Run:
             payload={"method": data["method"], "path": data["path"],
                      "hash_hit": data["hash_hit"], "candidates": data["candidates"][:5],
                      "partition_size": data["partition_size"],
-                     "rejected": data["rejected"]})))
+                     "rejected": data["rejected"], "budget_ms": data["budget_ms"],
+                     "over_budget": data["over_budget"]})))
         return data
 
     def _decision(self) -> dict[str, Any]:

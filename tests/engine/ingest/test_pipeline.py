@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from engine.clock import DeterministicClock
 from engine.errors import ConfigInvalid, RecordNotFound, ValidationError
 from engine.events import Event, EventFilter
-from engine.ingest import STAGES, Action, Reason, Stage
+from engine.ingest import STAGES, Action, IngestPolicy, Reason, Stage
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import Layer, NewMemory, Privacy, TrustTier
 from engine.store import StoreSpec
@@ -209,6 +211,43 @@ class TestHeadlessSlowMotion:
     def test_bad_value_is_named(self) -> None:
         with pytest.raises(ConfigInvalid, match="slow_mo_ms"):
             EngineConfig(slow_mo_ms=-1.0)
+
+
+class _SlowEmbedder(TableEmbedder):
+    """Takes at least 160 ms per call: over seed 001's 150 ms budget however fast the machine."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        time.sleep(0.16)
+        return super().embed(texts)
+
+
+class TestSeed001Budgets:
+    """seed 001 timeout budgets (embed < 150 ms, ANN < 25 ms) reported per memory (issue 23)."""
+
+    def test_a_slow_embedding_is_reported_over_budget(self, make_engine: EngineFactory) -> None:
+        engine = make_engine(embedder=_SlowEmbedder())
+        run = engine.stepped(_memory("The gym opens at 6am"))
+        while not run.done:
+            run.step()
+        embed = run.state[Stage.EMBED.value]
+        assert (embed["budget_ms"], embed["over_budget"]) == (150.0, True)
+        assert embed["latency_ms"] >= 160.0
+        # the search's verdict depends on the machine's load: only its presence is checked
+        search = run.state[Stage.CANDIDATES.value]
+        assert search["budget_ms"] == 25.0 and isinstance(search["over_budget"], bool)
+        [event] = [e for e in run.result.events if e.kind == "embed-request"]
+        assert event.payload["over_budget"] is True and event.payload["budget_ms"] == 150.0
+
+    def test_no_model_call_no_verdict(self, make_engine: EngineFactory) -> None:
+        engine = make_engine(embedder=None)
+        run = engine.stepped(_memory("The gym opens at 6am"))
+        while not run.done:
+            run.step()
+        assert run.state[Stage.EMBED.value]["over_budget"] is None
+
+    def test_budgets_are_validated(self) -> None:
+        with pytest.raises(ConfigInvalid, match="embed_budget_ms"):
+            IngestPolicy(embed_budget_ms=0.0)
 
 
 class TestContradictionAndReview:
