@@ -202,6 +202,7 @@ class EventBus:
         self._on_subscriber_error = on_subscriber_error
         self.sampling_rate = sampling_rate
         self.redaction = redaction
+        # seed 001 slow-mo: the pause between stages of a headless ingest (EngineConfig)
         self.slow_mo_ms = 0.0
         if ledger is not None and not ledger.read_only:
             ledger.migrate("events", _MIGRATIONS)

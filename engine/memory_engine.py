@@ -28,7 +28,7 @@ from engine.clock import Clock, SystemClock
 from engine.config import DedupConfig, MemoryConfig
 from engine.decay import decayed_importance
 from engine.embedding import Embedder, EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, EditConflict, ValidationError
+from engine.errors import Cancelled, ConfigInvalid, EditConflict, ValidationError
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.lifecycle import (
@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         ReviewItem,
         SteppedRun,
     )
+    from engine.ingest.consolidate import ConsolidationReport
     from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, ImportLog, UndoPlan
     from engine.layers import LayerService, SpatialHit
@@ -132,6 +133,13 @@ class EngineConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     sampling_rate: float = 1.0
     redaction: bool = False
+    slow_mo_ms: float = 0.0
+    """seed 001 slow-mo: pause between the stages of a headless :meth:`MemoryEngine.ingest`."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.slow_mo_ms, int | float) or not 0.0 <= self.slow_mo_ms < 60_000:
+            raise ConfigInvalid("slow_mo_ms", self.slow_mo_ms,
+                                "must be a number of milliseconds in 0..60000")
 
 
 def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
@@ -198,7 +206,9 @@ class MemoryEngine:
     """
 
     def __init__(self, store: MemoryStore, ledger: Ledger, *, embedder: Embedder | None,
-                 clock: Clock, config: EngineConfig, events: EventBus) -> None:
+                 clock: Clock, config: EngineConfig, events: EventBus,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._sleep = sleep
         self._store = store
         self._ledger = ledger
         self._embedder = embedder
@@ -221,6 +231,7 @@ class MemoryEngine:
         redactor: Callable[[str], str] | None = None,
         progress: ProgressFn | None = None,
         defer_view: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> MemoryEngine:
         """Open the store of ``spec`` with its ledger.
 
@@ -234,6 +245,7 @@ class MemoryEngine:
             defer_view: Return once Chroma is open even when the columnar view must be read
                 from it (no usable view cache); :meth:`load_view` reads it then. Meanwhile
                 :meth:`count` and :meth:`preview_rows` work and everything else waits.
+            sleep: Pauses slow motion (``config.slow_mo_ms``); tests pass a recorder.
 
         Raises:
             StoreLocked, StoreUnavailable, SchemaMismatch: see :meth:`MemoryStore.open`.
@@ -249,10 +261,12 @@ class MemoryEngine:
             events = EventBus(clock=clock, ledger=ledger, sampling_rate=config.sampling_rate,
                               redaction=config.redaction,
                               redactor=redactor or config.memory.redactor().redact)
+            events.slow_mo_ms = float(config.slow_mo_ms)
         except BaseException:
             store.close()
             raise
-        return cls(store, ledger, embedder=embedder, clock=clock, config=config, events=events)
+        return cls(store, ledger, embedder=embedder, clock=clock, config=config, events=events,
+                   sleep=sleep)
 
     # -- parts -----------------------------------------------------------------------------
 
@@ -874,7 +888,7 @@ class MemoryEngine:
                 model_name=lambda: self._embedder.model_name if self._embedder else "",
                 record_edits=lambda op, pairs, actor, batch: self._record_edits(
                     op, pairs, actor=actor, batch_id=batch),
-                write_lock=self._write_lock)
+                write_lock=self._write_lock, sleep=self._sleep)
             self.__dict__["_ingest"] = pipeline
         return pipeline
 
@@ -1045,6 +1059,119 @@ class MemoryEngine:
                           decision_reason="import undone",
                           payload={"import_id": import_id, "path": entry.path, **plan.counts})
         return plan
+
+    def consolidate(self, agent_id: str | None = None, *,
+                    dry_run: bool = False) -> ConsolidationReport:
+        """Merge stored near-duplicates by the ingest rules (see :mod:`engine.ingest.consolidate`).
+
+        The pass is one undoable step: its writes share one edit-history batch id, which is also
+        its entry in the import log (kind ``consolidation``), so ``undo_import(report.id)``
+        restores the merged-away records, writes back the kept ones and withdraws its pending
+        review items.
+
+        Args:
+            agent_id: Only this agent's records (default: every agent).
+            dry_run: Only plan: return what would be merged and deferred; write nothing.
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused a write.
+        """
+        from engine.ingest.consolidate import ConsolidationReport, plan_consolidation
+
+        pipeline = self._ingest_pipeline()
+        review = pipeline.review
+        with self._write_lock:
+            snapshot = self._store.view.snapshot()
+            alive = np.asarray(snapshot.alive[:snapshot.n], dtype=bool)
+            if agent_id is not None:
+                agents = list(snapshot.agents)
+                alive = alive & (np.asarray(snapshot.agent[:snapshot.n]) == (
+                    agents.index(agent_id) if agent_id in agents else -1))
+            ids = [str(snapshot.id_array[row]) for row in np.nonzero(alive)[0].tolist()]
+            records = self._store.get_many(ids) if ids else []
+            vectors = [self._store.view.vector(r.id, content_hash=r.content_hash)
+                       for r in records]
+            missing = [i for i, v in enumerate(vectors) if v is None]
+            # records stored while the model was loading are compared by their embeddings too
+            embedded = self.embed_texts([records[i].content for i in missing])
+            if embedded is not None:
+                for i, vector in zip(missing, embedded, strict=True):
+                    vectors[i] = vector
+            now = self._clock.now()
+            steps = plan_consolidation(records, vectors, policy=pipeline.policy, now_ms=now,
+                                       rejected=review.rejected_targets,
+                                       pending=review.pending_targets)
+            report = ConsolidationReport(None, dry_run, agent_id, len(records), tuple(steps))
+            if dry_run or not steps:
+                return report
+            report = self._apply_consolidation(report, dict(zip(ids, vectors, strict=True)))
+        self._emit_consolidation(report)
+        return report
+
+    def _apply_consolidation(self, report: ConsolidationReport,
+                             vectors: Mapping[str, npt.NDArray[np.float32] | None]
+                             ) -> ConsolidationReport:
+        """Write a planned pass as one edit-history batch logged in the import log."""
+        from engine.ingest.consolidate import ConsolidationStep, as_new_memory
+        from engine.ingest.kinds import Action
+
+        review = self._ingest_pipeline().review
+        log = self._import_log()
+        batch_id = uuid.uuid4().hex
+        log.start(batch_id, "(consolidation)", "consolidation", report.agent_id)
+        merges = [s for s in report.steps if s.action is Action.MERGED]
+        kept: dict[str, tuple[MemoryRecord, MemoryRecord]] = {}
+        for step in merges:
+            assert step.result is not None
+            kept[step.kept.id] = (step.kept, step.result)
+        if kept:
+            after = [pair[1] for pair in kept.values()]
+            matrix = np.zeros((len(after), self._store.view.dimension), dtype=np.float32)
+            for row, record in enumerate(after):
+                vector = vectors.get(record.id)
+                if vector is not None:  # an embedding made for the comparison is kept too
+                    matrix[row] = vector
+            self._store.write(after, matrix)
+            self._record_edits("update", list(kept.values()), actor="consolidate",
+                               batch_id=batch_id)
+            gone = [s.other for s in merges]
+            self._store.delete([r.id for r in gone])
+            self._record_edits("delete", [(r, None) for r in gone], actor="consolidate",
+                               batch_id=batch_id)
+        deferrals = [s for s in report.steps if s.action is Action.DEFERRED]
+        items = review.add_many([{
+            "reason": s.reason.value, "target_id": s.kept.id, "similarity": s.similarity,
+            "content_hash": s.other.content_hash, "incoming_id": s.other.id,
+            "incoming": as_new_memory(s.other), "vector": vectors.get(s.other.id),
+            "conflicts": s.conflicts, "thresholds": s.thresholds} for s in deferrals])
+        review_ids = dict(zip((s.other.id for s in deferrals), (i.id for i in items),
+                              strict=True))
+        # a merged-away text stays an exact duplicate of the record that absorbed it
+        aliases = [(s.other.content_hash, s.kept.id) for s in merges]
+        review.add_aliases(aliases)
+        log.finish(batch_id, report.counts, [i.id for i in items], aliases)
+        steps = [s if s.action is not Action.DEFERRED else ConsolidationStep(
+            s.action, s.reason, s.kept, s.other, s.similarity, s.semantic, s.result,
+            s.thresholds, s.conflicts, review_ids[s.other.id]) for s in report.steps]
+        return report.with_steps(steps, report_id=batch_id)
+
+    def _emit_consolidation(self, report: ConsolidationReport) -> None:
+        from engine.ingest.kinds import Action, EventKind, Stage
+
+        items: list[tuple[str, Mapping[str, Any]]] = []
+        for step in report.steps:
+            merged = step.action is Action.MERGED
+            items.append((str(EventKind.MERGE_APPLIED if merged else EventKind.MERGE_DEFERRED), {
+                "record_id": step.kept.id, "memory_hash": step.other.content_hash,
+                "stage": Stage.APPLY.value, "similarity": step.similarity,
+                "thresholds": dict(step.thresholds), "source": "consolidate",
+                "decision_reason": step.reason.value, "agent_id": step.kept.agent_id,
+                "payload": {"action": step.action.value, "consolidation_id": report.id,
+                            "incoming_id": step.other.id, "content": step.other.content,
+                            "target_id": step.kept.id, "review_id": step.review_id,
+                            "conflicts": [c.to_json() for c in step.conflicts]}}))
+        # an audit of stored records changing: sampling never drops it
+        self._events.emit_many(items, force=True)
 
     def export_jsonl(self, path: str | Path, *,
                      redact: Callable[[str], str] | None = None) -> int:

@@ -86,6 +86,7 @@ PHRASES: Mapping[str, str] = {
     "category_mismatch": "similar but of another category: held for review",
     "possible_contradiction": "held for review: may contradict the stored record",
     "low_overlap": "close in meaning but few words in common: held for review",
+    "confidence_gap": "as close to another stored record: held for review",
     "not_novel": "not stored: too little new in it (low surprise)",
     "pending_review": "not stored: the same pair already waits for review",
     "review_approved": "approved in review: merged",
@@ -200,6 +201,7 @@ PHRASES: Mapping[str, str] = {
 TAGS: Mapping[str, str] = {
     "gray_zone": "gray zone", "possible_contradiction": "may contradict",
     "category_mismatch": "other category", "low_overlap": "few words in common",
+    "confidence_gap": "two close records",
     "near_duplicate": "near duplicate", "pending_review": "already in review",
     "equal_confidence": "exact duplicate", "lower_confidence": "exact duplicate",
     "confidence_improved": "exact duplicate, updated", "not_novel": "not new enough",
@@ -468,6 +470,8 @@ def reason_sentence(reason: str | None, *, target: str | None = None,
             "possible_contradiction": f"held for review: may contradict {other}",
             "low_overlap": f"close in meaning to {other} but few words in common: held for "
                            "review",
+            "confidence_gap": f"as close to another stored record as to {other}: held for "
+                              "review",
             "confidence_improved": f"exact duplicate of {other} with a higher confidence: "
                                    "it was updated",
             "equal_confidence": f"exact duplicate of {other} with the same confidence: not "

@@ -58,7 +58,8 @@ class Decision:
     review_id: str
     action: str  # "approve" or "reject"
     target_before: MemoryRecord | None
-    result_id: str | None
+    result_id: str | None  # the record a reject inserted (None: it inserted none)
+    merged_away: MemoryRecord | None = None  # a consolidation item's stored record approve deleted
 
 
 def word_diff_html(old: str, new: str) -> tuple[str, str]:
@@ -86,18 +87,24 @@ def _decide(engine: MemoryEngine, review_ids: Sequence[str], action: str) -> lis
         if action == "approve":
             item = next((i for i in engine.review_queue() if i.id == review_id), None)
             before = engine.get(item.target_id) if item is not None else None
+            # a consolidation deferral's incoming memory is a stored record the merge deletes
+            stored = engine.get(item.incoming_id) if item is not None \
+                and item.incoming_id in engine.store.view else None
             result = engine.approve_review(review_id)
-            done.append(Decision(review_id, action, before, result.record_id))
+            done.append(Decision(review_id, action, before, result.record_id, stored))
         else:
             result = engine.reject_review(review_id)
-            done.append(Decision(review_id, action, None, result.record_id))
+            # only a reject that stored the memory as a record of its own has one to take back
+            inserted = result.record_id if result.action.value == "inserted" else None
+            done.append(Decision(review_id, action, None, inserted))
     return done
 
 
 def _undo(engine: MemoryEngine, decisions: Sequence[Decision]) -> None:
     for decision in reversed(decisions):
         if decision.action == "approve" and decision.target_before is not None:
-            engine.restore([decision.target_before])
+            engine.restore([decision.target_before] + (
+                [decision.merged_away] if decision.merged_away is not None else []))
         elif decision.action == "reject" and decision.result_id \
                 and decision.result_id in engine.store.view:
             engine.delete([decision.result_id], reason="undo")

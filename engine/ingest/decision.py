@@ -15,6 +15,10 @@ Rules, in order (DESIGN decisions 2-5; seed 000 §9, seed 001, seed 004):
    * on the embedding path, similarity within ``confirm_band`` above the threshold but token
      Jaccard below ``confirm_min_jaccard`` → ``deferred`` (``low_overlap``): near the
      threshold, embedding and words must both say "same";
+   * the best candidate would merge but the runner-up (another record it could merge into,
+     without a contradiction) is within ``confidence_gap`` of it → ``deferred``
+     (``confidence_gap``, seed 001 "confidence gap too small"): which record it duplicates is
+     a person's call;
    * categories differ and similarity is between the tier threshold and 0.95 → ``deferred``
      (``category_mismatch``);
    * similarity in the gray zone below the threshold → ``deferred`` (``gray_zone``), on the
@@ -186,6 +190,10 @@ def decide(
                     if overlap < policy.confirm_min_jaccard:
                         return Decision(Action.DEFERRED, Reason.LOW_OVERLAP, best.id,
                                         best.similarity, thresholds)
+                if _ambiguous(best, candidates, content, category, threshold=threshold,
+                              policy=policy, thresholds=thresholds):
+                    return Decision(Action.DEFERRED, Reason.CONFIDENCE_GAP, best.id,
+                                    best.similarity, thresholds)
                 return Decision(Action.MERGED, Reason.NEAR_DUPLICATE, best.id, best.similarity,
                                 thresholds)
             reason = Reason.CATEGORY_MISMATCH if best.similarity >= threshold \
@@ -209,3 +217,23 @@ def _distinct_in_gray_zone(best: Candidate, content: str, *, semantic: bool, thr
         return False
     thresholds["gray_min_jaccard"] = policy.gray_min_jaccard
     return jaccard(tokenize(best.content), tokenize(content)) < policy.gray_min_jaccard
+
+
+def _ambiguous(best: Candidate, candidates: Sequence[Candidate], content: str,
+               category: Category, *, threshold: float, policy: IngestPolicy,
+               thresholds: dict[str, float]) -> bool:
+    """True when the runner-up could take the merge as well and is within
+    ``policy.confidence_gap`` of ``best`` (seed 001's "confidence gap too small")."""
+    if policy.confidence_gap <= 0.0 or len(candidates) < 2:
+        return False
+    runner = candidates[1]
+    if runner.id == best.id or best.similarity - runner.similarity >= policy.confidence_gap:
+        return False
+    effective = threshold if runner.category == category \
+        else max(threshold, policy.dedup.cross_category_threshold)
+    if runner.similarity < effective:
+        return False
+    if policy.contradiction_guard and find_conflicts(runner.content, content):
+        return False  # the runner-up disagrees with the memory: not a target it could take
+    thresholds["confidence_gap"] = policy.confidence_gap
+    return True

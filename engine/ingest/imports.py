@@ -7,9 +7,11 @@ The import log (ledger component ``imports``) keeps one row per import: the file
 the review items and hash aliases it added, and whether it was undone.
 
 Undoing an import (:func:`plan_undo`, applied by ``MemoryEngine.undo_import``) deletes what it
-inserted, writes back what it merged into or updated, withdraws its pending review items and
-drops its hash aliases. A record changed after the import (edited, merged again, deleted) is
-left alone and named as a conflict: undo never overwrites work done since.
+inserted, writes back what it merged into or updated, restores what it deleted (a
+consolidation pass, logged here with kind ``consolidation``, deletes the records it merged
+away), withdraws its pending review items and drops its hash aliases. A record changed after
+the import (edited, merged again, deleted) is left alone and named as a conflict: undo never
+overwrites work done since.
 """
 
 from __future__ import annotations
@@ -213,7 +215,13 @@ def plan_undo(entry: ImportEntry, edits: Sequence[tuple[str, MemoryRecord | None
     for record_id, before in first.items():
         left = last[record_id]
         now = current.get(record_id)
-        if left is None:  # imports do not delete; nothing to take back
+        if left is None:  # deleted by the batch (a consolidation's merged-away records)
+            if before is None:
+                continue
+            if now is not None:
+                conflicts.append((record_id, "stored again since"))
+            else:
+                restore.append(before)
             continue
         if now is None:
             conflicts.append((record_id, "deleted since the import"))

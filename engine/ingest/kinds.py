@@ -48,6 +48,7 @@ class Reason(StrEnum):
     CATEGORY_MISMATCH = "category_mismatch"  # seed 004: other category below 0.95: review
     POSSIBLE_CONTRADICTION = "possible_contradiction"  # the guard: review, never merge
     LOW_OVERLAP = "low_overlap"  # just above the threshold without lexical support: review
+    CONFIDENCE_GAP = "confidence_gap"  # seed 001: two targets nearly as similar: review
     NOT_NOVEL = "not_novel"  # seed 004 surprise below threshold: skip
     PENDING_REVIEW = "pending_review"  # the same pair already waits in the review queue
     REVIEW_APPROVED = "review_approved"

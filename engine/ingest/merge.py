@@ -11,7 +11,13 @@ seed 001 "Merge Rules (deterministic)" + seed 004 "Merge Algorithm", as settled 
 * importance = max; tags union (stored first); metadata union (stored values win);
 * created = earliest; last_accessed = now; access_count = sum;
 * provenance appended (+ count of unique sources); ``merged_from`` gets the incoming id;
-* the stored content and its embedding are kept (seed 004 keeps the stored version);
+* the text of the more important version is kept (seed 004 "Merge Algorithm": "Keep higher
+  importance version"; its example keeps "User prefers TypeScript" at 0.8 over "User likes
+  TypeScript" at 0.7). The stored record's id survives either way — other records link to it —
+  but when the incoming memory's importance is strictly higher, its content (and so its hash,
+  token estimate and embedding model) replaces the stored content; on a tie the stored text
+  stays, and so does the text of a record the user redacted in place. The caller writes the
+  incoming embedding with it (:func:`takes_incoming_text`);
 * symmetric ``related`` links, top-k by similarity (:func:`add_related`).
 
 The exact-duplicate update (seed 000 §9) is :func:`apply_exact_update`: confidence =
@@ -33,6 +39,7 @@ __all__ = [
     "apply_exact_update",
     "merge_records",
     "merge_weight",
+    "takes_incoming_text",
 ]
 
 _DAY_MS = 86_400_000.0
@@ -60,9 +67,31 @@ def _union_metadata(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> d
     return merged
 
 
+def takes_incoming_text(existing: MemoryRecord, incoming: MemoryRecord) -> bool:
+    """True when a merge keeps ``incoming``'s text: its importance is strictly higher (seed 004
+    keeps the higher-importance version; a tie keeps what is stored) and the text differs.
+
+    A record the user redacted in place keeps its text: a merge must not bring back what the
+    user took out.
+    """
+    return incoming.importance > existing.importance and not existing.redacted \
+        and incoming.content_hash != existing.content_hash
+
+
 def merge_records(existing: MemoryRecord, incoming: MemoryRecord, *, now_ms: float,
                   policy: IngestPolicy) -> MemoryRecord:
-    """Fold ``incoming`` into ``existing`` (see the module docstring); returns the new version."""
+    """Fold ``incoming`` into ``existing`` (see the module docstring); returns the new version.
+
+    The result keeps ``existing.id``. When :func:`takes_incoming_text`, it carries
+    ``incoming``'s content, hash, token estimate and embedding model, so the caller must write
+    the incoming memory's vector with it (or none, on the Jaccard path: the record is then
+    re-embedded like any record stored while the model was loading).
+    """
+    text: dict[str, Any] = {}
+    if takes_incoming_text(existing, incoming):
+        text = {"content": incoming.content, "content_hash": incoming.content_hash,
+                "token_estimate": incoming.token_estimate,
+                "embedding_model": incoming.embedding_model}
     weight = merge_weight(existing, incoming, policy)
     confidence = _round6(existing.confidence + weight * (incoming.confidence -
                                                           existing.confidence))
@@ -80,6 +109,7 @@ def merge_records(existing: MemoryRecord, incoming: MemoryRecord, *, now_ms: flo
         provenance=(*existing.provenance, *incoming.provenance),
         merged_from=merged_from,
         version=existing.version + 1,
+        **text,
     )
 
 

@@ -278,7 +278,9 @@ class _WriteSet:
             matrix = np.zeros((len(records), store.view.dimension), dtype=np.float32)
             for i, record in enumerate(records):
                 vector = self.vectors.get(record.id)
-                if vector is None and self.befores.get(record.id) is not None:
+                before = self.befores.get(record.id)
+                if vector is None and before is not None \
+                        and before.content_hash == record.content_hash:
                     vector = store.view.vector(record.id)  # unchanged content keeps its vector
                 if vector is not None:
                     matrix[i] = vector
@@ -400,19 +402,24 @@ class _Run:
     def _embed(self) -> dict[str, Any]:
         began = time.perf_counter()
         error = None
+        called = False  # this stage ran the model itself (not a batch's chunk encode)
         if self.vector is None and not self.precomputed:
             try:
                 vectors = self.pipeline.embed([self.new.content])
             except EngineError as exc:  # a failing model must not lose the memory
                 vectors, error = None, str(exc)
             self.vector = None if vectors is None else vectors[0]
+            called = self.vector is not None
         self.semantic = self.vector is not None
         latency = (time.perf_counter() - began) * 1000.0
+        budget = self.pipeline.policy.embed_budget_ms
         data = {"path": "embedding" if self.semantic else "jaccard",
                 "model": self.pipeline.model_name() if self.semantic else None,
                 "precomputed": self.precomputed, "dimension":
                     None if self.vector is None else int(self.vector.shape[0]),
-                "latency_ms": round(latency, 3), "error": error}
+                "latency_ms": round(latency, 3), "error": error,
+                # seed 001 timeout budget, reported (None: no model call was timed here)
+                "budget_ms": budget, "over_budget": latency > budget if called else None}
         self.queued.append(_QueuedEvent(EventKind.EMBED_REQUEST, self._envelope(
             Stage.EMBED, latency_ms=latency, decision_reason=data["path"],
             payload={k: v for k, v in data.items() if k != "latency_ms"})))
@@ -437,6 +444,9 @@ class _Run:
             aliases=aliases, rejected=rejected)
         latency = (time.perf_counter() - began) * 1000.0
         data = self.search.to_json()
+        # seed 001 "ANN query < 25 ms", reported with the stage's data and event
+        data["budget_ms"] = pipeline.policy.search_budget_ms
+        data["over_budget"] = latency > pipeline.policy.search_budget_ms
         best = self.search.exact.id if self.search.exact is not None else (
             self.search.candidates[0].id if self.search.candidates else None)
         best_sim = 1.0 if self.search.exact is not None else (
@@ -446,7 +456,8 @@ class _Run:
             payload={"method": data["method"], "path": data["path"],
                      "hash_hit": data["hash_hit"], "candidates": data["candidates"][:5],
                      "partition_size": data["partition_size"],
-                     "rejected": data["rejected"]})))
+                     "rejected": data["rejected"], "budget_ms": data["budget_ms"],
+                     "over_budget": data["over_budget"]})))
         return data
 
     def _decision(self) -> dict[str, Any]:
@@ -510,7 +521,8 @@ class _Run:
             elif decision.action is Action.MERGED:
                 incoming = MemoryRecord.create(
                     new, now_ms=now, record_id=self.incoming_id,
-                    importance=new.importance if new.importance is not None else 0.0)
+                    importance=new.importance if new.importance is not None else 0.0,
+                    embedding_model=pipeline.model_name() if self.semantic else "")
                 weight = merge_weight(self.before, incoming, pipeline.policy)
                 merged = merge_records(self.before, incoming, now_ms=now,
                                        policy=pipeline.policy)
@@ -579,7 +591,10 @@ class _Run:
         if self not in writes.runs:
             writes.runs.append(self)
         if self.after is not None:
-            vector = self.vector if decision.action is Action.INSERTED else None
+            # an insert, or a merge that kept the incoming text (seed 004), carries its vector
+            vector = self.vector if decision.action is Action.INSERTED or (
+                self.before is not None
+                and self.after.content_hash != self.before.content_hash) else None
             writes.stage(self.after, before=self.before, vector=vector, actor=self.new.source)
             links_from = [link for link in self.after.related
                           if link.id != self.after.id]
@@ -587,6 +602,10 @@ class _Run:
                 writes.link(link.id, RelatedLink(self.after.id, link.similarity))
         if decision.action is Action.MERGED and decision.target_id is not None:
             writes.aliases.append((self.content_hash, decision.target_id))
+            if self.before is not None and self.after is not None \
+                    and self.after.content_hash != self.before.content_hash:
+                # the stored text was replaced: it stays an exact duplicate of the record
+                writes.aliases.append((self.before.content_hash, decision.target_id))
         if self._review_spec is not None:
             writes.reviews.append((self, self._review_spec))
             if writes.lookup is not None:
@@ -861,9 +880,19 @@ class IngestPipeline:
     def ingest(self, new: NewMemory, *, vector: F32 | None = None) -> IngestResult:
         """The headless driver: every stage back to back, under the write lock.
 
+        With the event bus's ``slow_mo_ms`` above 0 (seed 001 slow-mo, ``EngineConfig``) the
+        stages run through the stepped driver instead, pausing that long between them, so a
+        headless run can be watched on the event stream like the GUI's stepper: the same
+        stages, and no lock held while paused (``persist`` redoes the merge if the target
+        changed meanwhile). Batch ingest and imports always run at full speed: pausing every
+        stage of thousands of memories would hold their chunk's write lock for hours.
+
         Raises:
             StoreReadOnly, StoreUnavailable: the store refused the write (nothing written).
         """
+        pace = self.events.slow_mo_ms
+        if pace > 0:
+            return self.stepped(new, vector=vector).run(pace_ms=pace)
         with self.write_lock:
             run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=None)
             while not run.done:
@@ -1023,15 +1052,30 @@ class IngestPipeline:
                 return self._resolved(item, Action.MERGED, Reason.REVIEW_APPROVED)
             target = self.store.get(item.target_id)
             now = self.clock.now()
-            incoming = MemoryRecord.create(
-                item.incoming, now_ms=now, record_id=item.incoming_id,
-                importance=item.incoming.importance if item.incoming.importance is not None
-                else 0.0)
+            # a consolidation deferral's incoming memory is a stored record: merged, then deleted
+            stored = self.store.get(item.incoming_id) if item.incoming_id in self.store.view \
+                else None
+            if stored is not None:
+                incoming = stored
+                vector = self.store.view.vector(stored.id, content_hash=stored.content_hash)
+            else:
+                vector = self.review.vector(review_id)
+                incoming = MemoryRecord.create(
+                    item.incoming, now_ms=now, record_id=item.incoming_id,
+                    importance=item.incoming.importance if item.incoming.importance is not None
+                    else 0.0, embedding_model=self.model_name() if vector is not None else "")
             after = merge_records(target, incoming, now_ms=now, policy=self.policy)
+            swapped = after.content_hash != target.content_hash  # seed 004: incoming text kept
             writes = _WriteSet(self, None)
-            writes.stage(after, before=target, vector=None, actor="review")
+            writes.stage(after, before=target, vector=vector if swapped else None,
+                         actor="review")
             writes.aliases.append((item.content_hash, target.id))
+            if swapped:
+                writes.aliases.append((target.content_hash, target.id))
             writes.flush()
+            if stored is not None:
+                self.store.delete([stored.id])
+                self.record_edits("delete", [(stored, None)], "review", writes.batch_id)
             self.review.resolve(review_id, ReviewStatus.APPROVED, target.id)
         events = self._review_events(EventKind.REVIEW_APPROVED, item, after, target)
         return IngestResult(Action.MERGED, Reason.REVIEW_APPROVED, after, item.incoming_id,
@@ -1052,6 +1096,17 @@ class IngestPipeline:
                 raise ValidationError("review", review_id, "was already approved")
             if item.status is ReviewStatus.REJECTED:
                 return self._resolved(item, Action.INSERTED, Reason.REVIEW_REJECTED)
+            if item.incoming_id in self.store.view:
+                # a consolidation deferral: both memories are stored already; keep both and
+                # remember the pair
+                self.review.resolve(review_id, ReviewStatus.REJECTED, item.incoming_id)
+                kept = self.store.get(item.incoming_id)
+                events = self._review_events(EventKind.REVIEW_REJECTED, item, kept, None,
+                                             audit_only=True)
+                return IngestResult(Action.SKIPPED, Reason.REVIEW_REJECTED, kept,
+                                    item.incoming_id, item.target_id, item.similarity,
+                                    item.thresholds, item.conflicts, review_id=item.id,
+                                    events=events)
             vector = self.review.vector(review_id)
             snapshot = self.store.view.snapshot()
             search = self.search.search(item.incoming, item.content_hash, vector, snapshot)
@@ -1092,7 +1147,10 @@ class IngestPipeline:
                             item.similarity, item.thresholds, item.conflicts, review_id=item.id)
 
     def _review_events(self, kind: EventKind, item: ReviewItem, after: MemoryRecord,
-                       before: MemoryRecord | None) -> tuple[Event, ...]:
+                       before: MemoryRecord | None, *,
+                       audit_only: bool = False) -> tuple[Event, ...]:
+        """The decision's audit event, then (unless ``audit_only``: nothing was written) the
+        event of the write that followed."""
         emitted: list[Event] = []
         reason = (Reason.REVIEW_APPROVED if kind is EventKind.REVIEW_APPROVED
                   else Reason.REVIEW_REJECTED).value
@@ -1100,13 +1158,14 @@ class IngestPipeline:
                    "target_id": item.target_id, "content": item.incoming.content,
                    "result_id": after.id}
         # A person's decision is an audit event: sampling never drops it.
-        for event_kind, record_id, extra in (
-            (kind, item.target_id, {}),
-            (EventKind.MERGE_APPLIED if before is not None else EventKind.RECORD_CREATED,
-             after.id, {"action": "merged" if before is not None else "inserted",
-                        "layer": after.layer.value, "importance": after.importance,
-                        "target_state": after.state.value}),
-        ):
+        steps: list[tuple[EventKind, str, dict[str, Any]]] = [(kind, item.target_id, {})]
+        if not audit_only:
+            steps.append((
+                EventKind.MERGE_APPLIED if before is not None else EventKind.RECORD_CREATED,
+                after.id, {"action": "merged" if before is not None else "inserted",
+                           "layer": after.layer.value, "importance": after.importance,
+                           "target_state": after.state.value}))
+        for event_kind, record_id, extra in steps:
             event = self.events.emit(
                 str(event_kind), record_id=record_id, memory_hash=item.content_hash,
                 source=item.incoming.source, agent_id=item.incoming.agent_id,

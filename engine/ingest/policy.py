@@ -62,6 +62,11 @@ class IngestPolicy:
         batch_size: Records embedded and written per chunk by batch ingest.
         overlap_encode: Batch ingest encodes the next chunk on a helper thread while it
             decides and writes the current one.
+        embed_budget_ms: seed 001 "Timeout budget: embedding call < 150 ms": the ``embed``
+            stage reports ``over_budget`` when its own model call took longer (a report, not a
+            timeout: the memory is still embedded; a batch embeds per chunk, not per stage).
+        search_budget_ms: seed 001 "ANN query < 25 ms": the ``candidate-search`` stage (hash
+            cache, nearest neighbours, linear scan) reports ``over_budget`` above it.
         confirm_band: On the embedding path, a merge within this distance above its threshold
             also needs lexical support (two weak signals must agree), else it goes to review
             with reason ``low_overlap``. 0 disables the rule.
@@ -72,6 +77,12 @@ class IngestPolicy:
             (it still gets a ``related`` link). Dialogue turns of one conversation share
             speakers and style, so many distinct turns reach the gray zone on embedding
             similarity alone. 0 disables the rule.
+        confidence_gap: seed 001 "Conflict handling: … or confidence gap too small, enqueue for
+            review". A merge is confident when one stored record is clearly the one the memory
+            duplicates: when the runner-up candidate (another record the memory could merge
+            into, no contradiction with it) is within this similarity of the best one, the
+            choice of target is a coin toss and the memory goes to review with reason
+            ``confidence_gap``. 0 disables the rule.
     """
 
     dedup: DedupConfig = field(default_factory=DedupConfig)
@@ -84,9 +95,12 @@ class IngestPolicy:
     hnsw_overfetch: int = 8
     batch_size: int = 256
     overlap_encode: bool = True
+    embed_budget_ms: float = 150.0
+    search_budget_ms: float = 25.0
     confirm_band: float = 0.05
     confirm_min_jaccard: float = 0.4
     gray_min_jaccard: float = 0.2
+    confidence_gap: float = 0.02
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gray_zone_scope", GrayZoneScope(self.gray_zone_scope))
@@ -105,10 +119,15 @@ class IngestPolicy:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigInvalid(name, value, "must be an integer >= 1")
-        for name in ("confirm_band", "confirm_min_jaccard", "gray_min_jaccard"):
+        for name in ("confirm_band", "confirm_min_jaccard", "gray_min_jaccard",
+                     "confidence_gap"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
                 raise ConfigInvalid(name, value, "must be in 0..1")
+        for name in ("embed_budget_ms", "search_budget_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0.0 < value < math.inf:
+                raise ConfigInvalid(name, value, "must be a number of milliseconds > 0")
         if not 0.0 <= self.related_min_similarity <= 1.0:
             raise ConfigInvalid("related_min_similarity", self.related_min_similarity,
                                 "must be in 0..1")

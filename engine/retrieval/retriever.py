@@ -13,9 +13,16 @@ Flow (seed 002 §9):
 2. Components (:mod:`engine.retrieval.scoring`), weights (``MemoryConfig.retrieval``).
 3. Sort eligible candidates by score desc, then id asc. Above ``partition_min`` candidates a
    top slice is selected with a partition first and widened if packing exhausts it.
-4. Pack greedily to the budget: a record that does not fit is skipped and packing continues
-   (seed 003 §2 knapsack-lite) until the remaining budget is below the smallest candidate or
-   ``skip_limit`` records in a row did not fit.
+4. Pack greedily to the budget, in rank order. **Departure from seeds 002 and 003**: seed 002
+   §9 says "pack sequentially until token budget reached" and seed 003 §2 ("knapsack-lite")
+   *stops* at the first node that does not fit; here a record that does not fit is skipped and
+   packing continues until the remaining budget is below the smallest candidate or
+   ``SKIP_LIMIT`` records in a row did not fit. Why: memories differ in size far more than
+   CueDeck's ranked documents — one long summary or pasted log ranked second would otherwise
+   leave most of the budget empty while short, relevant facts ranked just below it are left
+   out. What is packed is still in rank order, the bundle says ``truncated`` whenever an
+   eligible record was left out, and the diagnostics name each skipped record (``budget``).
+   ``SKIP_LIMIT`` bounds the scan.
 5. ``throttle``: budget × compression ratio and content compressed (first sentence + tags);
    ``exhausted``: only the top ``exhausted_records`` record(s), compressed.
 6. The engine emits ``memory:retrieval`` and counts accesses (not in inspection mode).
@@ -120,7 +127,8 @@ class Ranking:
 
 def _pack(order: Sequence[int], cost: Callable[[int], int], budget: int, max_records: int,
           smallest: int) -> tuple[list[int], int, bool]:
-    """Greedy packing of ``order`` (rows).
+    """Greedy packing of ``order`` (rows): a row that does not fit is skipped and packing goes
+    on (a recorded departure from seeds 002/003, which stop; see the module docstring).
 
     Returns:
         (packed rows, tokens used, whether packing stopped early: full, record limit, or

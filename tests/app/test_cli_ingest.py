@@ -9,6 +9,9 @@ import pytest
 
 from app.cli import run_cli
 from engine.ingest.conversations import ConversationFormat
+from engine.memory_engine import MemoryEngine
+from engine.records import NewMemory
+from engine.store import StoreSpec
 from tests.app.conftest import Runner
 from tests.support.conversations import FORMATS
 
@@ -219,3 +222,35 @@ def test_bad_memory_redact_pattern_is_a_config_error(cli: Runner, tmp_path: Path
     assert code == 1
     assert "MEMORY_REDACT_PATTERNS" in err and "'EMP-(\\\\d+'" in err
     assert json.loads(out)["error"]["code"] == "MEMORY_CONFIG_INVALID"
+
+
+def test_consolidate_previews_merges_defers_and_undoes(cli: Runner, tmp_path: Path) -> None:
+    # stored side by side, as records stored before a threshold change would be (``add`` of the
+    # engine stores as given); the CLI runs without a model: the token Jaccard path
+    engine = MemoryEngine.open(StoreSpec(str(tmp_path / "store")))
+    kept = engine.add(NewMemory("Ana keeps bees on the roof", importance=0.8))
+    other = engine.add(NewMemory("Ana keeps bees on her roof", importance=0.3))
+    engine.add(NewMemory("The gym opens at 6am"))
+    engine.add(NewMemory("The gym opens at 7am"))
+    engine.close()
+    code, out, _ = cli("consolidate", "--dry-run")
+    assert code == 0 and "Dry run: 1 merge, 1 deferral among 4 records" in out
+    for text in ("Ana keeps bees on the roof", "Ana keeps bees on her roof",
+                 "The gym opens at 6am", "The gym opens at 7am"):
+        assert text in out  # both texts of every step
+    assert json.loads(cli("--json", "stats")[1])["records"] == 4
+    code, out, _ = cli("--json", "consolidate")
+    report = json.loads(out)
+    assert code == 0 and report["counts"] == {"merged": 1, "deferred": 1}
+    merged = next(s for s in report["steps"] if s["action"] == "merged")
+    deferred = next(s for s in report["steps"] if s["action"] == "deferred")
+    assert (merged["kept_id"], merged["other_id"], merged["path"]) == (
+        kept.id, other.id, "jaccard")
+    assert deferred["reason"] == "possible_contradiction" and deferred["review_id"]
+    assert [i["id"] for i in json.loads(cli("--json", "review", "list")[1])["items"]] == [
+        deferred["review_id"]]
+    assert json.loads(cli("--json", "stats")[1])["records"] == 3
+    code, out, _ = cli("--json", "undo-import", report["id"], "--yes")
+    assert code == 0 and json.loads(out)["counts"]["restored"] == 2
+    assert json.loads(cli("--json", "stats")[1])["records"] == 4
+    assert json.loads(cli("--json", "review", "list")[1])["items"] == []

@@ -102,3 +102,30 @@ def test_skip_and_bulk(qtbot: QtBot, queue: ReviewView, session: StoreSession) -
     session.undo_stack.undo()
     qtbot.waitUntil(lambda: len(queue.items) == 2 and session.engine.count() == 1,
                     timeout=10000)
+
+
+def test_undo_of_a_consolidation_deferral_keeps_both_stored_records(
+        qtbot: QtBot, runner: TaskRunner, session: StoreSession) -> None:
+    # a consolidation deferral's incoming memory is a stored record: approve deletes it (undo
+    # must bring it back), reject writes nothing (undo must not delete it)
+    engine = session.engine
+    engine.add(NewMemory(content=CONTRADICTION, importance=0.1))
+    [step] = engine.consolidate().steps
+    assert step.review_id is not None and step.other.content == CONTRADICTION
+    view = ReviewView(runner)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(session)
+    qtbot.waitUntil(lambda: len(view.items) == 1, timeout=10000)
+    view.list.setCurrentRow(0)
+    QTest.keyClick(view.list, Qt.Key.Key_A)
+    qtbot.waitUntil(lambda: not view.items and engine.count() == 1, timeout=10000)
+    session.undo_stack.undo()
+    qtbot.waitUntil(lambda: len(view.items) == 1 and engine.count() == 2, timeout=10000)
+    assert engine.get(step.other.id).content == CONTRADICTION
+    view.list.setCurrentRow(0)
+    QTest.keyClick(view.list, Qt.Key.Key_R)
+    qtbot.waitUntil(lambda: not view.items, timeout=10000)
+    session.undo_stack.undo()
+    qtbot.waitUntil(lambda: len(view.items) == 1, timeout=10000)
+    assert engine.count() == 2 and engine.get(step.other.id).content == CONTRADICTION

@@ -1,5 +1,5 @@
 """Ingest commands: ``ingest``, ``import-conversation``, ``imports``, ``undo-import``,
-``export``, ``events``, ``review``, ``eval dedup``.
+``consolidate``, ``export``, ``events``, ``review``, ``eval dedup``.
 
 ``ingest FILE.jsonl --json`` prints ``{"results": [{"line", "action", "reason", "id",
 "target_id", "similarity"}], "counts": {action: n}}``; it exits 1 when any line was refused or
@@ -79,6 +79,14 @@ def register(subparsers: Any) -> None:
     undo.add_argument("--yes", action="store_true",
                       help="do it (without --yes, only show what would be undone)")
     undo.set_defaults(handler=_undo_import)
+
+    consolidate = subparsers.add_parser(
+        "consolidate", help="merge stored near-duplicates by the ingest rules (contradictions "
+                            "and close calls go to the review queue); undo with undo-import")
+    consolidate.add_argument("--agent", help="only this agent's records (default: all)")
+    consolidate.add_argument("--dry-run", action="store_true",
+                             help="show what would be merged and deferred; write nothing")
+    consolidate.set_defaults(handler=_consolidate)
 
     export = subparsers.add_parser("export", help="write every record to a JSONL file")
     export.add_argument("file", metavar="FILE")
@@ -306,6 +314,33 @@ def _undo_import(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"  left alone: {ctx.ident(record_id)} ({why})")
     if not args.yes:
         ctx.print(f"Run `mnemoscope undo-import {ctx.ident(args.id)} --yes` to undo the import.")
+    return 0
+
+
+def _consolidate(args: argparse.Namespace, ctx: CliContext) -> int:
+    engine = ctx.open_engine(read_only=args.dry_run and ctx.store_spec().exists, embed=True)
+    report = engine.consolidate(ctx.agent(engine, args.agent), dry_run=args.dry_run)
+    if ctx.json:
+        ctx.emit_json(report.to_json())
+        return 0
+    for step in report.steps:
+        what = "merge" if step.action.value == "merged" else "defer"
+        review = f"  review {ctx.ident(step.review_id)}" if step.review_id else ""
+        ctx.print(f"{what:<5} {step.reason.value:<22} sim {step.similarity:.3f} "
+                  f"({'embedding' if step.semantic else 'jaccard'}){review}")
+        ctx.print(f"    keep   {ctx.ident(step.kept.id)}  {_elide(ctx, step.kept.content)}")
+        ctx.print(f"    {'merge' if what == 'merge' else 'vs   '}  {ctx.ident(step.other.id)}  "
+                  f"{_elide(ctx, step.other.content)}")
+    counts = report.counts
+    summary = (f"{_count(counts['merged'], 'merge')}, {_count(counts['deferred'], 'deferral')} "
+               f"among {_count(report.scanned, 'record')}")
+    if report.dry_run:
+        ctx.print(f"Dry run: {summary}; nothing written.")
+    elif report.id is not None:
+        ctx.print(f"Consolidated: {summary}. Undo with "
+                  f"`mnemoscope undo-import {ctx.ident(report.id)} --yes`.")
+    else:
+        ctx.print(f"Nothing to consolidate ({summary}).")
     return 0
 
 

@@ -64,3 +64,27 @@ def test_distinct_dialogue_turns_are_not_review_items(make_engine: EngineFactory
     assert result.record is not None
     assert [link.id for link in result.record.related] == [first.record_id]
     assert engine.review_queue() == []
+
+
+def test_consolidation_merges_what_the_jaccard_path_stored_apart(
+        make_engine: EngineFactory, model: SentenceTransformerEmbedder) -> None:
+    # stored while the model was loading: token Jaccard (0.11) calls the paraphrase new; once
+    # the model is ready the pass merges it by its real cosine, and sends a contradicting pair
+    # stored side by side to review
+    loading = make_engine(embedder=None, name="shared")
+    kept = loading.ingest(NewMemory("Alice is allergic to peanuts", importance=0.9))
+    other = loading.ingest(NewMemory("Alice has a peanut allergy", importance=0.4))
+    assert (kept.action, other.action) == (Action.INSERTED, Action.INSERTED)
+    loading.add(NewMemory("The weekly standup is at 3pm", importance=0.6))
+    loading.add(NewMemory("The weekly standup is at 5pm", importance=0.5))
+    loading.close()
+    ready = make_engine(embedder=model, name="shared")
+    report = ready.consolidate()
+    outcome = {(s.action, s.reason, s.semantic): (s.kept.content, s.other.content)
+               for s in report.steps}
+    assert outcome == {
+        (Action.MERGED, Reason.NEAR_DUPLICATE, True): (
+            "Alice is allergic to peanuts", "Alice has a peanut allergy"),
+        (Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION, True): (
+            "The weekly standup is at 3pm", "The weekly standup is at 5pm")}
+    assert ready.count() == 3

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from engine.errors import RecordNotFound, ValidationError
+from engine.clock import DeterministicClock
+from engine.errors import ConfigInvalid, RecordNotFound, ValidationError
 from engine.events import Event, EventFilter
-from engine.ingest import STAGES, Action, Reason, Stage
+from engine.ingest import STAGES, Action, IngestPolicy, Reason, Stage
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import Layer, NewMemory, Privacy, TrustTier
+from engine.store import StoreSpec
 from engine.text import content_hash
 from tests.engine.ingest.conftest import EngineFactory, TableEmbedder
 
@@ -92,6 +98,156 @@ class TestPartitionsAndTiers:
         else:
             assert near.action is Action.INSERTED and exact.action is Action.INSERTED
             assert engine.count() == 4
+
+
+class TestSeed004KeepsTheMoreImportantText:
+    """seed 004 "Merge Algorithm": keep the higher-importance version (issue 23)."""
+
+    LIKES, PREFERS = "User likes TypeScript", "User prefers TypeScript"
+
+    def _check(self, engine: MemoryEngine, table: TableEmbedder, record_id: str) -> None:
+        stored = engine.get(record_id)
+        assert stored.content == self.PREFERS and stored.importance == 0.8
+        assert stored.embedding_model == "table-test"
+        # the incoming text's vector is stored with it, not the replaced text's
+        vector = engine.store.view.vector(record_id)
+        assert vector is not None
+        assert float(vector @ table.embed([self.PREFERS])[0]) == pytest.approx(1.0, abs=1e-5)
+        # the replaced text is still an exact duplicate of the record
+        again = engine.ingest(_memory(self.LIKES, importance=0.7))
+        assert (again.action, again.target_id) == (Action.SKIPPED, record_id)
+        assert engine.count() == 1
+
+    def test_single(self, engine: MemoryEngine, table: TableEmbedder) -> None:
+        table.pair(self.LIKES, self.PREFERS, 0.92)
+        first = engine.ingest(_memory(self.LIKES, importance=0.7))
+        merged = engine.ingest(_memory(self.PREFERS, importance=0.8))
+        assert merged.action is Action.MERGED and merged.target_id == first.record_id
+        assert first.record_id is not None
+        self._check(engine, table, first.record_id)
+
+    def test_batch(self, engine: MemoryEngine, table: TableEmbedder) -> None:
+        table.pair(self.LIKES, self.PREFERS, 0.92)
+        first = engine.ingest(_memory(self.LIKES, importance=0.7))
+        batch = engine.ingest_batch([_memory(self.PREFERS, importance=0.8)])
+        assert [r.action for r in batch.results] == [Action.MERGED]
+        assert first.record_id is not None
+        self._check(engine, table, first.record_id)
+
+    def test_lower_importance_keeps_the_stored_text(self, engine: MemoryEngine,
+                                                     table: TableEmbedder) -> None:
+        table.pair(self.PREFERS, self.LIKES, 0.92)
+        engine.ingest(_memory(self.PREFERS, importance=0.8))
+        merged = engine.ingest(_memory(self.LIKES, importance=0.7))
+        assert merged.action is Action.MERGED and merged.record is not None
+        assert merged.record.content == self.PREFERS
+
+    def test_approved_review_keeps_the_more_important_text(self, engine: MemoryEngine,
+                                                           table: TableEmbedder) -> None:
+        stored, incoming = "Standup is at 3pm", "Standup is at 5pm"
+        table.pair(stored, incoming, 0.95)
+        first = engine.ingest(_memory(stored, importance=0.3))
+        deferred = engine.ingest(_memory(incoming, importance=0.9))
+        assert deferred.action is Action.DEFERRED and deferred.review_id is not None
+        approved = engine.approve_review(deferred.review_id)
+        assert approved.record is not None and approved.record.id == first.record_id
+        assert approved.record.content == incoming
+        vector = engine.store.view.vector(approved.record.id)
+        assert vector is not None
+        assert float(vector @ table.embed([incoming])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+class TestConfidenceGap:
+    """seed 001 "confidence gap too small → review" through the engine (issue 23)."""
+
+    def test_two_equally_close_records_go_to_review(self, engine: MemoryEngine,
+                                                    table: TableEmbedder) -> None:
+        first, second = "Dana drinks green tea", "Dana drinks jasmine tea"
+        incoming = "Dana drinks tea"
+        x, y = np.eye(384, dtype=np.float32)[:2]
+        # the incoming memory sits between two stored records: cosine 0.9986 to each
+        table.put(first, x + 0.9 * y)
+        table.put(second, 0.9 * x + y)
+        table.put(incoming, x + y)
+        engine.add(NewMemory(first))
+        engine.add(NewMemory(second))
+        result = engine.ingest(_memory(incoming))
+        assert (result.action, result.reason) == (Action.DEFERRED, Reason.CONFIDENCE_GAP)
+        assert result.thresholds["confidence_gap"] == 0.02
+        assert engine.count() == 2
+
+
+class TestHeadlessSlowMotion:
+    """seed 001 slow-mo for the headless driver (``EngineConfig.slow_mo_ms``, issue 23)."""
+
+    def test_ingest_pauses_between_stages(self, tmp_path: Path, clock: DeterministicClock,
+                                          table: TableEmbedder) -> None:
+        pauses: list[float] = []
+        engine = MemoryEngine.open(StoreSpec(str(tmp_path / "slow")), embedder=table,
+                                   clock=clock, config=EngineConfig(slow_mo_ms=40.0),
+                                   sleep=pauses.append)
+        try:
+            table.pair("Bob takes his coffee black", "Bob always has black coffee", 0.87)
+            engine.ingest(_memory("Bob takes his coffee black"))
+            assert pauses == [0.04] * (len(STAGES) - 1)
+            merged = engine.ingest(_memory("Bob always has black coffee"))
+            assert merged.action is Action.MERGED and engine.count() == 1
+            pauses.clear()
+            engine.ingest_batch([_memory("The gym opens at 6am")])
+            assert pauses == []  # batches run at full speed
+        finally:
+            engine.close()
+
+    def test_no_pause_by_default(self, tmp_path: Path, clock: DeterministicClock) -> None:
+        pauses: list[float] = []
+        engine = MemoryEngine.open(StoreSpec(str(tmp_path / "fast")), clock=clock,
+                                   sleep=pauses.append)
+        try:
+            engine.ingest(_memory("The gym opens at 6am"))
+            assert pauses == []
+        finally:
+            engine.close()
+
+    def test_bad_value_is_named(self) -> None:
+        with pytest.raises(ConfigInvalid, match="slow_mo_ms"):
+            EngineConfig(slow_mo_ms=-1.0)
+
+
+class _SlowEmbedder(TableEmbedder):
+    """Takes at least 160 ms per call: over seed 001's 150 ms budget however fast the machine."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        time.sleep(0.16)
+        return super().embed(texts)
+
+
+class TestSeed001Budgets:
+    """seed 001 timeout budgets (embed < 150 ms, ANN < 25 ms) reported per memory (issue 23)."""
+
+    def test_a_slow_embedding_is_reported_over_budget(self, make_engine: EngineFactory) -> None:
+        engine = make_engine(embedder=_SlowEmbedder())
+        run = engine.stepped(_memory("The gym opens at 6am"))
+        while not run.done:
+            run.step()
+        embed = run.state[Stage.EMBED.value]
+        assert (embed["budget_ms"], embed["over_budget"]) == (150.0, True)
+        assert embed["latency_ms"] >= 160.0
+        # the search's verdict depends on the machine's load: only its presence is checked
+        search = run.state[Stage.CANDIDATES.value]
+        assert search["budget_ms"] == 25.0 and isinstance(search["over_budget"], bool)
+        [event] = [e for e in run.result.events if e.kind == "embed-request"]
+        assert event.payload["over_budget"] is True and event.payload["budget_ms"] == 150.0
+
+    def test_no_model_call_no_verdict(self, make_engine: EngineFactory) -> None:
+        engine = make_engine(embedder=None)
+        run = engine.stepped(_memory("The gym opens at 6am"))
+        while not run.done:
+            run.step()
+        assert run.state[Stage.EMBED.value]["over_budget"] is None
+
+    def test_budgets_are_validated(self) -> None:
+        with pytest.raises(ConfigInvalid, match="embed_budget_ms"):
+            IngestPolicy(embed_budget_ms=0.0)
 
 
 class TestContradictionAndReview:

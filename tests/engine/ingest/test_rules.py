@@ -149,6 +149,36 @@ class TestNearDuplicate:
                        incoming="A laptop and a PC at a workstation",
                        policy=IngestPolicy(confirm_band=0.0))[0] is Action.MERGED
 
+    @staticmethod
+    def _two(best: float, runner: float, *, runner_text: str = "the sky seems blue",
+             runner_category: Category = Category.FACT,
+             policy: IngestPolicy = POLICY) -> tuple[Action, Reason]:
+        decision = decide(
+            content="the sky looks blue", confidence=0.8, tier=TrustTier.HUMAN,
+            category=Category.FACT, exact=None,
+            candidates=[Candidate("r1", best, Category.FACT, "the sky is blue"),
+                        Candidate("r2", runner, runner_category, runner_text)],
+            semantic=True, surprise=NOVEL, policy=policy)
+        return decision.action, decision.reason
+
+    def test_confidence_gap_too_small_defers(self) -> None:
+        # seed 001 conflict handling: two records it could merge into, 0.01 apart
+        assert self._two(0.93, 0.92) == (Action.DEFERRED, Reason.CONFIDENCE_GAP)
+        assert self._two(0.93, 0.90)[0] is Action.MERGED  # a clear winner
+        assert self._two(0.93, 0.92, policy=IngestPolicy(confidence_gap=0.0))[0] is \
+            Action.MERGED
+
+    def test_confidence_gap_counts_only_a_runner_up_that_could_merge(self) -> None:
+        assert self._two(0.81, 0.795)[0] is Action.MERGED  # runner-up below its threshold
+        assert self._two(0.93, 0.92, runner_category=Category.PREFERENCE)[0] is \
+            Action.MERGED  # another category needs 0.95
+        assert self._two(0.93, 0.92, runner_text="the sky is not blue")[0] is \
+            Action.MERGED  # it contradicts the memory: not a target
+
+    def test_confidence_gap_is_validated(self) -> None:
+        with pytest.raises(ConfigInvalid, match="confidence_gap"):
+            IngestPolicy(confidence_gap=1.5)
+
     def test_guard_can_be_switched_off(self) -> None:
         off = IngestPolicy(contradiction_guard=False)
         assert _decide(similarity=0.97, stored="standup at 3pm", incoming="standup at 5pm",
@@ -218,7 +248,9 @@ class TestMergeRules:
         new = _record("new", confidence=0.9, importance=0.7, created=500.0, tags=("y", "x"),
                       source="b", access=3)
         merged = merge_records(old, new, now_ms=5000.0, policy=POLICY)
-        assert merged.id == "old" and merged.content == old.content
+        # seed 004: the more important version's text is kept, under the stored id
+        assert merged.id == "old" and merged.content == new.content
+        assert merged.content_hash == new.content_hash
         assert merged.importance == 0.7  # max
         assert merged.tags == ("x", "y")  # union
         assert merged.created_at == 500.0  # earliest
@@ -231,6 +263,30 @@ class TestMergeRules:
         assert merged.version == old.version + 1
         weight = merge_weight(old, new, POLICY)
         assert merged.confidence == round(0.6 + weight * (0.9 - 0.6), 6)
+
+    def test_seed_004_example_keeps_the_more_important_text(self) -> None:
+        # seed 004 "Merge Example": "prefers" (0.8) is kept over "likes" (0.7), whichever came
+        # first; accessCount sums, the other id goes to mergedFrom
+        likes = MemoryRecord.create(NewMemory("User likes TypeScript", importance=0.7),
+                                    now_ms=1000.0, record_id="b").replace(access_count=2)
+        prefers = MemoryRecord.create(NewMemory("User prefers TypeScript", importance=0.8),
+                                      now_ms=2000.0, record_id="a").replace(access_count=5)
+        stored_likes = merge_records(likes, prefers, now_ms=3000.0, policy=POLICY)
+        assert stored_likes.content == "User prefers TypeScript"
+        assert (stored_likes.id, stored_likes.access_count, stored_likes.merged_from) == (
+            "b", 7, ("a",))
+        stored_prefers = merge_records(prefers, likes, now_ms=3000.0, policy=POLICY)
+        assert stored_prefers.content == "User prefers TypeScript"
+
+    def test_equal_importance_keeps_the_stored_text(self) -> None:
+        old = _record("old", importance=0.5)
+        new = _record("new", importance=0.5, source="b")
+        assert merge_records(old, new, now_ms=5000.0, policy=POLICY).content == old.content
+
+    def test_a_redacted_record_keeps_its_text(self) -> None:
+        old = _record("old", importance=0.2).replace(content="memory <REDACTED>", redacted=True)
+        new = _record("new", importance=0.9, source="b")
+        assert merge_records(old, new, now_ms=5000.0, policy=POLICY).content == old.content
 
     def test_weight_by_tier_and_recency(self) -> None:
         old = _record("old", created=0.0)

@@ -1,0 +1,149 @@
+"""The consolidation pass over stored memories (issue 23): same rules as ingest, one undo step."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.ingest import Action, Reason
+from engine.ingest.consolidate import ConsolidationStep
+from engine.memory_engine import MemoryEngine
+from engine.records import MemoryRecord, NewMemory, Privacy
+from tests.engine.ingest.conftest import EngineFactory, TableEmbedder
+
+SHORT, LONG = "Bob takes his coffee black", "Bob always has his coffee black"
+EARLY, LATE = "Standup is at 3pm", "Standup is at 5pm"
+OTHER = "The build server lives in Frankfurt"
+
+
+@pytest.fixture
+def planted(engine: MemoryEngine, table: TableEmbedder) -> dict[str, MemoryRecord]:
+    """A near-duplicate pair, a contradicting pair and an unrelated record, stored side by side
+    (``add`` stores as given, as records stored before a threshold change would be)."""
+    table.pair(SHORT, LONG, 0.9)
+    table.pair(EARLY, LATE, 0.95)
+    return {text: engine.add(NewMemory(text, importance=importance))
+            for text, importance in ((SHORT, 0.4), (LONG, 0.7), (EARLY, 0.5), (LATE, 0.5),
+                                     (OTHER, 0.5))}
+
+
+def _records(engine: MemoryEngine) -> list[MemoryRecord]:
+    return list(engine.list_records().records)
+
+
+def _state(engine: MemoryEngine) -> dict[str, tuple[str, int]]:
+    return {r.id: (r.content, r.version) for r in _records(engine)}
+
+
+def _steps(engine: MemoryEngine) -> dict[Action, ConsolidationStep]:
+    report = engine.consolidate()
+    steps = {s.action: s for s in report.steps}
+    assert len(steps) == len(report.steps)
+    return steps
+
+
+def test_merges_a_near_duplicate_and_defers_a_contradiction(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    report = engine.consolidate()
+    assert report.counts == {"merged": 1, "deferred": 1} and report.scanned == 5
+    # most similar pair first: the contradiction (0.95), then the paraphrase (0.9)
+    deferred, merged = report.steps
+    # seed 004: the higher-importance version is kept, the other merged into it and deleted
+    assert (merged.action, merged.reason) == (Action.MERGED, Reason.NEAR_DUPLICATE)
+    assert (merged.kept.id, merged.other.id) == (planted[LONG].id, planted[SHORT].id)
+    kept = engine.get(planted[LONG].id)
+    assert kept.content == LONG and kept.merged_from == (planted[SHORT].id,)
+    assert planted[SHORT].id not in {r.id for r in _records(engine)}
+    # the contradiction is not merged: a review item, both records kept
+    assert (deferred.action, deferred.reason) == (Action.DEFERRED,
+                                                  Reason.POSSIBLE_CONTRADICTION)
+    assert {deferred.kept.content, deferred.other.content} == {EARLY, LATE}
+    items = engine.review_queue()
+    assert [(i.id, i.target_id, i.incoming_id) for i in items] == [
+        (deferred.review_id, deferred.kept.id, deferred.other.id)]
+    assert engine.count() == 4
+    # the merged-away text is now an exact duplicate of the kept record
+    again = engine.ingest(NewMemory(SHORT, importance=0.4))
+    assert (again.action, again.target_id) == (Action.SKIPPED, planted[LONG].id)
+    # a second pass finds nothing new: the deferral already waits for a person
+    assert engine.consolidate().steps == ()
+
+
+def test_dry_run_writes_nothing(engine: MemoryEngine,
+                                planted: dict[str, MemoryRecord]) -> None:
+    before = _state(engine)
+    report = engine.consolidate(dry_run=True)
+    assert report.dry_run and report.id is None
+    assert report.counts == {"merged": 1, "deferred": 1}
+    assert _state(engine) == before and engine.review_queue() == []
+    assert engine.consolidate().counts == report.counts  # the real pass does what it showed
+
+
+def test_undo_import_takes_the_pass_back(engine: MemoryEngine,
+                                         planted: dict[str, MemoryRecord]) -> None:
+    before = _state(engine)
+    report = engine.consolidate()
+    assert report.id is not None
+    assert [e.kind for e in engine.imports()] == ["consolidation"]
+    plan = engine.undo_import(report.id)
+    assert plan.counts == {"deleted": 0, "restored": 2, "withdrawn": 1, "conflicts": 0}
+    assert {r: c for r, (c, _) in _state(engine).items()} == {
+        r: c for r, (c, _) in before.items()}
+    assert engine.review_queue() == []
+    # the alias went with it: the merged-away text is its own record again
+    again = engine.ingest(NewMemory(SHORT, importance=0.4))
+    assert (again.action, again.target_id) == (Action.SKIPPED, planted[SHORT].id)
+
+
+def test_approving_a_deferral_merges_the_stored_pair(engine: MemoryEngine,
+                                                      planted: dict[str, MemoryRecord]) -> None:
+    step = _steps(engine)[Action.DEFERRED]
+    assert step.review_id is not None
+    result = engine.approve_review(step.review_id)
+    assert result.record is not None and result.record.id == step.kept.id
+    assert result.record.merged_from == (step.other.id,)
+    assert step.other.id not in {r.id for r in _records(engine)}
+    assert engine.count() == 3
+
+
+def test_rejecting_a_deferral_keeps_both_and_is_not_asked_again(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    step = _steps(engine)[Action.DEFERRED]
+    assert step.review_id is not None
+    before = _state(engine)
+    engine.reject_review(step.review_id)
+    assert _state(engine) == before
+    assert engine.consolidate().steps == ()
+
+
+def test_partitions_never_merge(engine: MemoryEngine, table: TableEmbedder) -> None:
+    table.pair(SHORT, LONG, 0.99)
+    engine.add(NewMemory(SHORT, privacy=Privacy.PUBLIC))
+    engine.add(NewMemory(LONG, privacy=Privacy.PRIVATE))
+    engine.add(NewMemory(SHORT, agent_id="other"))
+    assert engine.consolidate().steps == ()
+
+
+def test_agent_option_limits_the_pass(engine: MemoryEngine, table: TableEmbedder) -> None:
+    table.pair(SHORT, LONG, 0.9)
+    for agent in ("a", "b"):
+        engine.add(NewMemory(SHORT, agent_id=agent, importance=0.4))
+        engine.add(NewMemory(LONG, agent_id=agent, importance=0.7))
+    report = engine.consolidate("a")
+    assert report.scanned == 2 and report.counts["merged"] == 1
+    assert {r.agent_id for r in _records(engine)
+            if r.content == SHORT} == {"b"}
+
+
+def test_records_stored_on_the_jaccard_path_are_compared_by_embedding(
+        make_engine: EngineFactory, table: TableEmbedder) -> None:
+    # stored while the model was not ready: no vectors, and token Jaccard (0.5) called the
+    # paraphrase distinct; once the model is ready the pass compares their embeddings
+    table.pair(SHORT, LONG, 0.9)
+    loading = make_engine(embedder=None, name="shared")
+    loading.add(NewMemory(SHORT, importance=0.4))
+    loading.add(NewMemory(LONG, importance=0.7))
+    loading.close()
+    ready = make_engine(name="shared")
+    report = ready.consolidate()
+    assert [(s.action, s.semantic) for s in report.steps] == [(Action.MERGED, True)]
+    assert ready.count() == 1
