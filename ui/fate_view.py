@@ -1,20 +1,30 @@
-"""The Fate view: "why did this memory disappear?" for any record id (issue 9).
+"""The Fate view: "why did this memory disappear?" for any record (issue 9).
+
+The record is picked by its words (issue 19): typing in the search box lists the stored
+memories that contain them (``reader.list_rows`` on a worker, debounced), and a click shows the
+fate of the one picked; a record id pasted there (a deleted or merged-away record) works too, and
+any view's record context menu opens its fate here (:meth:`FateView.show_fate`).
 
 The story comes from :func:`engine.fate.record_fate` on a worker (stale answers dropped by
-token); the last known content comes from the edit history and is rendered through
-:meth:`ui.redaction.Redaction.show`, like every other text of the view.
+token); the last known content comes from the edit history. Records the story names (the
+survivor, an absorbed memory, …) are shown by their text, read on the same worker. Every text
+is rendered through :meth:`ui.redaction.Redaction.show`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -25,7 +35,10 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 from engine.fate import RecordFate, mass_retirements, record_fate
 from engine.memory_engine import MemoryEngine
+from engine.query import RecordQuery, RecordRow
+from engine.reader import LocalReader
 from engine.records import format_timestamp
+from ui.record_links import RecordRef, elide, name_ids, quoted, record_tooltip
 from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -37,19 +50,44 @@ _STATUS_COLOURS = {"alive": "#1a7f37", "merged": "#0969da", "compacted": "#8250d
                    "retention": "#bc4c00", "skipped": "#0969da", "deferred": "#9a6700"}
 
 
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+PICKER_LIMIT = 20
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedFate:
-    """What the worker hands back: the fate, the last known content, global warnings."""
+    """What the worker hands back: the fate, the last known content, global warnings, and the
+    text of every record the story names (id → content; gone records are absent)."""
 
     fate: RecordFate
     content: str
     mass_batches: int
+    names: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_fate(engine: MemoryEngine, record_id: str, mass_limit: int) -> LoadedFate:
-    """Worker: the fate of ``record_id`` and how many mass retirements the store holds."""
+    """Worker: the fate of ``record_id``, how many mass retirements the store holds, and the
+    texts of the records its story names."""
     fate = record_fate(engine, record_id, mass_limit=mass_limit)
-    return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)))
+    named = {fate.survivor_id, *(step.related_id for step in fate.steps)} - {None, record_id}
+    names = {record.id: record.content
+             for record in LocalReader(engine).get_records(sorted(i for i in named if i))}
+    if fate.content:
+        names[record_id] = fate.content
+    return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)), names)
+
+
+def find_records(reader: LocalReader, words: str, limit: int = PICKER_LIMIT) -> list[RecordRow]:
+    """Worker: stored records containing every word of ``words`` (case-insensitive).
+
+    The engine filters by the longest word (a substring of the content); the other words
+    narrow that here, over at most 500 rows.
+    """
+    terms = [w.casefold() for w in words.split() if w.strip()]
+    if not terms:
+        return []
+    rows = reader.list_rows(RecordQuery(text=max(terms, key=len), limit=500)).rows
+    return [row for row in rows if all(t in row.content.casefold() for t in terms)][:limit]
 
 
 class FateView(QWidget):
@@ -70,13 +108,28 @@ class FateView(QWidget):
         self._tokens = RequestTokens()
         self._loaded: LoadedFate | None = None
         self.mass_limit = mass_limit
+        self._search_tokens = RequestTokens()
         self.id_edit = QLineEdit(self)
-        self.id_edit.setPlaceholderText("record id (alive, merged, deleted, pruned, compacted…)")
+        self.id_edit.setPlaceholderText("Type words of a memory to find it (or paste a record "
+                                        "id: alive, merged, deleted, pruned, compacted…)")
+        self.id_edit.setClearButtonEnabled(True)
         self.id_edit.returnPressed.connect(self._on_show_clicked)
+        self.id_edit.textEdited.connect(self._on_search_edited)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(250)
+        self._search_timer.timeout.connect(self._on_search_timeout)
         self.show_button = QPushButton("Show fate", self)
         self.show_button.clicked.connect(self._on_show_clicked)
-        self.status_label = QLabel("Enter a record id to see what happened to it.", self)
+        self.picker = QListWidget(self)
+        self.picker.setMaximumHeight(160)
+        self.picker.itemActivated.connect(self._on_picked)
+        self.picker.itemClicked.connect(self._on_picked)
+        self.picker.hide()
+        self.status_label = QLabel("Type words of a memory above, or right-click a record in "
+                                   "any view → Show fate.", self)
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.status_label.setWordWrap(True)
         self.content_label = QLabel("", self)
         self.content_label.setWordWrap(True)
         self.content_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -95,12 +148,16 @@ class FateView(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.id_edit, 1)
         top.addWidget(self.show_button)
-        status = QHBoxLayout()
+        # the record shown: its status and the way to its survivor (the context menu's record)
+        self.record_bar = QWidget(self)
+        status = QHBoxLayout(self.record_bar)
+        status.setContentsMargins(0, 0, 0, 0)
         status.addWidget(self.status_label, 1)
         status.addWidget(self.open_button)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addLayout(status)
+        layout.addWidget(self.picker)
+        layout.addWidget(self.record_bar)
         layout.addWidget(self.content_label)
         layout.addWidget(self.forecast_label)
         layout.addWidget(self.warning_label)
@@ -118,15 +175,64 @@ class FateView(QWidget):
         self._tokens.next_token()
         self._loaded = None
         self.steps.clear()
-        self.status_label.setText("Enter a record id to see what happened to it.")
+        self.picker.clear()
+        self.picker.hide()
+        self.status_label.setText("Type words of a memory above, or right-click a record in "
+                                  "any view → Show fate.")
+        self.status_label.setToolTip("")
         for label in (self.content_label, self.forecast_label, self.warning_label):
             label.setText("")
         self.open_button.hide()
 
     def show_fate(self, record_id: str) -> None:
         """Look ``record_id`` up (on a worker) and show its story."""
+        self.picker.hide()
+        self._search_timer.stop()
+        self._search_tokens.next_token()
         self.id_edit.setText(record_id)
         spawn(self.load(record_id))
+
+    # -- the search picker -----------------------------------------------------------------
+
+    def _on_search_edited(self, _text: str) -> None:
+        self._search_timer.start()
+
+    def _on_search_timeout(self) -> None:
+        spawn(self.search(self.id_edit.text()))
+
+    async def search(self, words: str) -> list[RecordRow]:
+        """List the stored memories containing ``words`` in the picker (worker query)."""
+        session = self._session
+        words = words.strip()
+        token = self._search_tokens.next_token()
+        if session is None or not words or _UUID.match(words):
+            self.picker.hide()
+            return []
+        try:
+            rows = await self._runner.run(find_records, session.reader, words)
+        except EngineError as exc:
+            if self._search_tokens.is_current(token):
+                self.status_label.setText(f"Cannot search the memories: {exc}")
+            return []
+        if not self._search_tokens.is_current(token) or session is not self._session:
+            return []
+        self.picker.clear()
+        show = self._redaction.show
+        for row in rows:
+            item = QListWidgetItem(f"{elide(show(row.content), 110)}  ·  {row.agent_id}")
+            item.setToolTip(record_tooltip(show(row.content), row.id))
+            item.setData(Qt.ItemDataRole.UserRole, row.id)
+            self.picker.addItem(item)
+        if not rows:
+            self.picker.addItem(QListWidgetItem(f"No stored memory contains “{words}” — a "
+                                                "deleted one is found by its id."))
+        self.picker.show()
+        return rows
+
+    def _on_picked(self, item: QListWidgetItem) -> None:
+        record_id = item.data(Qt.ItemDataRole.UserRole)
+        if isinstance(record_id, str):
+            self.show_fate(record_id)
 
     async def load(self, record_id: str) -> RecordFate | None:
         """Load and show the fate of ``record_id``; None when no store is open or stale."""
@@ -134,13 +240,14 @@ class FateView(QWidget):
         if session is None or not record_id:
             return None
         token = self._tokens.next_token()
-        self.status_label.setText(f"Reading the ledger for {record_id}…")
+        self.status_label.setText("Reading the ledger…")
         try:
             loaded = await self._runner.run(load_fate, session.engine, record_id,
                                             self.mass_limit)
         except EngineError as exc:
             if self._tokens.is_current(token):
-                self.status_label.setText(f"Cannot read the fate of {record_id}: {exc}")
+                self.status_label.setText(f"Cannot read the fate of this record: {exc}")
+                self.status_label.setToolTip(f"id {record_id}")
             return None
         if not self._tokens.is_current(token) or session is not self._session:
             return None
@@ -153,8 +260,13 @@ class FateView(QWidget):
         if loaded is None:
             return
         fate, show = loaded.fate, self._redaction.show
-        survivor = f" → {fate.survivor_id}" if fate.survivor_id else ""
-        self.status_label.setText(f"{fate.record_id}: {fate.status}{survivor}")
+        names = {record_id: show(text) for record_id, text in loaded.names.items()}
+        survivor = f" → {self._name(fate.survivor_id, names)}" if fate.survivor_id else ""
+        self.status_label.setText(f"{self._name(fate.record_id, names)}: {fate.status}"
+                                  f"{survivor}")
+        self.status_label.setToolTip("\n".join(
+            f"{what} id {record_id}" for what, record_id in (
+                ("record", fate.record_id), ("survivor", fate.survivor_id)) if record_id))
         colour = _STATUS_COLOURS.get(fate.status, "")
         self.status_label.setStyleSheet(f"color: {colour}; font-weight: 600;" if colour else "")
         self.content_label.setText(f"Last known content: {show(loaded.content)}"
@@ -182,18 +294,48 @@ class FateView(QWidget):
         self.open_button.setText("Open survivor" if fate.survivor_id else "Open record")
         self.steps.clear()
         for step in fate.steps:
-            item = QTreeWidgetItem([format_timestamp(step.ts) or "", step.kind, show(step.text)])
-            item.setToolTip(2, show(step.text))
+            story = name_ids(show(step.text), names)
+            item = QTreeWidgetItem([format_timestamp(step.ts) or "", step.kind, story])
+            related = "" if step.related_id is None else "\n\n" + record_tooltip(
+                names.get(step.related_id, ""), step.related_id)
+            item.setToolTip(2, story + related)
             item.setData(0, Qt.ItemDataRole.UserRole, step.related_id)
             self.steps.addTopLevelItem(item)
         for column in (0, 1):
             self.steps.resizeColumnToContents(column)
 
+    @staticmethod
+    def _name(record_id: str, names: Mapping[str, str]) -> str:
+        """A record as the status names it: its text, or "a record no longer stored"."""
+        text = names.get(record_id)
+        return quoted(text, 70) if text else "a record whose text is not known"
+
+    def current_record(self) -> RecordRef | None:
+        """The record whose fate is shown (the context menu's record)."""
+        loaded = self._loaded
+        if loaded is None:
+            return None
+        return RecordRef(loaded.fate.record_id, loaded.content)
+
+    def current_step_record(self) -> RecordRef | None:
+        """The record the current step names, when it is still stored."""
+        loaded, item = self._loaded, self.steps.currentItem()
+        related = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
+        if loaded is None or not isinstance(related, str) or related not in loaded.names:
+            return None
+        return RecordRef(related, loaded.names[related])
+
     def _on_redaction_changed(self, _on: bool) -> None:
         self._render()
 
     def _on_show_clicked(self) -> None:
-        spawn(self.load(self.id_edit.text().strip()))
+        text = self.id_edit.text().strip()
+        if _UUID.match(text):
+            self.show_fate(text)
+        elif self.picker.isVisible() and self.picker.count():
+            self._on_picked(self.picker.item(0))  # Enter picks the first match
+        else:
+            spawn(self.search(text))
 
     def _on_open_clicked(self) -> None:
         fate = self.fate

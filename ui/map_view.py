@@ -26,6 +26,7 @@ from engine.memory_engine import MemoryEngine
 from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
 from ui.plot_items import PassiveScatter
+from ui.record_links import RecordRef, elide, record_tooltip
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, blend
@@ -57,7 +58,7 @@ def _project(engine: MemoryEngine, method: str) -> MapData:
     return MapData(projection, snapshot.layer[rows].astype(np.int64),
                    snapshot.agent[rows].astype(np.int64), tuple(snapshot.agents),
                    snapshot.importance[rows].astype(np.float64),
-                   tuple(snapshot.contents[int(r)][:160] for r in rows))
+                   tuple(snapshot.contents[int(r)] for r in rows))
 
 
 class MapView(QWidget):
@@ -80,6 +81,7 @@ class MapView(QWidget):
         self.query_point: npt.NDArray[np.float64] | None = None
         self.neighbours: list[str] = []
         self._query_vector: object = None
+        self.current_index = -1  # the point clicked last
 
         self.method_box = QComboBox(self)
         self.method_box.addItem("pca")
@@ -173,6 +175,7 @@ class MapView(QWidget):
         if not self._tokens.is_current(token) or session is not self._session:
             return None
         self.data = data
+        self.current_index = -1
         self._recolor()
         self.plot.autoRange()
         self._draw_query()
@@ -225,13 +228,29 @@ class MapView(QWidget):
             return ""
         text = self.data.texts[data]
         shown = self._redact(text) if self._redact is not None else text
-        return f"{self.data.projection.ids[data][:12]} · {shown}"
+        return record_tooltip(elide(shown, 300), self.data.projection.ids[data][:8])
 
     def _on_clicked(self, _item: object, points: Sequence[object], _event: object) -> None:
         if self.data is None or not len(points):
             return
         index = points[0].data()  # type: ignore[attr-defined]  # pyqtgraph SpotItem
-        self.record_selected.emit(self.data.projection.ids[int(index)])
+        self.click_point(int(index))
+
+    def click_point(self, index: int) -> None:
+        """What a click on point ``index`` does: it becomes the map's current record (the
+        context menu's) and opens in the Records view."""
+        if self.data is None or not 0 <= index < len(self.data.projection.ids):
+            return
+        self.current_index = index
+        self.record_selected.emit(self.data.projection.ids[index])
+
+    def current_record(self) -> RecordRef | None:
+        """The point clicked last (the context menu's record)."""
+        data = self.data
+        if data is None or not 0 <= self.current_index < len(data.projection.ids):
+            return None
+        return RecordRef(data.projection.ids[self.current_index],
+                         data.texts[self.current_index])
 
     # -- query overlay ---------------------------------------------------------------------
 

@@ -20,13 +20,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QEvent, QRectF, Qt
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QHelpEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -46,6 +56,7 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
+    QToolTip,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -56,6 +67,7 @@ from engine.errors import EngineError
 from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
+from ui.record_links import RecordRef, fetch_texts, quoted, record_tooltip
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
@@ -65,6 +77,7 @@ __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
 STAGES: tuple[Stage, ...] = tuple(Stage)
 _SOURCES = ("Type a new memory", "A stored memory (by id)", "Next line of an import file")
 _DIFF_SKIP = {"embedding_model"}
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
 def memory_from_json(line: str, source: str) -> NewMemory:
@@ -91,36 +104,97 @@ def memory_from_json(line: str, source: str) -> NewMemory:
 
 
 class SimilarityBars(QWidget):
-    """Candidates as horizontal similarity bars with the tier threshold and the gray zone."""
+    """Candidates as horizontal similarity bars with the tier threshold and the gray zone.
+
+    Each bar is labelled with the candidate's text (full text and id on hover). A click makes a
+    bar current (the context menu's record), a double click or Enter opens it in Records.
+
+    Signals:
+        activated(str): The current candidate's record id (double click or Enter).
+    """
+
+    activated = QtSignal(str)
+    _TOP = 22.0
+    _ROW = 24.0
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.candidates: list[tuple[str, float]] = []
+        self.ids: list[str] = []
+        self.tips: list[str] = []
+        self.current = -1
         self.threshold = 0.85
         self.floor = 0.70
         self.setMinimumHeight(60)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
 
     def set_data(self, candidates: list[tuple[str, float]], threshold: float,
-                 floor: float) -> None:
-        """Show ``(label, similarity)`` bars against ``threshold`` and the band [floor, t)."""
+                 floor: float, ids: Sequence[str] = (), tips: Sequence[str] = ()) -> None:
+        """Show ``(label, similarity)`` bars against ``threshold`` and the band [floor, t).
+
+        Args:
+            ids: The candidates' record ids (what a click, the menu and Enter act on).
+            tips: Hover text per candidate (its full text and id).
+        """
         self.candidates = candidates
+        self.ids = list(ids)
+        self.tips = list(tips)
+        self.current = 0 if self.ids else -1
         self.threshold = threshold
         self.floor = floor
         self.setMinimumHeight(40 + 24 * max(1, len(candidates)))
         self.update()
 
+    def row_at(self, y: float) -> int:
+        """The candidate drawn at height ``y`` (-1: none)."""
+        row = int((y - self._TOP) // self._ROW)
+        return row if y >= self._TOP and 0 <= row < len(self.candidates) else -1
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        row = self.row_at(event.position().y())
+        if row >= 0:  # right clicks too: the context menu acts on the bar clicked
+            self.current = row
+            self.update()
+        super().mousePressEvent(event)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        row = self.row_at(event.position().y())
+        if 0 <= row < len(self.ids):
+            self.activated.emit(self.ids[row])
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        if key in (Qt.Key.Key_Up, Qt.Key.Key_Down) and self.candidates:
+            step = -1 if key == Qt.Key.Key_Up else 1
+            self.current = max(0, min(len(self.candidates) - 1, self.current + step))
+            self.update()
+        elif key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and 0 <= self.current < len(self.ids):
+            self.activated.emit(self.ids[self.current])
+        else:
+            super().keyPressEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            row = self.row_at(event.pos().y())
+            if 0 <= row < len(self.tips):
+                QToolTip.showText(event.globalPos(), self.tips[row], self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
+
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         palette = self.palette()
         text = palette.windowText().color()
-        left, right = 170.0, float(self.width() - 50)
+        left, right = 220.0, float(self.width() - 50)
         lo = 0.4  # similarity at the left edge
 
         def x_of(value: float) -> float:
             return left + (right - left) * max(0.0, min(1.0, (value - lo) / (1.0 - lo)))
 
-        top, height = 22.0, 24.0 * max(1, len(self.candidates))
+        top, height = self._TOP, self._ROW * max(1, len(self.candidates))
         gray = QColor("#bf8700")
         gray.setAlpha(50)
         painter.fillRect(QRectF(x_of(self.floor), top, x_of(self.threshold) - x_of(self.floor),
@@ -136,14 +210,20 @@ class SimilarityBars(QWidget):
             painter.setPen(QPen(text))
             painter.drawText(QRectF(left, top, right - left, 22), "no candidates")
         for i, (label, similarity) in enumerate(self.candidates):
-            y = top + 24.0 * i + 3
+            y = top + self._ROW * i + 3
+            if i == self.current:
+                painter.fillRect(QRectF(0, y - 2, self.width(), self._ROW - 2),
+                                 palette.highlight().color().lighter(170)
+                                 if palette.window().color().lightness() > 128
+                                 else palette.highlight().color().darker(150))
             colour = QColor("#1a7f37") if similarity >= self.threshold else (
                 QColor("#bf8700") if similarity >= self.floor else QColor("#8c959f"))
             painter.fillRect(QRectF(left, y, x_of(similarity) - left, 16), QBrush(colour))
             painter.setPen(QPen(text))
             painter.drawText(QRectF(4, y, left - 8, 18),
                              Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                             label)
+                             painter.fontMetrics().elidedText(
+                                 label, Qt.TextElideMode.ElideRight, int(left - 8)))
             painter.drawText(QRectF(x_of(similarity) + 4, y, 60, 18),
                              Qt.AlignmentFlag.AlignVCenter, f"{similarity:.3f}")
         painter.end()
@@ -188,14 +268,26 @@ class StagePanel(QWidget):
         if self.diff is not None:
             self.diff.setRowCount(0)
 
-    def show_data(self, headline: str, data: Mapping[str, Any]) -> None:
-        """Fill the tree with ``data`` (nested mappings and lists become branches)."""
+    def show_data(self, headline: str, data: Mapping[str, Any],
+                  names: Mapping[str, str] | None = None) -> None:
+        """Fill the tree with ``data`` (nested mappings and lists become branches).
+
+        Args:
+            names: Record id → text (as shown): an id value is shown as its record's text,
+                the id after it.
+        """
         self.headline.setText(headline)
         self.tree.clear()
+        names = names or {}
+
+        def shown(value: object, limit: int = 160) -> str:
+            if isinstance(value, str) and value in names:
+                return f"{quoted(names[value], 60)} · {value[:8]}"
+            return _short(value, limit)
 
         def add(parent: QTreeWidget | QTreeWidgetItem, key: str, value: object) -> None:
             if isinstance(value, Mapping):
-                summary = " · ".join(_short(value[k], 40) for k in (
+                summary = " · ".join(shown(value[k], 40) for k in (
                     "id", "similarity", "category", "found_by", "kind") if k in value)
                 item = QTreeWidgetItem([key, summary])
                 for k, v in value.items():
@@ -205,9 +297,15 @@ class StagePanel(QWidget):
                 item = QTreeWidgetItem([key, f"{len(value)} items"])
                 for i, v in enumerate(value):
                     add(item, str(i), v)
+            elif isinstance(value, list | tuple) and any(v in names for v in value
+                                                        if isinstance(v, str)):
+                item = QTreeWidgetItem([key, f"{len(value)} records"])
+                for i, v in enumerate(value):
+                    add(item, str(i), v)
             else:
-                item = QTreeWidgetItem([key, _short(value)])
-                item.setToolTip(1, str(value))
+                item = QTreeWidgetItem([key, shown(value)])
+                item.setToolTip(1, record_tooltip(names[value], value)
+                                if isinstance(value, str) and value in names else str(value))
             if isinstance(parent, QTreeWidget):
                 parent.addTopLevelItem(item)
             else:
@@ -252,6 +350,7 @@ class StepperView(QWidget):
 
     Signals:
         run_started(str): A run began (its incoming id).
+        open_record(str): Show this record (a candidate) in the Records view.
         stage_done(object): A :class:`StageReport` was shown.
         run_finished(str): The run's events were emitted (its incoming id; the timeline
             highlights them).
@@ -259,6 +358,7 @@ class StepperView(QWidget):
     """
 
     run_started = QtSignal(str)
+    open_record = QtSignal(str)
     stage_done = QtSignal(object)
     run_finished = QtSignal(str)
     message = QtSignal(str)
@@ -350,6 +450,12 @@ class StepperView(QWidget):
             self.stack.addWidget(panel)
         self.stage_list.currentRowChanged.connect(self.stack.setCurrentIndex)
         self.stage_list.setCurrentRow(0)
+        bars = self.panels[Stage.CANDIDATES].bars
+        assert bars is not None
+        self.candidate_bars = bars
+        self.candidate_bars.activated.connect(self.open_record)
+        self._names: dict[str, str] = {}  # record id → text of the records the run names
+        self._run_content = ""
 
         # -- what-if ---------------------------------------------------------------------
         self.whatif_box = QGroupBox("Threshold what-if (read-only)", self)
@@ -573,7 +679,9 @@ class StepperView(QWidget):
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()
-        self.status_label.setText(f"Run {run.incoming_id}: next stage {run.next_stage}")
+        self._names = {}
+        self._run_content = memory.content
+        self.status_label.setText(f"Run of {self._run_name()}: next stage {run.next_stage}")
         self._update_buttons()
         self.run_started.emit(run.incoming_id)
         return True
@@ -603,6 +711,11 @@ class StepperView(QWidget):
             self._update_buttons()
         if run is not self.run:
             return None
+        known = await fetch_texts(self._runner, session.reader,
+                                  [i for i in _record_ids(report.data) if i not in self._names])
+        if run is not self.run:
+            return None
+        self._names.update(known)
         self.show_report(report)
         if report.stage is Stage.PERSIST and report.data.get("written"):
             session.records_changed.emit(list(report.data["written"]))
@@ -610,7 +723,7 @@ class StepperView(QWidget):
             self._paused = True
             result = run.result
             outcome = f"{result.action.value} ({result.reason.value})" if result else "done"
-            self.status_label.setText(f"Run {run.incoming_id}: {outcome}")
+            self.status_label.setText(f"Run of {self._run_name()}: {outcome}")
             self.run_finished.emit(run.incoming_id)
         else:
             self.status_label.setText(f"Next stage: {run.next_stage}")
@@ -650,9 +763,27 @@ class StepperView(QWidget):
             mark = "●" if stage in done else ("▶" if stage == following else "○")
             self.stage_list.item(i).setText(f"{mark}  {stage.value}")
 
+    def _run_name(self) -> str:
+        """The running memory as a sentence names it (its text, elided and quoted)."""
+        return quoted(self._text(self._run_content))
+
+    def current_record(self) -> RecordRef | None:
+        """The current candidate (the context menu's record), when its text is known."""
+        bars = self.candidate_bars
+        if not 0 <= bars.current < len(bars.ids):
+            return None
+        record_id = bars.ids[bars.current]
+        text = self._names.get(record_id)
+        return None if text is None else RecordRef(record_id, text)
+
     def show_report(self, report: StageReport) -> None:
-        """Fill the panel of ``report.stage`` and bring it to the front."""
+        """Fill the panel of ``report.stage`` and bring it to the front.
+
+        Record ids in the stage data are shown by their text when the run read it (``step``
+        reads the texts of the records a stage names before showing it).
+        """
         panel = self.panels[report.stage]
+        names = {record_id: self._text(text) for record_id, text in self._names.items()}
         data = dict(report.data)
         for key in ("content", "normalized"):
             if isinstance(data.get(key), str):
@@ -670,9 +801,12 @@ class StepperView(QWidget):
             hit = "hash hit (exact duplicate)" if data.get("hash_hit") else "no hash hit"
             headline += f" · {hit} · {len(candidates)} candidates · method {data.get('method')}"
             assert panel.bars is not None
-            panel.bars.set_data([(f"{c['id'][:10]} {c.get('category', '')}",
-                                  float(c["similarity"])) for c in candidates[:8]],
-                                self.threshold, self.floor)
+            shown = candidates[:8]
+            panel.bars.set_data(
+                [(names.get(c["id"], "(no longer stored)"), float(c["similarity"]))
+                 for c in shown], self.threshold, self.floor, [c["id"] for c in shown],
+                [record_tooltip(names.get(c["id"], ""), c["id"])
+                 + f"\ncategory {c.get('category', '')}" for c in shown])
         elif report.stage is Stage.DECISION:
             decision = data.get("decision") or {}
             conflicts = decision.get("conflicts") or []
@@ -703,7 +837,7 @@ class StepperView(QWidget):
             panel.diff.resizeColumnToContents(0)
         elif report.stage is Stage.EVENTS:
             headline += f" · {', '.join(data.get('events') or [])}"
-        panel.show_data(headline, data)
+        panel.show_data(headline, data, names)
         self._mark_stages()
         self.stage_list.setCurrentRow(report.index)
 
@@ -736,6 +870,25 @@ class StepperView(QWidget):
                 item.setToolTip(value)
                 self.whatif_table.setItem(r, c, item)
         return result
+
+
+def _record_ids(data: Mapping[str, Any]) -> list[str]:
+    """Every record id a stage's data names (values that look like ids, at any depth)."""
+    found: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            if _UUID.fullmatch(value):
+                found.append(value)
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    walk(data)
+    return found
 
 
 def _begin(session: StoreSession, memory: NewMemory) -> tuple[SteppedRun, Any]:

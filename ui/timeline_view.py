@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
+import shiboken6
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
@@ -37,6 +38,7 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 from engine.events import Event
 from ui.event_tail import EventTail
+from ui.record_links import RecordRef, fetch_texts, quoted, record_tooltip
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
@@ -87,9 +89,11 @@ class TimelineView(QWidget):
 
     Signals:
         event_selected(object): The clicked :class:`Event`.
+        open_record(str): Show the selected event's record in the Records view.
     """
 
     event_selected = QtSignal(object)
+    open_record = QtSignal(str)
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -171,9 +175,30 @@ class TimelineView(QWidget):
         self.detail = QPlainTextEdit(self)
         self.detail.setReadOnly(True)
         self.detail.setPlaceholderText("Click an event in a lane to see its fields.")
+        # issue 19: the selected event's record, by its text, one click from Records
+        self.record_bar = QWidget(self)
+        self.record_label = QLabel("", self.record_bar)
+        self.record_label.setWordWrap(True)
+        self.record_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.open_button = QPushButton("Open in Records", self.record_bar)
+        self.open_button.setToolTip("Show this event's record in the Records view "
+                                    "(Ctrl+Return; right-click for more)")
+        self.open_button.clicked.connect(self._on_open_clicked)
+        record_layout = QVBoxLayout(self.record_bar)
+        record_layout.setContentsMargins(0, 0, 0, 0)
+        record_layout.addWidget(self.record_label)
+        record_layout.addWidget(self.open_button, 0, Qt.AlignmentFlag.AlignLeft)
+        self.record_bar.hide()
+        self._record: RecordRef | None = None
+        self._record_stored = True
+        side = QWidget(self)
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 0, 0)
+        side_layout.addWidget(self.record_bar)
+        side_layout.addWidget(self.detail, 1)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(self.plot)
-        split.addWidget(self.detail)
+        split.addWidget(side)
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
         split.setSizes([900, 300])
@@ -193,6 +218,7 @@ class TimelineView(QWidget):
         self._highlighted = np.zeros(0, np.intp)
         self.detail.clear()
         self.selected = None
+        self._show_record(None)
         self.rebin()
         if session is not None:
             spawn(self._load_history(session))
@@ -202,6 +228,7 @@ class TimelineView(QWidget):
         self._redact = redact
         if self.selected is not None:
             self.detail.setPlainText(event_text(self.selected, redact))
+        self._show_record(self._record, stored=self._record_stored)
 
     def reload(self) -> None:
         """Load the history again from the ledger."""
@@ -306,7 +333,54 @@ class TimelineView(QWidget):
         self.selected = event
         self.detail.setPlainText(event_text(event, self._redact))
         self.marker.setData(x=[self.data.t[index]], y=[float(self.data.lane[index]) + 0.45])
+        self._show_record(None)
+        session = self._session
+        if event.record_id and session is not None:
+            spawn(self._name_record(session, event))
         self.event_selected.emit(event)
+
+    async def _name_record(self, session: DataSession, event: Event) -> None:
+        """Read the text of the selected event's record (worker) and show it above the fields."""
+        assert event.record_id is not None
+        texts = await fetch_texts(self._runner, session.reader, [event.record_id])
+        if not shiboken6.isValid(self.record_bar):
+            return  # the view was closed while the text was read
+        if event is not self.selected or session is not self._session:
+            return
+        text = texts.get(event.record_id)
+        if text is None:  # merged away, skipped or deleted: the event may still carry its text
+            content = (event.payload or {}).get("content")
+            self._show_record(RecordRef(event.record_id,
+                                        content if isinstance(content, str) else ""),
+                              stored=False)
+        else:
+            self._show_record(RecordRef(event.record_id, text))
+
+    def _show_record(self, ref: RecordRef | None, *, stored: bool = True) -> None:
+        self._record = ref
+        self._record_stored = stored
+        self.record_bar.setVisible(ref is not None)
+        self.open_button.setVisible(ref is not None and stored)
+        if ref is None:
+            self.record_label.setText("")
+            self.record_label.setToolTip("")
+            return
+        shown = self._redact(ref.text) if self._redact is not None else ref.text
+        if stored:
+            self.record_label.setText(f"Record: {quoted(shown, 90)}")
+        else:
+            self.record_label.setText(
+                (f"Record {quoted(shown, 90)} is " if shown else "Its record is ")
+                + "no longer stored (merged, skipped or deleted): right-click → Show fate.")
+        self.record_label.setToolTip(record_tooltip(shown, ref.id))
+
+    def current_record(self) -> RecordRef | None:
+        """The selected event's record, when it is stored (the context menu's target)."""
+        return self._record
+
+    def _on_open_clicked(self) -> None:
+        if self._record is not None:
+            self.open_record.emit(self._record.id)
 
     def _on_clicked(self, mouse_event: object) -> None:
         position = mouse_event.scenePos()  # type: ignore[attr-defined]  # pyqtgraph event

@@ -36,10 +36,16 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     view.id_edit.setText(second.incoming_id)
     view.show_button.click()
     qtbot.waitUntil(lambda: view.fate is not None)
-    assert view.status_label.text() == f"{second.incoming_id}: merged → {survivor}"
+    # issue 19: records are named by their text; the ids are on hover
+    assert view.status_label.text() == \
+        "“Bob always has black coffee”: merged → “Bob takes his coffee black”"
+    assert second.incoming_id in view.status_label.toolTip()
+    assert survivor in view.status_label.toolTip()
     items = [view.steps.topLevelItem(i) for i in range(view.steps.topLevelItemCount())]
     stories = [item.text(2) for item in items if item is not None]
-    assert any(f"merged into {survivor}" in s and "similarity 0.870" in s for s in stories)
+    assert any("merged into “Bob takes his coffee black”" in s
+               and "similarity 0.870 ≥ threshold" in s for s in stories)
+    assert not any(survivor in s for s in stories)
     assert "Bob always has black coffee" in view.content_label.text()
     assert view.open_button.isVisible()
     view.open_button.click()  # → the Records view shows the survivor
