@@ -540,7 +540,9 @@ class RecordsView(QWidget):
         if row is not None:
             self._select_loaded(record_id)
             return
-        self.table.selectionModel().clear()
+        selection = self.table.selectionModel()
+        selection.clearCurrentIndex()  # first: clearing the selection reads the current row
+        selection.clearSelection()
         spawn(self._go_to(record_id))
 
     async def _go_to(self, record_id: str) -> None:

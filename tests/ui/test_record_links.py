@@ -1,0 +1,321 @@
+"""Issue 19: from every view that shows a record, one action opens it in Records; one record
+context menu (with its shortcuts) everywhere; Fate from the menu and by its search picker.
+
+"Opened" means what a person sees: the Records view is shown, the record's row is selected and
+scrolled to, and the detail pane shows the same record as the selected row. The store holds
+more records than one table page and the linked record is the oldest, so with the default sort
+(newest first) it is on the last page, not loaded when the link is followed — where the map's
+click used to show one record's detail beside another row's highlight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from engine.memory_engine import MemoryEngine
+from engine.records import NewMemory
+from engine.store import StoreSpec
+from tests.support.fakes import HashingEmbedder
+from tests.ui.conftest import distinct_text, open_store, run
+from tests.ui.observe_fixtures import BASE, GRAY, PARAPHRASE
+from ui.main_window import MainWindow
+from ui.record_links import ACTIONS, RecordRef
+from ui.records_model import ROLE_RECORD_ID
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+FILLER = 240  # more than one table page (200 rows)
+SECRET = "Sam's travel agent is reachable at agent.smith@example.com"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Path, str]:
+    """A store whose oldest record is :data:`BASE` (vectors by a hashing embedder, so the map
+    has points), with :data:`GRAY` waiting in the review queue against it. Returns the folder
+    and BASE's id."""
+    path = tmp_path / "store"
+    engine = MemoryEngine.open(StoreSpec(str(path)), embedder=HashingEmbedder())
+    try:
+        base = engine.ingest(NewMemory(content=BASE, agent_id="travel"))
+        assert base.record is not None
+        assert engine.ingest(NewMemory(content=GRAY, agent_id="travel")).action.value \
+            == "deferred"
+        engine.ingest(NewMemory(content=SECRET, agent_id="travel"))
+        engine.ingest_batch([NewMemory(content=distinct_text(i), agent_id=f"agent-{i % 3}")
+                             for i in range(FILLER)])
+        return path, base.record.id
+    finally:
+        engine.close()
+
+
+@pytest.fixture
+def window(qtbot: QtBot, make_window: Callable[..., MainWindow],
+           store: tuple[Path, str]) -> MainWindow:
+    made = make_window()
+    made.resize(1280, 800)
+    open_store(qtbot, made, store[0])
+    qtbot.waitUntil(lambda: made.observe.review._session is not None, timeout=10_000)
+    return made
+
+
+def selected_id(window: MainWindow) -> str | None:
+    index = window.records.table.selectionModel().currentIndex()
+    value = window.records.model.data(index, ROLE_RECORD_ID) if index.isValid() else None
+    selected = window.records.table.selectionModel().selectedRows()
+    return value if isinstance(value, str) and len(selected) == 1 else None
+
+
+def assert_opened(qtbot: QtBot, window: MainWindow, record_id: str) -> None:
+    """Records is shown with ``record_id`` selected, in view, and in the detail pane."""
+    records = window.records
+    qtbot.waitUntil(lambda: window.stack.currentWidget() is records
+                    and selected_id(window) == record_id
+                    and records.detail.record is not None
+                    and records.detail.record.id == record_id, timeout=15_000)
+    row = records.model.row_of(record_id)
+    assert row is not None
+    rect = records.table.visualRect(records.model.index(row, 0))
+    assert records.table.viewport().rect().intersects(rect)  # scrolled to
+    assert records.detail.record is not None and records.detail.record.content \
+        == records.model.record_at(row).content  # type: ignore[union-attr]
+
+
+def test_the_linked_record_is_beyond_the_first_page(window: MainWindow,
+                                                    store: tuple[Path, str]) -> None:
+    assert window.records.model.total > 200
+    assert window.records.model.row_of(store[1]) is None
+
+
+def test_a_pipeline_candidate_opens_its_record(qtbot: QtBot, window: MainWindow,
+                                               store: tuple[Path, str]) -> None:
+    pipeline = window.observe.pipeline
+    window.nav.setCurrentRow(list(window.views).index("pipeline"))
+    assert run(qtbot, pipeline.start(NewMemory(content=PARAPHRASE, agent_id="travel")))
+    for _ in range(4):  # start, normalize, embed, candidates
+        assert run(qtbot, pipeline.step()) is not None
+    bars = pipeline.candidate_bars
+    assert bars.ids and bars.ids[0] == store[1]
+    assert bars.candidates[0][0] == BASE  # named by its text, not its id
+    assert store[1] in bars.tips[0] and BASE in bars.tips[0]
+    assert store[1] not in pipeline.status_label.text()
+    y = int(bars._TOP + bars._ROW * 0.5)
+    qtbot.mouseDClick(bars, Qt.MouseButton.LeftButton, pos=QPoint(40, y))
+    assert_opened(qtbot, window, store[1])
+
+
+def test_a_timeline_event_opens_its_record(qtbot: QtBot, window: MainWindow,
+                                           store: tuple[Path, str]) -> None:
+    timeline = window.observe.timeline
+    window.nav.setCurrentRow(list(window.views).index("timeline"))
+    qtbot.waitUntil(lambda: len(timeline.data) > 0, timeout=10_000)
+    index = next(i for i, event in enumerate(timeline.data.events)
+                 if event.record_id == store[1] and event.kind == "memory:record:created")
+    timeline.select_event(index)
+    qtbot.waitUntil(lambda: timeline.open_button.isVisible(), timeout=10_000)
+    assert BASE in timeline.record_label.text() and store[1] not in timeline.record_label.text()
+    assert store[1] in timeline.record_label.toolTip()
+    timeline.open_button.click()
+    assert_opened(qtbot, window, store[1])
+
+
+def test_a_review_item_opens_its_stored_record(qtbot: QtBot, window: MainWindow,
+                                               store: tuple[Path, str]) -> None:
+    review = window.observe.review
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
+    assert review.current_record() == RecordRef(store[1], BASE)
+    assert store[1][:8] not in review.stored_label.text()
+    assert store[1] in review.stored_label.toolTip()
+    review.open_button.click()
+    assert_opened(qtbot, window, store[1])
+    window.records.table.selectRow(0)
+    item = review.list.item(0)
+    assert item is not None
+    review.list.itemDoubleClicked.emit(item)  # a double click on the item does the same
+    assert_opened(qtbot, window, store[1])
+
+
+def test_a_retrieval_row_opens_its_record(qtbot: QtBot, window: MainWindow,
+                                          store: tuple[Path, str]) -> None:
+    retrieval = window.observe.retrieval
+    window.nav.setCurrentRow(list(window.views).index("retrieval"))
+    retrieval.query_edit.setText("Sam window seats Tokyo")
+    assert run(qtbot, retrieval.retrieve()) is not None
+    bars = retrieval.live
+    row = next(i for i, line in enumerate(bars.rows) if line.id == store[1])
+    assert bars.rows[row].text == BASE
+    qtbot.mouseDClick(bars, Qt.MouseButton.LeftButton,
+                      pos=QPoint(30, int(bars.row_top(row) + bars.ROW / 2)))
+    assert_opened(qtbot, window, store[1])
+
+
+def test_a_map_point_opens_the_record_its_detail_shows(qtbot: QtBot, window: MainWindow,
+                                                       store: tuple[Path, str]) -> None:
+    """The map bug: the click showed the record's detail beside another row's highlight."""
+    view = window.observe.map
+    window.nav.setCurrentRow(list(window.views).index("map"))
+    data = run(qtbot, view.load(), timeout=60)
+    assert data is not None
+    index = data.projection.ids.index(store[1])
+    assert BASE in view._tip(0.0, 0.0, index)
+    window.records.table.selectRow(0)  # a row the link must not leave highlighted
+    view.click_point(index)
+    assert_opened(qtbot, window, store[1])
+    assert view.current_record() == RecordRef(store[1], BASE)
+
+
+def test_the_filter_widens_when_it_hid_the_record(qtbot: QtBot, window: MainWindow,
+                                                  store: tuple[Path, str]) -> None:
+    records = window.records
+    records.filters.text.setText("kalo")  # matches some filler, not BASE
+    qtbot.waitUntil(lambda: records.model.settled
+                    and records.model.query.text == "kalo", timeout=10_000)
+    narrowed = records.model.total
+    assert 0 < narrowed < FILLER
+    sort = records.model.query.sort_by
+    window.show_record(store[1])
+    assert_opened(qtbot, window, store[1])
+    assert records.filters.text.text() == "" and records.model.query.text is None
+    assert records.model.query.sort_by is sort
+    assert "Filters cleared" in window.statusBar().currentMessage()
+
+
+def test_a_filter_that_shows_the_record_is_kept(qtbot: QtBot, window: MainWindow,
+                                                store: tuple[Path, str]) -> None:
+    records = window.records
+    records.filters.text.setText("Sam")
+    qtbot.waitUntil(lambda: records.model.settled
+                    and records.model.query.text == "Sam", timeout=10_000)
+    window.show_record(store[1])
+    assert_opened(qtbot, window, store[1])
+    assert records.filters.text.text() == "Sam"
+
+
+def test_fate_opens_from_the_context_menu(qtbot: QtBot, window: MainWindow,
+                                          store: tuple[Path, str]) -> None:
+    review = window.observe.review
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
+    menu = window.links.menu(review.list)
+    assert menu is not None
+    actions = {a.text(): a for a in menu.actions()}
+    assert [a.text() for a in menu.actions() if a.text() in {t for _k, t, _s in ACTIONS}] \
+        == [text for _key, text, _keys in ACTIONS]
+    assert all(actions[text].shortcut().toString() == QKeySequence(keys).toString()
+               for _key, text, keys in ACTIONS)
+    actions["Show fate"].trigger()
+    assert window.stack.currentWidget() is window.fate
+    qtbot.waitUntil(lambda: window.fate.fate is not None, timeout=10_000)
+    fate = window.fate.fate
+    assert fate is not None and fate.record_id == store[1] and fate.status == "alive"
+    assert window.fate.status_label.text().startswith(f"“{BASE}”")
+
+
+def test_copy_text_and_id_put_the_record_on_the_clipboard(
+        qtbot: QtBot, window: MainWindow, store: tuple[Path, str]) -> None:
+    records = window.records
+    records.filters.text.setText("travel agent")
+    qtbot.waitUntil(lambda: records.model.settled and records.model.total == 1,
+                    timeout=10_000)
+    records.table.selectRow(0)
+    ref = records.current_record()
+    assert ref is not None and ref.text == SECRET
+    menu = window.links.menu(records.table)
+    assert menu is not None
+    actions = {a.text(): a for a in menu.actions()}
+    assert "Open in Records" not in actions  # already there
+    clipboard = QApplication.clipboard()
+    actions["Copy text"].trigger()
+    assert clipboard.text() == SECRET
+    actions["Copy id"].trigger()
+    assert clipboard.text() == ref.id
+    window.redaction.set_enabled(True)  # the copy is what the view shows: masked
+    actions["Copy text"].trigger()
+    assert "agent.smith@example.com" not in clipboard.text()
+    assert clipboard.text().startswith("Sam's travel agent is reachable at <REDACT:")
+
+
+def test_the_shortcuts_act_on_the_focused_views_record(
+        qtbot: QtBot, window: MainWindow, store: tuple[Path, str]) -> None:
+    review = window.observe.review
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
+    window.activateWindow()
+    review.list.setFocus()
+    qtbot.waitUntil(review.list.hasFocus, timeout=5_000)
+    qtbot.keyClick(review.list, Qt.Key.Key_C,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert QApplication.clipboard().text() == store[1]
+    qtbot.keyClick(review.list, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert_opened(qtbot, window, store[1])
+
+
+def test_run_through_pipeline_and_find_similar(qtbot: QtBot, window: MainWindow,
+                                               store: tuple[Path, str]) -> None:
+    review = window.observe.review
+    qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
+    ref = review.current_record()
+    assert ref is not None
+    window.links.trigger("pipeline", ref)
+    pipeline = window.observe.pipeline
+    assert window.stack.currentWidget() is pipeline
+    qtbot.waitUntil(lambda: pipeline.content_edit.toPlainText() == BASE, timeout=10_000)
+    assert pipeline.agent_edit.text() == "travel"
+    retrieval = window.observe.retrieval
+    window.links.trigger("similar", ref)
+    assert window.stack.currentWidget() is retrieval
+    assert retrieval.query_edit.text() == BASE
+    qtbot.waitUntil(lambda: bool(retrieval.live.rows), timeout=10_000)
+    assert retrieval.live.rows[0].id == store[1]
+
+
+def test_delete_from_the_menu_is_undoable(qtbot: QtBot, window: MainWindow,
+                                          store: tuple[Path, str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    session = window.session
+    assert session is not None
+    asked: list[RecordRef] = []
+    monkeypatch.setattr(window, "confirm_delete", lambda ref: asked.append(ref) or True)
+    window.links.trigger("delete", RecordRef(store[1], BASE))
+    qtbot.waitUntil(lambda: not run(qtbot, session.runner.run(
+        lambda: store[1] in session.engine.store.view)), timeout=10_000)
+    assert asked == [RecordRef(store[1], BASE)]
+    window.undo_group.undo()
+    qtbot.waitUntil(lambda: run(qtbot, session.runner.run(
+        lambda: store[1] in session.engine.store.view)), timeout=10_000)
+
+
+def test_fate_search_picker_finds_a_record_by_its_words(
+        qtbot: QtBot, window: MainWindow, store: tuple[Path, str]) -> None:
+    fate = window.fate
+    window.nav.setCurrentRow(list(window.views).index("fate"))
+    fate.id_edit.setFocus()
+    qtbot.keyClicks(fate.id_edit, "seats sam")  # words in any order, any case
+    qtbot.waitUntil(lambda: fate.picker.isVisible() and fate.picker.count() == 1,
+                    timeout=10_000)
+    item = fate.picker.item(0)
+    assert item is not None and item.text().startswith(BASE)
+    assert store[1] in item.toolTip()
+    fate.picker.itemClicked.emit(item)
+    qtbot.waitUntil(lambda: fate.fate is not None, timeout=10_000)
+    assert fate.fate is not None and fate.fate.record_id == store[1]
+    assert not fate.picker.isVisible()
+
+
+def test_read_only_and_attached_turn_off_what_they_cannot_do(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], store: tuple[Path, str]) -> None:
+    made = make_window()
+    open_store(qtbot, made, store[0], read_only=True)
+    made.records.table.selectRow(0)
+    menu = made.links.menu(made.records.table)
+    assert menu is not None
+    actions = {a.text(): a for a in menu.actions()}
+    assert not actions["Delete"].isEnabled()
+    assert actions["Show fate"].isEnabled() and actions["Copy text"].isEnabled()
