@@ -6,7 +6,7 @@ the main window through the task runner, never inside a dialog.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtCore import Signal as QtSignal
@@ -34,6 +34,7 @@ from engine.errors import ValidationError
 from engine.records import Category, Layer, NewMemory, Privacy
 from engine.store import CollectionInfo
 from ui.importing import ACTIONS, ImportSummary
+from ui.record_links import elide, quoted
 
 __all__ = [
     "AddMemoryDialog",
@@ -292,18 +293,22 @@ class ImportProgressDialog(QDialog):
 
     cancel_requested = QtSignal()
 
-    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+    def __init__(self, title: str, parent: QWidget | None = None, *,
+                 show: Callable[[str], str] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
-        self.resize(560, 380)
+        self.resize(760, 420)
+        self._show = show or (lambda text: text)  # the redaction state's rendering
         layout = QVBoxLayout(self)
         self.label = QLabel("Reading…", self)
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 0)
         self.counts = QLabel("", self)
-        self.problems = QTableWidget(0, 3, self)
-        self.problems.setHorizontalHeaderLabels(["Line", "Action", "Reason"])
+        self.problems = QTableWidget(0, 5, self)
+        self.problems.setHorizontalHeaderLabels(["Line", "Memory", "Action", "Reason",
+                                                 "Compared with"])
         self.problems.horizontalHeader().setStretchLastSection(True)
+        self.problems.setWordWrap(False)
         self.problems.verticalHeader().hide()
         self.problems.hide()
         self.button = QPushButton("Cancel", self)
@@ -346,8 +351,18 @@ class ImportProgressDialog(QDialog):
             self.problems.show()
             self.problems.setRowCount(len(problems))
             for row, item in enumerate(problems):
-                for column, value in enumerate((str(item.line), item.action, item.reason)):
-                    self.problems.setItem(row, column, QTableWidgetItem(value))
+                # issue 19: the memories by their text (full text on hover), not just numbers
+                text, target = self._show(item.text), self._show(item.target_text)
+                cells = ((str(item.line), ""), (elide(text, 70), text),
+                         (item.action, ""), (item.reason, ""),
+                         (quoted(target, 50) if target else "", target))
+                for column, (value, tip) in enumerate(cells):
+                    cell = QTableWidgetItem(value)
+                    if tip:
+                        cell.setToolTip(tip)
+                    self.problems.setItem(row, column, cell)
+            self.problems.resizeColumnToContents(0)
+            self.problems.setColumnWidth(1, 260)
 
     def fail(self, message: str) -> None:
         """Show that the import failed (nothing was written)."""

@@ -1073,7 +1073,8 @@ class MainWindow(QMainWindow):
         session = self._session
         if session is None or session.read_only:
             return None
-        dialog = dialog or ImportProgressDialog(f"Import {path.name}", self)
+        dialog = dialog or ImportProgressDialog(f"Import {path.name}", self,
+                                                show=self.redaction.show)
         flag = CancelFlag()
         dialog.cancel_requested.connect(flag.set)
         dialog.open()

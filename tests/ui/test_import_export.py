@@ -98,6 +98,18 @@ def test_demo_and_conversation_import_then_redacted_export(
     counts = summary.counts
     assert counts["error"] == 0 and counts["inserted"] < demo_lines
     assert counts["merged"] + counts["updated"] + counts["skipped"] + counts["deferred"] > 0
+    # issue 19: the summary names each problem line's memory and the record it met, by text
+    contents = [json.loads(line)["content"] for line in
+                DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
+    compared = [p for p in summary.problems if p.action in ("skipped", "deferred")]
+    assert compared and all(p.text == contents[p.line - 1] for p in compared)
+    assert all(p.target_text for p in compared if p.reason != "not_novel")
+    rows = {dialog.problems.item(r, 0).text(): r  # type: ignore[union-attr]
+            for r in range(dialog.problems.rowCount())}
+    first = compared[0]
+    memory = dialog.problems.item(rows[str(first.line)], 1)
+    assert memory is not None and first.text.startswith(memory.text().rstrip("…")[:20])
+    assert memory.toolTip() == first.text
     conversation = DEMO.with_name("conversation.json")
     dialog = ImportProgressDialog("Import", window)
     turns = run(qtbot, window.run_import(conversation, conversation_agent="travel-planner",
