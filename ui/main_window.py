@@ -63,7 +63,7 @@ from ui.importing import ImportSummary, export_records, import_conversation, imp
 from ui.layers_view import LayersView
 from ui.observe import ObserveViews
 from ui.provider_dialog import LLMServices, ProviderSettingsDialog
-from ui.record_links import RecordLinks, RecordRef, quoted
+from ui.record_links import RecordLinks, RecordRef, quoted, tree_record
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
 from ui.scan_view import ScanView
@@ -311,6 +311,8 @@ class MainWindow(QMainWindow):
         links.attach(observe.map.plot, observe.map.current_record)
         links.attach(self.fate.steps, self.fate.current_step_record)
         links.attach(self.fate.record_bar, self.fate.current_record)
+        for tree, role in self.layers.record_trees():
+            links.attach(tree, tree_record(tree, role))
 
     def show_fate(self, record_id: str) -> None:
         """Switch to the Fate view and show what happened to ``record_id``."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QMenu, QWidget
+from PySide6.QtWidgets import QMenu, QTreeWidget, QWidget
 
 from engine.errors import EngineError
 from engine.reader import MemoryReader
@@ -44,7 +44,7 @@ from ui.redaction import Redaction
 from ui.tasks import TaskRunner
 
 __all__ = ["ACTIONS", "RecordLinks", "RecordRef", "elide", "fetch_texts", "name_ids", "quoted",
-           "record_tooltip"]
+           "record_tooltip", "tree_record"]
 
 ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("open", "Open in Records", "Ctrl+Return"),
@@ -97,6 +97,21 @@ def name_ids(text: str, names: Mapping[str, str], limit: int = 48) -> str:
         if record_id and content and record_id in text:
             text = text.replace(record_id, quoted(content, limit))
     return text
+
+
+def tree_record(tree: QTreeWidget, role: int, column: int = 2
+                ) -> Callable[[], RecordRef | None]:
+    """The current-record function of a tree whose items hold a record id under ``role`` and
+    show its text in ``column`` (the full text as the column's tooltip)."""
+    def current() -> RecordRef | None:
+        item = tree.currentItem()
+        record_id = item.data(0, role) if item is not None else None
+        if not isinstance(record_id, str):
+            return None
+        assert item is not None
+        return RecordRef(record_id, item.toolTip(column) or item.text(column))
+
+    return current
 
 
 def _texts(reader: MemoryReader, ids: Sequence[str]) -> dict[str, str]:
