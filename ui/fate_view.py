@@ -189,7 +189,7 @@ class FateView(QWidget):
         self.picker.hide()
         self._search_timer.stop()
         self._search_tokens.next_token()
-        self.id_edit.setText(record_id)
+        self.id_edit.clear()  # the record is named below, by its text; the box is for searching
         spawn(self.load(record_id))
 
     # -- the search picker -----------------------------------------------------------------

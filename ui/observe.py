@@ -78,7 +78,12 @@ class ObserveViews:
         """Put view ``name`` in a representative state over the demo data (``--screenshot``)."""
         if name == "timeline":
             await wait_until(lambda: len(self.timeline.data) > 0)
-            self.timeline.select_event(len(self.timeline.data) - 1)
+            events = self.timeline.data.events
+            # the newest event about a record: its details show the record by its text
+            named = [i for i, event in enumerate(events) if event.record_id]
+            self.timeline.select_event(named[-1] if named else len(events) - 1)
+            if named:
+                await wait_until(lambda: self.timeline.current_record() is not None)
         elif name == "pipeline":
             paraphrase = NewMemory(
                 content="The team's standup meeting is at 3pm.", agent_id="code-assistant",

@@ -330,6 +330,9 @@ class ReviewView(QWidget):
             self.stored_label.setText(f"Stored record · {target.agent_id} · "
                                       f"{target.layer.value} · {target.category.value}")
             self.stored_label.setToolTip(record_tooltip(self._text(target.content), target.id))
+        else:
+            self.stored_label.setText("Stored record (deleted since)")
+            self.stored_label.setToolTip("")
         incoming = item.incoming
         self.incoming_label.setText(f"Incoming · {incoming.agent_id} · {incoming.source} · "
                                     f"{incoming.source_tier.value} · {incoming.category.value}")
