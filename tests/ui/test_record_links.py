@@ -325,3 +325,25 @@ def test_read_only_and_attached_turn_off_what_they_cannot_do(
     actions = {a.text(): a for a in menu.actions()}
     assert not actions["Delete"].isEnabled()
     assert actions["Show fate"].isEnabled() and actions["Copy text"].isEnabled()
+
+
+def test_the_rankings_are_walked_by_keyboard(qtbot: QtBot, window: MainWindow,
+                                             store: tuple[Path, str]) -> None:
+    """Up/Down move the current row of a painted ranking, Enter opens it; the menu follows."""
+    retrieval = window.observe.retrieval
+    window.nav.setCurrentRow(list(window.views).index("retrieval"))
+    retrieval.query_edit.setText("Sam window seats Tokyo")
+    assert run(qtbot, retrieval.retrieve()) is not None
+    bars = retrieval.live
+    assert bars.current == 0 and len(bars.rows) > 2
+    bars.setFocus()
+    QTest.keyClick(bars, Qt.Key.Key_Down)
+    QTest.keyClick(bars, Qt.Key.Key_Down)
+    QTest.keyClick(bars, Qt.Key.Key_Up)
+    assert bars.current == 1
+    second = bars.rows[1]
+    assert retrieval.current_record() == RecordRef(second.id, retrieval.texts[second.id])
+    menu = window.links.menu(bars)
+    assert menu is not None and menu.actions()[0].text().startswith(second.text[:20])
+    QTest.keyClick(bars, Qt.Key.Key_Return)
+    assert_opened(qtbot, window, second.id)
