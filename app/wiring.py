@@ -357,8 +357,7 @@ async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
                                       EventFilter(kinds=["merge-applied"], limit=1))
     incoming = merges[0].payload.get("incoming_id") if merges else None
     if isinstance(incoming, str):
-        window.fate.id_edit.setText(incoming)
-        await window.fate.load(incoming)
+        await window.fate.load(incoming)  # as the context menu's Show fate does
     workspace = folder / "workspace"
     shutil.copytree(ASSETS / "demo_workspace", workspace,
                     ignore=shutil.ignore_patterns(".mnemoscope"))

@@ -188,7 +188,8 @@ class SimilarityBars(QWidget):
         painter = QPainter(self)
         palette = self.palette()
         text = palette.windowText().color()
-        left, right = 220.0, float(self.width() - 50)
+        # the labels (candidate texts) get a third of a narrow panel, at most 220 px
+        left, right = min(220.0, max(120.0, self.width() * 0.35)), float(self.width() - 50)
         lo = 0.4  # similarity at the left edge
 
         def x_of(value: float) -> float:
