@@ -347,3 +347,29 @@ def test_the_rankings_are_walked_by_keyboard(qtbot: QtBot, window: MainWindow,
     assert menu is not None and menu.actions()[0].text().startswith(second.text[:20])
     QTest.keyClick(bars, Qt.Key.Key_Return)
     assert_opened(qtbot, window, second.id)
+
+
+def test_an_attached_agents_rows_are_paged_through_to_find_a_record(
+        store: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's API has no "locate": the records view pages through its rows instead, and
+    finds the record where the engine would."""
+    from engine.query import RecordQuery, SortKey
+    from engine.reader import LocalReader
+    from tests.ui.conftest import open_fresh
+    from ui import records_view
+
+    monkeypatch.setattr(records_view, "_SCAN_PAGE", 50)  # several pages over this store
+    engine = open_fresh(StoreSpec(str(store[0]), read_only=True))
+    try:
+        reader = LocalReader(engine)
+        for query in (RecordQuery(), RecordQuery(sort_by=SortKey.CONTENT, descending=False),
+                      RecordQuery(agent_id="travel")):
+            assert records_view._scan_rows(reader, query, store[1]) == \
+                engine.locate_row(query, store[1])
+        assert engine.locate_row(RecordQuery(), store[1]) == FILLER + 1  # the last row
+        assert records_view._scan_rows(reader, RecordQuery(agent_id="agent-0"),
+                                       store[1]) is None
+        monkeypatch.setattr(records_view, "_SCAN_LIMIT", 100)  # gives up past the limit
+        assert records_view._scan_rows(reader, RecordQuery(), store[1]) is None
+    finally:
+        engine.close()
