@@ -17,7 +17,7 @@ action                 shortcut          what it does (signal the window answers
 Open in Records        Ctrl+Return       ``open_requested(id)``
 Show fate              Ctrl+Shift+F      ``fate_requested(id)``
 Run through pipeline   Ctrl+Shift+P      ``pipeline_requested(id)``
-Find similar           Ctrl+Shift+S      ``similar_requested(text)``
+Find similar           Ctrl+Shift+S      ``similar_requested(text)`` (masked while redaction is on)
 Copy text              Ctrl+C            the content to the clipboard (masked while redaction is on)
 Copy id                Ctrl+Shift+C      the id to the clipboard
 Delete                 Del               ``delete_requested(ref)`` (undoable; off when read-only)
@@ -220,7 +220,8 @@ class RecordLinks(QObject):
         if ref is None:
             return None
         made = QMenu(widget)
-        title = made.addAction(self._redaction.show(elide(ref.text, 40)) or ref.id)
+        # mask, then cut: a cut through a secret would leave part of it unmasked
+        title = made.addAction(elide(self._redaction.show(ref.text), 40) or ref.id)
         title.setEnabled(False)
         made.addSeparator()
         for key, _text, _keys in ACTIONS:
@@ -252,8 +253,8 @@ class RecordLinks(QObject):
             self.fate_requested.emit(ref.id)
         elif kind == "pipeline":
             self.pipeline_requested.emit(ref.id)
-        elif kind == "similar":
-            self.similar_requested.emit(ref.text)
+        elif kind == "similar":  # the query box shows it: masked while redaction is on
+            self.similar_requested.emit(self._redaction.show(ref.text))
         elif kind == "copy_text":
             self._redaction.copy(ref.text)
             self.message.emit(f"Copied the text of {quoted(self._redaction.show(ref.text))}")

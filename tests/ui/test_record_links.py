@@ -241,6 +241,10 @@ def test_copy_text_and_id_put_the_record_on_the_clipboard(
     actions["Copy text"].trigger()
     assert "agent.smith@example.com" not in clipboard.text()
     assert clipboard.text().startswith("Sam's travel agent is reachable at <REDACT:")
+    window.links.trigger("similar", ref)  # the query box shows the masked text too
+    retrieval = window.observe.retrieval
+    assert retrieval.query_edit.text() == window.redaction.show(SECRET) != SECRET
+    qtbot.waitUntil(lambda: retrieval.bundle is not None, timeout=10_000)
 
 
 def test_the_shortcuts_act_on_the_focused_views_record(
