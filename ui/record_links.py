@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QMenu, QTreeWidget, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QMenu, QTreeWidget, QWidget
 
 from engine.errors import EngineError
 from engine.reader import MemoryReader
@@ -236,7 +236,9 @@ class RecordLinks(QObject):
         if made is None:
             return
         made.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        made.popup(entry.widget.mapToGlobal(position))
+        widget = entry.widget  # a scroll area reports the position in its viewport
+        origin = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+        made.popup(origin.mapToGlobal(position))
 
     def _on_action(self, kind: str, entry: _Attached) -> None:
         ref = entry.current()

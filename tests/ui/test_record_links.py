@@ -17,7 +17,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
 
 from engine.memory_engine import MemoryEngine
@@ -377,3 +377,23 @@ def test_an_attached_agents_rows_are_paged_through_to_find_a_record(
         assert records_view._scan_rows(reader, RecordQuery(), store[1]) is None
     finally:
         engine.close()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support raise",  # offscreen popups
+                           "This plugin does not support grabbing the keyboard")
+def test_a_right_click_pops_the_menu_up_at_the_pointer(qtbot: QtBot, window: MainWindow,
+                                                        store: tuple[Path, str]) -> None:
+    review = window.observe.review
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
+    item = review.list.item(0)
+    assert item is not None
+    where = review.list.visualItemRect(item).center()
+    review.list.customContextMenuRequested.emit(where)  # what a right click emits
+    qtbot.waitUntil(lambda: QApplication.activePopupWidget() is not None, timeout=5_000)
+    popup = QApplication.activePopupWidget()
+    assert isinstance(popup, QMenu)
+    assert popup.actions()[0].text() == "Sam prefers window seats on long…"  # its text
+    expected = review.list.viewport().mapToGlobal(where)
+    assert (popup.pos() - expected).manhattanLength() < 40
+    popup.close()
