@@ -102,14 +102,16 @@ def name_ids(text: str, names: Mapping[str, str], limit: int = 48) -> str:
 def tree_record(tree: QTreeWidget, role: int, column: int = 2
                 ) -> Callable[[], RecordRef | None]:
     """The current-record function of a tree whose items hold a record id under ``role`` and
-    show its text in ``column`` (the full text as the column's tooltip)."""
+    its full text as ``column``'s tooltip (set once the text was read; the record is not
+    offered before that, nor when it is no longer stored)."""
     def current() -> RecordRef | None:
         item = tree.currentItem()
         record_id = item.data(0, role) if item is not None else None
         if not isinstance(record_id, str):
             return None
         assert item is not None
-        return RecordRef(record_id, item.toolTip(column) or item.text(column))
+        text = item.toolTip(column)
+        return RecordRef(record_id, text) if text else None  # no tooltip: not read, or gone
 
     return current
 

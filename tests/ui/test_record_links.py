@@ -397,3 +397,26 @@ def test_a_right_click_pops_the_menu_up_at_the_pointer(qtbot: QtBot, window: Mai
     expected = review.list.viewport().mapToGlobal(where)
     assert (popup.pos() - expected).manhattanLength() < 40
     popup.close()
+
+
+def test_a_layer_list_offers_its_record_once_its_text_is_read(qtbot: QtBot) -> None:
+    from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem
+
+    from ui.record_links import tree_record
+
+    tree = QTreeWidget()
+    qtbot.addWidget(tree)
+    role = Qt.ItemDataRole.UserRole + 1
+    item = QTreeWidgetItem(["2026-11-25", "+0.50", "…"])
+    item.setData(0, role, "rec-1")
+    tree.addTopLevelItem(item)
+    tree.setCurrentItem(item)
+    current = tree_record(tree, role)
+    assert current() is None  # its text is still being read
+    item.setText(2, "Mia liked the garden tour")
+    item.setToolTip(2, "Mia liked the garden tour")
+    assert current() == RecordRef("rec-1", "Mia liked the garden tour")
+    other = QTreeWidgetItem(["2026-11-26", "", "a person, not a record"])
+    tree.addTopLevelItem(other)
+    tree.setCurrentItem(other)
+    assert current() is None  # no record id
