@@ -52,6 +52,7 @@ _STATUS_COLOURS = {"alive": "#1a7f37", "merged": "#0969da", "compacted": "#8250d
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 PICKER_LIMIT = 20
+_GONE_LIMIT = 20  # records no longer stored whose last text a story looks up
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,11 @@ def load_fate(engine: MemoryEngine, record_id: str, mass_limit: int) -> LoadedFa
     named = {fate.survivor_id, *(step.related_id for step in fate.steps)} - {None, record_id}
     names = {record.id: record.content
              for record in LocalReader(engine).get_records(sorted(i for i in named if i))}
+    # a memory merged away or deleted is named by its last known content (its own fate's)
+    for gone in sorted(i for i in named if i and i not in names)[:_GONE_LIMIT]:
+        content = record_fate(engine, gone, mass_limit=mass_limit).content
+        if content:
+            names[gone] = content
     if fate.content:
         names[record_id] = fate.content
     return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)), names)

@@ -14,6 +14,7 @@ from engine.store import StoreSpec
 from tests.engine.ingest.conftest import TableEmbedder
 from tests.ui.conftest import open_store
 from ui.main_window import MainWindow
+from ui.record_links import RecordRef
 
 
 def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
@@ -52,3 +53,13 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     assert window.stack.currentWidget() is window.records
     qtbot.waitUntil(lambda: window.records.detail.record is not None
                     and window.records.detail.record.id == survivor)
+    # the survivor's story names the memory it absorbed (no longer stored) by its last text
+    window.show_fate(survivor)
+    qtbot.waitUntil(lambda: view.fate is not None and view.fate.record_id == survivor)
+    items = [view.steps.topLevelItem(i) for i in range(view.steps.topLevelItemCount())]
+    stories = [item.text(2) for item in items if item is not None]
+    assert any("absorbed incoming memory “Bob always has black coffee”" in s for s in stories)
+    assert not any(second.incoming_id in s for s in stories)
+    view.steps.setCurrentItem(next(item for item in items if item is not None
+                                   and "absorbed" in item.text(2)))
+    assert view.current_step_record() == RecordRef(second.incoming_id, paraphrase)
