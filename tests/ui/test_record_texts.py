@@ -190,3 +190,39 @@ def test_no_view_names_a_record_by_its_id_alone(qtbot: QtBot, demo_window: MainW
     assert all(walked[name] > 0 for _view, name in SHOTS), walked
     assert not found, "\n".join(found)
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_documented_workflow(qtbot: QtBot, demo_window: MainWindow) -> None:
+    """docs/gui.md, "find a duplicate, follow it to its survivor", step by step."""
+    window = demo_window
+    records, fate = window.records, window.fate
+    records.filters.text.setText("coffee machine")  # 1. search Records
+    qtbot.waitUntil(lambda: records.model.settled
+                    and records.model.query.text == "coffee machine", timeout=10_000)
+    rows = [records.model.record_at(row) for row in range(records.model.total)]
+    survivor = next(row for row in rows if row is not None
+                    and row.content.startswith("Jordan likes the coffee machine"))
+    assert survivor.content.endswith("on weekdays.")  # the merged pair is one record
+    records.table.selectRow(records.model.row_of(survivor.id) or 0)
+    menu = window.links.menu(records.table)  # 2. right-click → Show fate
+    assert menu is not None
+    next(a for a in menu.actions() if a.text() == "Show fate").trigger()
+    qtbot.waitUntil(lambda: fate.fate is not None and fate.fate.record_id == survivor.id,
+                    timeout=10_000)
+    steps = [fate.steps.topLevelItem(i) for i in range(fate.steps.topLevelItemCount())]
+    absorbed = next(item for item in steps if item is not None
+                    and item.text(2).startswith("absorbed incoming memory “Jordan likes the "
+                                                "coffee machine started at 6:45.”"))
+    assert "≥ threshold" in absorbed.text(2)
+    fate.steps.itemDoubleClicked.emit(absorbed, 2)  # 3. the duplicate's own story
+    qtbot.waitUntil(lambda: fate.fate is not None and fate.fate.status == "merged",
+                    timeout=10_000)
+    assert fate.status_label.text() == ("“Jordan likes the coffee machine started at 6:45.”: "
+                                        "merged → “Jordan likes the coffee machine started at "
+                                        "6:45 on weekdays.”")
+    fate.open_button.click()  # 4. Open survivor
+    qtbot.waitUntil(lambda: window.stack.currentWidget() is records
+                    and records.current_record() is not None
+                    and records.current_record().id == survivor.id  # type: ignore[union-attr]
+                    and records.detail.record is not None
+                    and records.detail.record.id == survivor.id, timeout=15_000)
