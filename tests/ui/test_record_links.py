@@ -294,10 +294,13 @@ def test_delete_from_the_menu_is_undoable(qtbot: QtBot, window: MainWindow,
 
     monkeypatch.setattr(window, "confirm_delete", confirm)
     window.links.trigger("delete", RecordRef(store[1], BASE))
-    qtbot.waitUntil(lambda: not run(qtbot, session.runner.run(
-        lambda: store[1] in session.engine.store.view)), timeout=10_000)
+    stack = session.undo_stack
+    qtbot.waitUntil(lambda: stack.count() == 1 and session.pending() == 0, timeout=10_000)
     assert asked == [RecordRef(store[1], BASE)]
+    assert stack.undoText() and not run(qtbot, session.runner.run(
+        lambda: store[1] in session.engine.store.view))
     window.undo_group.undo()
+    qtbot.waitUntil(lambda: not stack.canUndo() and session.pending() == 0, timeout=10_000)
     qtbot.waitUntil(lambda: run(qtbot, session.runner.run(
         lambda: store[1] in session.engine.store.view)), timeout=10_000)
 
