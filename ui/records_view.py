@@ -570,8 +570,11 @@ class RecordsView(QWidget):
             return
         if position is None:
             self._pending_select = None
-            self.message.emit("That record is no longer stored (see Fate for what happened "
-                              "to it).")
+            shown = self.detail.record is not None and self.detail.record.id == record_id
+            # shown: an agent's table too long to page through (its detail is still shown)
+            self.message.emit("The record's row was not found in the table; its detail is "
+                              "shown." if shown else "That record is no longer stored (see "
+                              "Fate for what happened to it).")
             return
         self._pending_row = position
         if widen:

@@ -423,3 +423,13 @@ def test_a_layer_list_offers_its_record_once_its_text_is_read(qtbot: QtBot) -> N
     tree.addTopLevelItem(other)
     tree.setCurrentItem(other)
     assert current() is None  # no record id
+
+
+def test_a_record_no_longer_stored_says_so(qtbot: QtBot, window: MainWindow) -> None:
+    records = window.records
+    records.table.selectRow(0)
+    qtbot.waitUntil(lambda: records.detail.record is not None, timeout=10_000)
+    window.show_record("0f1e2d3c-aaaa-4bbb-8ccc-123456789abc")  # merged away, say
+    qtbot.waitUntil(lambda: "no longer stored" in window.statusBar().currentMessage(),
+                    timeout=10_000)
+    assert records.detail.record is None and selected_id(window) is None  # nothing stale
