@@ -13,7 +13,6 @@ is rendered through :meth:`ui.redaction.Redaction.show`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -38,7 +37,7 @@ from engine.memory_engine import MemoryEngine
 from engine.query import RecordQuery, RecordRow
 from engine.reader import LocalReader
 from engine.records import format_timestamp
-from ui.record_links import RecordRef, elide, name_ids, quoted, record_tooltip
+from ui.record_links import RECORD_ID, RecordRef, elide, name_ids, quoted, record_tooltip
 from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -50,7 +49,6 @@ _STATUS_COLOURS = {"alive": "#1a7f37", "merged": "#0969da", "compacted": "#8250d
                    "retention": "#bc4c00", "skipped": "#0969da", "deferred": "#9a6700"}
 
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 PICKER_LIMIT = 20
 _GONE_LIMIT = 20  # records no longer stored whose last text a story looks up
 
@@ -211,7 +209,7 @@ class FateView(QWidget):
         session = self._session
         words = words.strip()
         token = self._search_tokens.next_token()
-        if session is None or not words or _UUID.match(words):
+        if session is None or not words or RECORD_ID.fullmatch(words):
             self.picker.hide()
             return []
         try:
@@ -336,7 +334,7 @@ class FateView(QWidget):
 
     def _on_show_clicked(self) -> None:
         text = self.id_edit.text().strip()
-        if _UUID.match(text):
+        if RECORD_ID.fullmatch(text):
             self.show_fate(text)
         elif self.picker.isVisible() and self.picker.count():
             self._on_picked(self.picker.item(0))  # Enter picks the first match

@@ -43,8 +43,8 @@ from engine.reader import MemoryReader
 from ui.redaction import Redaction
 from ui.tasks import TaskRunner
 
-__all__ = ["ACTIONS", "RecordLinks", "RecordRef", "elide", "fetch_texts", "name_ids", "quoted",
-           "record_tooltip", "tree_record"]
+__all__ = ["ACTIONS", "RECORD_ID", "RecordLinks", "RecordRef", "elide", "fetch_texts",
+           "name_ids", "quoted", "record_tooltip", "tree_record"]
 
 ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("open", "Open in Records", "Ctrl+Return"),
@@ -56,6 +56,9 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("delete", "Delete", "Del"),
 )
 """(key, menu text, shortcut) of the record actions, in menu order."""
+
+RECORD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+"""The shape of a record id (a UUID): ``RECORD_ID.fullmatch(text)`` tells an id from words."""
 
 _ENGINE_ACTIONS = ("fate", "pipeline", "similar")  # need an open store (not while attached)
 _SPACES = re.compile(r"\s+")

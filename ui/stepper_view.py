@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,7 @@ from engine.errors import EngineError
 from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
-from ui.record_links import RecordRef, fetch_texts, quoted, record_tooltip
+from ui.record_links import RECORD_ID, RecordRef, fetch_texts, quoted, record_tooltip
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
@@ -77,7 +76,6 @@ __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
 STAGES: tuple[Stage, ...] = tuple(Stage)
 _SOURCES = ("Type a new memory", "A stored memory (by id)", "Next line of an import file")
 _DIFF_SKIP = {"embedding_model"}
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
 def memory_from_json(line: str, source: str) -> NewMemory:
@@ -879,7 +877,7 @@ def _record_ids(data: Mapping[str, Any]) -> list[str]:
 
     def walk(value: object) -> None:
         if isinstance(value, str):
-            if _UUID.fullmatch(value):
+            if RECORD_ID.fullmatch(value):
                 found.append(value)
         elif isinstance(value, Mapping):
             for item in value.values():
