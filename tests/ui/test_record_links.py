@@ -433,3 +433,19 @@ def test_a_record_no_longer_stored_says_so(qtbot: QtBot, window: MainWindow) -> 
     qtbot.waitUntil(lambda: "no longer stored" in window.statusBar().currentMessage(),
                     timeout=10_000)
     assert records.detail.record is None and selected_id(window) is None  # nothing stale
+
+
+def test_texts_are_cut_at_a_word_and_ids_named_by_their_text() -> None:
+    from ui.record_links import elide, name_ids, quoted, record_tooltip
+
+    assert elide("short  text\nhere") == "short text here"
+    cut = elide("The team standup moved to 5pm because the design review runs long", 40)
+    assert cut == "The team standup moved to 5pm because…" and len(cut) <= 40
+    assert elide("x" * 100, 10) == "x" * 9 + "…"  # one long word: cut inside it
+    assert quoted("Sam likes tea") == "“Sam likes tea”"
+    record = "0f1e2d3c-aaaa-4bbb-8ccc-123456789abc"
+    story = f"merged into {record} (similarity 0.870 ≥ threshold 0.800)"
+    assert name_ids(story, {record: "Sam likes tea"}) == \
+        "merged into “Sam likes tea” (similarity 0.870 ≥ threshold 0.800)"
+    assert name_ids(story, {}) == story  # an unknown record keeps its id
+    assert record_tooltip("Sam likes tea", record) == f"Sam likes tea\n\nid {record}"
