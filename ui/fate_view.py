@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
     QListWidget,
-    QListWidgetItem,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -34,10 +33,10 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 from engine.fate import RecordFate, mass_retirements, record_fate
 from engine.memory_engine import MemoryEngine
-from engine.query import RecordQuery, RecordRow
 from engine.reader import LocalReader
 from engine.records import format_timestamp
-from ui.record_links import RECORD_ID, RecordRef, elide, name_ids, quoted, record_tooltip
+from ui.record_links import RECORD_ID, RecordRef, name_ids, quoted, record_tooltip
+from ui.record_search import RecordSearch
 from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -49,7 +48,6 @@ _STATUS_COLOURS = {"alive": "#1a7f37", "merged": "#0969da", "compacted": "#8250d
                    "retention": "#bc4c00", "skipped": "#0969da", "deferred": "#9a6700"}
 
 
-PICKER_LIMIT = 20
 _GONE_LIMIT = 20  # records no longer stored whose last text a story looks up
 
 
@@ -81,19 +79,6 @@ def load_fate(engine: MemoryEngine, record_id: str, mass_limit: int) -> LoadedFa
     return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)), names)
 
 
-def find_records(reader: LocalReader, words: str, limit: int = PICKER_LIMIT) -> list[RecordRow]:
-    """Worker: stored records containing every word of ``words`` (case-insensitive).
-
-    The engine filters by the longest word (a substring of the content); the other words
-    narrow that here, over at most 500 rows.
-    """
-    terms = [w.casefold() for w in words.split() if w.strip()]
-    if not terms:
-        return []
-    rows = reader.list_rows(RecordQuery(text=max(terms, key=len), limit=500)).rows
-    return [row for row in rows if all(t in row.content.casefold() for t in terms)][:limit]
-
-
 class FateView(QWidget):
     """Enter a record id, see its story; jump to the survivor or the summary.
 
@@ -112,24 +97,17 @@ class FateView(QWidget):
         self._tokens = RequestTokens()
         self._loaded: LoadedFate | None = None
         self.mass_limit = mass_limit
-        self._search_tokens = RequestTokens()
         self.id_edit = QLineEdit(self)
         self.id_edit.setPlaceholderText("Type words of a memory to find it (or paste a record "
                                         "id: alive, merged, deleted, pruned, compacted…)")
         self.id_edit.setClearButtonEnabled(True)
         self.id_edit.returnPressed.connect(self._on_show_clicked)
-        self.id_edit.textEdited.connect(self._on_search_edited)
-        self._search_timer = QTimer(self)
-        self._search_timer.setSingleShot(True)
-        self._search_timer.setInterval(250)
-        self._search_timer.timeout.connect(self._on_search_timeout)
         self.show_button = QPushButton("Show fate", self)
         self.show_button.clicked.connect(self._on_show_clicked)
         self.picker = QListWidget(self)
-        self.picker.setMaximumHeight(160)
-        self.picker.itemActivated.connect(self._on_picked)
-        self.picker.itemClicked.connect(self._on_picked)
-        self.picker.hide()
+        self.finder = RecordSearch(runner, self.id_edit, self.picker, redaction.show, self)
+        self.finder.picked.connect(self.show_fate)
+        self.finder.failed.connect(self._on_search_failed)
         self.status_label = QLabel("Type words of a memory above, or right-click a record in "
                                    "any view → Show fate.", self)
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -179,8 +157,7 @@ class FateView(QWidget):
         self._tokens.next_token()
         self._loaded = None
         self.steps.clear()
-        self.picker.clear()
-        self.picker.hide()
+        self.finder.set_reader(session.reader if session is not None else None)
         self.status_label.setText("Type words of a memory above, or right-click a record in "
                                   "any view → Show fate.")
         self.status_label.setToolTip("")
@@ -190,53 +167,9 @@ class FateView(QWidget):
 
     def show_fate(self, record_id: str) -> None:
         """Look ``record_id`` up (on a worker) and show its story."""
-        self.picker.hide()
-        self._search_timer.stop()
-        self._search_tokens.next_token()
+        self.finder.close()
         self.id_edit.clear()  # the record is named below, by its text; the box is for searching
         spawn(self.load(record_id))
-
-    # -- the search picker -----------------------------------------------------------------
-
-    def _on_search_edited(self, _text: str) -> None:
-        self._search_timer.start()
-
-    def _on_search_timeout(self) -> None:
-        spawn(self.search(self.id_edit.text()))
-
-    async def search(self, words: str) -> list[RecordRow]:
-        """List the stored memories containing ``words`` in the picker (worker query)."""
-        session = self._session
-        words = words.strip()
-        token = self._search_tokens.next_token()
-        if session is None or not words or RECORD_ID.fullmatch(words):
-            self.picker.hide()
-            return []
-        try:
-            rows = await self._runner.run(find_records, session.reader, words)
-        except EngineError as exc:
-            if self._search_tokens.is_current(token):
-                self.status_label.setText(f"Cannot search the memories: {exc}")
-            return []
-        if not self._search_tokens.is_current(token) or session is not self._session:
-            return []
-        self.picker.clear()
-        show = self._redaction.show
-        for row in rows:
-            item = QListWidgetItem(f"{elide(show(row.content), 110)}  ·  {row.agent_id}")
-            item.setToolTip(record_tooltip(show(row.content), row.id))
-            item.setData(Qt.ItemDataRole.UserRole, row.id)
-            self.picker.addItem(item)
-        if not rows:
-            self.picker.addItem(QListWidgetItem(f"No stored memory contains “{words}” — a "
-                                                "deleted one is found by its id."))
-        self.picker.show()
-        return rows
-
-    def _on_picked(self, item: QListWidgetItem) -> None:
-        record_id = item.data(Qt.ItemDataRole.UserRole)
-        if isinstance(record_id, str):
-            self.show_fate(record_id)
 
     async def load(self, record_id: str) -> RecordFate | None:
         """Load and show the fate of ``record_id``; None when no store is open or stale."""
@@ -332,14 +265,15 @@ class FateView(QWidget):
     def _on_redaction_changed(self, _on: bool) -> None:
         self._render()
 
+    def _on_search_failed(self, message: str) -> None:
+        self.status_label.setText(message)
+
     def _on_show_clicked(self) -> None:
         text = self.id_edit.text().strip()
         if RECORD_ID.fullmatch(text):
             self.show_fate(text)
-        elif self.picker.isVisible() and self.picker.count():
-            self._on_picked(self.picker.item(0))  # Enter picks the first match
-        else:
-            spawn(self.search(text))
+        elif not self.finder.pick_first():  # Enter picks the first match
+            spawn(self.finder.search(text))
 
     def _on_open_clicked(self) -> None:
         fate = self.fate

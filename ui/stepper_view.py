@@ -67,6 +67,7 @@ from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
 from ui.record_links import RECORD_ID, RecordRef, fetch_texts, quoted, record_tooltip
+from ui.record_search import RecordSearch
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
@@ -74,7 +75,7 @@ from ui.whatif import WhatIf, threshold_what_if
 __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
 
 STAGES: tuple[Stage, ...] = tuple(Stage)
-_SOURCES = ("Type a new memory", "A stored memory (by id)", "Next line of an import file")
+_SOURCES = ("Type a new memory", "A stored memory", "Next line of an import file")
 _DIFF_SKIP = {"embedding_model"}
 
 
@@ -382,8 +383,15 @@ class StepperView(QWidget):
         self.source_box = QComboBox(self)
         self.source_box.addItems(_SOURCES)
         self.record_edit = QLineEdit(self)
-        self.record_edit.setPlaceholderText("record id")
+        self.record_edit.setPlaceholderText("Type words of a stored memory (or paste its id)")
+        self.record_edit.setClearButtonEnabled(True)
+        self.record_edit.returnPressed.connect(self._on_load_record_clicked)
         self.load_record_button = QPushButton("Load", self)
+        self.record_results = QListWidget(self)  # issue 19: stored memories by their words
+        self.record_finder = RecordSearch(runner, self.record_edit, self.record_results,
+                                          self._text, self)
+        self.record_finder.picked.connect(self._on_record_picked)
+        self.record_finder.failed.connect(self._on_record_search_failed)
         self.file_button = QPushButton("Open file…", self)
         self.next_line_button = QPushButton("Next line", self)
         self.file_label = QLabel("", self)
@@ -492,6 +500,7 @@ class StepperView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(source_row)
+        layout.addWidget(self.record_results)
         layout.addWidget(self.content_edit)
         layout.addLayout(fields)
         layout.addLayout(controls)
@@ -518,6 +527,7 @@ class StepperView(QWidget):
         self._session = session
         self.run = None
         self._paused = True
+        self.record_finder.set_reader(session.reader if session is not None else None)
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()
@@ -549,6 +559,8 @@ class StepperView(QWidget):
         self.speed_label.setText(f"{value} ms")
 
     def _on_source_changed(self, index: int) -> None:
+        if index != 1:
+            self.record_finder.close()
         self.record_edit.setVisible(index == 1)
         self.load_record_button.setVisible(index == 1)
         self.file_button.setVisible(index == 2)
@@ -582,7 +594,17 @@ class StepperView(QWidget):
         self.privacy_box.setCurrentText(new.privacy.value)
 
     def _on_load_record_clicked(self) -> None:
-        spawn(self.load_stored(self.record_edit.text().strip()))
+        text = self.record_edit.text().strip()
+        if RECORD_ID.fullmatch(text):
+            spawn(self.load_stored(text))
+        elif not self.record_finder.pick_first():  # Enter picks the first match
+            spawn(self.record_finder.search(text))
+
+    def _on_record_picked(self, record_id: str) -> None:
+        spawn(self.load_stored(record_id))
+
+    def _on_record_search_failed(self, message: str) -> None:
+        self.status_label.setText(message)
 
     async def load_stored(self, record_id: str) -> bool:
         """Fill the form from stored record ``record_id`` (its content and fields)."""
@@ -597,7 +619,8 @@ class StepperView(QWidget):
         if session is not self._session:
             return False
         self.source_box.setCurrentIndex(1)
-        self.record_edit.setText(record_id)
+        self.record_finder.close()
+        self.record_edit.clear()  # the form below shows what was loaded
         self.fill_form(NewMemory(content=record.content, agent_id=record.agent_id,
                                  layer=record.layer, category=record.category,
                                  privacy=record.privacy, source_tier=record.source_tier))
