@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
@@ -114,6 +114,10 @@ class MapView(QWidget):
                                              brush=pg.mkBrush("#cf222e"))
         self.plot.addItem(self.query_item)
         self.scatter.sigClicked.connect(self._on_clicked)
+        # A right click makes the point under the pointer current before the window's record
+        # menu (connected later, ui/record_links.py) asks for it: pyqtgraph's scatter only
+        # reports left clicks.
+        self.plot.customContextMenuRequested.connect(self.select_at)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
@@ -243,6 +247,17 @@ class MapView(QWidget):
             return
         self.current_index = index
         self.record_selected.emit(self.data.projection.ids[index])
+
+    def select_at(self, position: QPoint) -> int:
+        """Make the point at ``position`` (plot viewport pixels) current; its index or -1."""
+        if self.data is None:
+            return -1
+        spot = self.scatter.mapFromScene(self.plot.mapToScene(position))
+        found = self.scatter.pointsAt(spot)
+        if not len(found):
+            return -1
+        self.current_index = int(found[0].data())
+        return self.current_index
 
     def current_record(self) -> RecordRef | None:
         """The point clicked last (the context menu's record)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMenu
@@ -170,6 +170,25 @@ def test_a_map_point_opens_the_record_its_detail_shows(qtbot: QtBot, window: Mai
     view.click_point(index)
     assert_opened(qtbot, window, store[1])
     assert view.current_record() == RecordRef(store[1], BASE)
+
+
+def test_a_right_click_on_the_map_makes_that_point_the_menus_record(
+        qtbot: QtBot, window: MainWindow, store: tuple[Path, str]) -> None:
+    view = window.observe.map
+    window.nav.setCurrentRow(list(window.views).index("map"))
+    data = run(qtbot, view.load(), timeout=60)
+    assert data is not None
+
+    def pixel(i: int) -> QPoint:
+        x, y = data.projection.points[i]
+        return view.plot.mapFromScene(view.scatter.mapToScene(QPointF(float(x), float(y))))
+
+    index = data.projection.ids.index(store[1])
+    chosen = view.select_at(pixel(index))
+    assert chosen >= 0 and (pixel(chosen) - pixel(index)).manhattanLength() <= 12
+    assert view.current_record() == RecordRef(data.projection.ids[chosen], data.texts[chosen])
+    assert view.select_at(QPoint(1, 1)) == -1  # the corner, on no point: nothing changes
+    assert view.current_index == chosen
 
 
 def test_the_filter_widens_when_it_hid_the_record(qtbot: QtBot, window: MainWindow,
