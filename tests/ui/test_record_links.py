@@ -181,7 +181,9 @@ def test_a_right_click_on_the_map_makes_that_point_the_menus_record(
 
     def pixel(i: int) -> QPoint:
         x, y = data.projection.points[i]
-        return view.plot.mapFromScene(view.scatter.mapToScene(QPointF(float(x), float(y))))
+        scene: QPointF = view.scatter.mapToScene(QPointF(float(x), float(y)))
+        found: QPoint = view.plot.mapFromScene(scene)  # pyqtgraph is untyped
+        return found
 
     index = data.projection.ids.index(store[1])
     chosen = view.select_at(pixel(index))
