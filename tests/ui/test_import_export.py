@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from tests.ui.conftest import DEMO, distinct_text, open_store, run
+from engine.store import StoreSpec
+from tests.ui.conftest import DEMO, child_import, distinct_text, open_store, run
 from ui.dialogs import ImportProgressDialog
 from ui.main_window import MainWindow
 
@@ -144,3 +145,15 @@ def test_the_import_child_runs_at_a_lower_cpu_priority() -> None:
     before, after = (int(v) for v in done.stdout.split())
     assert after == min(19, before + BACKGROUND_NICE)
     assert after > before or before == 19
+
+
+def test_the_import_child_reports_problem_lines_by_their_text(tmp_path: Path) -> None:
+    """Issue 19: the out-of-process import carries each problem line's text and its target's."""
+    summary = child_import(StoreSpec(str(tmp_path / "store")), DEMO, None,
+                           lambda _done, _total: None, lambda: False)
+    contents = [json.loads(line)["content"] for line in
+                DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
+    compared = [p for p in summary.problems if p.action in ("skipped", "deferred")]
+    assert compared and all(p.text == contents[p.line - 1] for p in compared)
+    assert any(p.target_text for p in compared)
+    assert all(not o.text for o in summary.outcomes if o.action == "inserted")  # problems only
