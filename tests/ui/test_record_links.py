@@ -281,6 +281,14 @@ def test_the_shortcuts_act_on_the_focused_views_record(
     assert QApplication.clipboard().text() == store[1]
     QTest.keyClick(review.list, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     assert_opened(qtbot, window, store[1])
+    # Ctrl+C in the Records table is the record's Copy text (not the table's copy of a cell)
+    records = window.records
+    records.table.setFocus()
+    qtbot.waitUntil(records.table.hasFocus, timeout=5_000)
+    QApplication.clipboard().clear()
+    QTest.keyClick(records.table, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.clipboard().text() == BASE
+    assert window.statusBar().currentMessage().startswith("Copied the text of")
 
 
 def test_run_through_pipeline_and_find_similar(qtbot: QtBot, window: MainWindow,
