@@ -54,7 +54,8 @@ _GONE_LIMIT = 20  # records no longer stored whose last text a story looks up
 @dataclass(frozen=True, slots=True)
 class LoadedFate:
     """What the worker hands back: the fate, the last known content, global warnings, and the
-    text of every record the story names (id → content; gone records are absent)."""
+    text of the records the story names (id → the stored content, or a gone record's last
+    known content; absent when not known)."""
 
     fate: RecordFate
     content: str
@@ -80,7 +81,7 @@ def load_fate(engine: MemoryEngine, record_id: str, mass_limit: int) -> LoadedFa
 
 
 class FateView(QWidget):
-    """Enter a record id, see its story; jump to the survivor or the summary.
+    """Pick a record by its words (or id), see its story; jump to the survivor or the summary.
 
     Signals:
         open_record(str): The user asked to open a (live) record in the Records view.
@@ -243,7 +244,7 @@ class FateView(QWidget):
 
     @staticmethod
     def _name(record_id: str, names: Mapping[str, str]) -> str:
-        """A record as the status names it: its text, or "a record no longer stored"."""
+        """A record as the status names it: its quoted text (when known)."""
         text = names.get(record_id)
         return quoted(text, 70) if text else "a record whose text is not known"
 
@@ -255,7 +256,7 @@ class FateView(QWidget):
         return RecordRef(loaded.fate.record_id, loaded.content)
 
     def current_step_record(self) -> RecordRef | None:
-        """The record the current step names, when it is still stored."""
+        """The record the current step names, when its text is known."""
         loaded, item = self._loaded, self.steps.currentItem()
         related = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
         if loaded is None or not isinstance(related, str) or related not in loaded.names:

@@ -81,7 +81,7 @@ class MapView(QWidget):
         self.query_point: npt.NDArray[np.float64] | None = None
         self.neighbours: list[str] = []
         self._query_vector: object = None
-        self.current_index = -1  # the point clicked last
+        self.current_index = -1  # the point clicked or right-clicked last
 
         self.method_box = QComboBox(self)
         self.method_box.addItem("pca")
@@ -260,7 +260,7 @@ class MapView(QWidget):
         return self.current_index
 
     def current_record(self) -> RecordRef | None:
-        """The point clicked last (the context menu's record)."""
+        """The point clicked or right-clicked last (the context menu's record)."""
         data = self.data
         if data is None or not 0 <= self.current_index < len(data.projection.ids):
             return None
