@@ -55,6 +55,7 @@ __all__ = [
     "number",
     "percent",
     "phrase",
+    "quoted",
     "raw_json",
     "reason_sentence",
     "record_ids_in",
@@ -393,9 +394,20 @@ def relative_time(ms: float | None, *, now_ms: float | None = None,
 # -- records -----------------------------------------------------------------------------------
 
 def elide(text: str, limit: int = 60) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    """``text`` on one line, cut at a word boundary to at most ``limit`` characters (with …)."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:  # keep whole words unless that throws away too much
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+def quoted(text: str, limit: int = 48) -> str:
+    """``text`` elided and in quotes: how a sentence names a record (one style everywhere)."""
+    return f"‘{elide(text, limit)}’"
 
 
 def record_label(record_id: str, texts: Texts, *, limit: int = 60,
@@ -420,7 +432,7 @@ def record_label(record_id: str, texts: Texts, *, limit: int = 60,
         return (f"a record no longer stored · {short}",
                 f"No stored record has this id now (merged, deleted or not yet written).\n"
                 f"id {record_id}")
-    return f"‘{elide(text, limit)}’ · {short}", f"{text}\n\nid {record_id}"
+    return f"{quoted(text, limit)} · {short}", f"{text}\n\nid {record_id}"
 
 
 # -- sentences ---------------------------------------------------------------------------------
@@ -450,7 +462,7 @@ def reason_sentence(reason: str | None, *, target: str | None = None,
     other = ""
     if target is not None:
         text = (texts or {}).get(target)
-        other = f"‘{elide(text, 50)}’" if text is not None else "a record no longer stored"
+        other = quoted(text, 50) if text is not None else "a record no longer stored"
     detail = "; ".join(conflict_phrase(c) for c in conflicts)
     sentence = phrase(reason)
     if other:

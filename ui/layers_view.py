@@ -63,6 +63,10 @@ class LayersView(QWidget):
                              LayerTab[SpatialData]]:
         return self.social, self.procedural, self.spatial
 
+    def record_trees(self) -> list[tuple[QTreeWidget, int]]:
+        """The tabs' lists of records (interactions, episodes, neighbours) and their id role."""
+        return [entry for tab in self._tabs() for entry in tab.record_trees]
+
     def show_tab(self, name: str) -> None:
         """Bring tab ``name`` (one of :data:`TAB_NAMES`) to the front."""
         self.tabs.setCurrentIndex(TAB_NAMES.index(name))

@@ -63,6 +63,7 @@ from ui.importing import ImportSummary, export_records, import_conversation, imp
 from ui.layers_view import LayersView
 from ui.observe import ObserveViews
 from ui.provider_dialog import LLMServices, ProviderSettingsDialog
+from ui.record_links import RecordLinks, RecordRef, quoted, tree_record
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
 from ui.scan_view import ScanView
@@ -184,6 +185,8 @@ class MainWindow(QMainWindow):
         self.undo_group = QUndoGroup(self)
         # issue 9: one app-wide redaction state; every view renders through redaction.show
         self.redaction = Redaction(self._prefs.redaction, services.redactor, self)
+        # issue 19: one owner of "open this record" and of the record context menu
+        self.links = RecordLinks(self.redaction, self)
         self.records = RecordsView(self._runner, self)
         self.views: dict[str, QWidget] = {"records": self.records}
         self.observe = ObserveViews.build(self._runner, self)  # issue 8
@@ -275,9 +278,87 @@ class MainWindow(QMainWindow):
         self.scan.open_record.connect(self.show_record)
         self.scan.message.connect(self._on_view_message)
         self.budget.settings_requested.connect(self._on_provider_triggered)
+        self._link_views()
         self._build_menus()
         self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
+
+    # -- links between views and records (issue 19) -----------------------------------------
+
+    def _link_views(self) -> None:
+        """Give every widget that shows records the record actions (ui/record_links.py)."""
+        links = self.links
+        links.open_requested.connect(self.show_record)
+        links.fate_requested.connect(self.show_fate)
+        links.pipeline_requested.connect(self.run_in_pipeline)
+        links.similar_requested.connect(self.find_similar)
+        links.delete_requested.connect(self._on_delete_record_requested)
+        links.message.connect(self._on_view_message)
+        # The table's Del is the links' Delete (its whole selection); the Edit menu's Delete
+        # only shows the key, or the two would make Del ambiguous while the table has focus.
+        self.records.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        links.attach(self.records.table, self.records.current_record,
+                     delete=self.records.delete_action.trigger, open_here=False)
+        observe = self.observe
+        observe.timeline.open_record.connect(self.show_record)
+        links.attach(observe.timeline.record_bar, observe.timeline.current_record)
+        links.attach(observe.timeline.detail.fields, observe.timeline.current_detail_record)
+        observe.pipeline.open_record.connect(self.show_record)
+        links.attach(observe.pipeline.candidate_bars, observe.pipeline.current_record)
+        for panel in observe.pipeline.panels.values():
+            links.attach(panel.fields.fields, observe.pipeline.current_field_record)
+        observe.review.open_record.connect(self.show_record)
+        links.attach(observe.review.list, observe.review.current_record)
+        observe.retrieval.open_record.connect(self.show_record)
+        links.attach(observe.retrieval.live, observe.retrieval.current_record)
+        links.attach(observe.map.plot, observe.map.current_record)
+        links.attach(self.fate.steps, self.fate.current_step_record)
+        links.attach(self.fate.record_bar, self.fate.current_record)
+        for tree, role in self.layers.record_trees():
+            links.attach(tree, tree_record(tree, role))
+
+    def show_fate(self, record_id: str) -> None:
+        """Switch to the Fate view and show what happened to ``record_id``."""
+        self.nav.setCurrentRow(list(self.views).index("fate"))
+        self.fate.show_fate(record_id)
+
+    def run_in_pipeline(self, record_id: str) -> None:
+        """Switch to the pipeline stepper with ``record_id``'s content and fields in its form."""
+        self.nav.setCurrentRow(list(self.views).index("pipeline"))
+        spawn(self.observe.pipeline.load_stored(record_id))
+
+    def find_similar(self, text: str) -> None:
+        """Switch to the retrieval view and retrieve what is similar to ``text``."""
+        self.nav.setCurrentRow(list(self.views).index("retrieval"))
+        self.observe.retrieval.query_edit.setText(text)
+        spawn(self.observe.retrieval.retrieve())
+
+    def confirm_delete(self, ref: RecordRef) -> bool:
+        """Ask before deleting ``ref`` (it can be undone)."""
+        answer = QMessageBox.question(
+            self, "Delete", f"Delete {quoted(self.redaction.show(ref.text))}? You can undo "
+            "this (Edit → Undo).",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _on_delete_record_requested(self, ref: RecordRef) -> None:
+        if self.confirm_delete(ref):
+            spawn(self.delete_record(ref))
+
+    async def delete_record(self, ref: RecordRef) -> bool:
+        """Delete ``ref`` through the store's undoable delete; False when not possible."""
+        session = self._session
+        if session is None or session.read_only or session.indexing:
+            return False
+        try:
+            await session.delete([ref.id])
+        except EngineError as exc:
+            QMessageBox.warning(self, "Delete", f"Not deleted: {exc}")
+            return False
+        self._on_view_message(f"Deleted {quoted(self.redaction.show(ref.text))} "
+                              "(Edit → Undo brings it back)")
+        return True
 
     # -- menus -----------------------------------------------------------------------------
 
@@ -405,6 +486,7 @@ class MainWindow(QMainWindow):
         for made in (self.import_action, self.conversation_action, self.demo_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
+        self.links.set_available(engine=indexed, writable=writable)
         self.detach_action.setEnabled(self._attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
             item = self.nav.item(number)
@@ -996,7 +1078,8 @@ class MainWindow(QMainWindow):
         session = self._session
         if session is None or session.read_only:
             return None
-        dialog = dialog or ImportProgressDialog(f"Import {path.name}", self)
+        dialog = dialog or ImportProgressDialog(f"Import {path.name}", self,
+                                                show=self.redaction.show)
         flag = CancelFlag()
         dialog.cancel_requested.connect(flag.set)
         dialog.open()

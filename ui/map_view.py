@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
@@ -29,6 +29,7 @@ from engine.memory_engine import MemoryEngine
 from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
 from ui.plot_items import PassiveScatter
+from ui.record_links import RecordRef
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, blend, plot_colors
@@ -39,7 +40,6 @@ __all__ = ["MapData", "MapView"]
 PALETTE = ("#0969da", "#1a7f37", "#bf8700", "#8250df", "#cf222e", "#bc4c00", "#54aeff",
            "#6e7781", "#2da44e", "#a40e26")
 COLOR_BY = ("layer", "agent", "importance")
-TIP_CHARS = 400  # of a record's text kept for its tooltip
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -61,7 +61,7 @@ def _project(engine: MemoryEngine, method: str) -> MapData:
     return MapData(projection, snapshot.layer[rows].astype(np.int64),
                    snapshot.agent[rows].astype(np.int64), tuple(snapshot.agents),
                    snapshot.importance[rows].astype(np.float64),
-                   tuple(snapshot.contents[int(r)][:TIP_CHARS] for r in rows))
+                   tuple(snapshot.contents[int(r)] for r in rows))
 
 
 class MapView(QWidget):
@@ -84,6 +84,7 @@ class MapView(QWidget):
         self.query_point: npt.NDArray[np.float64] | None = None
         self.neighbours: list[str] = []
         self._query_vector: object = None
+        self.current_index = -1  # the point clicked or right-clicked last
 
         self.method_box = QComboBox(self)
         self.method_box.addItem("pca")
@@ -121,6 +122,10 @@ class MapView(QWidget):
         self.query_item = PassiveScatter(size=22, symbol="star")
         self.plot.addItem(self.query_item)
         self.scatter.sigClicked.connect(self._on_clicked)
+        # A right click makes the point under the pointer current before the window's record
+        # menu (connected later, ui/record_links.py) asks for it: pyqtgraph's scatter only
+        # reports left clicks.
+        self.plot.customContextMenuRequested.connect(self.select_at)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
@@ -184,6 +189,7 @@ class MapView(QWidget):
         if not self._tokens.is_current(token) or session is not self._session:
             return None
         self.data = data
+        self.current_index = -1
         self._recolor()
         self.plot.autoRange()
         self._draw_query()
@@ -253,7 +259,34 @@ class MapView(QWidget):
         if self.data is None or not len(points):
             return
         index = points[0].data()  # type: ignore[attr-defined]  # pyqtgraph SpotItem
-        self.record_selected.emit(self.data.projection.ids[int(index)])
+        self.click_point(int(index))
+
+    def click_point(self, index: int) -> None:
+        """What a click on point ``index`` does: it becomes the map's current record (the
+        context menu's) and opens in the Records view."""
+        if self.data is None or not 0 <= index < len(self.data.projection.ids):
+            return
+        self.current_index = index
+        self.record_selected.emit(self.data.projection.ids[index])
+
+    def select_at(self, position: QPoint) -> int:
+        """Make the point at ``position`` (plot viewport pixels) current; its index or -1."""
+        if self.data is None:
+            return -1
+        spot = self.scatter.mapFromScene(self.plot.mapToScene(position))
+        found = self.scatter.pointsAt(spot)
+        if not len(found):
+            return -1
+        self.current_index = int(found[0].data())
+        return self.current_index
+
+    def current_record(self) -> RecordRef | None:
+        """The point clicked or right-clicked last (the context menu's record)."""
+        data = self.data
+        if data is None or not 0 <= self.current_index < len(data.projection.ids):
+            return None
+        return RecordRef(data.projection.ids[self.current_index],
+                         data.texts[self.current_index])
 
     # -- query overlay ---------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from engine.browse import LinkedRecord, RecordDetail
 from engine.records import Layer, MemoryRecord, Privacy
 from ui.format import diff_value, label_for, local_time, phrase
+from ui.record_links import quoted, record_tooltip
 
 __all__ = ["DAY_MS", "RecordDetailPanel"]
 
@@ -198,6 +199,7 @@ class RecordDetailPanel(QWidget):
         record = self._record
         if detail is None or record is None:
             self._title.setText("No record selected")
+            self._title.setToolTip("")
             self.content.setPlainText("")
             self.tags.setText("")
             for browser in (self.fields_view, self.links_view, self.history_view):
@@ -205,7 +207,9 @@ class RecordDetailPanel(QWidget):
                                 "and history.</i></p>")
             self._update_enabled()
             return
-        self._title.setText(f"Record {record.id}")
+        shown = self._show(record.content)  # issue 19: by its text; the id secondary
+        self._title.setText(f"{quoted(shown, 70)} · {record.id[:8]}")
+        self._title.setToolTip(record_tooltip(shown, record.id))
         self._fill_form(record)
         self.fields_view.setHtml(self._fields_html(detail))
         self.links_view.setHtml(self._links_html(detail))

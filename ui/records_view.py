@@ -12,8 +12,10 @@ Reads go through the session's :class:`~engine.reader.MemoryReader`, so an attac
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any
 
 from PySide6.QtCore import QDate, QDateTime, QItemSelectionModel, Qt, QTime, QTimer, QTimeZone
@@ -43,9 +45,11 @@ from PySide6.QtWidgets import (
 from engine.browse import Facets, RecordDetail
 from engine.errors import EngineError, RecordNotFound, ValidationError
 from engine.query import RecordQuery
+from engine.reader import MemoryReader
 from engine.records import Layer, Privacy
 from ui.dialogs import AddMemoryDialog
 from ui.record_detail import RecordDetailPanel
+from ui.record_links import RecordRef
 from ui.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
 from ui.session import DataSession, StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -54,6 +58,8 @@ __all__ = ["FilterBar", "RecordsView"]
 
 ROW_HEIGHT = 24
 _ANY = "Any"
+_SCAN_PAGE = 500  # the introspection API's largest page
+_SCAN_LIMIT = 20_000
 
 
 def _day_start_ms(date: QDate) -> float:
@@ -207,6 +213,31 @@ class FilterBar(QWidget):
         self.query_changed.emit(self.query())
 
 
+def _scan_rows(reader: MemoryReader, query: RecordQuery, record_id: str) -> int | None:
+    """Worker: the position of ``record_id`` in ``query`` by paging through its rows.
+
+    For an attached agent, whose API has no "locate"; a local store asks its engine. Reads at
+    most :data:`_SCAN_LIMIT` rows (then None: the detail is still shown).
+    """
+    offset = 0
+    while offset < _SCAN_LIMIT:
+        page = reader.list_rows(dataclasses.replace(query, offset=offset, limit=_SCAN_PAGE))
+        for number, row in enumerate(page.rows):
+            if row.id == record_id:
+                return offset + number
+        offset += _SCAN_PAGE
+        if offset >= page.total:
+            return None
+    return None
+
+
+def _locator(session: DataSession) -> Callable[[RecordQuery, str], int | None]:
+    """Where a record is in a query: the engine's answer, or a scan of an agent's pages."""
+    if isinstance(session, StoreSession):
+        return session.engine.locate_row
+    return partial(_scan_rows, session.reader)
+
+
 class RecordsView(QWidget):
     """Browse, filter, sort and edit the records of the open store.
 
@@ -225,6 +256,7 @@ class RecordsView(QWidget):
         self._details = RequestTokens()
         self._facet_tokens = RequestTokens()
         self._pending_select: str | None = None
+        self._pending_row: int | None = None  # where the engine says the linked record is
         self._agents: list[str] = []
         self._indexed = (0, 0)
         self.model = RecordTableModel(runner, self)
@@ -410,6 +442,12 @@ class RecordsView(QWidget):
                 ids.append(record.id)
         return ids
 
+    def current_record(self) -> RecordRef | None:
+        """The record of the table's current row (the context menu's and shortcuts' target)."""
+        index = self.table.selectionModel().currentIndex()
+        record = self.model.record_at(index.row()) if index.isValid() else None
+        return None if record is None else RecordRef(record.id, record.content)
+
     def _on_query_changed(self, query: RecordQuery) -> None:
         current = self.model.query
         self.model.set_query(RecordQuery(
@@ -451,6 +489,8 @@ class RecordsView(QWidget):
         self._on_scrolled()
         if self._pending_select is not None:
             self._select_loaded(self._pending_select)
+            if self._pending_select is not None and self._pending_row is not None:
+                self._reveal_row(self._pending_row)
         elif self.detail.record is not None:
             row = self.model.row_of(self.detail.record.id)
             if row is not None:
@@ -483,22 +523,75 @@ class RecordsView(QWidget):
         row = self.model.row_of(record_id)
         if row is not None:
             self._pending_select = None
+            self._pending_row = None
             self._select_row(row)
 
     def go_to_record(self, record_id: str) -> None:
-        """Show ``record_id``: select its row when loaded, else clear filters and look it up."""
+        """Show ``record_id``: its row selected and scrolled to, its detail beside it.
+
+        The row is found by the engine (:meth:`~engine.memory_engine.MemoryEngine.locate_row`)
+        and its page fetched when it is not loaded yet. When the filters hide the record they
+        are cleared (the sort is kept) and the status bar says so; until the row is selected the
+        table shows no selection, so the highlighted row never disagrees with the detail.
+        """
+        self._pending_select = record_id
+        self._pending_row = None
         row = self.model.row_of(record_id)
         if row is not None:
-            self._select_row(row)
+            self._select_loaded(record_id)
             return
-        self._pending_select = record_id
-        spawn(self._show_record(record_id))
+        selection = self.table.selectionModel()
+        selection.clearCurrentIndex()  # first: clearing the selection reads the current row
+        selection.clearSelection()
+        spawn(self._go_to(record_id))
 
-    async def _show_record(self, record_id: str) -> None:
-        """Load the detail of a record that is not on a loaded page (and say where it is)."""
+    async def _go_to(self, record_id: str) -> None:
+        """Find the row of ``record_id`` (widening the filters if needed) and reveal it."""
+        session = self._session
+        if session is None:
+            return
         await self._load_detail_for(record_id)
-        if self._pending_select == record_id and self.detail.record is not None:
-            self.message.emit("The linked record is not on a loaded page; its detail is shown.")
+        if isinstance(session, StoreSession) and not await session.wait_indexed():
+            return
+        if self._pending_select != record_id or session is not self._session:
+            return  # another link was followed meanwhile, or the store changed
+        query = self.model.query
+        everything = RecordQuery(sort_by=query.sort_by, descending=query.descending,
+                                 limit=query.limit)
+        try:
+            position = await self._runner.run(_locator(session), query, record_id)
+            widen = position is None and query != everything
+            if widen:
+                position = await self._runner.run(_locator(session), everything, record_id)
+        except EngineError as exc:
+            self.message.emit(f"Could not find the record in the table: {exc}")
+            return
+        if self._pending_select != record_id or session is not self._session:
+            return
+        if position is None:
+            self._pending_select = None
+            shown = self.detail.record is not None and self.detail.record.id == record_id
+            # shown: an agent's table too long to page through (its detail is still shown)
+            self.message.emit("The record's row was not found in the table; its detail is "
+                              "shown." if shown else "That record is no longer stored (see "
+                              "Fate for what happened to it).")
+            return
+        self._pending_row = position
+        if widen:
+            self.filters.clear()  # reloads; the row is revealed when the first page is in
+            self.message.emit("Filters cleared: they hid the record you opened.")
+        elif self.model.settled:
+            self._reveal_row(position)
+
+    def _reveal_row(self, row: int) -> None:
+        """Scroll to ``row`` and fetch its page; it is selected when its record arrives."""
+        if not 0 <= row < self.model.rowCount():
+            return
+        self.table.scrollTo(self.model.index(row, 0),
+                            QAbstractItemView.ScrollHint.PositionAtCenter)
+        self.model.ensure_rows(row, row)
+        if self._pending_select is not None:
+            self._select_loaded(self._pending_select)
 
     def _on_selection_changed(self) -> None:
         self._update_actions()

@@ -45,6 +45,7 @@ from ui.format import (
     tag,
     thresholds_phrase,
 )
+from ui.record_links import RecordRef, record_tooltip
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 
@@ -144,10 +145,12 @@ class ReviewView(QWidget):
     Signals:
         decided(list): Decisions were applied (their :class:`Decision` values).
         message(str): Something to show in the status bar.
+        open_record(str): Show the current item's stored record in the Records view.
     """
 
     decided = QtSignal(list)
     message = QtSignal(str)
+    open_record = QtSignal(str)
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -162,10 +165,13 @@ class ReviewView(QWidget):
         self.reject_button = QPushButton("Reject (R)", self)
         self.skip_button = QPushButton("Skip (S)", self)
         self.refresh_button = QPushButton("Refresh", self)
+        self.open_button = QPushButton("Open stored record", self)
+        self.open_button.setToolTip("Show the stored record of this pair in the Records view "
+                                    "(double-click the item, or Ctrl+Return)")
         self.count_label = QLabel("", self)
         bar = QHBoxLayout()
         for button in (self.approve_button, self.reject_button, self.skip_button,
-                       self.refresh_button):
+                       self.refresh_button, self.open_button):
             bar.addWidget(button)
         bar.addWidget(self.count_label, 1)
 
@@ -211,6 +217,8 @@ class ReviewView(QWidget):
         self.reject_button.clicked.connect(self.reject_selected)
         self.skip_button.clicked.connect(self.skip)
         self.refresh_button.clicked.connect(self.refresh)
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.list.itemDoubleClicked.connect(self._on_open_clicked)
         self.list.currentRowChanged.connect(self._show)
         self._update_buttons()
 
@@ -241,6 +249,7 @@ class ReviewView(QWidget):
         for button in (self.approve_button, self.reject_button):
             button.setEnabled(writable and has)
         self.skip_button.setEnabled(has)
+        self.open_button.setEnabled(self.current_record() is not None)
         self.count_label.setText(f"{len(self.items)} pending")
 
     def _on_records_changed(self, _ids: list[str]) -> None:
@@ -289,6 +298,17 @@ class ReviewView(QWidget):
         row = self.list.currentRow()
         return self.items[row][0] if 0 <= row < len(self.items) else None
 
+    def current_record(self) -> RecordRef | None:
+        """The current item's stored record (None when it was deleted meanwhile)."""
+        row = self.list.currentRow()
+        target = self.items[row][1] if 0 <= row < len(self.items) else None
+        return None if target is None else RecordRef(target.id, target.content)
+
+    def _on_open_clicked(self, *_args: object) -> None:
+        ref = self.current_record()
+        if ref is not None:
+            self.open_record.emit(ref.id)
+
     def selected_ids(self) -> list[str]:
         """Ids of the selected items (the current one when nothing is selected)."""
         rows = sorted({self.list.row(i) for i in self.list.selectedItems()})
@@ -297,6 +317,7 @@ class ReviewView(QWidget):
         return [self.items[r][0].id for r in rows if 0 <= r < len(self.items)]
 
     def _show(self, row: int) -> None:
+        self.open_button.setEnabled(self.current_record() is not None)
         if not 0 <= row < len(self.items):
             self.info.setText("No pending pairs." if not self.items else "")
             self.stored.clear()
@@ -318,8 +339,12 @@ class ReviewView(QWidget):
             f" · queued {html.escape(relative_time(item.created_at))}")
         self.info.setToolTip(f"{item.reason} · queued {exact_time(item.created_at)}")
         if target is not None:
-            self.stored_label.setText(f"Stored record {target.id[:12]} · {target.agent_id} · "
+            self.stored_label.setText(f"Stored record · {target.agent_id} · "
                                       f"{target.layer.value} · {target.category.value}")
+            self.stored_label.setToolTip(record_tooltip(self._text(target.content), target.id))
+        else:
+            self.stored_label.setText("Stored record (deleted since)")
+            self.stored_label.setToolTip("")
         incoming = item.incoming
         self.incoming_label.setText(f"Incoming · {incoming.agent_id} · {incoming.source} · "
                                     f"{incoming.source_tier.value} · {incoming.category.value}")
