@@ -26,6 +26,7 @@ from engine.errors import EngineError
 from engine.fate import RecordFate, mass_retirements, record_fate
 from engine.memory_engine import MemoryEngine
 from engine.records import format_timestamp
+from ui.empty_state import EmptyState
 from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -105,6 +106,8 @@ class FateView(QWidget):
         layout.addWidget(self.forecast_label)
         layout.addWidget(self.warning_label)
         layout.addWidget(self.steps, 1)
+        self.empty_state = EmptyState(self.steps, "fate")
+        self._show_empty_state()
         redaction.changed.connect(self._on_redaction_changed)
 
     @property
@@ -122,6 +125,16 @@ class FateView(QWidget):
         for label in (self.content_label, self.forecast_label, self.warning_label):
             label.setText("")
         self.open_button.hide()
+        self._show_empty_state()
+
+    def _show_empty_state(self) -> None:
+        if self._loaded is not None:
+            self.empty_state.clear()
+            return
+        self.empty_state.show_message(
+            "Pick a record…", "…by entering its id above (the Records view shows it in the "
+            "detail title). Its story shows here step by step: created, merged into another, "
+            "superseded, deleted, pruned or compacted, and where its content lives on.")
 
     def show_fate(self, record_id: str) -> None:
         """Look ``record_id`` up (on a worker) and show its story."""
@@ -145,6 +158,7 @@ class FateView(QWidget):
         if not self._tokens.is_current(token) or session is not self._session:
             return None
         self._loaded = loaded
+        self._show_empty_state()
         self._render()
         return loaded.fate
 

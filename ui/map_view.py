@@ -25,6 +25,7 @@ from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine
 from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
+from ui.empty_state import EmptyState
 from ui.plot_items import PassiveScatter
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -116,6 +117,7 @@ class MapView(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
         layout.addWidget(self.plot, 1)
+        self.empty_state = EmptyState(self.plot, "map")
         self.color_box.currentIndexChanged.connect(self._recolor)
         self.method_box.currentIndexChanged.connect(self.refresh)
         self.refresh_button.clicked.connect(self.refresh)
@@ -131,6 +133,7 @@ class MapView(QWidget):
         self.ring.setData(x=[], y=[])
         self.query_item.setData(x=[], y=[])
         self.legend.setText("")
+        self.empty_state.clear()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
             self._stale = True
@@ -173,6 +176,13 @@ class MapView(QWidget):
         if not self._tokens.is_current(token) or session is not self._session:
             return None
         self.data = data
+        if len(data.texts):
+            self.empty_state.clear()
+        else:
+            self.empty_state.show_message(
+                "Nothing to map yet", "The map places every memory by the meaning of its "
+                "text (its embedding), so paraphrases sit together. Add or import memories "
+                "to see them.")
         self._recolor()
         self.plot.autoRange()
         self._draw_query()

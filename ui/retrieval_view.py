@@ -49,6 +49,7 @@ from engine.retrieval import (
     Strategy,
 )
 from engine.retrieval.types import COMPONENTS, RetrievalDiagnostics
+from ui.empty_state import EmptyState
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 
@@ -335,6 +336,7 @@ class RetrievalView(QWidget):
         layout.addLayout(form)
         layout.addWidget(legend)
         layout.addWidget(body, 1)
+        self.empty_state = EmptyState(results, "retrieval")
 
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -371,6 +373,17 @@ class RetrievalView(QWidget):
     def _update_enabled(self) -> None:
         has = self._session is not None
         self.run_button.setEnabled(has)
+        if self.bundle is None:
+            self.empty_state.show_message(
+                "Type a question…", "…in the box above, as your agent would ask it (\"when is "
+                "the team standup?\"), and press Enter. Every candidate's score shows here, "
+                "split into its parts, with the cut where the token budget ran out.")
+        elif not self.bundle.records:
+            self.empty_state.show_message(
+                "Nothing retrieved", "No record of this agent and layer policy fits the "
+                "request. Try another agent, purpose or a larger budget.")
+        else:
+            self.empty_state.clear()
         for slider in self.sliders.values():
             slider.setEnabled(self.bundle is not None)
         self.reset_button.setEnabled(self.bundle is not None)

@@ -36,11 +36,13 @@ from PySide6.QtWidgets import (
 
 from engine.errors import EngineError
 from engine.events import Event
+from ui.empty_state import EmptyState
 from ui.event_tail import EventTail
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
 from ui.timeline_data import LANES, TimelineData, TimelineFilter
+from ui.wording import count_of
 
 __all__ = ["HISTORY_LIMIT", "LANE_COLORS", "TimelineView"]
 
@@ -181,6 +183,7 @@ class TimelineView(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
         layout.addWidget(split, 1)
+        self.empty_state = EmptyState(split, "timeline")
         self.apply_theme(current_theme())
 
     # -- session and loading -----------------------------------------------------------------
@@ -227,7 +230,14 @@ class TimelineView(QWidget):
     def add_events(self, events: Sequence[Event], fit: bool = False) -> None:
         """Append events (live tail or history) and redraw."""
         added = self.data.extend(events) if events else 0
-        self.count_label.setText(f"{len(self.data):,} events")
+        self.count_label.setText(count_of(len(self.data), "event"))
+        if len(self.data):
+            self.empty_state.clear()
+        else:
+            self.empty_state.show_message(
+                "No events yet", "Every ingest, merge, review and retrieval decision shows "
+                "here as an event in its lane. Ingest or import memories (File → Import, or "
+                "Load Demo Data) to see the decisions.")
         if not added and not fit:
             return
         self._refresh_kind_tooltip()
@@ -271,7 +281,7 @@ class TimelineView(QWidget):
     def _on_filter_changed(self, *_args: object) -> None:
         self.data.set_filter(self.current_filter())
         shown = int(self.data.mask.sum())
-        self.count_label.setText(f"{shown:,} of {len(self.data):,} events")
+        self.count_label.setText(f"{shown:,} of {count_of(len(self.data), 'event')}")
         self.rebin()
 
     # -- drawing -----------------------------------------------------------------------------
