@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt
 from PySide6.QtGui import QAction, QPalette
 from PySide6.QtWidgets import (
     QFrame,
@@ -41,17 +41,23 @@ class EmptyState(QFrame):
 
     Args:
         cover: The widget to cover. It becomes the parent, except a splitter (which would take
-            the message as one more pane): then the splitter's parent is, and the message
-            follows the splitter's geometry.
+            the message as one more pane): then the nearest ancestor that is not a splitter
+            is, and the message follows the splitter's place in it.
         icon: Name of an icon in ``assets/icons/ui`` shown above the title ("" for none).
     """
 
     def __init__(self, cover: QWidget, icon: str = "") -> None:
-        host = cover.parentWidget() if isinstance(cover, QSplitter) else cover
+        host: QWidget | None = cover
+        self._watched = [cover]  # the cover and the splitters between it and the host
+        while isinstance(host, QSplitter):
+            host = host.parentWidget()
+            if isinstance(host, QSplitter):
+                self._watched.append(host)
         if host is None:
             raise ValueError(f"EmptyState: {cover!r} is a splitter without a parent to host it")
         super().__init__(host)
         self._cover = cover
+        self._host = host
         self._icon_name = icon
         self._actions: list[QAction] = []
         self.icon = QLabel(self)
@@ -71,14 +77,20 @@ class EmptyState(QFrame):
         self.text.setObjectName("empty_text")
         self.text.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.text.setWordWrap(True)
-        self.text.setMaximumWidth(520)
+        self.text.setMaximumWidth(560)
         self._buttons = QHBoxLayout()
         self._buttons.setSpacing(8)
         layout = QVBoxLayout(self)
         layout.addStretch(1)
         layout.addWidget(self.icon)
         layout.addWidget(self.title)
-        layout.addWidget(self.text, 0, Qt.AlignmentFlag.AlignHCenter)
+        # Centred by stretches, not by an alignment: an aligned label gets its one-line size
+        # hint as width and a word-wrapped text is then cut.
+        text_row = QHBoxLayout()
+        text_row.addStretch(1)
+        text_row.addWidget(self.text, 6)
+        text_row.addStretch(1)
+        layout.addLayout(text_row)
         layout.addSpacing(6)
         row = QHBoxLayout()
         row.addStretch(1)
@@ -88,7 +100,8 @@ class EmptyState(QFrame):
         layout.addStretch(2)
         self.buttons: list[QPushButton] = []
         self._paint_icon()
-        cover.installEventFilter(self)
+        for watched in self._watched:
+            watched.installEventFilter(self)
         self._follow()
         self.hide()
 
@@ -148,10 +161,11 @@ class EmptyState(QFrame):
 
     def _follow(self) -> None:
         cover = self._cover
-        self.setGeometry(cover.rect() if cover is self.parentWidget() else cover.geometry())
+        corner = QPoint(0, 0) if cover is self._host else cover.mapTo(self._host, QPoint(0, 0))
+        self.setGeometry(QRect(corner, cover.size()))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self._cover and event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
+        if watched in self._watched and event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
             self._follow()
         return False
 

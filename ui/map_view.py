@@ -181,8 +181,8 @@ class MapView(QWidget):
         else:
             self.empty_state.show_message(
                 "Nothing to map yet", "The map places every memory by the meaning of its "
-                "text (its embedding), so paraphrases sit together. Add or import memories "
-                "to see them.")
+                "text (its embedding), so paraphrases sit together. Memories get their "
+                "embedding once the model is ready; add or import some to see them here.")
         self._recolor()
         self.plot.autoRange()
         self._draw_query()
