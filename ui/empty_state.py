@@ -107,8 +107,7 @@ class EmptyState(QFrame):
 
     # -- showing ---------------------------------------------------------------------------
 
-    @property
-    def shown(self) -> bool:
+    def is_shown(self) -> bool:
         """True while the message is up (whether or not the view itself is on screen)."""
         return not self.isHidden()
 

@@ -118,9 +118,9 @@ def test_toolbar_has_the_common_actions_with_icons_and_shortcuts(
     qtbot.waitUntil(window.records.filters.text.hasFocus)
 
     # Redaction: toggles the app-wide mode.
-    assert not window.redaction.enabled
+    assert window.redaction_label.text() == "redaction: off"
     window.redaction_action.trigger()
-    assert window.redaction.enabled and window.redaction_label.text() == "redaction: on"
+    assert window.redaction_label.text() == "redaction: on"
     window.redaction_action.trigger()
 
     # Refresh: the records are read again.
@@ -135,13 +135,13 @@ def test_views_say_no_store_is_open_until_one_is(
     window = make_window()
     assert set(window.no_store) == set(window.views) - {"tasks"}
     records = window.no_store["records"]
-    assert records.shown and records.title.text() == "No store open"
+    assert records.is_shown() and records.title.text() == "No store open"
     assert [b.text() for b in records.buttons] == [
         "Open Store Folder…", "Connect to Chroma Server…", "Attach to Agent (serve)…"]
     open_store(qtbot, window, tmp_path / "store")
-    assert not any(empty.shown for empty in window.no_store.values())
+    assert not any(empty.is_shown() for empty in window.no_store.values())
     run(qtbot, window.close_store())
-    assert all(empty.shown for empty in window.no_store.values())
+    assert all(empty.is_shown() for empty in window.no_store.values())
 
 
 def test_each_view_shows_its_empty_state_until_it_has_data(
@@ -150,52 +150,52 @@ def test_each_view_shows_its_empty_state_until_it_has_data(
     open_store(qtbot, window, tmp_path / "store")
     views = window.observe
     records = window.records.empty_state
-    qtbot.waitUntil(lambda: records.shown)
+    qtbot.waitUntil(lambda: records.is_shown())
     assert records.title.text() == "No memories yet"
     assert [b.text() for b in records.buttons] == [
         "Load Demo Data", "Import JSONL…", "Import Conversation…"]
     assert all(b.isEnabled() for b in records.buttons)
-    qtbot.waitUntil(lambda: views.timeline.empty_state.shown)
+    qtbot.waitUntil(lambda: views.timeline.empty_state.is_shown())
     assert views.timeline.empty_state.title.text() == "No events yet"
     window.nav.setCurrentRow(list(window.views).index("review"))
-    qtbot.waitUntil(lambda: views.review.empty_state.shown)
+    qtbot.waitUntil(lambda: views.review.empty_state.is_shown())
     assert views.review.empty_state.title.text() == "Nothing to review"
-    assert views.retrieval.empty_state.shown
+    assert views.retrieval.empty_state.is_shown()
     assert views.retrieval.empty_state.title.text() == "Type a question…"
-    assert window.fate.empty_state.shown
+    assert window.fate.empty_state.is_shown()
     assert window.fate.empty_state.title.text() == "Pick a record…"
     tasks = window.tasks_view.empty_state
-    assert tasks.shown and tasks.title.text() == "Open a task workspace…"
+    assert tasks.is_shown() and tasks.title.text() == "Open a task workspace…"
     assert [b.text() for b in tasks.buttons] == ["Open workspace…"]
 
     # Data arrives: a stored memory and one held for review (it may contradict it).
     summary = run(qtbot, window.run_import(_jsonl(tmp_path / "two.jsonl", BASE, CONTRADICTION)))
     assert summary is not None
     qtbot.waitUntil(lambda: window.records.model.total == 1)
-    assert not records.shown
+    assert not records.is_shown()
     qtbot.waitUntil(lambda: len(views.timeline.data) > 0)
-    assert not views.timeline.empty_state.shown
+    assert not views.timeline.empty_state.is_shown()
     qtbot.waitUntil(lambda: len(views.review.items) == 1)
-    assert not views.review.empty_state.shown
+    assert not views.review.empty_state.is_shown()
     assert run(qtbot, views.retrieval.retrieve()) is not None
-    assert not views.retrieval.empty_state.shown
+    assert not views.retrieval.empty_state.is_shown()
     record_id = window.records.model.record_at(0).id  # type: ignore[union-attr]
     assert run(qtbot, window.fate.load(record_id)) is not None
-    assert not window.fate.empty_state.shown
+    assert not window.fate.empty_state.is_shown()
     workspace = tmp_path / "ws"
     (workspace / "tasks").mkdir(parents=True)
     (workspace / "tasks" / "a.md").write_text("---\nid: A\nstatus: todo\n---\nA task\n",
                                               encoding="utf-8")
     assert run(qtbot, window.tasks_view.open_workspace(workspace)) is not None
-    assert not tasks.shown
+    assert not tasks.is_shown()
 
     # Filters that match nothing say so, and clearing them brings the rows back.
     window.records.filters.text.setText("no memory says this")
-    qtbot.waitUntil(lambda: records.shown and window.records.model.total == 0)
+    qtbot.waitUntil(lambda: records.is_shown() and window.records.model.total == 0)
     assert records.title.text() == "No records match these filters"
     assert [b.text() for b in records.buttons] == ["Clear filters"]
     records.buttons[0].click()
-    qtbot.waitUntil(lambda: window.records.model.total == 1 and not records.shown)
+    qtbot.waitUntil(lambda: window.records.model.total == 1 and not records.is_shown())
 
 
 def test_map_is_empty_until_records_have_embeddings(
@@ -205,11 +205,11 @@ def test_map_is_empty_until_records_have_embeddings(
     window.nav.setCurrentRow(list(window.views).index("map"))
     view = window.observe.map
     qtbot.waitUntil(lambda: view.data is not None)
-    assert view.empty_state.shown and view.empty_state.title.text() == "Nothing to map yet"
+    assert view.empty_state.is_shown() and view.empty_state.title.text() == "Nothing to map yet"
     assert run(qtbot, window.run_import(write_import_file(tmp_path / "m.jsonl", 6))) is not None
     qtbot.waitUntil(lambda: view.data is not None and len(view.data.texts) == 6,
                     timeout=15_000)
-    assert not view.empty_state.shown
+    assert not view.empty_state.is_shown()
 
 
 def test_demo_data_is_offered_on_any_empty_store_after_the_first_launch(
@@ -250,7 +250,7 @@ def test_no_demo_offer_on_a_read_only_store(
     assert "Load demo data" not in window.banner_button.text() or \
         not window.banner_button.isVisible()
     records = window.records.empty_state
-    qtbot.waitUntil(lambda: records.shown)
+    qtbot.waitUntil(lambda: records.is_shown())
     assert records.buttons == [] or not any(b.isVisible() for b in records.buttons)
     assert "read-only" in records.text.text()
 
@@ -383,7 +383,7 @@ def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     action = QAction("&Load Demo Data", host)
     action.triggered.connect(lambda: fired.append(True))
     empty.show_message("No memories yet", "Load some.", [action])
-    assert empty.shown and empty.geometry() == host.rect()
+    assert empty.is_shown() and empty.geometry() == host.rect()
     assert [b.text() for b in empty.buttons] == ["Load Demo Data"]
     empty.buttons[0].click()
     assert fired == [True]
@@ -392,5 +392,5 @@ def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     host.resize(500, 320)
     assert empty.geometry() == host.rect()
     empty.clear()
-    assert not empty.shown
+    assert not empty.is_shown()
 
