@@ -13,15 +13,23 @@ from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog
 from pytestqt.qtbot import QtBot
 
+from engine.events import EventBus
+from engine.ledger import Ledger
+from engine.llm import ChatMessage, ChatRequest, DeterministicClock, LLMGateway, LLMSettings
+from engine.llm.settings import ProviderKind
 from engine.memory_engine import MemoryEngine
 from engine.records import Layer
 from engine.store import StoreSpec
+from tests.engine.llm.conftest import START_MS
 from tests.support.fakes import HashingEmbedder
+from tests.support.llm_server import LLMTestServer
 from tests.ui.bigstore import build_store
 from tests.ui.conftest import open_store, run, write_import_file
 from tests.ui.observe_fixtures import BASE, CONTRADICTION
+from ui.budget_view import BudgetView
 from ui.main_window import MainWindow, Preferences
 from ui.records_model import COLUMNS
+from ui.tasks import TaskRunner
 from ui.theme import apply_theme
 from ui.wording import count_of
 
@@ -394,3 +402,51 @@ def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     empty.clear()
     assert not empty.is_shown()
 
+
+
+def test_secrets_and_budget_say_when_there_is_nothing(
+        qtbot: QtBot, tmp_path: Path, runner: TaskRunner,
+        make_window: Callable[..., MainWindow]) -> None:
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    run(qtbot, window.run_import(_jsonl(tmp_path / "one.jsonl", "Water the fern on Sundays")))
+    assert run(qtbot, window.scan.scan()) == []
+    assert window.scan.empty_state.is_shown()
+    assert window.scan.empty_state.title.text() == "No secrets found"
+    assert window.scan.summary.text().startswith("0 records hold")
+    run(qtbot, window.run_import(_jsonl(tmp_path / "key.jsonl",
+                                        "The deploy key is sk-live-abcdefghijklmnopqrstuvwx")))
+    hits = run(qtbot, window.scan.scan())
+    assert hits is not None and len(hits) == 1
+    assert not window.scan.empty_state.is_shown()
+    assert window.scan.summary.text().startswith("1 record holds")
+
+    clock, ledger = DeterministicClock(START_MS), Ledger(None)
+    bus = EventBus(clock=clock, ledger=ledger)
+    view = BudgetView(runner)
+    qtbot.addWidget(view)
+    view.show()
+    requested: list[bool] = []
+    view.settings_requested.connect(lambda: requested.append(True))
+    idle = LLMGateway(LLMSettings(), ledger=ledger, events=bus, clock=clock)
+    view.set_gateway(idle, ledger, bus, clock)
+    qtbot.waitUntil(lambda: view.snapshot is not None)
+    assert view.calls_empty.is_shown()
+    assert view.calls_empty.title.text() == "No LLM provider configured"
+    view.calls_empty.buttons[0].click()
+    assert requested == [True]
+    with LLMTestServer() as server:
+        gateway = LLMGateway(
+            LLMSettings(provider="openai", kind=ProviderKind.OPENAI,
+                        base_url=server.base_url + "/v1", model="test-model",
+                        api_key_env=None, use_keyring=False, max_tokens=1),
+            ledger=ledger, events=bus, clock=clock, api_key=lambda: "k")
+        with qtbot.waitSignal(view.refreshed, timeout=10_000):
+            view.set_gateway(gateway, ledger, bus, clock)
+        assert view.calls_empty.title.text() == "No LLM calls yet"
+        gateway.complete(ChatRequest((ChatMessage("user", "hi"),), max_tokens=1))
+        qtbot.waitUntil(lambda: view.calls.topLevelItemCount() == 1, timeout=10_000)
+        assert not view.calls_empty.is_shown()
+        view.set_gateway(None, None, None, None)
+        run(qtbot, runner.run(gateway.close))
+    run(qtbot, runner.run(idle.close))
