@@ -59,6 +59,7 @@ from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
+from ui.wording import count_of
 
 __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
 
@@ -726,8 +727,8 @@ class StepperView(QWidget):
         verb = "would merge" if result.new < result.old else "would no longer merge"
         sampled = " (partitions sampled)" if result.sampled else ""
         self.whatif_summary.setText(
-            f"{result.old:.2f} → {result.new:.2f}: {result.total} stored pair(s) {verb}; "
-            f"{result.rows_compared} records compared{sampled}.")
+            f"{result.old:.2f} → {result.new:.2f}: {count_of(result.total, 'stored pair')} {verb}; "
+            f"{count_of(result.rows_compared, 'record')} compared{sampled}.")
         self.whatif_table.setRowCount(len(result.pairs))
         for r, pair in enumerate(result.pairs):
             for c, value in enumerate((f"{pair.similarity:.3f}", self._text(pair.content_a),
