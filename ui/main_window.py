@@ -281,6 +281,11 @@ class MainWindow(QMainWindow):
         body.setContentsMargins(0, 0, 0, 0)
         body.setSpacing(0)
         body.addWidget(self.nav)
+        edge = QWidget(self)  # a hairline between the sidebar and the view, in the theme's colour
+        edge.setFixedWidth(1)
+        edge.setAutoFillBackground(True)
+        edge.setBackgroundRole(QPalette.ColorRole.Mid)
+        body.addWidget(edge)
         body.addWidget(self.stack, 1)
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -482,6 +487,10 @@ class MainWindow(QMainWindow):
             self.observe.review.refresh()
         elif current is self.observe.map:
             self.observe.map.refresh()
+        elif current is self.layers:
+            self.layers.refresh()
+        elif current is self.scan:
+            spawn(self.scan.scan())
         elif current is self.budget:
             spawn(self.budget.refresh())
 

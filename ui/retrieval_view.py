@@ -52,6 +52,7 @@ from engine.retrieval.types import COMPONENTS, RetrievalDiagnostics
 from ui.empty_state import EmptyState
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
+from ui.wording import count_of
 
 __all__ = ["COMPONENT_COLORS", "RankRow", "RetrievalView", "ScoreBars", "context_text",
            "rows_from_bundle", "rows_from_ranking"]
@@ -425,7 +426,8 @@ class RetrievalView(QWidget):
         diag = bundle.diagnostics
         drops = ", ".join(f"{k} {v}" for k, v in diag.drop_counts().items() if v) or "none"
         self.summary.setText(
-            f"{diag.candidate_count} candidates, {diag.filtered_count} filtered · semantic "
+            f"{count_of(diag.candidate_count, 'candidate')}, {diag.filtered_count:,} filtered"
+            " · semantic "
             f"{diag.semantic_mode.value} · strategy {bundle.strategy_applied} · "
             f"{diag.time_ms:.1f} ms (+{diag.embed_ms:.0f} ms embed) · dropped: {drops}"
             + (" · content compressed" if diag.compression_applied else ""))
