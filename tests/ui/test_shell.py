@@ -143,8 +143,8 @@ def test_views_say_no_store_is_open_until_one_is(
     window = make_window()
     assert set(window.no_store) == set(window.views) - {"tasks"}
     records = window.no_store["records"]
-    assert records.is_shown() and records.title.text() == "No store open"
-    assert [b.text() for b in records.buttons] == [
+    assert records.is_shown() and records.title() == "No store open"
+    assert records.button_texts() == [
         "Open Store Folder…", "Connect to Chroma Server…", "Attach to Agent (serve)…"]
     open_store(qtbot, window, tmp_path / "store")
     assert not any(empty.is_shown() for empty in window.no_store.values())
@@ -159,22 +159,22 @@ def test_each_view_shows_its_empty_state_until_it_has_data(
     views = window.observe
     records = window.records.empty_state
     qtbot.waitUntil(lambda: records.is_shown())
-    assert records.title.text() == "No memories yet"
-    assert [b.text() for b in records.buttons] == [
+    assert records.title() == "No memories yet"
+    assert records.button_texts() == [
         "Load Demo Data", "Import JSONL…", "Import Conversation…"]
     assert all(b.isEnabled() for b in records.buttons)
     qtbot.waitUntil(lambda: views.timeline.empty_state.is_shown())
-    assert views.timeline.empty_state.title.text() == "No events yet"
+    assert views.timeline.empty_state.title() == "No events yet"
     window.nav.setCurrentRow(list(window.views).index("review"))
     qtbot.waitUntil(lambda: views.review.empty_state.is_shown())
-    assert views.review.empty_state.title.text() == "Nothing to review"
+    assert views.review.empty_state.title() == "Nothing to review"
     assert views.retrieval.empty_state.is_shown()
-    assert views.retrieval.empty_state.title.text() == "Type a question…"
+    assert views.retrieval.empty_state.title() == "Type a question…"
     assert window.fate.empty_state.is_shown()
-    assert window.fate.empty_state.title.text() == "Pick a record…"
+    assert window.fate.empty_state.title() == "Pick a record…"
     tasks = window.tasks_view.empty_state
-    assert tasks.is_shown() and tasks.title.text() == "Open a task workspace…"
-    assert [b.text() for b in tasks.buttons] == ["Open workspace…"]
+    assert tasks.is_shown() and tasks.title() == "Open a task workspace…"
+    assert tasks.button_texts() == ["Open workspace…"]
 
     # Data arrives: a stored memory and one held for review (it may contradict it).
     summary = run(qtbot, window.run_import(_jsonl(tmp_path / "two.jsonl", BASE, CONTRADICTION)))
@@ -198,10 +198,11 @@ def test_each_view_shows_its_empty_state_until_it_has_data(
     assert not tasks.is_shown()
 
     # Filters that match nothing say so, and clearing them brings the rows back.
+    window.nav.setCurrentRow(0)
     window.records.filters.text.setText("no memory says this")
     qtbot.waitUntil(lambda: records.is_shown() and window.records.model.total == 0)
-    assert records.title.text() == "No records match these filters"
-    assert [b.text() for b in records.buttons] == ["Clear filters"]
+    assert records.title() == "No records match these filters"
+    assert records.button_texts() == ["Clear filters"]
     records.buttons[0].click()
     qtbot.waitUntil(lambda: window.records.model.total == 1 and not records.is_shown())
 
@@ -213,7 +214,7 @@ def test_map_is_empty_until_records_have_embeddings(
     window.nav.setCurrentRow(list(window.views).index("map"))
     view = window.observe.map
     qtbot.waitUntil(lambda: view.data is not None)
-    assert view.empty_state.is_shown() and view.empty_state.title.text() == "Nothing to map yet"
+    assert view.empty_state.is_shown() and view.empty_state.title() == "Nothing to map yet"
     assert run(qtbot, window.run_import(write_import_file(tmp_path / "m.jsonl", 6))) is not None
     qtbot.waitUntil(lambda: view.data is not None and len(view.data.texts) == 6,
                     timeout=15_000)
@@ -260,7 +261,7 @@ def test_no_demo_offer_on_a_read_only_store(
     records = window.records.empty_state
     qtbot.waitUntil(lambda: records.is_shown())
     assert records.buttons == [] or not any(b.isVisible() for b in records.buttons)
-    assert "read-only" in records.text.text()
+    assert "read-only" in records.text()
 
 
 # -- records browser -----------------------------------------------------------------------
@@ -378,7 +379,7 @@ def test_detail_pane_follows_the_filter(
 
 
 def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
-    from PySide6.QtWidgets import QWidget
+    from PySide6.QtWidgets import QLabel, QWidget
 
     from ui.empty_state import EmptyState
 
@@ -392,7 +393,7 @@ def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     action.triggered.connect(lambda: fired.append(True))
     empty.show_message("No memories yet", "Load some.", [action])
     assert empty.is_shown() and empty.geometry() == host.rect()
-    assert [b.text() for b in empty.buttons] == ["Load Demo Data"]
+    assert empty.button_texts() == ["Load Demo Data"]
     empty.buttons[0].click()
     assert fired == [True]
     action.setEnabled(False)
@@ -401,6 +402,17 @@ def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     assert empty.geometry() == host.rect()
     empty.clear()
     assert not empty.is_shown()
+
+    # On a view not shown, nothing is built until it is (twenty of these live in the window).
+    hidden = QWidget()
+    qtbot.addWidget(hidden)
+    lazy = EmptyState(hidden, "review")
+    lazy.show_message("Nothing to review", "Yet.", [action])
+    assert lazy.is_shown() and lazy.buttons == [] and lazy.findChild(QLabel) is None
+    hidden.show()
+    qtbot.waitUntil(lambda: len(lazy.buttons) == 1)
+    label = lazy.findChild(QLabel, "empty_title")
+    assert label is not None and label.text() == "Nothing to review"
 
 
 
@@ -412,7 +424,7 @@ def test_secrets_and_budget_say_when_there_is_nothing(
     run(qtbot, window.run_import(_jsonl(tmp_path / "one.jsonl", "Water the fern on Sundays")))
     assert run(qtbot, window.scan.scan()) == []
     assert window.scan.empty_state.is_shown()
-    assert window.scan.empty_state.title.text() == "No secrets found"
+    assert window.scan.empty_state.title() == "No secrets found"
     assert window.scan.summary.text().startswith("0 records hold")
     run(qtbot, window.run_import(_jsonl(tmp_path / "key.jsonl",
                                         "The deploy key is sk-live-abcdefghijklmnopqrstuvwx")))
@@ -432,7 +444,7 @@ def test_secrets_and_budget_say_when_there_is_nothing(
     view.set_gateway(idle, ledger, bus, clock)
     qtbot.waitUntil(lambda: view.snapshot is not None)
     assert view.calls_empty.is_shown()
-    assert view.calls_empty.title.text() == "No LLM provider configured"
+    assert view.calls_empty.title() == "No LLM provider configured"
     view.calls_empty.buttons[0].click()
     assert requested == [True]
     with LLMTestServer() as server:
@@ -443,7 +455,7 @@ def test_secrets_and_budget_say_when_there_is_nothing(
             ledger=ledger, events=bus, clock=clock, api_key=lambda: "k")
         with qtbot.waitSignal(view.refreshed, timeout=10_000):
             view.set_gateway(gateway, ledger, bus, clock)
-        assert view.calls_empty.title.text() == "No LLM calls yet"
+        assert view.calls_empty.title() == "No LLM calls yet"
         gateway.complete(ChatRequest((ChatMessage("user", "hi"),), max_tokens=1))
         qtbot.waitUntil(lambda: view.calls.topLevelItemCount() == 1, timeout=10_000)
         assert not view.calls_empty.is_shown()
