@@ -1,6 +1,9 @@
 """The main window: view navigation, menus, banner, status bar, and the open store.
 
-Only views that work are shown (Records now; later issues add theirs to :attr:`MainWindow.views`).
+Only views that work are shown (each issue adds its own to :attr:`MainWindow.views`). The views
+are listed in a sidebar with icons, the common actions are in a toolbar, and until a store is
+open every view that needs one says so, with the ways to open one (issue 19: docs/gui.md,
+"The shell").
 The window never builds an engine itself: ``app`` hands it :class:`WindowServices` with the
 functions that do (run on workers through the task runner) and the preferences it restores.
 
@@ -444,13 +447,11 @@ class MainWindow(QMainWindow):
                                                   "view, copy and export"),
             (self.refresh_action, "Refresh", "Reload the records and the view shown"),
         )
-        self.toolbar_actions: list[QAction] = []
         for made, short, tip in tips:
             made.setIconText(short)
             keys = made.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
             made.setToolTip(f"{tip} ({keys})" if keys else tip)
             self.main_toolbar.addAction(made)
-            self.toolbar_actions.append(made)
         self.demo_action.setToolTip("Import the demo data set: memories of several agents "
                                     "over all six layers")
         self.conversation_action.setToolTip("Import the memories of a conversation (JSON)")
