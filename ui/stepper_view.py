@@ -56,6 +56,7 @@ from engine.errors import EngineError
 from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
+from ui.empty_state import EmptyState
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
@@ -392,6 +393,8 @@ class StepperView(QWidget):
         layout.addLayout(fields)
         layout.addLayout(controls)
         layout.addWidget(body, 1)
+        self.empty_state = EmptyState(self.stack, "pipeline")
+        self._show_empty_state()
 
         self.source_box.currentIndexChanged.connect(self._on_source_changed)
         self.load_record_button.clicked.connect(self._on_load_record_clicked)
@@ -418,6 +421,15 @@ class StepperView(QWidget):
             panel.clear()
         self._mark_stages()
         self._update_buttons()
+        self._show_empty_state()
+
+    def _show_empty_state(self) -> None:
+        """Until a run starts, say how to start one where its stages will show."""
+        self.empty_state.show_message(
+            "Step a memory through the pipeline", "Type a memory above (or load a stored "
+            "record, or a line of a JSONL file) and press Start, then Step: each stage's data "
+            "shows here as it happens — the hash, the embedding, the candidates and their "
+            "similarity, the decision and why.")
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask shown content with ``redact`` (None: as stored)."""
@@ -571,6 +583,7 @@ class StepperView(QWidget):
         self._set_thresholds(semantic=True)
         self.run = run
         self._paused = True
+        self.empty_state.clear()
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()

@@ -170,6 +170,8 @@ def test_each_view_shows_its_empty_state_until_it_has_data(
     assert views.review.empty_state.title() == "Nothing to review"
     assert views.retrieval.empty_state.is_shown()
     assert views.retrieval.empty_state.title() == "Type a question…"
+    assert views.pipeline.empty_state.is_shown()
+    assert views.pipeline.empty_state.title() == "Step a memory through the pipeline"
     assert window.fate.empty_state.is_shown()
     assert window.fate.empty_state.title() == "Pick a record…"
     tasks = window.tasks_view.empty_state
@@ -185,6 +187,9 @@ def test_each_view_shows_its_empty_state_until_it_has_data(
     assert not views.timeline.empty_state.is_shown()
     qtbot.waitUntil(lambda: len(views.review.items) == 1)
     assert not views.review.empty_state.is_shown()
+    views.pipeline.content_edit.setPlainText("Sam likes aisle seats")
+    assert run(qtbot, views.pipeline.start())
+    assert not views.pipeline.empty_state.is_shown()
     assert run(qtbot, views.retrieval.retrieve()) is not None
     assert not views.retrieval.empty_state.is_shown()
     record_id = window.records.model.record_at(0).id  # type: ignore[union-attr]
