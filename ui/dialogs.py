@@ -36,6 +36,7 @@ from engine.store import CollectionInfo
 from ui.format import phrase, reason_sentence, sentence
 from ui.importing import ACTIONS, ImportSummary
 from ui.record_links import elide, quoted
+from ui.wording import count_of
 
 __all__ = [
     "AddMemoryDialog",
@@ -174,7 +175,7 @@ class CollectionDialog(QDialog):
         self.list = QListWidget(self)
         for info in collections:
             kind = f"Mnemoscope schema {info.schema_version}" if info.ours else "other tool"
-            item = QListWidgetItem(f"{info.name}  —  {info.count:,} records ({kind})")
+            item = QListWidgetItem(f"{info.name}  —  {count_of(info.count, 'record')} ({kind})")
             item.setData(Qt.ItemDataRole.UserRole, info.name)
             self.list.addItem(item)
         if collections:
@@ -334,7 +335,7 @@ class ImportProgressDialog(QDialog):
         """Show ``done`` of ``total``."""
         self.bar.setRange(0, max(1, total))
         self.bar.setValue(done)
-        self.label.setText(f"Imported {done:,} of {total:,} lines…")
+        self.label.setText(f"Imported {done:,} of {count_of(total, 'line')}…")
 
     def finish(self, summary: ImportSummary) -> None:
         """Show the summary: counts per action and every problem line with its number."""
@@ -345,11 +346,11 @@ class ImportProgressDialog(QDialog):
         self.bar.setValue(1)
         if summary.cancelled:
             self.label.setText(
-                f"Import cancelled: {len(summary.outcomes):,} lines were decided and stored "
-                "before the cancel; nothing of the batch in progress was written.")
+                f"Import cancelled: {count_of(len(summary.outcomes), 'line')} decided and "
+                "stored before the cancel; nothing of the batch in progress was written.")
         else:
-            self.label.setText(f"Import finished: {len(summary.outcomes):,} lines decided by "
-                               "the ingest pipeline.")
+            self.label.setText(f"Import finished: {count_of(len(summary.outcomes), 'line')} "
+                               "decided by the ingest pipeline.")
         counts = summary.counts
         self.counts.setText("   ".join(f"{sentence(phrase(name))}: {counts[name]:,}"
                                        for name in ACTIONS))

@@ -36,6 +36,7 @@ from engine.errors import EngineError
 from engine.fate import FateStep, RecordFate, mass_retirements, record_fate
 from engine.memory_engine import MemoryEngine
 from engine.reader import LocalReader
+from ui.empty_state import EmptyState
 from ui.format import (
     compare,
     exact_time,
@@ -180,6 +181,8 @@ class FateView(QWidget):
         layout.addWidget(self.forecast_label)
         layout.addWidget(self.warning_label)
         layout.addWidget(self.steps, 1)
+        self.empty_state = EmptyState(self.steps, "fate")
+        self._show_empty_state()
         redaction.changed.connect(self._on_redaction_changed)
 
     @property
@@ -200,6 +203,17 @@ class FateView(QWidget):
         for label in (self.content_label, self.forecast_label, self.warning_label):
             label.setText("")
         self.open_button.hide()
+        self._show_empty_state()
+
+    def _show_empty_state(self) -> None:
+        if self._loaded is not None:
+            self.empty_state.clear()
+            return
+        self.empty_state.show_message(
+            "Pick a record…", "…by typing words of it above, or right-click a record in any "
+            "view → Show fate (a deleted one is found by its id). Its story shows here step "
+            "by step: created, merged into another, superseded, deleted, pruned or compacted, "
+            "and where its content lives on.")
 
     def show_fate(self, record_id: str) -> None:
         """Look ``record_id`` up (on a worker) and show its story."""
@@ -225,6 +239,7 @@ class FateView(QWidget):
         if not self._tokens.is_current(token) or session is not self._session:
             return None
         self._loaded = loaded
+        self._show_empty_state()
         self._render()
         return loaded.fate
 

@@ -38,6 +38,7 @@ from typing import Any
 from engine.errors import ValidationError
 from engine.events import Event
 from engine.records import format_timestamp, parse_timestamp
+from ui.wording import count_of
 
 __all__ = [
     "PHRASES",
@@ -633,7 +634,7 @@ class _Builder:
                    if isinstance(v, str | Mapping)]
             children = tuple(self.record(f"{i + 1}.", rid) for i, rid in enumerate(ids) if rid)
             return Field(label, "none" if not children else
-                         f"{len(children)} record" + ("s" if len(children) != 1 else ""),
+                         count_of(len(children), "record"),
                          children=children)
         if key == "candidates" and isinstance(value, list):
             return self.candidates(value)
@@ -673,7 +674,7 @@ class _Builder:
                                   tip, c["id"]))
         count = len(children)
         return Field("Candidates", "none" if not count else
-                     f"{count} candidate" + ("s" if count != 1 else ""),
+                     count_of(count, "candidate"),
                      children=tuple(children))
 
     def conflicts(self, value: list[Any]) -> Field:
@@ -852,7 +853,7 @@ def diff_value(key: str, value: Any, texts: Texts, *, tz: tzinfo | None = None) 
                if isinstance(v, str | Mapping)]
         return "; ".join(record_label(i, texts, limit=30)[0] for i in ids) or "none"
     if key == "provenance" and isinstance(value, list):
-        return f"{len(value)} source" + ("s" if len(value) != 1 else "")
+        return count_of(len(value), "source")
     if key == "tags" and isinstance(value, list):
         return ", ".join(str(v) for v in value) or "none"
     if isinstance(value, Mapping | list):

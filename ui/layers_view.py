@@ -71,6 +71,10 @@ class LayersView(QWidget):
         """Bring tab ``name`` (one of :data:`TAB_NAMES`) to the front."""
         self.tabs.setCurrentIndex(TAB_NAMES.index(name))
 
+    def refresh(self) -> None:
+        """Load the tab shown again (the window's Refresh, F5)."""
+        self._tabs()[self.tabs.currentIndex()].refresh()
+
     def set_session(self, session: DataSession | None) -> None:
         """Show ``session``'s layers in every tab."""
         for tab in self._tabs():

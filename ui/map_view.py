@@ -28,12 +28,14 @@ from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine
 from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
+from ui.empty_state import EmptyState
 from ui.plot_items import PassiveScatter
 from ui.record_links import RecordRef
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, blend, plot_colors
 from ui.timeline_view import current_theme
+from ui.wording import count_of
 
 __all__ = ["MapData", "MapView"]
 
@@ -131,6 +133,7 @@ class MapView(QWidget):
         layout.addLayout(bar)
         layout.addLayout(key)
         layout.addWidget(self.plot, 1)
+        self.empty_state = EmptyState(self.plot, "map")
         self.color_box.currentIndexChanged.connect(self._recolor)
         self.method_box.currentIndexChanged.connect(self.refresh)
         self.refresh_button.clicked.connect(self.refresh)
@@ -147,6 +150,7 @@ class MapView(QWidget):
         self.query_item.setData(x=[], y=[])
         self.legend.setText("")
         self._show_marks()
+        self.empty_state.clear()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
             self._stale = True
@@ -190,6 +194,13 @@ class MapView(QWidget):
             return None
         self.data = data
         self.current_index = -1
+        if len(data.texts):
+            self.empty_state.clear()
+        else:
+            self.empty_state.show_message(
+                "Nothing to map yet", "The map places every memory by the meaning of its "
+                "text (its embedding), so paraphrases sit together. Memories get their "
+                "embedding once the model is ready; add or import some to see them here.")
         self._recolor()
         self.plot.autoRange()
         self._draw_query()
@@ -232,7 +243,7 @@ class MapView(QWidget):
             self.legend.setText("No embeddings to map yet: records get vectors once the "
                                 "embedding model is ready.")
             return
-        self.legend.setText(f"{len(proj.rows):,} points{sampled} · {legend}")
+        self.legend.setText(f"{count_of(len(proj.rows), 'point')}{sampled} · {legend}")
         for axis, number in (("bottom", 0), ("left", 1)):  # what the plane's axes are
             self.plot.setLabel(axis, f"principal component {number + 1} "
                                f"({proj.explained[number]:.0%} of the variance)"
@@ -328,8 +339,8 @@ class MapView(QWidget):
             return
         count = len(self.neighbours)
         where = "" if self.query_point is not None or not count else " (not placed)"
-        self.marks.setText(f"{star} the Retrieval view's query{where} · {ring} its {count} "
-                           f"packed result{'' if count == 1 else 's'}")
+        self.marks.setText(f"{star} the Retrieval view's query{where} · {ring} its "
+                           f"{count_of(count, 'packed result')}")
 
     def apply_theme(self, name: str) -> None:
         """Plot colours of theme ``name``; the query's marks in its text colour."""

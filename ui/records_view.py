@@ -18,7 +18,17 @@ from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any
 
-from PySide6.QtCore import QDate, QDateTime, QItemSelectionModel, Qt, QTime, QTimer, QTimeZone
+from PySide6.QtCore import (
+    QDate,
+    QDateTime,
+    QEvent,
+    QItemSelectionModel,
+    QObject,
+    Qt,
+    QTime,
+    QTimer,
+    QTimeZone,
+)
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
@@ -48,11 +58,13 @@ from engine.query import RecordQuery
 from engine.reader import MemoryReader
 from engine.records import Layer, Privacy
 from ui.dialogs import AddMemoryDialog
+from ui.empty_state import EmptyState
 from ui.record_detail import RecordDetailPanel
 from ui.record_links import RecordRef
 from ui.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
 from ui.session import DataSession, StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
+from ui.wording import count_of
 
 __all__ = ["FilterBar", "RecordsView"]
 
@@ -60,6 +72,9 @@ ROW_HEIGHT = 24
 _ANY = "Any"
 _SCAN_PAGE = 500  # the introspection API's largest page
 _SCAN_LIMIT = 20_000
+CONTENT_SHARE = 0.45
+"""The Content column takes the table's spare width, and at least this share of it (the
+other columns then scroll), so the text a person reads is never a fixed sliver (issue 19)."""
 
 
 def _day_start_ms(date: QDate) -> float:
@@ -259,6 +274,10 @@ class RecordsView(QWidget):
         self._pending_row: int | None = None  # where the engine says the linked record is
         self._agents: list[str] = []
         self._indexed = (0, 0)
+        self._filter_changed = False
+        self._content_sized_by_user = False
+        self._fitting = False
+        self.empty_actions: tuple[QAction, ...] = ()
         self.model = RecordTableModel(runner, self)
 
         self.filters = FilterBar(self)
@@ -282,6 +301,8 @@ class RecordsView(QWidget):
         # Indicator first: enabling sorting sorts by the indicator, which is the model's query.
         header.setSortIndicator(self.model.sort_section(), Qt.SortOrder.DescendingOrder)
         self.table.setSortingEnabled(True)
+        header.sectionResized.connect(self._on_section_resized)
+        self.table.viewport().installEventFilter(self)
         self.detail = RecordDetailPanel(self)
         self.count_label = QLabel("", self)
 
@@ -301,6 +322,7 @@ class RecordsView(QWidget):
         layout.addLayout(top)
         layout.addWidget(splitter, 1)
         self._build_actions()
+        self.empty_state = EmptyState(splitter, "records")
 
         self.filters.query_changed.connect(self._on_query_changed)
         self.model.total_changed.connect(self._on_total_changed)
@@ -333,9 +355,10 @@ class RecordsView(QWidget):
                                     "Delete the selected records (Del)")
         self.tag_action = action("Tag…", self._on_tag_triggered, "Ctrl+T",
                                  "Add tags to the selected records (Ctrl+T)")
-        self.refresh_action = action("Refresh", self.refresh, QKeySequence.StandardKey.Refresh,
-                                     "Reload the records (F5)")
-        self.find_action = action("Find", self._on_find_triggered, QKeySequence.StandardKey.Find)
+        # F5 and Ctrl+F are the window's (Refresh and Search in its toolbar), which call these.
+        self.refresh_action = action("Refresh", self.refresh, None, "Reload the records")
+        self.clear_filters_action = action("Clear filters", self.filters.clear, None,
+                                           "Show every record again")
         self.layer_menu = QMenu("Move to layer", self)
         self.layer_actions: list[QAction] = []
         for layer in Layer:
@@ -352,7 +375,6 @@ class RecordsView(QWidget):
         self.toolbar.addWidget(layer_button)
         self.toolbar.addSeparator()
         self.toolbar.addAction(self.refresh_action)
-        self.addAction(self.find_action)
 
     # -- session ---------------------------------------------------------------------------
 
@@ -449,6 +471,7 @@ class RecordsView(QWidget):
         return None if record is None else RecordRef(record.id, record.content)
 
     def _on_query_changed(self, query: RecordQuery) -> None:
+        self._filter_changed = True
         current = self.model.query
         self.model.set_query(RecordQuery(
             agent_id=query.agent_id, layer=query.layer, privacy=query.privacy, tags=query.tags,
@@ -468,9 +491,9 @@ class RecordsView(QWidget):
         if self.model.waiting:
             text = f"{progress.capitalize()} — filters and sorting apply when done"
         elif self.model.preview:
-            text = f"{self.model.total:,} records, newest written first ({progress})"
+            text = f"{count_of(self.model.total, 'record')}, newest written first ({progress})"
         else:
-            text = f"{self.model.total:,} records"
+            text = count_of(self.model.total, "record")
         self.count_label.setText(text)
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
@@ -487,6 +510,7 @@ class RecordsView(QWidget):
     def _on_model_reloaded(self) -> None:
         self._show_count()
         self._on_scrolled()
+        follow, self._filter_changed = self._filter_changed, False
         if self._pending_select is not None:
             self._select_loaded(self._pending_select)
             if self._pending_select is not None and self._pending_row is not None:
@@ -495,9 +519,49 @@ class RecordsView(QWidget):
             row = self.model.row_of(self.detail.record.id)
             if row is not None:
                 self._select_row(row)
+            elif follow:
+                self._show_first_row()
             else:
                 self._load_detail()
         self._update_actions()
+        self._show_empty_state()
+
+    def _show_first_row(self) -> None:
+        """After a filter change that left the shown record out of the rows: show the new
+        current row (the first), or nothing when no record matches.
+
+        Only the loaded pages are searched: a record that still matches but sorts past the
+        first page is left for the first row too (the detail always shows a row of the table).
+        """
+        if self.model.record_at(0) is not None:
+            self._select_row(0)
+        else:
+            self.table.selectionModel().clear()
+            self._details.next_token()  # a detail still loading belongs to the old filter
+            self.detail.show_detail(None)
+
+    def _show_empty_state(self) -> None:
+        """"No memories yet" (with the window's next steps) on an empty store, "No records
+        match" (with Clear filters) when only the filters hide them; nothing while rows show."""
+        session = self._session
+        if session is None or self.model.total > 0 or self.model.waiting \
+                or not self.model.settled:
+            self.empty_state.clear()
+        elif self.filters.query() != RecordQuery():
+            self.empty_state.show_message(
+                "No records match these filters",
+                "Loosen or clear the filters above to see more of the store.",
+                [self.clear_filters_action])
+        elif session.reader.read_only:
+            self.empty_state.show_message(
+                "No memories yet", "Nothing has been stored here yet. This store is open "
+                "read-only, so memories come only from the agent that writes it.")
+        else:
+            self.empty_state.show_message(
+                "No memories yet",
+                "Memories appear here as your agent stores them. Load the demo data set to "
+                "explore the app, or import memories from a JSONL file or a conversation.",
+                self.empty_actions)
 
     def _on_page_loaded(self, _page: int) -> None:
         if self._pending_select is not None:
@@ -695,7 +759,7 @@ class RecordsView(QWidget):
             QMessageBox.warning(self, "Delete", f"Not deleted: {exc}")
             return
         self.detail.show_detail(None)
-        self.message.emit(f"Deleted {len(deleted):,} records")
+        self.message.emit(f"Deleted {count_of(len(deleted), 'record')}")
 
     def _on_relayer(self, layer: Layer) -> None:
         ids = self.selected_ids()
@@ -708,11 +772,13 @@ class RecordsView(QWidget):
         session = self._writable
         if not ids or session is None:
             return
-        text, ok = QInputDialog.getText(self, "Tag records",
-                                        f"Tags to add to {len(ids):,} records (comma-separated):")
+        text, ok = QInputDialog.getText(
+            self, "Tag records", f"Tags to add to {count_of(len(ids), 'record')} "
+            "(comma-separated):")
         tags = [t.strip() for t in text.split(",") if t.strip()]
         if ok and tags:
-            spawn(self._bulk(session.add_tags(ids, tags), f"Tagged {len(ids):,}"))
+            spawn(self._bulk(session.add_tags(ids, tags),
+                             f"Tagged {count_of(len(ids), 'record')}"))
 
     async def _bulk(self, work: Coroutine[Any, Any, None], done: str) -> None:
         try:
@@ -722,6 +788,39 @@ class RecordsView(QWidget):
             return
         self.message.emit(done)
 
-    def _on_find_triggered(self) -> None:
+    def focus_search(self) -> None:
+        """Put the cursor in the content search box (the window's Search, Ctrl+F)."""
         self.filters.text.setFocus()
         self.filters.text.selectAll()
+
+    # -- the Content column takes the spare width --------------------------------------------
+
+    def fit_content_column(self) -> None:
+        """Give the Content column the table's spare width (at least :data:`CONTENT_SHARE` of
+        it), unless the person sized it by hand."""
+        if self._content_sized_by_user:
+            return
+        header = self.table.horizontalHeader()
+        others = sum(header.sectionSize(i) for i in range(1, header.count())
+                     if not header.isSectionHidden(i))
+        available = self.table.viewport().width()
+        width = max(COLUMNS[0].width, available - others, int(available * CONTENT_SHARE))
+        if header.sectionSize(0) != width:
+            self._fitting = True  # our own resize is not the person's
+            try:
+                header.resizeSection(0, width)
+            finally:
+                self._fitting = False
+
+    def _on_section_resized(self, section: int, _old: int, _new: int) -> None:
+        if self._fitting:
+            return
+        if section == 0:
+            self._content_sized_by_user = True  # dragged by hand: keep the person's width
+        else:
+            self.fit_content_column()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self.fit_content_column()
+        return super().eventFilter(watched, event)

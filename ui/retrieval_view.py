@@ -50,10 +50,12 @@ from engine.retrieval import (
     Strategy,
 )
 from engine.retrieval.types import COMPONENTS, RetrievalDiagnostics
+from ui.empty_state import EmptyState
 from ui.format import tag
 from ui.record_links import RecordRef, record_tooltip
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
+from ui.wording import count_of
 
 __all__ = ["COMPONENT_COLORS", "RankRow", "RetrievalView", "ScoreBars", "context_text",
            "rows_from_bundle", "rows_from_ranking"]
@@ -414,6 +416,7 @@ class RetrievalView(QWidget):
         layout.addLayout(form)
         layout.addWidget(legend)
         layout.addWidget(body, 1)
+        self.empty_state = EmptyState(results, "retrieval")
 
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -458,6 +461,17 @@ class RetrievalView(QWidget):
     def _update_enabled(self) -> None:
         has = self._session is not None
         self.run_button.setEnabled(has)
+        if self.bundle is None:
+            self.empty_state.show_message(
+                "Type a question…", "…in the box above, as your agent would ask it (\"when is "
+                "the team standup?\"), and press Enter. Every candidate's score shows here, "
+                "split into its parts, with the cut where the token budget ran out.")
+        elif not self.bundle.records:
+            self.empty_state.show_message(
+                "Nothing retrieved", "No record of this agent and layer policy fits the "
+                "request. Try another agent, purpose or a larger budget.")
+        else:
+            self.empty_state.clear()
         for slider in self.sliders.values():
             slider.setEnabled(self.bundle is not None)
         self.reset_button.setEnabled(self.bundle is not None)
@@ -499,7 +513,8 @@ class RetrievalView(QWidget):
         diag = bundle.diagnostics
         drops = ", ".join(f"{k} {v}" for k, v in diag.drop_counts().items() if v) or "none"
         self.summary.setText(
-            f"{diag.candidate_count} candidates, {diag.filtered_count} filtered · semantic "
+            f"{count_of(diag.candidate_count, 'candidate')}, {diag.filtered_count:,} filtered"
+            " · semantic "
             f"{diag.semantic_mode.value} · strategy {bundle.strategy_applied} · "
             f"{diag.time_ms:.1f} ms (+{diag.embed_ms:.0f} ms embed) · dropped: {drops}"
             + (" · content compressed" if diag.compression_applied else ""))

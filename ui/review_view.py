@@ -35,6 +35,7 @@ from engine.errors import EngineError
 from engine.ingest.review import ReviewItem
 from engine.memory_engine import MemoryEngine
 from engine.records import MemoryRecord
+from ui.empty_state import EmptyState
 from ui.format import (
     elide,
     exact_time,
@@ -207,6 +208,8 @@ class ReviewView(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
         layout.addWidget(split, 1)
+        self.empty_state = EmptyState(split, "review")
+        self._queue_read = False  # the open store's queue was read at least once
 
         for key, slot in (("A", self.approve_selected), ("R", self.reject_selected),
                           ("S", self.skip)):
@@ -227,6 +230,7 @@ class ReviewView(QWidget):
     def set_session(self, session: StoreSession | None) -> None:
         """Show ``session``'s queue."""
         self._session = session
+        self._queue_read = False
         self.items = []
         self.list.clear()
         self._show(-1)
@@ -250,7 +254,15 @@ class ReviewView(QWidget):
             button.setEnabled(writable and has)
         self.skip_button.setEnabled(has)
         self.open_button.setEnabled(self.current_record() is not None)
-        self.count_label.setText(f"{len(self.items)} pending")
+        self.count_label.setText(f"{len(self.items):,} pending")
+        if self._queue_read and not self.items:
+            self.empty_state.show_message(
+                "Nothing to review", "Ingest holds a memory here instead of merging it when it "
+                "is almost a duplicate of a stored one (the gray zone just under the merge "
+                "threshold) or may contradict it (\"standup at 9:30\" vs \"10:30\"). Approve "
+                "merges the pair; reject keeps both.")
+        else:
+            self.empty_state.clear()
 
     def _on_records_changed(self, _ids: list[str]) -> None:
         if self.sender() is self._session:
@@ -291,6 +303,7 @@ class ReviewView(QWidget):
         self.list.setCurrentRow(keep if items else -1)
         self._show(self.list.currentRow())
         self.loads += 1
+        self._queue_read = True
         self._update_buttons()
 
     def current_item(self) -> ReviewItem | None:

@@ -66,6 +66,7 @@ from engine.errors import EngineError
 from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
+from ui.empty_state import EmptyState
 from ui.fields_view import FieldsPanel
 from ui.format import (
     Field,
@@ -87,6 +88,7 @@ from ui.record_search import RecordSearch
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
+from ui.wording import count_of
 
 __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
 
@@ -475,6 +477,8 @@ class StepperView(QWidget):
         layout.addLayout(fields)
         layout.addLayout(controls)
         layout.addWidget(body, 1)
+        self.empty_state = EmptyState(self.stack, "pipeline")
+        self._show_empty_state()
 
         self.source_box.currentIndexChanged.connect(self._on_source_changed)
         self.load_record_button.clicked.connect(self._on_load_record_clicked)
@@ -502,6 +506,15 @@ class StepperView(QWidget):
             panel.clear()
         self._mark_stages()
         self._update_buttons()
+        self._show_empty_state()
+
+    def _show_empty_state(self) -> None:
+        """Until a run starts, say how to start one where its stages will show."""
+        self.empty_state.show_message(
+            "Step a memory through the pipeline", "Type a memory above (or load a stored "
+            "record, or a line of a JSONL file) and press Start, then Step: each stage's data "
+            "shows here as it happens — the hash, the embedding, the candidates and their "
+            "similarity, the decision and why.")
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask shown content with ``redact`` (None: as stored); the stages shown so far are
@@ -705,6 +718,7 @@ class StepperView(QWidget):
         self.run = run
         self._texts = {run.incoming_id: memory.content}
         self._paused = True
+        self.empty_state.clear()
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()
@@ -832,7 +846,7 @@ class StepperView(QWidget):
             candidates = data.get("candidates") or []
             hit = "exact duplicate found" if data.get("hash_hit") else "no exact duplicate"
             count = len(candidates)
-            headline += (f" · {hit} · {count} candidate{'s' if count != 1 else ''} · "
+            headline += (f" · {hit} · {count_of(count, 'candidate')} · "
                          f"{phrase(str(data.get('method')))} search")
             assert panel.bars is not None
             shown = candidates[:8]
@@ -897,8 +911,8 @@ class StepperView(QWidget):
         verb = "would merge" if result.new < result.old else "would no longer merge"
         sampled = " (partitions sampled)" if result.sampled else ""
         self.whatif_summary.setText(
-            f"{result.old:.2f} → {result.new:.2f}: {result.total} stored pair(s) {verb}; "
-            f"{result.rows_compared} records compared{sampled}.")
+            f"{result.old:.2f} → {result.new:.2f}: {count_of(result.total, 'stored pair')} {verb}; "
+            f"{count_of(result.rows_compared, 'record')} compared{sampled}.")
         self.whatif_table.setRowCount(len(result.pairs))
         for r, pair in enumerate(result.pairs):
             for c, value in enumerate((f"{pair.similarity:.3f}", self._text(pair.content_a),

@@ -46,6 +46,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import EngineError
 from engine.events import Event
+from ui.empty_state import EmptyState
 from ui.event_tail import EventTail
 from ui.fields_view import FieldsPanel
 from ui.format import event_fields, raw_json, record_ids_in
@@ -55,6 +56,7 @@ from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, plot_colors
 from ui.timeline_data import LANES, TimelineData, TimelineFilter
+from ui.wording import count_of
 
 __all__ = ["HISTORY_LIMIT", "LANE_COLORS", "TimelineView"]
 
@@ -236,6 +238,7 @@ class TimelineView(QWidget):
         layout.addLayout(bar)
         layout.addWidget(split, 1)
         layout.addWidget(self.marks)
+        self.empty_state = EmptyState(split, "timeline")
         self.apply_theme(current_theme())
         self.fit_all()
 
@@ -294,7 +297,14 @@ class TimelineView(QWidget):
     def add_events(self, events: Sequence[Event], fit: bool = False) -> None:
         """Append events (live tail or history) and redraw."""
         added = self.data.extend(events) if events else 0
-        self.count_label.setText(f"{len(self.data):,} events")
+        self.count_label.setText(count_of(len(self.data), "event"))
+        if len(self.data):
+            self.empty_state.clear()
+        else:
+            self.empty_state.show_message(
+                "No events yet", "Every ingest, merge, review and retrieval decision shows "
+                "here as an event in its lane. Ingest or import memories (File → Import, or "
+                "Load Demo Data) to see the decisions.")
         if not added and not fit:
             return
         self._refresh_kind_tooltip()
@@ -374,8 +384,8 @@ class TimelineView(QWidget):
                          "(its fields on the right)")
         count = len(self._highlighted)
         if count:
-            parts.append(f'<span style="color:{ring}">○</span> the {count} '
-                         f"event{'' if count == 1 else 's'} of the Pipeline view's run")
+            parts.append(f'<span style="color:{ring}">○</span> the '
+                         f"{count_of(count, 'event')} of the Pipeline view's run")
         self.marks.setText(" · ".join(parts))
         self.marks.setVisible(bool(parts))
 
@@ -392,7 +402,7 @@ class TimelineView(QWidget):
     def _on_filter_changed(self, *_args: object) -> None:
         self.data.set_filter(self.current_filter())
         shown = int(self.data.mask.sum())
-        self.count_label.setText(f"{shown:,} of {len(self.data):,} events")
+        self.count_label.setText(f"{shown:,} of {count_of(len(self.data), 'event')}")
         self.rebin()
 
     # -- drawing -----------------------------------------------------------------------------
@@ -438,7 +448,7 @@ class TimelineView(QWidget):
 
         first, last = clock(start), clock(end)
         day = start.strftime("%a %d %b")
-        return (f"{count:,} {LANES[lane]} event{'' if count == 1 else 's'}\n"
+        return (f"{count_of(count, f'{LANES[lane]} event')}\n"
                 f"{day}, {first} – {last}\nclick for the nearest one's fields")
 
     def _on_hover(self, position: QPointF) -> None:
