@@ -194,6 +194,8 @@ class MapView(QWidget):
             return None
         self.data = data
         self.current_index = -1
+        # nothing to map: the empty state explains, so the marks key and legend stay quiet
+        self.marks.setVisible(bool(len(data.texts)))
         if len(data.texts):
             self.empty_state.clear()
         else:
@@ -240,8 +242,7 @@ class MapView(QWidget):
         sampled = f" (sample of {proj.total_with_vector:,})" \
             if proj.total_with_vector > len(proj.rows) else ""
         if not len(proj.rows):
-            self.legend.setText("No embeddings to map yet: records get vectors once the "
-                                "embedding model is ready.")
+            self.legend.setText("")  # the empty state says why there is nothing to map
             return
         self.legend.setText(f"{count_of(len(proj.rows), 'point')}{sampled} · {legend}")
         for axis, number in (("bottom", 0), ("left", 1)):  # what the plane's axes are

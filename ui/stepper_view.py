@@ -218,7 +218,10 @@ class SimilarityBars(QWidget):
         painter.fillRect(QRectF(x_of(self.floor), top, x_of(self.threshold) - x_of(self.floor),
                                 height), gray)
         painter.setPen(QPen(text))
-        painter.drawText(QRectF(x_of(self.floor), 2, 160, 18), "gray zone")
+        band = int(x_of(self.threshold) - x_of(self.floor)) - 4  # never under the threshold's
+        painter.drawText(QRectF(x_of(self.floor), 2, max(0, band), 18),
+                         painter.fontMetrics().elidedText("gray zone",
+                                                          Qt.TextElideMode.ElideRight, band))
         painter.setPen(QPen(QColor("#cf222e"), 2, Qt.PenStyle.DashLine))
         painter.drawLine(int(x_of(self.threshold)), int(top - 4),
                          int(x_of(self.threshold)), int(top + height))

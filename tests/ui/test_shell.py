@@ -220,10 +220,13 @@ def test_map_is_empty_until_records_have_embeddings(
     view = window.observe.map
     qtbot.waitUntil(lambda: view.data is not None)
     assert view.empty_state.is_shown() and view.empty_state.title() == "Nothing to map yet"
+    # the empty state alone explains it: no legend and no key to marks that cannot show
+    assert view.legend.text() == "" and view.marks.isHidden()
     assert run(qtbot, window.run_import(write_import_file(tmp_path / "m.jsonl", 6))) is not None
     qtbot.waitUntil(lambda: view.data is not None and len(view.data.texts) == 6,
                     timeout=15_000)
     assert not view.empty_state.is_shown()
+    assert not view.marks.isHidden() and "6 points" in view.legend.text()
 
 
 def test_demo_data_is_offered_on_any_empty_store_after_the_first_launch(
