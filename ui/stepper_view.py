@@ -83,7 +83,7 @@ from ui.format import (
     stage_fields,
     stage_title,
 )
-from ui.record_links import RECORD_ID, RecordRef, record_tooltip
+from ui.record_links import RECORD_ID, RecordRef, fetch_texts, record_tooltip
 from ui.record_search import RecordSearch
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
@@ -556,11 +556,9 @@ class StepperView(QWidget):
         missing = [i for i in record_ids_in(report.data) if i not in self._texts]
         if not missing:
             return
-        try:
-            found = await self._runner.run(session.reader.get_records, missing)
-        except EngineError:
-            return  # the fields say "no longer stored"; the Raw tab has the ids
-        self._texts.update((r.id, r.content) for r in found)
+        # a record gone or unreadable stays unnamed: the fields say "no longer stored" and the
+        # Raw tab has the ids
+        self._texts.update(await fetch_texts(self._runner, session.reader, missing))
 
     def _update_buttons(self) -> None:
         has = self._session is not None

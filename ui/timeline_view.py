@@ -51,7 +51,7 @@ from ui.event_tail import EventTail
 from ui.fields_view import FieldsPanel
 from ui.format import event_fields, raw_json, record_ids_in
 from ui.plot_items import SpanViewBox, TimeAxis, span_caption
-from ui.record_links import RecordRef, quoted, record_tooltip
+from ui.record_links import RecordRef, fetch_texts, quoted, record_tooltip
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, plot_colors
@@ -84,11 +84,6 @@ def event_text(event: Event, redact: Callable[[str], str] | None) -> str:
 def event_record_ids(event: Event) -> list[str]:
     """The records an event names (its record and the ids in its payload)."""
     return record_ids_in({"record_id": event.record_id, **event.payload})
-
-
-def _record_texts(session: DataSession, ids: list[str]) -> dict[str, str]:
-    """Worker: the texts of the records ``ids`` that still exist."""
-    return {r.id: r.content for r in session.reader.get_records(ids)}
 
 
 def _history(session: DataSession) -> TimelineData:
@@ -495,10 +490,8 @@ class TimelineView(QWidget):
     async def _load_texts(self, session: DataSession, event: Event, ids: list[str]) -> None:
         """Fetch the texts of the records ``event`` names, then show its details again."""
         token = self._text_tokens.next_token()
-        try:
-            found = await self._runner.run(_record_texts, session, ids)
-        except EngineError:
-            found = {}  # unreadable now: the rows say "no longer stored", Raw has the ids
+        # unreadable now: absent, the rows say "no longer stored" and Raw has the ids
+        found = await fetch_texts(self._runner, session.reader, ids)
         if not shiboken6.isValid(self.detail):  # the view was closed meanwhile
             return
         if session is not self._session or not self._text_tokens.is_current(token):
