@@ -373,11 +373,13 @@ async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
         if item is not None:
             item.setSelected(True)
     merges = await window._runner.run(session.engine.events.query,
-                                      EventFilter(kinds=["merge-applied"], limit=1))
-    incoming = merges[0].payload.get("incoming_id") if merges else None
+                                      EventFilter(kinds=["merge-applied"], limit=200))
+    # a paraphrase (the least similar merge), so the two texts of the story differ
+    merge = min(merges, key=lambda e: 2.0 if e.similarity is None else e.similarity,
+                default=None)
+    incoming = merge.payload.get("incoming_id") if merge is not None else None
     if isinstance(incoming, str):
-        window.fate.id_edit.setText(incoming)
-        await window.fate.load(incoming)
+        await window.fate.load(incoming)  # as the context menu's Show fate does
     workspace = folder / "workspace"
     shutil.copytree(ASSETS / "demo_workspace", workspace,
                     ignore=shutil.ignore_patterns(".mnemoscope"))

@@ -156,11 +156,19 @@ def _threshold(event: Event) -> float | None:
 
 
 def _fmt_sim(event: Event) -> str:
+    """" (similarity 0.884 < threshold 0.900)": the sign is the one the two numbers satisfy."""
     if event.similarity is None:
         return ""
+    similarity = event.similarity
     limit = _threshold(event)
-    extra = f" ≥ threshold {limit:.2f}" if limit is not None else ""
-    return f" (similarity {event.similarity:.3f}{extra})"
+    if limit is None:
+        return f" (similarity {similarity:.3f})"
+    sign = "≥" if similarity >= limit else "<"
+    digits = 3  # enough digits that the printed numbers show the comparison too
+    while digits < 6 and similarity != limit and \
+            f"{similarity:.{digits}f}" == f"{limit:.{digits}f}":
+        digits += 1
+    return f" (similarity {similarity:.{digits}f} {sign} threshold {limit:.{digits}f})"
 
 
 def _mentions(engine: MemoryEngine, record_id: str) -> list[Event]:

@@ -40,7 +40,15 @@ from engine.lifecycle import (
     Summarizer,
 )
 from engine.metrics import MemoryMetrics
-from engine.query import RecordPage, RecordQuery, RecordRow, RowPage, page_rows, select_rows
+from engine.query import (
+    RecordPage,
+    RecordQuery,
+    RecordRow,
+    RowPage,
+    locate_row,
+    page_rows,
+    select_rows,
+)
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, RecordState, parse_timestamp
 from engine.redaction import SECRET_PATTERN_NAMES, Redactor
 from engine.retrieval import (
@@ -467,6 +475,16 @@ class MemoryEngine:
                                      snapshot.access_count[page], now, half_life)
         return RowPage(page_rows(snapshot, page), len(rows), query.offset,
                        [float(d) for d in np.atleast_1d(decayed)])
+
+    def locate_row(self, query: RecordQuery, record_id: str) -> int | None:
+        """Where ``record_id`` is in ``query``'s order (offset and limit ignored).
+
+        Returns:
+            Its position, or None when the record does not exist or the filters hide it.
+        """
+        return locate_row(self._store.view.snapshot(), query, record_id,
+                          now_ms=self._clock.now(),
+                          half_life_days=self._config.memory.importance_decay_half_life_days)
 
     def preview_rows(self, offset: int = 0, limit: int = 100) -> RowPage:
         """A page of rows newest-written first, straight from Chroma (no view needed).

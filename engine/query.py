@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from engine.exits import Masking
 
 __all__ = ["ALL_STATES", "SHOWN_STATES", "RecordPage", "RecordQuery", "RecordRow", "RowPage",
-           "SortKey", "page_rows", "parse_states", "select_rows"]
+           "SortKey", "locate_row", "page_rows", "parse_states", "select_rows"]
 
 SHOWN_STATES: frozenset[RecordState] = frozenset({RecordState.ACTIVE, RecordState.PAUSED})
 """The states a listing shows unless asked otherwise: archived records are hidden by default."""
@@ -244,6 +244,22 @@ def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
 
 def _raw(text: str) -> str:
     return text
+
+
+def locate_row(snapshot: ViewSnapshot, query: RecordQuery, record_id: str, *, now_ms: float,
+               half_life_days: float = 30.0) -> int | None:
+    """Position of ``record_id`` among the rows :func:`select_rows` orders for ``query``.
+
+    None when the record is not in ``snapshot`` or ``query``'s filters leave it out. The records
+    browser uses this to page to a linked record, and to widen its filters when they hide it.
+    """
+    ids = snapshot.id_array[: snapshot.n]
+    found = np.flatnonzero(ids == record_id)
+    if not len(found):
+        return None
+    rows = select_rows(snapshot, query, now_ms=now_ms, half_life_days=half_life_days)
+    position = np.flatnonzero(np.isin(rows, found))
+    return int(position[0]) if len(position) else None
 
 
 def _id_rank(snapshot: ViewSnapshot) -> npt.NDArray[np.intp]:

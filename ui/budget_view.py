@@ -14,7 +14,7 @@ from typing import Any
 
 import shiboken6
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QAction, QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QGridLayout,
     QGroupBox,
@@ -37,6 +37,7 @@ from engine.llm import LLMGateway
 from engine.llm.gateway import GatewayStatus
 from engine.llm.projection import token_limit_for_window
 from engine.records import format_timestamp
+from ui.empty_state import EmptyState
 from ui.tasks import TaskRunner, spawn
 
 __all__ = ["BudgetSnapshot", "BudgetView", "Gauge", "read_snapshot"]
@@ -218,6 +219,10 @@ class BudgetView(QWidget):
         layout.addWidget(gauges)
         layout.addWidget(breaker, 1)
         layout.addWidget(calls, 2)
+        self.settings_action = QAction("Provider settings…", self)
+        self.settings_action.setToolTip(self.settings_button.toolTip())
+        self.settings_action.triggered.connect(self.settings_requested)
+        self.calls_empty = EmptyState(self.calls, "budget")
         self._event_arrived.connect(self._on_event_arrived)
 
     def set_gateway(self, gateway: LLMGateway | None, ledger: Ledger | None,
@@ -306,6 +311,17 @@ class BudgetView(QWidget):
             self.breaker_history.addItem("No breaker transitions recorded: the provider has "
                                          "not been failing.")
         self.calls.clear()
+        if snapshot.calls:
+            self.calls_empty.clear()
+        elif status.configured:
+            self.calls_empty.show_message(
+                "No LLM calls yet", "Summaries and memory extraction call the provider; each "
+                "call shows here with its tokens, cost, latency and outcome.")
+        else:
+            self.calls_empty.show_message(
+                "No LLM provider configured", "Mnemoscope calls an LLM only to summarize and "
+                "to extract memories. Choose a provider, model and daily budget to see its "
+                "calls, spend and rate limits here.", [self.settings_action])
         for row in snapshot.calls:
             latency = row["latency_ms"]
             outcome = row["outcome"] + (f" ({row['failure']})" if row["failure"] else "")

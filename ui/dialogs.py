@@ -6,7 +6,7 @@ the main window through the task runner, never inside a dialog.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtCore import Signal as QtSignal
@@ -35,6 +35,8 @@ from engine.records import Category, Layer, NewMemory, Privacy
 from engine.store import CollectionInfo
 from ui.format import phrase, reason_sentence, sentence
 from ui.importing import ACTIONS, ImportSummary
+from ui.record_links import elide, quoted
+from ui.wording import count_of
 
 __all__ = [
     "AddMemoryDialog",
@@ -173,7 +175,7 @@ class CollectionDialog(QDialog):
         self.list = QListWidget(self)
         for info in collections:
             kind = f"Mnemoscope schema {info.schema_version}" if info.ours else "other tool"
-            item = QListWidgetItem(f"{info.name}  —  {info.count:,} records ({kind})")
+            item = QListWidgetItem(f"{info.name}  —  {count_of(info.count, 'record')} ({kind})")
             item.setData(Qt.ItemDataRole.UserRole, info.name)
             self.list.addItem(item)
         if collections:
@@ -284,6 +286,11 @@ class ExportOptionsDialog(QDialog):
         layout.addWidget(buttons)
 
 
+def _with_code(words: str, code: str) -> str:
+    """The hover text of a cell showing ``code`` in words: the words, then the code."""
+    return f"{words}\n({code})" if code and code != words else words
+
+
 class ImportProgressDialog(QDialog):
     """Progress of an import with Cancel, then its summary (actions and problem lines).
 
@@ -293,18 +300,22 @@ class ImportProgressDialog(QDialog):
 
     cancel_requested = QtSignal()
 
-    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+    def __init__(self, title: str, parent: QWidget | None = None, *,
+                 show: Callable[[str], str] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
-        self.resize(560, 380)
+        self.resize(760, 420)
+        self._show = show or (lambda text: text)  # the redaction state's rendering
         layout = QVBoxLayout(self)
         self.label = QLabel("Reading…", self)
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 0)
         self.counts = QLabel("", self)
-        self.problems = QTableWidget(0, 3, self)
-        self.problems.setHorizontalHeaderLabels(["Line", "Outcome", "Why"])
+        self.problems = QTableWidget(0, 5, self)
+        self.problems.setHorizontalHeaderLabels(["Line", "Memory", "Outcome", "Why",
+                                                 "Compared with"])
         self.problems.horizontalHeader().setStretchLastSection(True)
+        self.problems.setWordWrap(False)
         self.problems.verticalHeader().hide()
         self.problems.hide()
         self.button = QPushButton("Cancel", self)
@@ -324,7 +335,7 @@ class ImportProgressDialog(QDialog):
         """Show ``done`` of ``total``."""
         self.bar.setRange(0, max(1, total))
         self.bar.setValue(done)
-        self.label.setText(f"Imported {done:,} of {total:,} lines…")
+        self.label.setText(f"Imported {done:,} of {count_of(total, 'line')}…")
 
     def finish(self, summary: ImportSummary) -> None:
         """Show the summary: counts per action and every problem line with its number."""
@@ -335,11 +346,11 @@ class ImportProgressDialog(QDialog):
         self.bar.setValue(1)
         if summary.cancelled:
             self.label.setText(
-                f"Import cancelled: {len(summary.outcomes):,} lines were decided and stored "
-                "before the cancel; nothing of the batch in progress was written.")
+                f"Import cancelled: {count_of(len(summary.outcomes), 'line')} decided and "
+                "stored before the cancel; nothing of the batch in progress was written.")
         else:
-            self.label.setText(f"Import finished: {len(summary.outcomes):,} lines decided by "
-                               "the ingest pipeline.")
+            self.label.setText(f"Import finished: {count_of(len(summary.outcomes), 'line')} "
+                               "decided by the ingest pipeline.")
         counts = summary.counts
         self.counts.setText("   ".join(f"{sentence(phrase(name))}: {counts[name]:,}"
                                        for name in ACTIONS))
@@ -348,14 +359,22 @@ class ImportProgressDialog(QDialog):
             self.problems.show()
             self.problems.setRowCount(len(problems))
             for row, item in enumerate(problems):
+                # issue 19: the memories by their text (full text on hover), not just numbers;
+                # the outcome and reason in words, the pipeline's code on hover
+                text, target = self._show(item.text), self._show(item.target_text)
                 why = sentence(reason_sentence(item.reason)) if item.reason else ""
-                for column, (value, code) in enumerate((
-                        (str(item.line), ""), (phrase(item.action), item.action),
-                        (why, item.reason))):
+                cells = ((str(item.line), ""), (elide(text, 70), text),
+                         (phrase(item.action), _with_code(phrase(item.action), item.action)),
+                         (why, _with_code(why, item.reason)),
+                         (quoted(target, 50) if target else "", target))
+                for column, (value, tip) in enumerate(cells):
                     cell = QTableWidgetItem(value)
-                    cell.setToolTip(f"{value}\n({code})" if code and code != value else value)
+                    if tip:
+                        cell.setToolTip(tip)
                     self.problems.setItem(row, column, cell)
-            self.problems.resizeColumnToContents(1)
+            self.problems.resizeColumnToContents(0)
+            self.problems.setColumnWidth(1, 260)
+            self.problems.resizeColumnToContents(2)
 
     def fail(self, message: str) -> None:
         """Show that the import failed (nothing was written)."""

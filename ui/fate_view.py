@@ -1,11 +1,16 @@
-"""The Fate view: "why did this memory disappear?" for any record id (issue 9).
+"""The Fate view: "why did this memory disappear?" for any record (issue 9).
+
+The record is picked by its words (issue 19): typing in the search box lists the stored
+memories that contain them (``reader.list_rows`` on a worker, debounced), and a click shows the
+fate of the one picked; a record id pasted there (a deleted or merged-away record) works too, and
+any view's record context menu opens its fate here (:meth:`FateView.show_fate`).
 
 The story comes from :func:`engine.fate.record_fate` on a worker (stale answers dropped by
 token); the last known content comes from the edit history and is rendered through
 :meth:`ui.redaction.Redaction.show`, like every other text of the view. Each step is told in
 words from its fields (:mod:`ui.format`): the other record by its text (read on the same
-worker), the similarity against its threshold with the sign the numbers have, times local and
-relative with the exact time on hover.
+worker; a memory merged away or deleted by its last known content), the similarity against its
+threshold with the sign the numbers have, times local and relative with the exact time on hover.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QListWidget,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -30,6 +36,7 @@ from engine.errors import EngineError
 from engine.fate import FateStep, RecordFate, mass_retirements, record_fate
 from engine.memory_engine import MemoryEngine
 from engine.reader import LocalReader
+from ui.empty_state import EmptyState
 from ui.format import (
     compare,
     exact_time,
@@ -40,6 +47,8 @@ from ui.format import (
     relative_time,
     sentence,
 )
+from ui.record_links import RECORD_ID, RecordRef, record_tooltip
+from ui.record_search import RecordSearch
 from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -51,10 +60,14 @@ _STATUS_COLOURS = {"alive": "#1a7f37", "merged": "#0969da", "compacted": "#8250d
                    "retention": "#bc4c00", "skipped": "#0969da", "deferred": "#9a6700"}
 
 
+_GONE_LIMIT = 20  # records no longer stored whose last text a story looks up
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedFate:
     """What the worker hands back: the fate, the last known content, global warnings, and the
-    texts of the live records the story names (by id)."""
+    text of the records the story names (id → the stored content, or a gone record's last
+    known content; absent when not known)."""
 
     fate: RecordFate
     content: str
@@ -63,12 +76,19 @@ class LoadedFate:
 
 
 def load_fate(engine: MemoryEngine, record_id: str, mass_limit: int) -> LoadedFate:
-    """Worker: the fate of ``record_id``, how many mass retirements the store holds and the
-    texts of the records its steps name."""
+    """Worker: the fate of ``record_id``, how many mass retirements the store holds, and the
+    texts of the records its story names."""
     fate = record_fate(engine, record_id, mass_limit=mass_limit)
-    named = [i for i in (fate.survivor_id, *(s.related_id for s in fate.steps)) if i]
-    texts = {r.id: r.content for r in LocalReader(engine).get_records(named)}
-    texts[fate.record_id] = fate.content
+    named = {fate.survivor_id, *(step.related_id for step in fate.steps)} - {None, record_id}
+    texts = {record.id: record.content
+             for record in LocalReader(engine).get_records(sorted(i for i in named if i))}
+    # a memory merged away or deleted is named by its last known content (its own fate's)
+    for gone in sorted(i for i in named if i and i not in texts)[:_GONE_LIMIT]:
+        content = record_fate(engine, gone, mass_limit=mass_limit).content
+        if content:
+            texts[gone] = content
+    if fate.content:
+        texts[record_id] = fate.content
     return LoadedFate(fate, fate.content, len(mass_retirements(engine, mass_limit)), texts)
 
 
@@ -97,7 +117,7 @@ def step_story(step: FateStep, texts: Mapping[str, str],
 
 
 class FateView(QWidget):
-    """Enter a record id, see its story; jump to the survivor or the summary.
+    """Pick a record by its words (or id), see its story; jump to the survivor or the summary.
 
     Signals:
         open_record(str): The user asked to open a (live) record in the Records view.
@@ -115,12 +135,20 @@ class FateView(QWidget):
         self._loaded: LoadedFate | None = None
         self.mass_limit = mass_limit
         self.id_edit = QLineEdit(self)
-        self.id_edit.setPlaceholderText("record id (alive, merged, deleted, pruned, compacted…)")
+        self.id_edit.setPlaceholderText("Type words of a memory to find it (or paste a record "
+                                        "id: alive, merged, deleted, pruned, compacted…)")
+        self.id_edit.setClearButtonEnabled(True)
         self.id_edit.returnPressed.connect(self._on_show_clicked)
         self.show_button = QPushButton("Show fate", self)
         self.show_button.clicked.connect(self._on_show_clicked)
-        self.status_label = QLabel("Enter a record id to see what happened to it.", self)
+        self.picker = QListWidget(self)
+        self.finder = RecordSearch(runner, self.id_edit, self.picker, redaction.show, self)
+        self.finder.picked.connect(self.show_fate)
+        self.finder.failed.connect(self._on_search_failed)
+        self.status_label = QLabel("Type words of a memory above, or right-click a record in "
+                                   "any view → Show fate.", self)
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.status_label.setWordWrap(True)
         self.content_label = QLabel("", self)
         self.content_label.setWordWrap(True)
         self.content_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -139,16 +167,22 @@ class FateView(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.id_edit, 1)
         top.addWidget(self.show_button)
-        status = QHBoxLayout()
+        # the record shown: its status and the way to its survivor (the context menu's record)
+        self.record_bar = QWidget(self)
+        status = QHBoxLayout(self.record_bar)
+        status.setContentsMargins(0, 0, 0, 0)
         status.addWidget(self.status_label, 1)
         status.addWidget(self.open_button)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addLayout(status)
+        layout.addWidget(self.picker)
+        layout.addWidget(self.record_bar)
         layout.addWidget(self.content_label)
         layout.addWidget(self.forecast_label)
         layout.addWidget(self.warning_label)
         layout.addWidget(self.steps, 1)
+        self.empty_state = EmptyState(self.steps, "fate")
+        self._show_empty_state()
         redaction.changed.connect(self._on_redaction_changed)
 
     @property
@@ -162,14 +196,29 @@ class FateView(QWidget):
         self._tokens.next_token()
         self._loaded = None
         self.steps.clear()
-        self.status_label.setText("Enter a record id to see what happened to it.")
+        self.finder.set_reader(session.reader if session is not None else None)
+        self.status_label.setText("Type words of a memory above, or right-click a record in "
+                                  "any view → Show fate.")
+        self.status_label.setToolTip("")
         for label in (self.content_label, self.forecast_label, self.warning_label):
             label.setText("")
         self.open_button.hide()
+        self._show_empty_state()
+
+    def _show_empty_state(self) -> None:
+        if self._loaded is not None:
+            self.empty_state.clear()
+            return
+        self.empty_state.show_message(
+            "Pick a record…", "…by typing words of it above, or right-click a record in any "
+            "view → Show fate (a deleted one is found by its id). Its story shows here step "
+            "by step: created, merged into another, superseded, deleted, pruned or compacted, "
+            "and where its content lives on.")
 
     def show_fate(self, record_id: str) -> None:
         """Look ``record_id`` up (on a worker) and show its story."""
-        self.id_edit.setText(record_id)
+        self.finder.close()
+        self.id_edit.clear()  # the record is named below, by its text; the box is for searching
         spawn(self.load(record_id))
 
     async def load(self, record_id: str) -> RecordFate | None:
@@ -178,17 +227,19 @@ class FateView(QWidget):
         if session is None or not record_id:
             return None
         token = self._tokens.next_token()
-        self.status_label.setText(f"Reading the ledger for {record_id}…")
+        self.status_label.setText("Reading the ledger…")
         try:
             loaded = await self._runner.run(load_fate, session.engine, record_id,
                                             self.mass_limit)
         except EngineError as exc:
             if self._tokens.is_current(token):
-                self.status_label.setText(f"Cannot read the fate of {record_id}: {exc}")
+                self.status_label.setText(f"Cannot read the fate of this record: {exc}")
+                self.status_label.setToolTip(f"id {record_id}")
             return None
         if not self._tokens.is_current(token) or session is not self._session:
             return None
         self._loaded = loaded
+        self._show_empty_state()
         self._render()
         return loaded.fate
 
@@ -198,10 +249,10 @@ class FateView(QWidget):
             return
         fate, show = loaded.fate, self._redaction.show
         texts = {k: show(v) for k, v in loaded.texts.items() if v}
-        name = record_label(fate.record_id, texts, limit=50, incoming=True)[0]
+        name = record_label(fate.record_id, texts, limit=70, incoming=True)[0]
         status = sentence(phrase(fate.status))
         if fate.survivor_id:
-            survivor = record_label(fate.survivor_id, texts, limit=50)[0]
+            survivor = record_label(fate.survivor_id, texts, limit=70)[0]
             status = {"merged": "Merged into", "skipped": "Not stored: a duplicate of",
                       "compacted": "Compacted into the summary"}.get(
                 fate.status, f"{status}:") + f" {survivor}"
@@ -243,17 +294,41 @@ class FateView(QWidget):
             item = QTreeWidgetItem([relative_time(step.ts), sentence(phrase(step.kind)), story])
             item.setToolTip(0, exact_time(step.ts))
             item.setToolTip(1, step.kind)
-            item.setToolTip(2, story + (f"\n\nid {step.related_id}" if step.related_id else ""))
+            related = "" if step.related_id is None else "\n\n" + record_tooltip(
+                texts.get(step.related_id, ""), step.related_id)
+            item.setToolTip(2, story + related)
             item.setData(0, Qt.ItemDataRole.UserRole, step.related_id)
             self.steps.addTopLevelItem(item)
         for column in (0, 1):
             self.steps.resizeColumnToContents(column)
 
+    def current_record(self) -> RecordRef | None:
+        """The record whose fate is shown (the context menu's record)."""
+        loaded = self._loaded
+        if loaded is None:
+            return None
+        return RecordRef(loaded.fate.record_id, loaded.content)
+
+    def current_step_record(self) -> RecordRef | None:
+        """The record the current step names, when its text is known."""
+        loaded, item = self._loaded, self.steps.currentItem()
+        related = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
+        if loaded is None or not isinstance(related, str) or related not in loaded.texts:
+            return None
+        return RecordRef(related, loaded.texts[related])
+
     def _on_redaction_changed(self, _on: bool) -> None:
         self._render()
 
+    def _on_search_failed(self, message: str) -> None:
+        self.status_label.setText(message)
+
     def _on_show_clicked(self) -> None:
-        spawn(self.load(self.id_edit.text().strip()))
+        text = self.id_edit.text().strip()
+        if RECORD_ID.fullmatch(text):
+            self.show_fate(text)
+        elif not self.finder.pick_first():  # Enter picks the first match
+            spawn(self.finder.search(text))
 
     def _on_open_clicked(self) -> None:
         fate = self.fate

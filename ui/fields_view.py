@@ -159,6 +159,12 @@ class FieldsPanel(QWidget):
             walk(self.fields.topLevelItem(i))
         return found
 
+    def current_record_id(self) -> str | None:
+        """The record the current row names, if any (what the record context menu acts on)."""
+        item = self.fields.currentItem()
+        record_id = item.data(0, RECORD_ID_ROLE) if item is not None else None
+        return record_id if isinstance(record_id, str) else None
+
     def _on_item_double_clicked(self, item: QTreeWidgetItem, _column: int) -> None:
         record_id = item.data(0, RECORD_ID_ROLE)
         if isinstance(record_id, str) and record_id:

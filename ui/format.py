@@ -38,6 +38,7 @@ from typing import Any
 from engine.errors import ValidationError
 from engine.events import Event
 from engine.records import format_timestamp, parse_timestamp
+from ui.wording import count_of
 
 __all__ = [
     "PHRASES",
@@ -55,6 +56,7 @@ __all__ = [
     "number",
     "percent",
     "phrase",
+    "quoted",
     "raw_json",
     "reason_sentence",
     "record_ids_in",
@@ -400,9 +402,20 @@ def relative_time(ms: float | None, *, now_ms: float | None = None,
 # -- records -----------------------------------------------------------------------------------
 
 def elide(text: str, limit: int = 60) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    """``text`` on one line, cut at a word boundary to at most ``limit`` characters (with …)."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:  # keep whole words unless that throws away too much
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+def quoted(text: str, limit: int = 48) -> str:
+    """``text`` elided and in quotes: how a sentence names a record (one style everywhere)."""
+    return f"‘{elide(text, limit)}’"
 
 
 def record_label(record_id: str, texts: Texts, *, limit: int = 60,
@@ -427,7 +440,7 @@ def record_label(record_id: str, texts: Texts, *, limit: int = 60,
         return (f"a record no longer stored · {short}",
                 f"No stored record has this id now (merged, deleted or not yet written).\n"
                 f"id {record_id}")
-    return f"‘{elide(text, limit)}’ · {short}", f"{text}\n\nid {record_id}"
+    return f"{quoted(text, limit)} · {short}", f"{text}\n\nid {record_id}"
 
 
 # -- sentences ---------------------------------------------------------------------------------
@@ -457,7 +470,7 @@ def reason_sentence(reason: str | None, *, target: str | None = None,
     other = ""
     if target is not None:
         text = (texts or {}).get(target)
-        other = f"‘{elide(text, 50)}’" if text is not None else "a record no longer stored"
+        other = quoted(text, 50) if text is not None else "a record no longer stored"
     detail = "; ".join(conflict_phrase(c) for c in conflicts)
     sentence = phrase(reason)
     if other:
@@ -630,7 +643,7 @@ class _Builder:
                    if isinstance(v, str | Mapping)]
             children = tuple(self.record(f"{i + 1}.", rid) for i, rid in enumerate(ids) if rid)
             return Field(label, "none" if not children else
-                         f"{len(children)} record" + ("s" if len(children) != 1 else ""),
+                         count_of(len(children), "record"),
                          children=children)
         if key == "candidates" and isinstance(value, list):
             return self.candidates(value)
@@ -670,7 +683,7 @@ class _Builder:
                                   tip, c["id"]))
         count = len(children)
         return Field("Candidates", "none" if not count else
-                     f"{count} candidate" + ("s" if count != 1 else ""),
+                     count_of(count, "candidate"),
                      children=tuple(children))
 
     def conflicts(self, value: list[Any]) -> Field:
@@ -849,7 +862,7 @@ def diff_value(key: str, value: Any, texts: Texts, *, tz: tzinfo | None = None) 
                if isinstance(v, str | Mapping)]
         return "; ".join(record_label(i, texts, limit=30)[0] for i in ids) or "none"
     if key == "provenance" and isinstance(value, list):
-        return f"{len(value)} source" + ("s" if len(value) != 1 else "")
+        return count_of(len(value), "source")
     if key == "tags" and isinstance(value, list):
         return ", ".join(str(v) for v in value) or "none"
     if isinstance(value, Mapping | list):

@@ -12,7 +12,8 @@ nice 0 — import 80 s, event-loop gaps p99 24 ms, max 168 ms; nice 5 — 137 s,
 79 ms; nice 10 — 211 s, p99 11.3 ms, max 119 ms. On an idle machine niceness costs nothing.
 
 Protocol (one JSON object per line on stdout): ``{"progress": [done, total]}`` while it runs,
-then ``{"outcomes": [[line, action, record_id, reason], ...]}`` lines (200 per line) and
+then ``{"outcomes": [[line, action, record_id, reason, text, target_text], ...]}`` lines
+(200 per line; ``text`` and ``target_text`` are filled for problem lines only) and
 ``{"summary": {"source", "cancelled"}}``, or ``{"error": "message"}``.
 """
 
@@ -58,8 +59,9 @@ def _lower_priority() -> None:
 
 
 def _outcome_from_json(item: list[Any]) -> LineOutcome:
-    line, action, record_id, reason = item
-    return LineOutcome(int(line), str(action), record_id, str(reason))
+    line, action, record_id, reason, text, target_text = item
+    return LineOutcome(int(line), str(action), record_id, str(reason), str(text),
+                       str(target_text))
 
 
 def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None = None,
@@ -174,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     except EngineError as exc:
         emit({"error": str(exc)})
         return 1
-    rows = [[o.line, o.action, o.record_id, o.reason] for o in summary.outcomes]
+    rows = [[o.line, o.action, o.record_id, o.reason, o.text, o.target_text]
+            for o in summary.outcomes]
     for start in range(0, len(rows), _OUTCOMES_PER_LINE):
         emit({"outcomes": rows[start:start + _OUTCOMES_PER_LINE]})
     emit({"summary": {"source": summary.source, "cancelled": summary.cancelled}})

@@ -10,6 +10,7 @@ it is written — and the summary lists the lines written before the cancel.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,12 +45,18 @@ class LineOutcome:
         action: One of :data:`ACTIONS`.
         record_id: The record written or merged into, if any.
         reason: The pipeline's decision reason, or why the line was refused.
+        text: What the line said (its memory's content; the raw line when it is not one) —
+            kept for the summary's problem lines (:attr:`ImportSummary.problems`) only.
+        target_text: The stored record a problem line was compared with (skipped as its
+            duplicate, deferred against it), by its content; empty when none.
     """
 
     line: int
     action: str
     record_id: str | None = None
     reason: str = ""
+    text: str = ""
+    target_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +91,63 @@ class ImportSummary:
         return [o for o in self.outcomes if o.action in ("error", "skipped", "deferred")]
 
 
-def summary_from_report(report: ImportReport) -> ImportSummary:
-    """The pipeline's per-line report as an :class:`ImportSummary`."""
-    return ImportSummary(report.path,
-                         [LineOutcome(o.line, o.action if o.action in ACTIONS else "error",
-                                      o.id, o.reason) for o in report.lines],
-                         report.cancelled)
+_PROBLEMS = ("error", "skipped", "deferred")
+_TEXT_LIMIT = 500  # characters of a problem line's text kept for the summary
+
+
+def _line_texts(path: str | Path, numbers: set[int], *, conversation: bool) -> dict[int, str]:
+    """The memory text of lines (JSONL) or messages (conversation) ``numbers`` of ``path``.
+
+    Worker-side and best effort: a line that is not a JSON object with a ``content`` string is
+    given as it is, and a file that cannot be read again gives nothing (the summary then shows
+    line numbers only).
+    """
+    if not numbers:
+        return {}
+    found: dict[int, str] = {}
+    try:
+        if conversation:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            messages = data.get("messages") if isinstance(data, dict) else data
+            for number in numbers:
+                item = messages[number - 1] if isinstance(messages, list) \
+                    and 0 < number <= len(messages) else None
+                content = item.get("content", item.get("text")) if isinstance(item, dict) \
+                    else None
+                if isinstance(content, str):
+                    found[number] = content[:_TEXT_LIMIT]
+            return found
+        with Path(path).open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if number in numbers:
+                    try:
+                        item = json.loads(line)
+                    except ValueError:
+                        item = None
+                    content = item.get("content") if isinstance(item, dict) else None
+                    found[number] = (content if isinstance(content, str)
+                                     else line.strip())[:_TEXT_LIMIT]
+    except (OSError, ValueError):
+        return found
+    return found
+
+
+def summary_from_report(report: ImportReport, *, conversation: bool = False) -> ImportSummary:
+    """The pipeline's per-line report as an :class:`ImportSummary`.
+
+    Problem lines (refused, skipped, deferred) carry their text and the text of the stored
+    record they were compared with, so the summary names memories, not only line numbers.
+    """
+    texts = _line_texts(report.path, {o.line for o in report.lines if o.action in _PROBLEMS},
+                        conversation=conversation)
+    outcomes = []
+    for o in report.lines:
+        action = o.action if o.action in ACTIONS else "error"
+        target = o.result.record if o.result is not None and action in _PROBLEMS else None
+        outcomes.append(LineOutcome(
+            o.line, action, o.id, o.reason, texts.get(o.line, ""),
+            target.content[:_TEXT_LIMIT] if target is not None else ""))
+    return ImportSummary(report.path, outcomes, report.cancelled)
 
 
 def import_jsonl(engine: MemoryEngine, path: str | Path, *, progress: ProgressFn | None = None,
@@ -112,7 +170,7 @@ def import_conversation(engine: MemoryEngine, path: str | Path, *, agent_id: str
         InputFormatError: the file is not a readable conversation.
     """
     return summary_from_report(engine.import_conversation(
-        path, agent_id=agent_id, progress=progress, cancelled=cancelled))
+        path, agent_id=agent_id, progress=progress, cancelled=cancelled), conversation=True)
 
 
 def export_records(engine: MemoryEngine, path: str | Path, *,

@@ -56,6 +56,7 @@ class LayerTab(QWidget, Generic[T]):
         self._session: DataSession | None = None
         self._tokens = RequestTokens()
         self._redact: Callable[[str], str] | None = None
+        self.record_trees: list[tuple[QTreeWidget, int]] = []  # (list of records, id role)
         self._stale = False
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -81,7 +82,11 @@ class LayerTab(QWidget, Generic[T]):
         return layout
 
     def link_records(self, tree: QTreeWidget, role: int) -> None:
-        """A click on an item of ``tree`` holding a record id under ``role`` opens that record."""
+        """A click on an item of ``tree`` holding a record id under ``role`` opens that record.
+
+        The tree is also listed in :attr:`record_trees`, for the window's record context menu.
+        """
+        self.record_trees.append((tree, role))
         def open_record(item: QTreeWidgetItem, _column: int = 0) -> None:
             record_id = item.data(0, role)
             if isinstance(record_id, str):

@@ -63,9 +63,17 @@ class LayersView(QWidget):
                              LayerTab[SpatialData]]:
         return self.social, self.procedural, self.spatial
 
+    def record_trees(self) -> list[tuple[QTreeWidget, int]]:
+        """The tabs' lists of records (interactions, episodes, neighbours) and their id role."""
+        return [entry for tab in self._tabs() for entry in tab.record_trees]
+
     def show_tab(self, name: str) -> None:
         """Bring tab ``name`` (one of :data:`TAB_NAMES`) to the front."""
         self.tabs.setCurrentIndex(TAB_NAMES.index(name))
+
+    def refresh(self) -> None:
+        """Load the tab shown again (the window's Refresh, F5)."""
+        self._tabs()[self.tabs.currentIndex()].refresh()
 
     def set_session(self, session: DataSession | None) -> None:
         """Show ``session``'s layers in every tab."""

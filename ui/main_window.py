@@ -1,6 +1,9 @@
 """The main window: view navigation, menus, banner, status bar, and the open store.
 
-Only views that work are shown (Records now; later issues add theirs to :attr:`MainWindow.views`).
+Only views that work are shown (each issue adds its own to :attr:`MainWindow.views`). The views
+are listed in a sidebar with icons, the common actions are in a toolbar, and until a store is
+open every view that needs one says so, with the ways to open one (issue 19: docs/gui.md,
+"The shell").
 The window never builds an engine itself: ``app`` hands it :class:`WindowServices` with the
 functions that do (run on workers through the task runner) and the preferences it restores.
 
@@ -22,9 +25,17 @@ from functools import partial
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, QEvent, QSize, Qt
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QPaintEvent, QUndoGroup
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QKeySequence,
+    QPaintEvent,
+    QPalette,
+    QUndoGroup,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -58,11 +69,14 @@ from ui.dialogs import (
     ExportOptionsDialog,
     ImportProgressDialog,
 )
+from ui.empty_state import EmptyState
 from ui.fate_view import FateView
+from ui.icons import themed_icon
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.layers_view import LayersView
 from ui.observe import ObserveViews
 from ui.provider_dialog import LLMServices, ProviderSettingsDialog
+from ui.record_links import RecordLinks, RecordRef, quoted, tree_record
 from ui.records_view import RecordsView
 from ui.redaction import Redaction
 from ui.scan_view import ScanView
@@ -70,6 +84,7 @@ from ui.session import AttachedSession, ConnectionRelay, StoreSession
 from ui.task_graph_view import TaskGraphView
 from ui.tasks import CancelFlag, TaskRunner, spawn
 from ui.theme import THEMES, apply_theme
+from ui.wording import count_of
 
 __all__ = ["MainWindow", "Preferences", "WindowServices"]
 
@@ -125,6 +140,23 @@ read-only reader. Raises ``EngineError`` with a message for the person attaching
 
 ENGINE_VIEWS = ("pipeline", "review", "retrieval", "map", "secrets", "fate", "budget")
 """Views that run the engine itself: not available while attached to an agent's API."""
+
+NAVIGATION: dict[str, str] = {
+    "records": "Browse, search and edit the memories",
+    "timeline": "Every ingest and merge decision over time",
+    "pipeline": "Step one memory through the merge pipeline",
+    "review": "Merges and contradictions held for your decision",
+    "retrieval": "Ask a question: what is retrieved, and why",
+    "map": "The memories' embeddings in two dimensions",
+    "layers": "Social, procedural and spatial layers",
+    "secrets": "Find secrets and personal data in the records",
+    "fate": "Follow one memory: merged, superseded, deleted",
+    "budget": "LLM spend, rate limits and calls",
+    "tasks": "Task workspaces and their dependency graph",
+}
+"""Sidebar entries: view name (also its icon in ``assets/icons/ui``) → what it is for."""
+STORELESS_VIEWS = ("tasks",)
+"""Views that work without an open store (the others say "No store open" until one is)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +216,8 @@ class MainWindow(QMainWindow):
         self.undo_group = QUndoGroup(self)
         # issue 9: one app-wide redaction state; every view renders through redaction.show
         self.redaction = Redaction(self._prefs.redaction, services.redactor, self)
+        # issue 19: one owner of "open this record" and of the record context menu
+        self.links = RecordLinks(self.redaction, self)
         self.records = RecordsView(self._runner, self)
         self.views: dict[str, QWidget] = {"records": self.records}
         self.observe = ObserveViews.build(self._runner, self)  # issue 8
@@ -211,12 +245,22 @@ class MainWindow(QMainWindow):
                            "tasks": self.tasks_view})
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
-        self.nav.setFixedWidth(112)
+        self.nav.setFixedWidth(150)
         self.nav.setFrameShape(QFrame.Shape.NoFrame)
+        self.nav.setIconSize(QSize(20, 20))
+        self.nav.setSpacing(1)
+        self.nav.setUniformItemSizes(True)
+        self.nav.viewport().setBackgroundRole(QPalette.ColorRole.Window)  # a sidebar, not a list
         self.stack = QStackedWidget(self)
+        # Before a store is open, every view that needs one says so (and how to open one).
+        self.no_store: dict[str, EmptyState] = {}
         for name, view in self.views.items():
-            self.nav.addItem(QListWidgetItem(name.capitalize()))
+            item = QListWidgetItem(name.capitalize())
+            item.setSizeHint(QSize(0, 34))
+            self.nav.addItem(item)
             self.stack.addWidget(view)
+            if name not in STORELESS_VIEWS:
+                self.no_store[name] = EmptyState(view, "store")
         self.nav.setCurrentRow(0)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
 
@@ -231,9 +275,11 @@ class MainWindow(QMainWindow):
         banner_layout.addWidget(self.banner_label, 1)
         banner_layout.addWidget(self.banner_button)
         banner_layout.addWidget(self.banner_dismiss)
-        self.banner_dismiss.clicked.connect(self.banner.hide)
+        self.banner_dismiss.clicked.connect(self._on_banner_dismissed)
         self.banner_button.clicked.connect(self._on_banner_button_clicked)
         self._banner_action: Callable[[], None] | None = None
+        self._banner_kind = ""
+        self._demo_declined: set[str] = set()  # stores whose demo offer was dismissed
         self.banner.hide()
 
         central = QWidget(self)
@@ -241,6 +287,11 @@ class MainWindow(QMainWindow):
         body.setContentsMargins(0, 0, 0, 0)
         body.setSpacing(0)
         body.addWidget(self.nav)
+        edge = QWidget(self)  # a hairline between the sidebar and the view, in the theme's colour
+        edge.setFixedWidth(1)
+        edge.setAutoFillBackground(True)
+        edge.setBackgroundRole(QPalette.ColorRole.Mid)
+        body.addWidget(edge)
         body.addWidget(self.stack, 1)
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -275,9 +326,90 @@ class MainWindow(QMainWindow):
         self.scan.open_record.connect(self.show_record)
         self.scan.message.connect(self._on_view_message)
         self.budget.settings_requested.connect(self._on_provider_triggered)
+        self._link_views()
         self._build_menus()
+        # An empty store's Records view offers what the File menu does to fill it.
+        self.records.empty_actions = (self.demo_action, self.import_action,
+                                      self.conversation_action)
         self.redaction.changed.connect(self._on_redaction_changed)
         self._restore_window()
+
+    # -- links between views and records (issue 19) -----------------------------------------
+
+    def _link_views(self) -> None:
+        """Give every widget that shows records the record actions (ui/record_links.py)."""
+        links = self.links
+        links.open_requested.connect(self.show_record)
+        links.fate_requested.connect(self.show_fate)
+        links.pipeline_requested.connect(self.run_in_pipeline)
+        links.similar_requested.connect(self.find_similar)
+        links.delete_requested.connect(self._on_delete_record_requested)
+        links.message.connect(self._on_view_message)
+        # The table's Del is the links' Delete (its whole selection); the Edit menu's Delete
+        # only shows the key, or the two would make Del ambiguous while the table has focus.
+        self.records.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        links.attach(self.records.table, self.records.current_record,
+                     delete=self.records.delete_action.trigger, open_here=False)
+        observe = self.observe
+        observe.timeline.open_record.connect(self.show_record)
+        links.attach(observe.timeline.record_bar, observe.timeline.current_record)
+        links.attach(observe.timeline.detail.fields, observe.timeline.current_detail_record)
+        observe.pipeline.open_record.connect(self.show_record)
+        links.attach(observe.pipeline.candidate_bars, observe.pipeline.current_record)
+        for panel in observe.pipeline.panels.values():
+            links.attach(panel.fields.fields, observe.pipeline.current_field_record)
+        observe.review.open_record.connect(self.show_record)
+        links.attach(observe.review.list, observe.review.current_record)
+        observe.retrieval.open_record.connect(self.show_record)
+        links.attach(observe.retrieval.live, observe.retrieval.current_record)
+        links.attach(observe.map.plot, observe.map.current_record)
+        links.attach(self.fate.steps, self.fate.current_step_record)
+        links.attach(self.fate.record_bar, self.fate.current_record)
+        for tree, role in self.layers.record_trees():
+            links.attach(tree, tree_record(tree, role))
+
+    def show_fate(self, record_id: str) -> None:
+        """Switch to the Fate view and show what happened to ``record_id``."""
+        self.nav.setCurrentRow(list(self.views).index("fate"))
+        self.fate.show_fate(record_id)
+
+    def run_in_pipeline(self, record_id: str) -> None:
+        """Switch to the pipeline stepper with ``record_id``'s content and fields in its form."""
+        self.nav.setCurrentRow(list(self.views).index("pipeline"))
+        spawn(self.observe.pipeline.load_stored(record_id))
+
+    def find_similar(self, text: str) -> None:
+        """Switch to the retrieval view and retrieve what is similar to ``text``."""
+        self.nav.setCurrentRow(list(self.views).index("retrieval"))
+        self.observe.retrieval.query_edit.setText(text)
+        spawn(self.observe.retrieval.retrieve())
+
+    def confirm_delete(self, ref: RecordRef) -> bool:
+        """Ask before deleting ``ref`` (it can be undone)."""
+        answer = QMessageBox.question(
+            self, "Delete", f"Delete {quoted(self.redaction.show(ref.text))}? You can undo "
+            "this (Edit → Undo).",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _on_delete_record_requested(self, ref: RecordRef) -> None:
+        if self.confirm_delete(ref):
+            spawn(self.delete_record(ref))
+
+    async def delete_record(self, ref: RecordRef) -> bool:
+        """Delete ``ref`` through the store's undoable delete; False when not possible."""
+        session = self._session
+        if session is None or session.read_only or session.indexing:
+            return False
+        try:
+            await session.delete([ref.id])
+        except EngineError as exc:
+            QMessageBox.warning(self, "Delete", f"Not deleted: {exc}")
+            return False
+        self._on_view_message(f"Deleted {quoted(self.redaction.show(ref.text))} "
+                              "(Edit → Undo brings it back)")
+        return True
 
     # -- menus -----------------------------------------------------------------------------
 
@@ -340,27 +472,28 @@ class MainWindow(QMainWindow):
                      self.records.tag_action):
             edit_menu.addAction(made)
         edit_menu.addMenu(self.records.layer_menu)
+        self.search_action = self._action("&Search Records", self._on_search_triggered,
+                                          QKeySequence.StandardKey.Find)
         edit_menu.addSeparator()
-        edit_menu.addAction(self.records.find_action)
+        edit_menu.addAction(self.search_action)
 
         view_menu = bar.addMenu("&View")
+        self.view_actions: dict[str, QAction] = {}
         for number, name in enumerate(self.views):  # Ctrl+1 … Ctrl+9, Ctrl+0
             keys = f"Ctrl+{(number + 1) % 10}" if number < 10 else None
             made = self._action(f"&{name.capitalize()}", partial(self.nav.setCurrentRow, number),
                                 keys)
             view_menu.addAction(made)
-        view_menu.addAction(self.records.refresh_action)
+            self.view_actions[name] = made
+        self.refresh_action = self._action("Re&fresh", self._on_refresh_triggered,
+                                           QKeySequence.StandardKey.Refresh)
+        view_menu.addAction(self.refresh_action)
         self.redaction_action = self._action("&Redaction Mode", self.redaction.toggle,
                                              "Ctrl+Shift+R")
         self.redaction_action.setCheckable(True)
         self.redaction_action.setChecked(self.redaction.enabled)
-        self.redaction_action.setToolTip("Mask secrets and personal data in every view, "
-                                         "copy and export (Ctrl+Shift+R)")
         view_menu.addAction(self.redaction_action)
-        self.main_toolbar = self.addToolBar("Main")
-        self.main_toolbar.setObjectName("main_toolbar")
-        self.main_toolbar.setMovable(False)
-        self.main_toolbar.addAction(self.redaction_action)
+        self._build_toolbar()
         theme_menu = view_menu.addMenu("&Theme")
         self.theme_actions = QActionGroup(self)
         for theme in THEMES:
@@ -379,6 +512,69 @@ class MainWindow(QMainWindow):
         help_menu.addAction(self._action("&About Mnemoscope", self._on_about_triggered))
         self._rebuild_recent_menu()
         self._update_actions()
+
+    def _build_toolbar(self) -> None:
+        """The common actions, with icons and tool tips that name their shortcuts."""
+        self.main_toolbar = self.addToolBar("Main")
+        self.main_toolbar.setObjectName("main_toolbar")
+        self.main_toolbar.setMovable(False)
+        self.main_toolbar.setIconSize(QSize(20, 20))
+        self.main_toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        tips = (
+            (self.open_action, "Open Store", "Open a store folder"),
+            (self.import_action, "Import", "Import memories from a JSONL file"),
+            (self.search_action, "Search", "Search the records' content"),
+            (self.redaction_action, "Redaction", "Mask secrets and personal data in every "
+                                                  "view, copy and export"),
+            (self.refresh_action, "Refresh", "Reload the records and the view shown"),
+        )
+        for made, short, tip in tips:
+            made.setIconText(short)
+            keys = made.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+            made.setToolTip(f"{tip} ({keys})" if keys else tip)
+            self.main_toolbar.addAction(made)
+        self.demo_action.setToolTip("Import the demo data set: memories of several agents "
+                                    "over all six layers")
+        self.conversation_action.setToolTip("Import the memories of a conversation (JSON)")
+        self._paint_icons()
+
+    def _paint_icons(self) -> None:
+        """(Re)draw the sidebar's and toolbar's icons in the palette's colours."""
+        palette = self.palette()
+        for number, name in enumerate(self.views):
+            self.nav.item(number).setIcon(themed_icon(name, palette))
+        for made, icon in ((self.open_action, "open"), (self.import_action, "import"),
+                           (self.search_action, "search"), (self.redaction_action, "redaction"),
+                           (self.refresh_action, "refresh"), (self.demo_action, "demo"),
+                           (self.conversation_action, "import")):
+            made.setIcon(themed_icon(icon, palette))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "main_toolbar"):
+            self._paint_icons()  # a theme change: icons follow the text colour
+
+    def _on_search_triggered(self) -> None:
+        self.nav.setCurrentRow(list(self.views).index("records"))
+        self.records.focus_search()
+
+    def _on_refresh_triggered(self) -> None:
+        """F5: reload the records (the status bar's count with them) and the view shown."""
+        self.records.refresh()
+        spawn(self._refresh_count())
+        current = self.stack.currentWidget()
+        if current is self.observe.timeline:
+            self.observe.timeline.reload()
+        elif current is self.observe.review:
+            self.observe.review.refresh()
+        elif current is self.observe.map:
+            self.observe.map.refresh()
+        elif current is self.layers:
+            self.layers.refresh()
+        elif current is self.scan:
+            spawn(self.scan.scan())
+        elif current is self.budget:
+            spawn(self.budget.refresh())
 
     def _on_quit_triggered(self) -> None:
         self.close()
@@ -405,6 +601,7 @@ class MainWindow(QMainWindow):
         for made in (self.import_action, self.conversation_action, self.demo_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
+        self.links.set_available(engine=indexed, writable=writable)
         self.detach_action.setEnabled(self._attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
             item = self.nav.item(number)
@@ -412,11 +609,31 @@ class MainWindow(QMainWindow):
             flags = item.flags()
             item.setFlags(flags | Qt.ItemFlag.ItemIsEnabled if usable
                           else flags & ~Qt.ItemFlag.ItemIsEnabled)
-            item.setToolTip("" if usable else "Needs an open store: not available while "
-                                              "attached to an agent's API")
+            keys = self.view_actions[name].shortcut().toString(
+                QKeySequence.SequenceFormat.NativeText)
+            tip = f"{NAVIGATION.get(name, name.capitalize())}" + (f" ({keys})" if keys else "")
+            item.setToolTip(tip if usable else f"{tip}. Needs an open store: not available "
+                                               "while attached to an agent's API")
         if self._attached is not None and \
                 list(self.views)[self.nav.currentRow()] in ENGINE_VIEWS:
             self.nav.setCurrentRow(0)
+        self._show_no_store()
+
+    def _show_no_store(self, opening: str = "") -> None:
+        """Cover the views that need a store while none is open (or one is opening)."""
+        if self._session is not None or self._attached is not None:
+            for empty in self.no_store.values():
+                empty.clear()
+            return
+        for empty in self.no_store.values():
+            if opening:
+                empty.show_message(f"Opening {opening}…", "The records appear as soon as "
+                                   "the store answers.")
+            else:
+                empty.show_message(
+                    "No store open", "Open a store folder, connect to a Chroma server, or "
+                    "attach to an agent that runs its own `mnemoscope serve`.",
+                    [self.open_action, self.connect_action, self.attach_action])
 
     # -- preferences and window state -------------------------------------------------------
 
@@ -467,8 +684,15 @@ class MainWindow(QMainWindow):
     # -- banner and status -----------------------------------------------------------------
 
     def show_banner(self, text: str, button: str = "",
-                    action: Callable[[], None] | None = None, *, warning: bool = True) -> None:
-        """Show a message above the views, with an optional action button."""
+                    action: Callable[[], None] | None = None, *, warning: bool = True,
+                    kind: str = "") -> None:
+        """Show a message above the views, with an optional action button.
+
+        Args:
+            kind: What the banner is about (``"demo"``: the demo offer, which Dismiss declines
+                for the store and records arriving take away).
+        """
+        self._banner_kind = kind
         self.banner_label.setText(text)
         self._banner_action = action
         self.banner_button.setVisible(bool(button and action))
@@ -477,6 +701,11 @@ class MainWindow(QMainWindow):
         self.banner.setStyleSheet(f"QFrame#banner {{ background: {colour}; }}"
                                   "QFrame#banner QLabel { color: #1f2328; }")
         self.banner.show()
+
+    def _on_banner_dismissed(self) -> None:
+        if self._banner_kind == "demo" and self._session is not None:
+            self._demo_declined.add(self._session.spec.location)
+        self.banner.hide()
 
     def _on_banner_button_clicked(self) -> None:
         action = self._banner_action
@@ -544,6 +773,7 @@ class MainWindow(QMainWindow):
         """
         self.store_label.setText(f"Opening {spec.location}…")
         await self.close_store()
+        self._show_no_store(opening=spec.location)
         notes: list[str] = []
         try:
             try:
@@ -554,6 +784,7 @@ class MainWindow(QMainWindow):
                 notes.append(f"Read-only: {exc}")
         except EngineError as exc:
             self.store_label.setText("No store")
+            self._show_no_store()
             self.show_banner(f"Could not open {spec.location}: {exc}")
             self.store_failed.emit(str(exc))
             return None
@@ -589,7 +820,6 @@ class MainWindow(QMainWindow):
             await self._refresh_count()
         if session is not self._session:
             return None  # closed meanwhile (indexing cancelled or failed; the banner says)
-        self._maybe_offer_demo(session)
         _freeze_long_lived_objects()
         self.store_opened.emit(session)
         return session
@@ -795,8 +1025,10 @@ class MainWindow(QMainWindow):
             return
         if session is (self._session or self._attached):
             self._count = count
-            self.count_label.setText(f"{count:,} records")
+            self.count_label.setText(count_of(count, "record"))
             self.count_label.setToolTip("")
+            if session is self._session:
+                self._maybe_offer_demo(session)
 
     def _on_records_changed(self, _ids: list[str]) -> None:
         spawn(self._refresh_count())
@@ -805,16 +1037,29 @@ class MainWindow(QMainWindow):
         QMessageBox.warning(self, "Mnemoscope", message)
 
     def _maybe_offer_demo(self, session: StoreSession) -> None:
-        if (self._prefs.demo_offered or session.read_only
-                or self._services.demo_memories is None
-                or session.spec.location != self._services.default_store
-                or self._count > 0):
+        """Offer the demo data set in the banner whenever a writable store is empty.
+
+        Not only on the first launch: any empty store (a new folder, one emptied by deletes)
+        gets the offer, unless its banner was dismissed for that store in this run. The
+        offer goes away by itself once the store has records.
+        """
+        if self._count > 0:
+            if self._banner_kind == "demo":
+                self.banner.hide()
             return
-        self._store_prefs(dataclasses.replace(self._prefs, demo_offered=True))
-        self.show_banner("Welcome to Mnemoscope. This store is empty — load the demo data set "
-                         "(memories of several agents over all six layers, with duplicates, "
-                         "contradictions and a few fake secrets)?", "Load demo data",
-                         self._on_load_demo_triggered, warning=False)
+        if (session.read_only or self._services.demo_memories is None
+                or session.spec.location in self._demo_declined
+                or (self._banner_kind == "demo" and self.banner.isVisible())):
+            return
+        first = not self._prefs.demo_offered
+        if first:
+            self._store_prefs(dataclasses.replace(self._prefs, demo_offered=True))
+        what = ("the demo data set (memories of several agents over all six layers, with "
+                "duplicates, contradictions and a few fake secrets)")
+        text = f"Welcome to Mnemoscope. This store is empty — load {what}?" if first else \
+            f"This store is empty. Load {what} to explore, or import your own (Ctrl+I)?"
+        self.show_banner(text, "Load demo data", self._on_load_demo_triggered, warning=False,
+                         kind="demo")
 
     def _on_open_folder_triggered(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a store folder")
@@ -996,7 +1241,8 @@ class MainWindow(QMainWindow):
         session = self._session
         if session is None or session.read_only:
             return None
-        dialog = dialog or ImportProgressDialog(f"Import {path.name}", self)
+        dialog = dialog or ImportProgressDialog(f"Import {path.name}", self,
+                                                show=self.redaction.show)
         flag = CancelFlag()
         dialog.cancel_requested.connect(flag.set)
         dialog.open()
@@ -1087,7 +1333,8 @@ class MainWindow(QMainWindow):
             QMessageBox.warning(self, "Export", f"Export failed: {exc}")
             return None
         how = "redacted" if redact else "not redacted"
-        self.statusBar().showMessage(f"Exported {count:,} records to {path} ({how})", 8000)
+        self.statusBar().showMessage(f"Exported {count_of(count, 'record')} to {path} ({how})",
+                                     8000)
         return count
 
     def _on_about_triggered(self) -> None:

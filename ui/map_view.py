@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
@@ -28,18 +28,20 @@ from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine
 from engine.projection import Projection, project_snapshot, umap_available
 from engine.store.view import LAYERS
+from ui.empty_state import EmptyState
 from ui.plot_items import PassiveScatter
+from ui.record_links import RecordRef
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, blend, plot_colors
 from ui.timeline_view import current_theme
+from ui.wording import count_of
 
 __all__ = ["MapData", "MapView"]
 
 PALETTE = ("#0969da", "#1a7f37", "#bf8700", "#8250df", "#cf222e", "#bc4c00", "#54aeff",
            "#6e7781", "#2da44e", "#a40e26")
 COLOR_BY = ("layer", "agent", "importance")
-TIP_CHARS = 400  # of a record's text kept for its tooltip
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -61,7 +63,7 @@ def _project(engine: MemoryEngine, method: str) -> MapData:
     return MapData(projection, snapshot.layer[rows].astype(np.int64),
                    snapshot.agent[rows].astype(np.int64), tuple(snapshot.agents),
                    snapshot.importance[rows].astype(np.float64),
-                   tuple(snapshot.contents[int(r)][:TIP_CHARS] for r in rows))
+                   tuple(snapshot.contents[int(r)] for r in rows))
 
 
 class MapView(QWidget):
@@ -84,6 +86,7 @@ class MapView(QWidget):
         self.query_point: npt.NDArray[np.float64] | None = None
         self.neighbours: list[str] = []
         self._query_vector: object = None
+        self.current_index = -1  # the point clicked or right-clicked last
 
         self.method_box = QComboBox(self)
         self.method_box.addItem("pca")
@@ -121,11 +124,16 @@ class MapView(QWidget):
         self.query_item = PassiveScatter(size=22, symbol="star")
         self.plot.addItem(self.query_item)
         self.scatter.sigClicked.connect(self._on_clicked)
+        # A right click makes the point under the pointer current before the window's record
+        # menu (connected later, ui/record_links.py) asks for it: pyqtgraph's scatter only
+        # reports left clicks.
+        self.plot.customContextMenuRequested.connect(self.select_at)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
         layout.addLayout(key)
         layout.addWidget(self.plot, 1)
+        self.empty_state = EmptyState(self.plot, "map")
         self.color_box.currentIndexChanged.connect(self._recolor)
         self.method_box.currentIndexChanged.connect(self.refresh)
         self.refresh_button.clicked.connect(self.refresh)
@@ -142,6 +150,7 @@ class MapView(QWidget):
         self.query_item.setData(x=[], y=[])
         self.legend.setText("")
         self._show_marks()
+        self.empty_state.clear()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
             self._stale = True
@@ -184,6 +193,16 @@ class MapView(QWidget):
         if not self._tokens.is_current(token) or session is not self._session:
             return None
         self.data = data
+        self.current_index = -1
+        # nothing to map: the empty state explains, so the marks key and legend stay quiet
+        self.marks.setVisible(bool(len(data.texts)))
+        if len(data.texts):
+            self.empty_state.clear()
+        else:
+            self.empty_state.show_message(
+                "Nothing to map yet", "The map places every memory by the meaning of its "
+                "text (its embedding), so paraphrases sit together. Memories get their "
+                "embedding once the model is ready; add or import some to see them here.")
         self._recolor()
         self.plot.autoRange()
         self._draw_query()
@@ -223,10 +242,9 @@ class MapView(QWidget):
         sampled = f" (sample of {proj.total_with_vector:,})" \
             if proj.total_with_vector > len(proj.rows) else ""
         if not len(proj.rows):
-            self.legend.setText("No embeddings to map yet: records get vectors once the "
-                                "embedding model is ready.")
+            self.legend.setText("")  # the empty state says why there is nothing to map
             return
-        self.legend.setText(f"{len(proj.rows):,} points{sampled} · {legend}")
+        self.legend.setText(f"{count_of(len(proj.rows), 'point')}{sampled} · {legend}")
         for axis, number in (("bottom", 0), ("left", 1)):  # what the plane's axes are
             self.plot.setLabel(axis, f"principal component {number + 1} "
                                f"({proj.explained[number]:.0%} of the variance)"
@@ -253,7 +271,34 @@ class MapView(QWidget):
         if self.data is None or not len(points):
             return
         index = points[0].data()  # type: ignore[attr-defined]  # pyqtgraph SpotItem
-        self.record_selected.emit(self.data.projection.ids[int(index)])
+        self.click_point(int(index))
+
+    def click_point(self, index: int) -> None:
+        """What a click on point ``index`` does: it becomes the map's current record (the
+        context menu's) and opens in the Records view."""
+        if self.data is None or not 0 <= index < len(self.data.projection.ids):
+            return
+        self.current_index = index
+        self.record_selected.emit(self.data.projection.ids[index])
+
+    def select_at(self, position: QPoint) -> int:
+        """Make the point at ``position`` (plot viewport pixels) current; its index or -1."""
+        if self.data is None:
+            return -1
+        spot = self.scatter.mapFromScene(self.plot.mapToScene(position))
+        found = self.scatter.pointsAt(spot)
+        if not len(found):
+            return -1
+        self.current_index = int(found[0].data())
+        return self.current_index
+
+    def current_record(self) -> RecordRef | None:
+        """The point clicked or right-clicked last (the context menu's record)."""
+        data = self.data
+        if data is None or not 0 <= self.current_index < len(data.projection.ids):
+            return None
+        return RecordRef(data.projection.ids[self.current_index],
+                         data.texts[self.current_index])
 
     # -- query overlay ---------------------------------------------------------------------
 
@@ -295,8 +340,8 @@ class MapView(QWidget):
             return
         count = len(self.neighbours)
         where = "" if self.query_point is not None or not count else " (not placed)"
-        self.marks.setText(f"{star} the Retrieval view's query{where} · {ring} its {count} "
-                           f"packed result{'' if count == 1 else 's'}")
+        self.marks.setText(f"{star} the Retrieval view's query{where} · {ring} its "
+                           f"{count_of(count, 'packed result')}")
 
     def apply_theme(self, name: str) -> None:
         """Plot colours of theme ``name``; the query's marks in its text colour."""

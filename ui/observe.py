@@ -78,10 +78,14 @@ class ObserveViews:
         """Put view ``name`` in a representative state over the demo data (``--screenshot``)."""
         if name == "timeline":
             await wait_until(lambda: len(self.timeline.data) > 0)
-            events = self.timeline.data.events  # the newest deferral shows the most fields
-            self.timeline.select_event(next(
-                (i for i in range(len(events) - 1, -1, -1)
-                 if events[i].kind == "merge-deferred"), len(events) - 1))
+            events = self.timeline.data.events
+            # the newest deferral shows the most fields, and its record by its text
+            named = [i for i, event in enumerate(events) if event.record_id]
+            deferred = [i for i in named if events[i].kind == "merge-deferred"]
+            chosen = deferred or named
+            self.timeline.select_event(chosen[-1] if chosen else len(events) - 1)
+            if chosen:
+                await wait_until(lambda: self.timeline.current_record() is not None)
         elif name == "pipeline":
             paraphrase = NewMemory(
                 content="The team's standup meeting is at 3pm.", agent_id="code-assistant",

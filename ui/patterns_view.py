@@ -35,6 +35,7 @@ from ui.layer_tab import LayerTab
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
 from ui.timeline_view import current_theme
+from ui.wording import count_of
 
 __all__ = ["OUTCOME_COLORS", "PatternsView"]
 
@@ -252,7 +253,8 @@ class PatternsView(LayerTab[list[PatternDetail]]):
             return
         pattern = detail.pattern
         self.title.setText(
-            f"{pattern.agent_id}: {pattern.support} episodes, {pattern.successes} succeeded, "
+            f"{pattern.agent_id}: {count_of(pattern.support, 'episode')}, {pattern.successes} "
+            "succeeded, "
             f"{pattern.failures} failed — success rate {_rate(pattern.success_rate)}")
         self.steps_label.setText("<ol style='margin-left:-20px'>" + "".join(
             f"<li>{html.escape(self._shown(step))}</li>" for step in pattern.steps) + "</ol>")

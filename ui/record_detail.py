@@ -10,6 +10,7 @@ under the form and on the field it names.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -33,9 +34,10 @@ from PySide6.QtWidgets import (
 
 from engine.browse import LinkedRecord, RecordDetail
 from engine.records import Layer, MemoryRecord, Privacy
-from ui.format import diff_value, label_for, local_time, phrase
+from ui.format import diff_value, elide, label_for, local_time, phrase
+from ui.record_links import quoted, record_tooltip
 
-__all__ = ["DAY_MS", "RecordDetailPanel"]
+__all__ = ["DAY_MS", "HISTORY_FIELDS", "RecordDetailPanel", "changed_fields"]
 
 DAY_MS = 86_400_000.0
 _ERROR_STYLE = "border: 1px solid #d1242f;"
@@ -198,6 +200,7 @@ class RecordDetailPanel(QWidget):
         record = self._record
         if detail is None or record is None:
             self._title.setText("No record selected")
+            self._title.setToolTip("")
             self.content.setPlainText("")
             self.tags.setText("")
             for browser in (self.fields_view, self.links_view, self.history_view):
@@ -205,7 +208,9 @@ class RecordDetailPanel(QWidget):
                                 "and history.</i></p>")
             self._update_enabled()
             return
-        self._title.setText(f"Record {record.id}")
+        shown = self._show(record.content)  # issue 19: by its text; the id secondary
+        self._title.setText(f"{quoted(shown, 70)} · {record.id[:8]}")
+        self._title.setToolTip(record_tooltip(shown, record.id))
         self._fill_form(record)
         self.fields_view.setHtml(self._fields_html(detail))
         self.links_view.setHtml(self._links_html(detail))
@@ -274,8 +279,9 @@ class RecordDetailPanel(QWidget):
             f"<td>{_esc(e.source or '')}</td><td>{_esc(phrase(e.decision_reason))}</td></tr>"
             for e in reversed(detail.events))
         edits = "".join(
-            f"<tr><td>{_esc(local_time(e.ts))}</td><td>{_esc(e.op)}</td>"
-            f"<td>{_esc(e.actor)}</td><td>{_esc(_changed_fields(e.before, e.after))}</td></tr>"
+            f"<tr><td valign='top'>{_esc(local_time(e.ts))}</td>"
+            f"<td valign='top'>{_esc(e.op)}</td><td valign='top'>{_esc(e.actor)}</td>"
+            f"<td>{self._changes_html(e.before, e.after)}</td></tr>"
             for e in detail.edits)
         if not detail.edits_known:
             edits = ("<tr><td colspan=4><i>not available: the introspection API does not serve "
@@ -284,8 +290,32 @@ class RecordDetailPanel(QWidget):
                 "<tr><th>time</th><th>kind</th><th>source</th><th>reason</th></tr>"
                 f"{events or '<tr><td colspan=4><i>none</i></td></tr>'}</table>"
                 "<h4>Edits (newest first)</h4><table cellspacing='2' cellpadding='2'>"
-                "<tr><th>time</th><th>op</th><th>actor</th><th>fields</th></tr>"
+                "<tr><th>time</th><th>op</th><th>actor</th><th>old → new</th></tr>"
                 f"{edits or '<tr><td colspan=4><i>none</i></td></tr>'}</table>")
+
+    def _changes_html(self, before: MemoryRecord | None, after: MemoryRecord | None) -> str:
+        """One line per edited field, ``field: old → new`` (content through redaction)."""
+        if before is None or after is None:
+            return "<i>created</i>" if before is None else "<i>deleted</i>"
+        lines = [f"<b>{_esc(label_for(name))}</b>: {_esc(self._value(name, old))} → "
+                 f"{_esc(self._value(name, new))}"
+                 for name, old, new in changed_fields(before, after)]
+        return "<br>".join(lines) or "<i>no field changed</i>"
+
+    def _value(self, name: str, value: object) -> str:
+        """A field's value as the history shows it (short, readable, masked when asked)."""
+        if name == "content" and isinstance(value, str):
+            return quoted(self._show(value), _HISTORY_TEXT)
+        if name == "expires_at":
+            return local_time(value) if isinstance(value, int | float) else "never"
+        if isinstance(value, float):
+            return f"{value:.3f}".rstrip("0").rstrip(".") if value else "0"
+        if isinstance(value, tuple | list):
+            return ", ".join(str(v) for v in value) or "(none)"
+        if isinstance(value, dict):
+            return elide(self._show(json.dumps(value, ensure_ascii=False, sort_keys=True)),
+                         _HISTORY_TEXT)
+        return str(getattr(value, "value", value))
 
     # -- editing ---------------------------------------------------------------------------
 
@@ -357,9 +387,13 @@ class RecordDetailPanel(QWidget):
             self.navigate.emit(text.removeprefix("record:"))
 
 
-def _changed_fields(before: MemoryRecord | None, after: MemoryRecord | None) -> str:
-    if before is None or after is None:
-        return "(whole record)"
-    names = ("content", "layer", "importance", "confidence", "tags", "privacy", "expires_at",
-             "category", "agent_id", "metadata")
-    return ", ".join(n for n in names if getattr(before, n) != getattr(after, n)) or "—"
+HISTORY_FIELDS = ("content", "layer", "importance", "confidence", "tags", "privacy", "expires_at",
+                  "category", "agent_id", "metadata")
+"""The fields the History tab compares between an edit's before and after."""
+_HISTORY_TEXT = 120
+
+
+def changed_fields(before: MemoryRecord, after: MemoryRecord) -> list[tuple[str, Any, Any]]:
+    """``(field, old, new)`` for each of :data:`HISTORY_FIELDS` that differs, in that order."""
+    return [(name, getattr(before, name), getattr(after, name)) for name in HISTORY_FIELDS
+            if getattr(before, name) != getattr(after, name)]

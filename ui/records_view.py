@@ -12,11 +12,23 @@ Reads go through the session's :class:`~engine.reader.MemoryReader`, so an attac
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any
 
-from PySide6.QtCore import QDate, QDateTime, QItemSelectionModel, Qt, QTime, QTimer, QTimeZone
+from PySide6.QtCore import (
+    QDate,
+    QDateTime,
+    QEvent,
+    QItemSelectionModel,
+    QObject,
+    Qt,
+    QTime,
+    QTimer,
+    QTimeZone,
+)
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
@@ -43,17 +55,26 @@ from PySide6.QtWidgets import (
 from engine.browse import Facets, RecordDetail
 from engine.errors import EngineError, RecordNotFound, ValidationError
 from engine.query import RecordQuery
+from engine.reader import MemoryReader
 from engine.records import Layer, Privacy
 from ui.dialogs import AddMemoryDialog
+from ui.empty_state import EmptyState
 from ui.record_detail import RecordDetailPanel
+from ui.record_links import RecordRef
 from ui.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
 from ui.session import DataSession, StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
+from ui.wording import count_of
 
 __all__ = ["FilterBar", "RecordsView"]
 
 ROW_HEIGHT = 24
 _ANY = "Any"
+_SCAN_PAGE = 500  # the introspection API's largest page
+_SCAN_LIMIT = 20_000
+CONTENT_SHARE = 0.45
+"""The Content column takes the table's spare width, and at least this share of it (the
+other columns then scroll), so the text a person reads is never a fixed sliver (issue 19)."""
 
 
 def _day_start_ms(date: QDate) -> float:
@@ -207,6 +228,31 @@ class FilterBar(QWidget):
         self.query_changed.emit(self.query())
 
 
+def _scan_rows(reader: MemoryReader, query: RecordQuery, record_id: str) -> int | None:
+    """Worker: the position of ``record_id`` in ``query`` by paging through its rows.
+
+    For an attached agent, whose API has no "locate"; a local store asks its engine. Reads at
+    most :data:`_SCAN_LIMIT` rows (then None: the detail is still shown).
+    """
+    offset = 0
+    while offset < _SCAN_LIMIT:
+        page = reader.list_rows(dataclasses.replace(query, offset=offset, limit=_SCAN_PAGE))
+        for number, row in enumerate(page.rows):
+            if row.id == record_id:
+                return offset + number
+        offset += _SCAN_PAGE
+        if offset >= page.total:
+            return None
+    return None
+
+
+def _locator(session: DataSession) -> Callable[[RecordQuery, str], int | None]:
+    """Where a record is in a query: the engine's answer, or a scan of an agent's pages."""
+    if isinstance(session, StoreSession):
+        return session.engine.locate_row
+    return partial(_scan_rows, session.reader)
+
+
 class RecordsView(QWidget):
     """Browse, filter, sort and edit the records of the open store.
 
@@ -225,8 +271,13 @@ class RecordsView(QWidget):
         self._details = RequestTokens()
         self._facet_tokens = RequestTokens()
         self._pending_select: str | None = None
+        self._pending_row: int | None = None  # where the engine says the linked record is
         self._agents: list[str] = []
         self._indexed = (0, 0)
+        self._filter_changed = False
+        self._content_sized_by_user = False
+        self._fitting = False
+        self.empty_actions: tuple[QAction, ...] = ()
         self.model = RecordTableModel(runner, self)
 
         self.filters = FilterBar(self)
@@ -250,6 +301,8 @@ class RecordsView(QWidget):
         # Indicator first: enabling sorting sorts by the indicator, which is the model's query.
         header.setSortIndicator(self.model.sort_section(), Qt.SortOrder.DescendingOrder)
         self.table.setSortingEnabled(True)
+        header.sectionResized.connect(self._on_section_resized)
+        self.table.viewport().installEventFilter(self)
         self.detail = RecordDetailPanel(self)
         self.count_label = QLabel("", self)
 
@@ -269,6 +322,7 @@ class RecordsView(QWidget):
         layout.addLayout(top)
         layout.addWidget(splitter, 1)
         self._build_actions()
+        self.empty_state = EmptyState(splitter, "records")
 
         self.filters.query_changed.connect(self._on_query_changed)
         self.model.total_changed.connect(self._on_total_changed)
@@ -301,9 +355,10 @@ class RecordsView(QWidget):
                                     "Delete the selected records (Del)")
         self.tag_action = action("Tag…", self._on_tag_triggered, "Ctrl+T",
                                  "Add tags to the selected records (Ctrl+T)")
-        self.refresh_action = action("Refresh", self.refresh, QKeySequence.StandardKey.Refresh,
-                                     "Reload the records (F5)")
-        self.find_action = action("Find", self._on_find_triggered, QKeySequence.StandardKey.Find)
+        # F5 and Ctrl+F are the window's (Refresh and Search in its toolbar), which call these.
+        self.refresh_action = action("Refresh", self.refresh, None, "Reload the records")
+        self.clear_filters_action = action("Clear filters", self.filters.clear, None,
+                                           "Show every record again")
         self.layer_menu = QMenu("Move to layer", self)
         self.layer_actions: list[QAction] = []
         for layer in Layer:
@@ -320,7 +375,6 @@ class RecordsView(QWidget):
         self.toolbar.addWidget(layer_button)
         self.toolbar.addSeparator()
         self.toolbar.addAction(self.refresh_action)
-        self.addAction(self.find_action)
 
     # -- session ---------------------------------------------------------------------------
 
@@ -410,7 +464,14 @@ class RecordsView(QWidget):
                 ids.append(record.id)
         return ids
 
+    def current_record(self) -> RecordRef | None:
+        """The record of the table's current row (the context menu's and shortcuts' target)."""
+        index = self.table.selectionModel().currentIndex()
+        record = self.model.record_at(index.row()) if index.isValid() else None
+        return None if record is None else RecordRef(record.id, record.content)
+
     def _on_query_changed(self, query: RecordQuery) -> None:
+        self._filter_changed = True
         current = self.model.query
         self.model.set_query(RecordQuery(
             agent_id=query.agent_id, layer=query.layer, privacy=query.privacy, tags=query.tags,
@@ -430,9 +491,9 @@ class RecordsView(QWidget):
         if self.model.waiting:
             text = f"{progress.capitalize()} — filters and sorting apply when done"
         elif self.model.preview:
-            text = f"{self.model.total:,} records, newest written first ({progress})"
+            text = f"{count_of(self.model.total, 'record')}, newest written first ({progress})"
         else:
-            text = f"{self.model.total:,} records"
+            text = count_of(self.model.total, "record")
         self.count_label.setText(text)
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
@@ -449,15 +510,58 @@ class RecordsView(QWidget):
     def _on_model_reloaded(self) -> None:
         self._show_count()
         self._on_scrolled()
+        follow, self._filter_changed = self._filter_changed, False
         if self._pending_select is not None:
             self._select_loaded(self._pending_select)
+            if self._pending_select is not None and self._pending_row is not None:
+                self._reveal_row(self._pending_row)
         elif self.detail.record is not None:
             row = self.model.row_of(self.detail.record.id)
             if row is not None:
                 self._select_row(row)
+            elif follow:
+                self._show_first_row()
             else:
                 self._load_detail()
         self._update_actions()
+        self._show_empty_state()
+
+    def _show_first_row(self) -> None:
+        """After a filter change that left the shown record out of the rows: show the new
+        current row (the first), or nothing when no record matches.
+
+        Only the loaded pages are searched: a record that still matches but sorts past the
+        first page is left for the first row too (the detail always shows a row of the table).
+        """
+        if self.model.record_at(0) is not None:
+            self._select_row(0)
+        else:
+            self.table.selectionModel().clear()
+            self._details.next_token()  # a detail still loading belongs to the old filter
+            self.detail.show_detail(None)
+
+    def _show_empty_state(self) -> None:
+        """"No memories yet" (with the window's next steps) on an empty store, "No records
+        match" (with Clear filters) when only the filters hide them; nothing while rows show."""
+        session = self._session
+        if session is None or self.model.total > 0 or self.model.waiting \
+                or not self.model.settled:
+            self.empty_state.clear()
+        elif self.filters.query() != RecordQuery():
+            self.empty_state.show_message(
+                "No records match these filters",
+                "Loosen or clear the filters above to see more of the store.",
+                [self.clear_filters_action])
+        elif session.reader.read_only:
+            self.empty_state.show_message(
+                "No memories yet", "Nothing has been stored here yet. This store is open "
+                "read-only, so memories come only from the agent that writes it.")
+        else:
+            self.empty_state.show_message(
+                "No memories yet",
+                "Memories appear here as your agent stores them. Load the demo data set to "
+                "explore the app, or import memories from a JSONL file or a conversation.",
+                self.empty_actions)
 
     def _on_page_loaded(self, _page: int) -> None:
         if self._pending_select is not None:
@@ -483,22 +587,75 @@ class RecordsView(QWidget):
         row = self.model.row_of(record_id)
         if row is not None:
             self._pending_select = None
+            self._pending_row = None
             self._select_row(row)
 
     def go_to_record(self, record_id: str) -> None:
-        """Show ``record_id``: select its row when loaded, else clear filters and look it up."""
+        """Show ``record_id``: its row selected and scrolled to, its detail beside it.
+
+        The row is found by the engine (:meth:`~engine.memory_engine.MemoryEngine.locate_row`)
+        and its page fetched when it is not loaded yet. When the filters hide the record they
+        are cleared (the sort is kept) and the status bar says so; until the row is selected the
+        table shows no selection, so the highlighted row never disagrees with the detail.
+        """
+        self._pending_select = record_id
+        self._pending_row = None
         row = self.model.row_of(record_id)
         if row is not None:
-            self._select_row(row)
+            self._select_loaded(record_id)
             return
-        self._pending_select = record_id
-        spawn(self._show_record(record_id))
+        selection = self.table.selectionModel()
+        selection.clearCurrentIndex()  # first: clearing the selection reads the current row
+        selection.clearSelection()
+        spawn(self._go_to(record_id))
 
-    async def _show_record(self, record_id: str) -> None:
-        """Load the detail of a record that is not on a loaded page (and say where it is)."""
+    async def _go_to(self, record_id: str) -> None:
+        """Find the row of ``record_id`` (widening the filters if needed) and reveal it."""
+        session = self._session
+        if session is None:
+            return
         await self._load_detail_for(record_id)
-        if self._pending_select == record_id and self.detail.record is not None:
-            self.message.emit("The linked record is not on a loaded page; its detail is shown.")
+        if isinstance(session, StoreSession) and not await session.wait_indexed():
+            return
+        if self._pending_select != record_id or session is not self._session:
+            return  # another link was followed meanwhile, or the store changed
+        query = self.model.query
+        everything = RecordQuery(sort_by=query.sort_by, descending=query.descending,
+                                 limit=query.limit)
+        try:
+            position = await self._runner.run(_locator(session), query, record_id)
+            widen = position is None and query != everything
+            if widen:
+                position = await self._runner.run(_locator(session), everything, record_id)
+        except EngineError as exc:
+            self.message.emit(f"Could not find the record in the table: {exc}")
+            return
+        if self._pending_select != record_id or session is not self._session:
+            return
+        if position is None:
+            self._pending_select = None
+            shown = self.detail.record is not None and self.detail.record.id == record_id
+            # shown: an agent's table too long to page through (its detail is still shown)
+            self.message.emit("The record's row was not found in the table; its detail is "
+                              "shown." if shown else "That record is no longer stored (see "
+                              "Fate for what happened to it).")
+            return
+        self._pending_row = position
+        if widen:
+            self.filters.clear()  # reloads; the row is revealed when the first page is in
+            self.message.emit("Filters cleared: they hid the record you opened.")
+        elif self.model.settled:
+            self._reveal_row(position)
+
+    def _reveal_row(self, row: int) -> None:
+        """Scroll to ``row`` and fetch its page; it is selected when its record arrives."""
+        if not 0 <= row < self.model.rowCount():
+            return
+        self.table.scrollTo(self.model.index(row, 0),
+                            QAbstractItemView.ScrollHint.PositionAtCenter)
+        self.model.ensure_rows(row, row)
+        if self._pending_select is not None:
+            self._select_loaded(self._pending_select)
 
     def _on_selection_changed(self) -> None:
         self._update_actions()
@@ -602,7 +759,7 @@ class RecordsView(QWidget):
             QMessageBox.warning(self, "Delete", f"Not deleted: {exc}")
             return
         self.detail.show_detail(None)
-        self.message.emit(f"Deleted {len(deleted):,} records")
+        self.message.emit(f"Deleted {count_of(len(deleted), 'record')}")
 
     def _on_relayer(self, layer: Layer) -> None:
         ids = self.selected_ids()
@@ -615,11 +772,13 @@ class RecordsView(QWidget):
         session = self._writable
         if not ids or session is None:
             return
-        text, ok = QInputDialog.getText(self, "Tag records",
-                                        f"Tags to add to {len(ids):,} records (comma-separated):")
+        text, ok = QInputDialog.getText(
+            self, "Tag records", f"Tags to add to {count_of(len(ids), 'record')} "
+            "(comma-separated):")
         tags = [t.strip() for t in text.split(",") if t.strip()]
         if ok and tags:
-            spawn(self._bulk(session.add_tags(ids, tags), f"Tagged {len(ids):,}"))
+            spawn(self._bulk(session.add_tags(ids, tags),
+                             f"Tagged {count_of(len(ids), 'record')}"))
 
     async def _bulk(self, work: Coroutine[Any, Any, None], done: str) -> None:
         try:
@@ -629,6 +788,39 @@ class RecordsView(QWidget):
             return
         self.message.emit(done)
 
-    def _on_find_triggered(self) -> None:
+    def focus_search(self) -> None:
+        """Put the cursor in the content search box (the window's Search, Ctrl+F)."""
         self.filters.text.setFocus()
         self.filters.text.selectAll()
+
+    # -- the Content column takes the spare width --------------------------------------------
+
+    def fit_content_column(self) -> None:
+        """Give the Content column the table's spare width (at least :data:`CONTENT_SHARE` of
+        it), unless the person sized it by hand."""
+        if self._content_sized_by_user:
+            return
+        header = self.table.horizontalHeader()
+        others = sum(header.sectionSize(i) for i in range(1, header.count())
+                     if not header.isSectionHidden(i))
+        available = self.table.viewport().width()
+        width = max(COLUMNS[0].width, available - others, int(available * CONTENT_SHARE))
+        if header.sectionSize(0) != width:
+            self._fitting = True  # our own resize is not the person's
+            try:
+                header.resizeSection(0, width)
+            finally:
+                self._fitting = False
+
+    def _on_section_resized(self, section: int, _old: int, _new: int) -> None:
+        if self._fitting:
+            return
+        if section == 0:
+            self._content_sized_by_user = True  # dragged by hand: keep the person's width
+        else:
+            self.fit_content_column()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self.fit_content_column()
+        return super().eventFilter(watched, event)

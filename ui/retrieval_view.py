@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QRectF, Qt, QTimer
+from PySide6.QtCore import QEvent, QRectF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QHelpEvent, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QSlider,
     QSpinBox,
     QSplitter,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -49,9 +50,12 @@ from engine.retrieval import (
     Strategy,
 )
 from engine.retrieval.types import COMPONENTS, RetrievalDiagnostics
+from ui.empty_state import EmptyState
 from ui.format import tag
+from ui.record_links import RecordRef, record_tooltip
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
+from ui.wording import count_of
 
 __all__ = ["COMPONENT_COLORS", "RankRow", "RetrievalView", "ScoreBars", "context_text",
            "rows_from_bundle", "rows_from_ranking"]
@@ -133,22 +137,89 @@ def context_text(rows: Sequence[RankRow], redact: Callable[[str], str] | None) -
 
 
 class ScoreBars(QWidget):
-    """Candidates as stacked component bars, with the budget cut line."""
+    """Candidates as stacked component bars, with the budget cut line.
+
+    A click makes a row current (the context menu's record), a double click or Enter opens it
+    in Records; hovering a row shows its full text and id.
+
+    Signals:
+        activated(str): The current row's record id (double click or Enter).
+    """
 
     ROW = 22
+    _TOP = 24.0
+    _CUT = 20  # height of the budget cut line's band
+
+    activated = QtSignal(str)
 
     def __init__(self, title: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.title = title
         self.rows: list[RankRow] = []
+        self.current = -1
         self.budget = 0
         self.used = 0
         self.redact: Callable[[str], str] | None = None
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+
+    def row_top(self, index: int) -> float:
+        """Where row ``index`` is drawn (below the cut line when the budget dropped it)."""
+        cut = self.cut
+        return self._TOP + self.ROW * index + (self._CUT if cut is not None and index >= cut
+                                               else 0)
+
+    def row_at(self, y: float) -> int:
+        """The row drawn at height ``y`` (-1: none)."""
+        for index in range(min(len(self.rows), MAX_ROWS)):
+            top = self.row_top(index)
+            if top <= y < top + self.ROW:
+                return index
+        return -1
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        row = self.row_at(event.position().y())
+        if row >= 0:  # right clicks too: the context menu acts on the row clicked
+            self.current = row
+            self.update()
+        super().mousePressEvent(event)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        row = self.row_at(event.position().y())
+        if row >= 0:
+            self.activated.emit(self.rows[row].id)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        shown = min(len(self.rows), MAX_ROWS)
+        if key in (Qt.Key.Key_Up, Qt.Key.Key_Down) and shown:
+            step = -1 if key == Qt.Key.Key_Up else 1
+            self.current = max(0, min(shown - 1, self.current + step))
+            self.update()
+        elif key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and 0 <= self.current < shown:
+            self.activated.emit(self.rows[self.current].id)
+        else:
+            super().keyPressEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            row = self.row_at(event.pos().y())
+            if row >= 0:
+                text = self.rows[row].text
+                shown = self.redact(text) if self.redact is not None else text
+                QToolTip.showText(event.globalPos(), record_tooltip(shown, self.rows[row].id),
+                                  self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
 
     def set_rows(self, rows: Sequence[RankRow], budget: int) -> None:
         """Show ``rows`` (first :data:`MAX_ROWS`) against ``budget`` tokens."""
+        current = self.rows[self.current].id if 0 <= self.current < len(self.rows) else None
         self.rows = list(rows)
+        ids = [r.id for r in self.rows]
+        self.current = ids.index(current) if current in ids else (0 if ids else -1)
         self.budget = budget
         self.used = sum(r.tokens for r in rows if r.packed)
         shown = min(len(self.rows), MAX_ROWS)
@@ -183,6 +254,11 @@ class ScoreBars(QWidget):
                 painter.drawText(QRectF(bar_x, y + 3, width - bar_x, 16),
                                  f"budget cut ({self.budget} tok)")
                 y += 20
+            if i == self.current:
+                highlight = self.palette().highlight().color()
+                painter.fillRect(QRectF(0, y, width, self.ROW),
+                                 highlight.lighter(170) if self.palette().window().color()
+                                 .lightness() > 128 else highlight.darker(150))
             colour = text if row.packed else muted
             painter.setPen(QPen(colour))
             shown = self.redact(row.text) if self.redact is not None else row.text
@@ -233,10 +309,12 @@ class RetrievalView(QWidget):
     Signals:
         retrieved(object, list): The query vector (or None) and the packed ids, for the map.
         message(str): Something to show in the status bar.
+        open_record(str): Show this candidate's record in the Records view.
     """
 
     retrieved = QtSignal(object, list)
     message = QtSignal(str)
+    open_record = QtSignal(str)
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -312,6 +390,8 @@ class RetrievalView(QWidget):
 
         self.pinned = ScoreBars("A (pinned)", self)
         self.live = ScoreBars("Ranking", self)
+        self.live.activated.connect(self.open_record)
+        self.pinned.activated.connect(self.open_record)
         self.pinned_area = QScrollArea(self)
         self.pinned_area.setWidgetResizable(True)
         self.pinned_area.setWidget(self.pinned)
@@ -336,6 +416,7 @@ class RetrievalView(QWidget):
         layout.addLayout(form)
         layout.addWidget(legend)
         layout.addWidget(body, 1)
+        self.empty_state = EmptyState(results, "retrieval")
 
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -369,9 +450,28 @@ class RetrievalView(QWidget):
         self.pinned.update()
         self.context.setPlainText(context_text(self.live.rows, redact) if self.bundle else "")
 
+    def current_record(self) -> RecordRef | None:
+        """The ranking's current row (the context menu's record)."""
+        live = self.live
+        if not 0 <= live.current < len(live.rows):
+            return None
+        row = live.rows[live.current]
+        return RecordRef(row.id, self.texts.get(row.id, row.text))
+
     def _update_enabled(self) -> None:
         has = self._session is not None
         self.run_button.setEnabled(has)
+        if self.bundle is None:
+            self.empty_state.show_message(
+                "Type a question…", "…in the box above, as your agent would ask it (\"when is "
+                "the team standup?\"), and press Enter. Every candidate's score shows here, "
+                "split into its parts, with the cut where the token budget ran out.")
+        elif not self.bundle.records:
+            self.empty_state.show_message(
+                "Nothing retrieved", "No record of this agent and layer policy fits the "
+                "request. Try another agent, purpose or a larger budget.")
+        else:
+            self.empty_state.clear()
         for slider in self.sliders.values():
             slider.setEnabled(self.bundle is not None)
         self.reset_button.setEnabled(self.bundle is not None)
@@ -413,7 +513,8 @@ class RetrievalView(QWidget):
         diag = bundle.diagnostics
         drops = ", ".join(f"{k} {v}" for k, v in diag.drop_counts().items() if v) or "none"
         self.summary.setText(
-            f"{diag.candidate_count} candidates, {diag.filtered_count} filtered · semantic "
+            f"{count_of(diag.candidate_count, 'candidate')}, {diag.filtered_count:,} filtered"
+            " · semantic "
             f"{diag.semantic_mode.value} · strategy {bundle.strategy_applied} · "
             f"{diag.time_ms:.1f} ms (+{diag.embed_ms:.0f} ms embed) · dropped: {drops}"
             + (" · content compressed" if diag.compression_applied else ""))

@@ -35,6 +35,7 @@ from engine.errors import EngineError
 from engine.ingest.review import ReviewItem
 from engine.memory_engine import MemoryEngine
 from engine.records import MemoryRecord
+from ui.empty_state import EmptyState
 from ui.format import (
     elide,
     exact_time,
@@ -45,6 +46,7 @@ from ui.format import (
     tag,
     thresholds_phrase,
 )
+from ui.record_links import RecordRef, record_tooltip
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 
@@ -151,10 +153,12 @@ class ReviewView(QWidget):
     Signals:
         decided(list): Decisions were applied (their :class:`Decision` values).
         message(str): Something to show in the status bar.
+        open_record(str): Show the current item's stored record in the Records view.
     """
 
     decided = QtSignal(list)
     message = QtSignal(str)
+    open_record = QtSignal(str)
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -169,10 +173,13 @@ class ReviewView(QWidget):
         self.reject_button = QPushButton("Reject (R)", self)
         self.skip_button = QPushButton("Skip (S)", self)
         self.refresh_button = QPushButton("Refresh", self)
+        self.open_button = QPushButton("Open stored record", self)
+        self.open_button.setToolTip("Show the stored record of this pair in the Records view "
+                                    "(double-click the item, or Ctrl+Return)")
         self.count_label = QLabel("", self)
         bar = QHBoxLayout()
         for button in (self.approve_button, self.reject_button, self.skip_button,
-                       self.refresh_button):
+                       self.refresh_button, self.open_button):
             bar.addWidget(button)
         bar.addWidget(self.count_label, 1)
 
@@ -208,6 +215,8 @@ class ReviewView(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
         layout.addWidget(split, 1)
+        self.empty_state = EmptyState(split, "review")
+        self._queue_read = False  # the open store's queue was read at least once
 
         for key, slot in (("A", self.approve_selected), ("R", self.reject_selected),
                           ("S", self.skip)):
@@ -218,6 +227,8 @@ class ReviewView(QWidget):
         self.reject_button.clicked.connect(self.reject_selected)
         self.skip_button.clicked.connect(self.skip)
         self.refresh_button.clicked.connect(self.refresh)
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.list.itemDoubleClicked.connect(self._on_open_clicked)
         self.list.currentRowChanged.connect(self._show)
         self._update_buttons()
 
@@ -226,6 +237,7 @@ class ReviewView(QWidget):
     def set_session(self, session: StoreSession | None) -> None:
         """Show ``session``'s queue."""
         self._session = session
+        self._queue_read = False
         self.items = []
         self.list.clear()
         self._show(-1)
@@ -248,7 +260,16 @@ class ReviewView(QWidget):
         for button in (self.approve_button, self.reject_button):
             button.setEnabled(writable and has)
         self.skip_button.setEnabled(has)
-        self.count_label.setText(f"{len(self.items)} pending")
+        self.open_button.setEnabled(self.current_record() is not None)
+        self.count_label.setText(f"{len(self.items):,} pending")
+        if self._queue_read and not self.items:
+            self.empty_state.show_message(
+                "Nothing to review", "Ingest holds a memory here instead of merging it when it "
+                "is almost a duplicate of a stored one (the gray zone just under the merge "
+                "threshold) or may contradict it (\"standup at 9:30\" vs \"10:30\"). Approve "
+                "merges the pair; reject keeps both.")
+        else:
+            self.empty_state.clear()
 
     def _on_records_changed(self, _ids: list[str]) -> None:
         if self.sender() is self._session:
@@ -289,12 +310,24 @@ class ReviewView(QWidget):
         self.list.setCurrentRow(keep if items else -1)
         self._show(self.list.currentRow())
         self.loads += 1
+        self._queue_read = True
         self._update_buttons()
 
     def current_item(self) -> ReviewItem | None:
         """The item shown."""
         row = self.list.currentRow()
         return self.items[row][0] if 0 <= row < len(self.items) else None
+
+    def current_record(self) -> RecordRef | None:
+        """The current item's stored record (None when it was deleted meanwhile)."""
+        row = self.list.currentRow()
+        target = self.items[row][1] if 0 <= row < len(self.items) else None
+        return None if target is None else RecordRef(target.id, target.content)
+
+    def _on_open_clicked(self, *_args: object) -> None:
+        ref = self.current_record()
+        if ref is not None:
+            self.open_record.emit(ref.id)
 
     def selected_ids(self) -> list[str]:
         """Ids of the selected items (the current one when nothing is selected)."""
@@ -304,6 +337,7 @@ class ReviewView(QWidget):
         return [self.items[r][0].id for r in rows if 0 <= r < len(self.items)]
 
     def _show(self, row: int) -> None:
+        self.open_button.setEnabled(self.current_record() is not None)
         if not 0 <= row < len(self.items):
             self.info.setText("No pending pairs." if not self.items else "")
             self.stored.clear()
@@ -325,8 +359,12 @@ class ReviewView(QWidget):
             f" · queued {html.escape(relative_time(item.created_at))}")
         self.info.setToolTip(f"{item.reason} · queued {exact_time(item.created_at)}")
         if target is not None:
-            self.stored_label.setText(f"Stored record {target.id[:12]} · {target.agent_id} · "
+            self.stored_label.setText(f"Stored record · {target.agent_id} · "
                                       f"{target.layer.value} · {target.category.value}")
+            self.stored_label.setToolTip(record_tooltip(self._text(target.content), target.id))
+        else:
+            self.stored_label.setText("Stored record (deleted since)")
+            self.stored_label.setToolTip("")
         incoming = item.incoming
         self.incoming_label.setText(f"Incoming · {incoming.agent_id} · {incoming.source} · "
                                     f"{incoming.source_tier.value} · {incoming.category.value}")

@@ -25,9 +25,11 @@ from PySide6.QtWidgets import (
 
 from engine.errors import EngineError
 from engine.memory_engine import MemoryEngine, RedactionHit
+from ui.empty_state import EmptyState
 from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
+from ui.wording import count_of
 
 __all__ = ["ScanView"]
 
@@ -80,6 +82,7 @@ class ScanView(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.table, 1)
+        self.empty_state = EmptyState(self.table, "secrets")
         self._update_buttons()
 
     def set_session(self, session: StoreSession | None) -> None:
@@ -90,6 +93,7 @@ class ScanView(QWidget):
         self._tokens.next_token()
         self.hits = []
         self.table.clear()
+        self.empty_state.clear()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
             self._rescan()
@@ -141,8 +145,16 @@ class ScanView(QWidget):
         for column in range(4):
             self.table.resizeColumnToContents(column)
         secrets = sum(1 for h in hits if h.secret)
-        self.summary.setText(f"{len(hits)} records hold secret-shaped or personal text "
-                             f"({secrets} with secrets).")
+        verb = "holds" if len(hits) == 1 else "hold"
+        self.summary.setText(f"{count_of(len(hits), 'record')} {verb} secret-shaped or personal "
+                             f"text ({secrets:,} with secrets).")
+        if hits:
+            self.empty_state.clear()
+        else:
+            self.empty_state.show_message(
+                "No secrets found", "No record holds text shaped like an API key, a token, a "
+                "private key, an e-mail address, a UUID or a 16-digit number. The scan runs "
+                "again whenever records change.")
         self._update_buttons()
         return hits
 

@@ -44,6 +44,7 @@ from ui.plot_items import PassiveScatter
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, blend, plot_colors
 from ui.timeline_view import current_theme
+from ui.wording import count_of
 
 __all__ = ["GraphNode", "SocialGraph", "SocialView", "edge_width", "layout_graph",
            "sentiment_color"]
@@ -361,7 +362,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
         summary = node.summary
         if summary is None:
             known = sum(1 for n in self.graph.nodes if n.agent == node.agent and n.summary)
-            return f"agent {node.name}: knows {known} people (click to show only them)"
+            return f"agent {node.name}: knows {count_of(known, 'person')} (click to show only them)"
         sentiment = "unknown" if summary.sentiment is None else f"{summary.sentiment:+.2f}"
         return (f"{summary.counterpart} (known to {summary.agent_id}): {summary.interactions} "
                 f"interactions, sentiment {sentiment}, {summary.trend}")

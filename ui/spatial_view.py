@@ -44,6 +44,7 @@ from ui.plot_items import PassiveScatter
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme
 from ui.timeline_view import current_theme
+from ui.wording import count_of
 
 __all__ = ["SpatialData", "SpatialView"]
 
@@ -300,7 +301,7 @@ class SpatialView(LayerTab[SpatialData]):
         low, high = self.time_window()
         when = "" if not len(data.t) else \
             f" · {_date(low * 1000)} → {_date(high * 1000)}"
-        self.time_label.setText(f"{len(rows):,} of {len(data.t):,} points{when}")
+        self.time_label.setText(f"{len(rows):,} of {count_of(len(data.t), 'point')}{when}")
         present = sorted(set(data.agent[rows].tolist()))
         self.legend.setText("  ".join(
             f'<span style="color:{PALETTE[c % len(PALETTE)]}">●</span> {data.agents[c]}'

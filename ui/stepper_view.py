@@ -26,9 +26,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QEvent, QRectF, Qt
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QHelpEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -48,6 +57,7 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -56,6 +66,7 @@ from engine.errors import EngineError
 from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
+from ui.empty_state import EmptyState
 from ui.fields_view import FieldsPanel
 from ui.format import (
     Field,
@@ -72,14 +83,17 @@ from ui.format import (
     stage_fields,
     stage_title,
 )
+from ui.record_links import RECORD_ID, RecordRef, fetch_texts, record_tooltip
+from ui.record_search import RecordSearch
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.whatif import WhatIf, threshold_what_if
+from ui.wording import count_of
 
 __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
 
 STAGES: tuple[Stage, ...] = tuple(Stage)
-_SOURCES = ("Type a new memory", "A stored memory (by id)", "Next line of an import file")
+_SOURCES = ("Type a new memory", "A stored memory", "Next line of an import file")
 _DIFF_SKIP = {"embedding_model"}
 
 
@@ -107,42 +121,107 @@ def memory_from_json(line: str, source: str) -> NewMemory:
 
 
 class SimilarityBars(QWidget):
-    """Candidates as horizontal similarity bars with the tier threshold and the gray zone."""
+    """Candidates as horizontal similarity bars with the tier threshold and the gray zone.
+
+    Each bar is labelled with the candidate's text (full text and id on hover). A click makes a
+    bar current (the context menu's record), a double click or Enter opens it in Records.
+
+    Signals:
+        activated(str): The current candidate's record id (double click or Enter).
+    """
+
+    activated = QtSignal(str)
+    _TOP = 22.0
+    _ROW = 24.0
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.candidates: list[tuple[str, float]] = []
+        self.ids: list[str] = []
+        self.tips: list[str] = []
+        self.current = -1
         self.threshold = 0.85
         self.floor = 0.70
         self.setMinimumHeight(60)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
 
     def set_data(self, candidates: list[tuple[str, float]], threshold: float,
-                 floor: float) -> None:
-        """Show ``(label, similarity)`` bars against ``threshold`` and the band [floor, t)."""
+                 floor: float, ids: Sequence[str] = (), tips: Sequence[str] = ()) -> None:
+        """Show ``(label, similarity)`` bars against ``threshold`` and the band [floor, t).
+
+        Args:
+            ids: The candidates' record ids (what a click, the menu and Enter act on).
+            tips: Hover text per candidate (its full text and id).
+        """
         self.candidates = candidates
+        self.ids = list(ids)
+        self.tips = list(tips)
+        self.current = 0 if self.ids else -1
         self.threshold = threshold
         self.floor = floor
         self.setMinimumHeight(40 + 24 * max(1, len(candidates)))
         self.update()
 
+    def row_at(self, y: float) -> int:
+        """The candidate drawn at height ``y`` (-1: none)."""
+        row = int((y - self._TOP) // self._ROW)
+        return row if y >= self._TOP and 0 <= row < len(self.candidates) else -1
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        row = self.row_at(event.position().y())
+        if row >= 0:  # right clicks too: the context menu acts on the bar clicked
+            self.current = row
+            self.update()
+        super().mousePressEvent(event)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        row = self.row_at(event.position().y())
+        if 0 <= row < len(self.ids):
+            self.activated.emit(self.ids[row])
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        if key in (Qt.Key.Key_Up, Qt.Key.Key_Down) and self.candidates:
+            step = -1 if key == Qt.Key.Key_Up else 1
+            self.current = max(0, min(len(self.candidates) - 1, self.current + step))
+            self.update()
+        elif key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and 0 <= self.current < len(self.ids):
+            self.activated.emit(self.ids[self.current])
+        else:
+            super().keyPressEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            row = self.row_at(event.pos().y())
+            if 0 <= row < len(self.tips):
+                QToolTip.showText(event.globalPos(), self.tips[row], self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
+
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         palette = self.palette()
         text = palette.windowText().color()
-        left, right = 170.0, float(self.width() - 50)
+        # the labels (candidate texts) get a third of a narrow panel, at most 220 px
+        left, right = min(220.0, max(120.0, self.width() * 0.35)), float(self.width() - 50)
         lo = 0.4  # similarity at the left edge
 
         def x_of(value: float) -> float:
             return left + (right - left) * max(0.0, min(1.0, (value - lo) / (1.0 - lo)))
 
-        top, height = 22.0, 24.0 * max(1, len(self.candidates))
+        top, height = self._TOP, self._ROW * max(1, len(self.candidates))
         gray = QColor("#bf8700")
         gray.setAlpha(50)
         painter.fillRect(QRectF(x_of(self.floor), top, x_of(self.threshold) - x_of(self.floor),
                                 height), gray)
         painter.setPen(QPen(text))
-        painter.drawText(QRectF(x_of(self.floor), 2, 160, 18), "gray zone")
+        band = int(x_of(self.threshold) - x_of(self.floor)) - 4  # never under the threshold's
+        painter.drawText(QRectF(x_of(self.floor), 2, max(0, band), 18),
+                         painter.fontMetrics().elidedText("gray zone",
+                                                          Qt.TextElideMode.ElideRight, band))
         painter.setPen(QPen(QColor("#cf222e"), 2, Qt.PenStyle.DashLine))
         painter.drawLine(int(x_of(self.threshold)), int(top - 4),
                          int(x_of(self.threshold)), int(top + height))
@@ -152,14 +231,20 @@ class SimilarityBars(QWidget):
             painter.setPen(QPen(text))
             painter.drawText(QRectF(left, top, right - left, 22), "no candidates")
         for i, (label, similarity) in enumerate(self.candidates):
-            y = top + 24.0 * i + 3
+            y = top + self._ROW * i + 3
+            if i == self.current:
+                painter.fillRect(QRectF(0, y - 2, self.width(), self._ROW - 2),
+                                 palette.highlight().color().lighter(170)
+                                 if palette.window().color().lightness() > 128
+                                 else palette.highlight().color().darker(150))
             colour = QColor("#1a7f37") if similarity >= self.threshold else (
                 QColor("#bf8700") if similarity >= self.floor else QColor("#8c959f"))
             painter.fillRect(QRectF(left, y, x_of(similarity) - left, 16), QBrush(colour))
             painter.setPen(QPen(text))
             painter.drawText(QRectF(4, y, left - 8, 18),
                              Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                             label)
+                             painter.fontMetrics().elidedText(
+                                 label, Qt.TextElideMode.ElideRight, int(left - 8)))
             painter.drawText(QRectF(x_of(similarity) + 4, y, 60, 18),
                              Qt.AlignmentFlag.AlignVCenter, f"{similarity:.3f}")
         painter.end()
@@ -239,6 +324,7 @@ class StepperView(QWidget):
 
     Signals:
         run_started(str): A run began (its incoming id).
+        open_record(str): Show this record (a candidate) in the Records view.
         stage_done(object): A :class:`StageReport` was shown.
         run_finished(str): The run's events were emitted (its incoming id; the timeline
             highlights them).
@@ -246,6 +332,7 @@ class StepperView(QWidget):
     """
 
     run_started = QtSignal(str)
+    open_record = QtSignal(str)
     stage_done = QtSignal(object)
     run_finished = QtSignal(str)
     message = QtSignal(str)
@@ -271,8 +358,15 @@ class StepperView(QWidget):
         self.source_box = QComboBox(self)
         self.source_box.addItems(_SOURCES)
         self.record_edit = QLineEdit(self)
-        self.record_edit.setPlaceholderText("record id")
+        self.record_edit.setPlaceholderText("Type words of a stored memory (or paste its id)")
+        self.record_edit.setClearButtonEnabled(True)
+        self.record_edit.returnPressed.connect(self._on_load_record_clicked)
         self.load_record_button = QPushButton("Load", self)
+        self.record_results = QListWidget(self)  # issue 19: stored memories by their words
+        self.record_finder = RecordSearch(runner, self.record_edit, self.record_results,
+                                          self._text, self)
+        self.record_finder.picked.connect(self._on_record_picked)
+        self.record_finder.failed.connect(self._on_record_search_failed)
         self.file_button = QPushButton("Open file…", self)
         self.next_line_button = QPushButton("Next line", self)
         self.file_label = QLabel("", self)
@@ -338,6 +432,12 @@ class StepperView(QWidget):
             self.stack.addWidget(panel)
         self.stage_list.currentRowChanged.connect(self.stack.setCurrentIndex)
         self.stage_list.setCurrentRow(0)
+        bars = self.panels[Stage.CANDIDATES].bars
+        assert bars is not None
+        self.candidate_bars = bars
+        self.candidate_bars.activated.connect(self.open_record)
+        for panel in self.panels.values():  # stage fields naming a record open it too
+            panel.fields.record_activated.connect(self.open_record)
 
         # -- what-if ---------------------------------------------------------------------
         self.whatif_box = QGroupBox("Threshold what-if (read-only)", self)
@@ -375,10 +475,13 @@ class StepperView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(source_row)
+        layout.addWidget(self.record_results)
         layout.addWidget(self.content_edit)
         layout.addLayout(fields)
         layout.addLayout(controls)
         layout.addWidget(body, 1)
+        self.empty_state = EmptyState(self.stack, "pipeline")
+        self._show_empty_state()
 
         self.source_box.currentIndexChanged.connect(self._on_source_changed)
         self.load_record_button.clicked.connect(self._on_load_record_clicked)
@@ -401,10 +504,20 @@ class StepperView(QWidget):
         self._session = session
         self.run = None
         self._paused = True
+        self.record_finder.set_reader(session.reader if session is not None else None)
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()
         self._update_buttons()
+        self._show_empty_state()
+
+    def _show_empty_state(self) -> None:
+        """Until a run starts, say how to start one where its stages will show."""
+        self.empty_state.show_message(
+            "Step a memory through the pipeline", "Type a memory above (or load a stored "
+            "record, or a line of a JSONL file) and press Start, then Step: each stage's data "
+            "shows here as it happens — the hash, the embedding, the candidates and their "
+            "similarity, the decision and why.")
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask shown content with ``redact`` (None: as stored); the stages shown so far are
@@ -443,11 +556,9 @@ class StepperView(QWidget):
         missing = [i for i in record_ids_in(report.data) if i not in self._texts]
         if not missing:
             return
-        try:
-            found = await self._runner.run(session.reader.get_records, missing)
-        except EngineError:
-            return  # the fields say "no longer stored"; the Raw tab has the ids
-        self._texts.update((r.id, r.content) for r in found)
+        # a record gone or unreadable stays unnamed: the fields say "no longer stored" and the
+        # Raw tab has the ids
+        self._texts.update(await fetch_texts(self._runner, session.reader, missing))
 
     def _update_buttons(self) -> None:
         has = self._session is not None
@@ -468,6 +579,8 @@ class StepperView(QWidget):
         self.speed_label.setText(f"{value} ms")
 
     def _on_source_changed(self, index: int) -> None:
+        if index != 1:
+            self.record_finder.close()
         self.record_edit.setVisible(index == 1)
         self.load_record_button.setVisible(index == 1)
         self.file_button.setVisible(index == 2)
@@ -501,7 +614,17 @@ class StepperView(QWidget):
         self.privacy_box.setCurrentText(new.privacy.value)
 
     def _on_load_record_clicked(self) -> None:
-        spawn(self.load_stored(self.record_edit.text().strip()))
+        text = self.record_edit.text().strip()
+        if RECORD_ID.fullmatch(text):
+            spawn(self.load_stored(text))
+        elif not self.record_finder.pick_first():  # Enter picks the first match
+            spawn(self.record_finder.search(text))
+
+    def _on_record_picked(self, record_id: str) -> None:
+        spawn(self.load_stored(record_id))
+
+    def _on_record_search_failed(self, message: str) -> None:
+        self.status_label.setText(message)
 
     async def load_stored(self, record_id: str) -> bool:
         """Fill the form from stored record ``record_id`` (its content and fields)."""
@@ -516,7 +639,8 @@ class StepperView(QWidget):
         if session is not self._session:
             return False
         self.source_box.setCurrentIndex(1)
-        self.record_edit.setText(record_id)
+        self.record_finder.close()
+        self.record_edit.clear()  # the form below shows what was loaded
         self.fill_form(NewMemory(content=record.content, agent_id=record.agent_id,
                                  layer=record.layer, category=record.category,
                                  privacy=record.privacy, source_tier=record.source_tier))
@@ -595,6 +719,7 @@ class StepperView(QWidget):
         self.run = run
         self._texts = {run.incoming_id: memory.content}
         self._paused = True
+        self.empty_state.clear()
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()
@@ -684,11 +809,31 @@ class StepperView(QWidget):
             mark = "●" if stage in done else ("▶" if stage == following else "○")
             self.stage_list.item(i).setText(f"{mark}  {stage_title(stage.value)}")
 
+    def current_record(self) -> RecordRef | None:
+        """The current candidate (the context menu's record), when its text is known."""
+        bars = self.candidate_bars
+        if not 0 <= bars.current < len(bars.ids):
+            return None
+        record_id = bars.ids[bars.current]
+        text = self._texts.get(record_id)
+        return None if text is None else RecordRef(record_id, text)
+
+    def current_field_record(self) -> RecordRef | None:
+        """The record the shown stage's current field names, when its text is known."""
+        panel = self.stack.currentWidget()
+        record_id = panel.fields.current_record_id() if isinstance(panel, StagePanel) else None
+        text = self._texts.get(record_id) if record_id is not None else None
+        return None if record_id is None or text is None else RecordRef(record_id, text)
+
     def show_report(self, report: StageReport) -> None:
-        """Fill the panel of ``report.stage`` and bring it to the front."""
+        """Fill the panel of ``report.stage`` and bring it to the front.
+
+        Record ids in the stage data are shown by their text when the run read it (``step``
+        reads the texts of the records a stage names before showing it).
+        """
         panel = self.panels[report.stage]
         data = report.data
-        texts = self._shown_texts()
+        texts = self._shown_texts()  # record id → text, as shown
         headline = f"{stage_title(report.stage.value)} · {duration(report.latency_ms)}"
         if report.stage is Stage.NORMALIZE:
             headline += f" · hash {str(data.get('content_hash', ''))[:12]}…"
@@ -702,12 +847,15 @@ class StepperView(QWidget):
             candidates = data.get("candidates") or []
             hit = "exact duplicate found" if data.get("hash_hit") else "no exact duplicate"
             count = len(candidates)
-            headline += (f" · {hit} · {count} candidate{'s' if count != 1 else ''} · "
+            headline += (f" · {hit} · {count_of(count, 'candidate')} · "
                          f"{phrase(str(data.get('method')))} search")
             assert panel.bars is not None
-            panel.bars.set_data([(f"{c['id'][:10]} {c.get('category', '')}",
-                                  float(c["similarity"])) for c in candidates[:8]],
-                                self.threshold, self.floor)
+            shown = candidates[:8]
+            panel.bars.set_data(
+                [(texts.get(c["id"], "(no longer stored)"), float(c["similarity"]))
+                 for c in shown], self.threshold, self.floor, [c["id"] for c in shown],
+                [record_tooltip(texts.get(c["id"], ""), c["id"])
+                 + f"\ncategory {c.get('category', '')}" for c in shown])
         elif report.stage is Stage.DECISION:
             decision = data.get("decision") or {}
             conflicts = decision.get("conflicts") or []
@@ -764,8 +912,8 @@ class StepperView(QWidget):
         verb = "would merge" if result.new < result.old else "would no longer merge"
         sampled = " (partitions sampled)" if result.sampled else ""
         self.whatif_summary.setText(
-            f"{result.old:.2f} → {result.new:.2f}: {result.total} stored pair(s) {verb}; "
-            f"{result.rows_compared} records compared{sampled}.")
+            f"{result.old:.2f} → {result.new:.2f}: {count_of(result.total, 'stored pair')} {verb}; "
+            f"{count_of(result.rows_compared, 'record')} compared{sampled}.")
         self.whatif_table.setRowCount(len(result.pairs))
         for r, pair in enumerate(result.pairs):
             for c, value in enumerate((f"{pair.similarity:.3f}", self._text(pair.content_a),

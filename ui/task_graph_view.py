@@ -40,6 +40,7 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtGui import (
+    QAction,
     QBrush,
     QColor,
     QFontMetricsF,
@@ -84,6 +85,7 @@ from engine.tasks import (
     WorkspaceWatcher,
     build_scene,
 )
+from ui.empty_state import EmptyState
 from ui.redaction import Redaction
 from ui.tasks import RequestTokens, spawn
 
@@ -471,6 +473,15 @@ class TaskGraphView(QWidget):
         layout.addWidget(splitter, 1)
         self.cycle_list.hide()
         self._show_legend()
+        self.open_action = QAction("Open workspace…", self)
+        self.open_action.setToolTip("Choose a folder of task cards")
+        self.open_action.triggered.connect(self._on_open_clicked)
+        self.empty_state = EmptyState(splitter, "tasks")
+        self.empty_state.show_message(
+            "Open a task workspace…", "…a folder of Markdown task cards. Their dependency "
+            "graph shows here, cycles marked, with what each task needs and the context scene "
+            "an agent would get for it.",
+            [self.open_action])
         redaction.changed.connect(self._on_redaction_changed)
 
     # -- the owner thread ------------------------------------------------------------------
@@ -522,6 +533,7 @@ class TaskGraphView(QWidget):
             self.root_label.setText(f"Cannot open {root}: {exc}")
             return None
         self._workspace = workspace
+        self.empty_state.clear()
         self.root_label.setText(str(root))
         self._clear_graph()
         self._show_graph(graph)

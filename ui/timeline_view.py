@@ -46,14 +46,17 @@ from PySide6.QtWidgets import (
 
 from engine.errors import EngineError
 from engine.events import Event
+from ui.empty_state import EmptyState
 from ui.event_tail import EventTail
 from ui.fields_view import FieldsPanel
 from ui.format import event_fields, raw_json, record_ids_in
 from ui.plot_items import SpanViewBox, TimeAxis, span_caption
+from ui.record_links import RecordRef, fetch_texts, quoted, record_tooltip
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.theme import apply_plot_theme, plot_colors
 from ui.timeline_data import LANES, TimelineData, TimelineFilter
+from ui.wording import count_of
 
 __all__ = ["HISTORY_LIMIT", "LANE_COLORS", "TimelineView"]
 
@@ -83,11 +86,6 @@ def event_record_ids(event: Event) -> list[str]:
     return record_ids_in({"record_id": event.record_id, **event.payload})
 
 
-def _record_texts(session: DataSession, ids: list[str]) -> dict[str, str]:
-    """Worker: the texts of the records ``ids`` that still exist."""
-    return {r.id: r.content for r in session.reader.get_records(ids)}
-
-
 def _history(session: DataSession) -> TimelineData:
     """The newest :data:`HISTORY_LIMIT` events as timeline columns (runs on a worker)."""
     events = session.reader.recent_events(HISTORY_LIMIT)
@@ -101,9 +99,11 @@ class TimelineView(QWidget):
 
     Signals:
         event_selected(object): The clicked :class:`Event`.
+        open_record(str): Show the selected event's record in the Records view.
     """
 
     event_selected = QtSignal(object)
+    open_record = QtSignal(str)
 
     def __init__(self, runner: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -199,9 +199,31 @@ class TimelineView(QWidget):
         self._text_tokens = RequestTokens()
 
         self.detail = FieldsPanel("Click an event in a lane to see its fields.", self)
+        self.detail.record_activated.connect(self.open_record)  # a row naming a record
+        # issue 19: the selected event's record, by its text, one click from Records
+        self.record_bar = QWidget(self)
+        self.record_label = QLabel("", self.record_bar)
+        self.record_label.setWordWrap(True)
+        self.record_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.open_button = QPushButton("Open in Records", self.record_bar)
+        self.open_button.setToolTip("Show this event's record in the Records view "
+                                    "(Ctrl+Return; right-click for more)")
+        self.open_button.clicked.connect(self._on_open_clicked)
+        record_layout = QVBoxLayout(self.record_bar)
+        record_layout.setContentsMargins(0, 0, 0, 0)
+        record_layout.addWidget(self.record_label)
+        record_layout.addWidget(self.open_button, 0, Qt.AlignmentFlag.AlignLeft)
+        self.record_bar.hide()
+        self._record: RecordRef | None = None
+        self._record_stored = True
+        side = QWidget(self)
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 0, 0)
+        side_layout.addWidget(self.record_bar)
+        side_layout.addWidget(self.detail, 1)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(self.plot)
-        split.addWidget(self.detail)
+        split.addWidget(side)
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
         split.setSizes([820, 380])  # the details are a two-column form
@@ -211,6 +233,7 @@ class TimelineView(QWidget):
         layout.addLayout(bar)
         layout.addWidget(split, 1)
         layout.addWidget(self.marks)
+        self.empty_state = EmptyState(split, "timeline")
         self.apply_theme(current_theme())
         self.fit_all()
 
@@ -228,6 +251,7 @@ class TimelineView(QWidget):
         self.highlight.setData(x=[], y=[])
         self.marker.setData(x=[], y=[])
         self._show_marks()
+        self._show_record(None)
         self.rebin()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
@@ -268,7 +292,14 @@ class TimelineView(QWidget):
     def add_events(self, events: Sequence[Event], fit: bool = False) -> None:
         """Append events (live tail or history) and redraw."""
         added = self.data.extend(events) if events else 0
-        self.count_label.setText(f"{len(self.data):,} events")
+        self.count_label.setText(count_of(len(self.data), "event"))
+        if len(self.data):
+            self.empty_state.clear()
+        else:
+            self.empty_state.show_message(
+                "No events yet", "Every ingest, merge, review and retrieval decision shows "
+                "here as an event in its lane. Ingest or import memories (File → Import, or "
+                "Load Demo Data) to see the decisions.")
         if not added and not fit:
             return
         self._refresh_kind_tooltip()
@@ -348,8 +379,8 @@ class TimelineView(QWidget):
                          "(its fields on the right)")
         count = len(self._highlighted)
         if count:
-            parts.append(f'<span style="color:{ring}">○</span> the {count} '
-                         f"event{'' if count == 1 else 's'} of the Pipeline view's run")
+            parts.append(f'<span style="color:{ring}">○</span> the '
+                         f"{count_of(count, 'event')} of the Pipeline view's run")
         self.marks.setText(" · ".join(parts))
         self.marks.setVisible(bool(parts))
 
@@ -366,7 +397,7 @@ class TimelineView(QWidget):
     def _on_filter_changed(self, *_args: object) -> None:
         self.data.set_filter(self.current_filter())
         shown = int(self.data.mask.sum())
-        self.count_label.setText(f"{shown:,} of {len(self.data):,} events")
+        self.count_label.setText(f"{shown:,} of {count_of(len(self.data), 'event')}")
         self.rebin()
 
     # -- drawing -----------------------------------------------------------------------------
@@ -412,7 +443,7 @@ class TimelineView(QWidget):
 
         first, last = clock(start), clock(end)
         day = start.strftime("%a %d %b")
-        return (f"{count:,} {LANES[lane]} event{'' if count == 1 else 's'}\n"
+        return (f"{count_of(count, f'{LANES[lane]} event')}\n"
                 f"{day}, {first} – {last}\nclick for the nearest one's fields")
 
     def _on_hover(self, position: QPointF) -> None:
@@ -448,19 +479,19 @@ class TimelineView(QWidget):
         event = self.selected
         if event is None:
             self.detail.clear()
+            self._show_record(None)
             return
         show = self._redact if self._redact is not None else str
         texts = {i: show(self._texts[i]) for i in event_record_ids(event) if i in self._texts}
         self.detail.set_fields(event_fields(event, texts, show=show, loading=self._loading),
                                event_text(event, self._redact))
+        self._show_event_record(event)
 
     async def _load_texts(self, session: DataSession, event: Event, ids: list[str]) -> None:
         """Fetch the texts of the records ``event`` names, then show its details again."""
         token = self._text_tokens.next_token()
-        try:
-            found = await self._runner.run(_record_texts, session, ids)
-        except EngineError:
-            found = {}  # unreadable now: the rows say "no longer stored", Raw has the ids
+        # unreadable now: absent, the rows say "no longer stored" and Raw has the ids
+        found = await fetch_texts(self._runner, session.reader, ids)
         if not shiboken6.isValid(self.detail):  # the view was closed meanwhile
             return
         if session is not self._session or not self._text_tokens.is_current(token):
@@ -469,6 +500,50 @@ class TimelineView(QWidget):
         self._loading = set()
         if self.selected is event:
             self.show_details()
+
+    def _show_event_record(self, event: Event) -> None:
+        """Name the event's record above its fields, once its text was read (or found gone)."""
+        record_id = event.record_id
+        if not record_id or record_id in self._loading:
+            self._show_record(None)
+        elif record_id in self._texts:
+            self._show_record(RecordRef(record_id, self._texts[record_id]))
+        else:  # merged away, skipped or deleted: the event may still carry its text
+            content = (event.payload or {}).get("content")
+            self._show_record(RecordRef(record_id, content if isinstance(content, str) else ""),
+                              stored=False)
+
+    def _show_record(self, ref: RecordRef | None, *, stored: bool = True) -> None:
+        self._record = ref
+        self._record_stored = stored
+        self.record_bar.setVisible(ref is not None)
+        self.open_button.setVisible(ref is not None and stored)
+        if ref is None:
+            self.record_label.setText("")
+            self.record_label.setToolTip("")
+            return
+        shown = self._redact(ref.text) if self._redact is not None else ref.text
+        if stored:
+            self.record_label.setText(f"Record: {quoted(shown, 90)}")
+        else:
+            self.record_label.setText(
+                (f"Record {quoted(shown, 90)} is " if shown else "Its record is ")
+                + "no longer stored (merged, skipped or deleted): right-click → Show fate.")
+        self.record_label.setToolTip(record_tooltip(shown, ref.id))
+
+    def current_record(self) -> RecordRef | None:
+        """The selected event's record (the context menu's target), once its text was read."""
+        return self._record
+
+    def current_detail_record(self) -> RecordRef | None:
+        """The record the details' current row names, when its text was read (its menu)."""
+        record_id = self.detail.current_record_id()
+        text = self._texts.get(record_id) if record_id is not None else None
+        return None if record_id is None or text is None else RecordRef(record_id, text)
+
+    def _on_open_clicked(self) -> None:
+        if self._record is not None:
+            self.open_record.emit(self._record.id)
 
     def _on_clicked(self, mouse_event: object) -> None:
         position = mouse_event.scenePos()  # type: ignore[attr-defined]  # pyqtgraph event

@@ -42,6 +42,7 @@ def test_merged_record_names_the_survivor_with_similarity(tmp_path: Path) -> Non
         assert abs(merged[0].similarity - 0.87) < 1e-3
         assert merged[0].threshold is not None and merged[0].threshold <= 0.87
         assert first.record.id in merged[0].text
+        assert "similarity 0.870 ≥ threshold" in merged[0].text
         survivor = record_fate(eng, first.record.id)
         assert survivor.status == "alive"
         assert any(s.kind == "absorbed" and s.related_id == second.incoming_id
@@ -87,5 +88,26 @@ def test_compacted_into_summary_and_mass_warning(tmp_path: Path) -> None:
         assert record_fate(eng, "r000", mass_limit=5).warnings == ()
         assert any(m.count == 5 for m in mass_retirements(eng, 3))
         assert record_fate(eng, "never-seen").status == "unknown"
+    finally:
+        eng.close()
+
+
+def test_the_comparison_sign_matches_the_numbers(tmp_path: Path) -> None:
+    """Issue 19: a gray-zone deferral is *below* the threshold; the story used to say "≥"."""
+    table = TableEmbedder()
+    stored, gray = "Bob takes his coffee black", "Bob takes his coffee black with sugar"
+    table.pair(stored, gray, 0.75)  # human tier threshold 0.80, gray zone 0.10 below it
+    eng = _engine(tmp_path / "s", table)
+    try:
+        first = eng.ingest(NewMemory(stored))
+        second = eng.ingest(NewMemory(gray))
+        assert second.action is Action.DEFERRED and first.record is not None
+        deferred = [s for s in record_fate(eng, second.incoming_id).steps
+                    if s.kind == "deferred"]
+        assert deferred and deferred[0].similarity is not None \
+            and deferred[0].threshold is not None
+        assert deferred[0].similarity < deferred[0].threshold
+        assert f"similarity 0.750 < threshold {deferred[0].threshold:.3f}" in deferred[0].text
+        assert "≥" not in deferred[0].text
     finally:
         eng.close()

@@ -15,6 +15,7 @@ from engine.store import StoreSpec
 from tests.engine.ingest.conftest import TableEmbedder
 from tests.ui.conftest import open_store
 from ui.main_window import MainWindow
+from ui.record_links import RecordRef
 
 
 def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
@@ -37,12 +38,16 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     view.id_edit.setText(second.incoming_id)
     view.show_button.click()
     qtbot.waitUntil(lambda: view.fate is not None)
+    # issue 19: records are named by their text, the id secondary; the full ids are on hover
     assert view.status_label.text() == (
         f"‘{paraphrase}’ · {second.incoming_id[:8]} — Merged into ‘{stored}’ · {survivor[:8]}")
+    assert second.incoming_id in view.status_label.toolTip()
+    assert survivor in view.status_label.toolTip()
     items = [view.steps.topLevelItem(i) for i in range(view.steps.topLevelItemCount())]
     stories = [item.text(2) for item in items if item is not None]
     assert f"merged into ‘{stored}’ · {survivor[:8]} (similarity 0.870 ≥ threshold 0.80)" \
         in stories
+    assert not any(survivor in s for s in stories)
     whats = [item.text(1) for item in items if item is not None]
     assert "Merged into another record" in whats and "merged_into" not in whats
     whens = [item.text(0) for item in items if item is not None]
@@ -54,3 +59,13 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     assert window.stack.currentWidget() is window.records
     qtbot.waitUntil(lambda: window.records.detail.record is not None
                     and window.records.detail.record.id == survivor)
+    # the survivor's story names the memory it absorbed (no longer stored) by its last text
+    window.show_fate(survivor)
+    qtbot.waitUntil(lambda: view.fate is not None and view.fate.record_id == survivor)
+    items = [view.steps.topLevelItem(i) for i in range(view.steps.topLevelItemCount())]
+    stories = [item.text(2) for item in items if item is not None]
+    assert any(f"absorbed the incoming memory ‘{paraphrase}’" in s for s in stories)
+    assert not any(second.incoming_id in s for s in stories)
+    view.steps.setCurrentItem(next(item for item in items if item is not None
+                                   and "absorbed" in item.text(2)))
+    assert view.current_step_record() == RecordRef(second.incoming_id, paraphrase)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from tests.ui.conftest import DEMO, distinct_text, open_store, run
+from engine.store import StoreSpec
+from tests.ui.conftest import DEMO, child_import, distinct_text, open_store, run
 from ui.dialogs import ImportProgressDialog
 from ui.main_window import MainWindow
 
@@ -50,7 +51,7 @@ def test_import_summary_lists_errors_with_line_numbers(
     first = dialog.problems.item(0, 0)
     assert first is not None and first.text() == "7"
     assert "Stored as new: 38" in dialog.counts.text() and "Error: 2" in dialog.counts.text()
-    outcome = dialog.problems.item(0, 1)
+    outcome = dialog.problems.item(0, 2)  # after Line and Memory
     assert outcome is not None and outcome.text() == "error"
     qtbot.waitUntil(lambda: window.records.model.total == 38 and window.records.model.settled)
     dialog.accept()
@@ -95,7 +96,7 @@ def test_demo_and_conversation_import_then_redacted_export(
     summary = run(qtbot, window.run_import(DEMO, dialog=dialog))
     # the decision column says what happened in words, never the pipeline's codes
     cells = [(item.text(), item.toolTip()) for row in range(dialog.problems.rowCount())
-             for column in (1, 2) if (item := dialog.problems.item(row, column)) is not None]
+             for column in (2, 3) if (item := dialog.problems.item(row, column)) is not None]
     assert cells and not [text for text, _tip in cells if re.search(r"[a-z]_[a-z]", text)]
     assert any(text.startswith("In the gray zone") for text, _tip in cells)
     assert any("(gray_zone)" in tip for _text, tip in cells)  # the code on hover
@@ -107,6 +108,18 @@ def test_demo_and_conversation_import_then_redacted_export(
     counts = summary.counts
     assert counts["error"] == 0 and counts["inserted"] < demo_lines
     assert counts["merged"] + counts["updated"] + counts["skipped"] + counts["deferred"] > 0
+    # issue 19: the summary names each problem line's memory and the record it met, by text
+    contents = [json.loads(line)["content"] for line in
+                DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
+    compared = [p for p in summary.problems if p.action in ("skipped", "deferred")]
+    assert compared and all(p.text == contents[p.line - 1] for p in compared)
+    assert all(p.target_text for p in compared if p.reason != "not_novel")
+    rows = {dialog.problems.item(r, 0).text(): r  # type: ignore[union-attr]
+            for r in range(dialog.problems.rowCount())}
+    first = compared[0]
+    memory = dialog.problems.item(rows[str(first.line)], 1)
+    assert memory is not None and first.text.startswith(memory.text().rstrip("…")[:20])
+    assert memory.toolTip() == first.text
     conversation = DEMO.with_name("conversation.json")
     dialog = ImportProgressDialog("Import", window)
     turns = run(qtbot, window.run_import(conversation, conversation_agent="travel-planner",
@@ -141,3 +154,15 @@ def test_the_import_child_runs_at_a_lower_cpu_priority() -> None:
     before, after = (int(v) for v in done.stdout.split())
     assert after == min(19, before + BACKGROUND_NICE)
     assert after > before or before == 19
+
+
+def test_the_import_child_reports_problem_lines_by_their_text(tmp_path: Path) -> None:
+    """Issue 19: the out-of-process import carries each problem line's text and its target's."""
+    summary = child_import(StoreSpec(str(tmp_path / "store")), DEMO, None,
+                           lambda _done, _total: None, lambda: False)
+    contents = [json.loads(line)["content"] for line in
+                DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
+    compared = [p for p in summary.problems if p.action in ("skipped", "deferred")]
+    assert compared and all(p.text == contents[p.line - 1] for p in compared)
+    assert any(p.target_text for p in compared)
+    assert all(not o.text for o in summary.outcomes if o.action == "inserted")  # problems only

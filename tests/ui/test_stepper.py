@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from engine.ingest.kinds import Stage
@@ -188,6 +190,23 @@ def test_stored_memory_and_import_line(qtbot: QtBot, stepper: StepperView,
     assert stepper.new_memory().source == "import:in.jsonl"
     assert not stepper.next_line()
     assert memory_from_json('{"content": "x", "importance": 0.5}', "s").importance == 0.5
+
+
+def test_a_stored_memory_is_picked_by_its_words(qtbot: QtBot, stepper: StepperView) -> None:
+    """Issue 19: the stored-memory source searches by words; no id to paste."""
+    stepper.source_box.setCurrentIndex(1)
+    stepper.record_edit.setFocus()
+    QTest.keyClicks(stepper.record_edit, "tokyo WINDOW")
+    results = stepper.record_results
+    qtbot.waitUntil(lambda: not results.isHidden() and results.count() == 1, timeout=10_000)
+    item = results.item(0)
+    assert item is not None and item.text().startswith(BASE)
+    QTest.keyClick(stepper.record_edit, Qt.Key.Key_Return)  # Enter picks the first match
+    qtbot.waitUntil(lambda: stepper.content_edit.toPlainText() == BASE, timeout=10_000)
+    assert results.isHidden() and stepper.record_edit.text() == ""
+    QTest.keyClicks(stepper.record_edit, "no such words")
+    qtbot.waitUntil(lambda: not results.isHidden(), timeout=10_000)
+    assert results.count() == 1 and "No stored memory contains" in results.item(0).text()
 
 
 def test_what_if_is_read_only_and_exact() -> None:
