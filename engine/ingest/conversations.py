@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputFormatError, ValidationError
-from engine.ingest.jsonl import json_error_text
+from engine.ingest.jsonl import json_error_text, read_input_text
 from engine.records import parse_timestamp
 
 __all__ = ["ACCEPTED_FORMATS", "Conversation", "ConversationFormat", "ConversationMessage",
@@ -147,15 +147,7 @@ def read_conversation(path: str | Path) -> Conversation:
     Raises:
         InputFormatError: the file cannot be read, or is in none of the accepted formats.
     """
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputFormatError(str(file), 0, "file", f"cannot open: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputFormatError(str(file), 0, "file", f"not valid UTF-8 at byte {exc.start}"
-                               ) from exc
-    return parse_conversation(text, str(file))
+    return parse_conversation(read_input_text(path), str(path))
 
 
 def parse_conversation(text: str, source: str) -> Conversation:

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from engine.errors import InputFormatError
 from engine.ingest.decision import Candidate, ExactMatch, decide
+from engine.ingest.jsonl import read_input_text
 from engine.ingest.kinds import Action
 from engine.ingest.policy import IngestPolicy
 from engine.ingest.surprise import SurpriseScore
@@ -100,13 +101,7 @@ def read_sts(path: str | Path) -> list[LabelledPair]:
             columns (naming the line).
     """
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputFormatError(str(file), 0, "file", f"cannot open: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputFormatError(str(file), 0, "file", f"not valid UTF-8 at byte {exc.start}"
-                               ) from exc
+    text = read_input_text(file)
     pairs: list[LabelledPair] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

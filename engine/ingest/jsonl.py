@@ -38,6 +38,7 @@ __all__ = [
     "json_error_text",
     "new_memory_from_json",
     "new_memory_to_json",
+    "read_input_text",
     "read_jsonl",
     "write_jsonl_atomic",
 ]
@@ -165,6 +166,22 @@ def file_label(path: Path) -> str:
     """``path``'s name as valid text for a memory's ``source``: a POSIX file name may hold
     bytes that are not UTF-8 (Python shows them as lone surrogates); those become U+FFFD."""
     return os.fsencode(path.name).decode("utf-8", "replace")
+
+
+def read_input_text(path: str | Path) -> str:
+    """A whole UTF-8 input file (a conversation, an STS-B file).
+
+    Raises:
+        InputFormatError: it cannot be opened, or is not UTF-8 (naming the byte).
+    """
+    file = Path(path)
+    try:
+        return file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputFormatError(str(file), 0, "file", f"cannot open: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(str(file), 0, "file", f"not valid UTF-8 at byte {exc.start}"
+                               ) from exc
 
 
 def json_error_text(exc: json.JSONDecodeError) -> str:
