@@ -1,8 +1,9 @@
 """What the PyInstaller build leaves out, by bundle path or module name (used by mnemoscope.spec).
 
 Every rule names why it is safe; docs/packaging.md lists what each one saves. Paths are the
-bundle-relative destination names PyInstaller gives collected files (``torch/lib/x.so``), with
-``/`` separators on every platform.
+bundle-relative destination names PyInstaller gives collected files (``openvino/libs/x.so``),
+with ``/`` separators on every platform. torch and the libraries around it are excluded whole in
+the spec (the bundle runs the model on OpenVINO), so no rule here concerns them.
 """
 
 from __future__ import annotations
@@ -14,21 +15,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["DROP_MODULE_PREFIXES", "DROP_PATTERNS", "KEEP_TESTING_INTERNAL", "TEST_SUITE_OWNERS",
-           "drop_entry", "drop_module", "strip_torch_libraries", "write_trim_report"]
+__all__ = ["DROP_MODULE_PREFIXES", "DROP_PATTERNS", "TEST_SUITE_OWNERS", "drop_entry",
+           "drop_module", "write_trim_report"]
 
 DROP_PATTERNS: tuple[str, ...] = (
-    # torch's C++ test programs, protoc and test fixtures (the CPU wheel ships them; unused).
-    "torch/test/*",
-    "torch/bin/test_*", "torch/bin/*Test", "torch/bin/protoc*", "torch/bin/*.pt",
-    "torch/bin/*.ptl", "torch/bin/upgrader_models/*",
-    # Headers, CMake files and static archives are for compiling extensions against torch.
-    "torch/include/*", "torch/share/*", "torch/lib/*.a", "torch/lib/*.lib",
-    # Shared libraries torch builds only for its own tests.
-    "torch/lib/libjitbackend_test.*", "torch/lib/libbackend_with_compiler.*",
-    "torch/lib/libaoti_custom_ops.*", "torch/lib/libtorchbind_test.*",
-    # torch.utils.model_dump's web page, torch's type stubs.
-    "torch/utils/model_dump/*", "*.pyi",
+    # Type stubs.
+    "*.pyi",
     # Test suites of third-party packages (collected as data by their hooks).
     "*/tests/*", "*/test/*", "*/testing/tests/*",
     # Cython sources and C headers shipped beside compiled modules.
@@ -53,42 +45,27 @@ DROP_PATTERNS: tuple[str, ...] = (
     "openvino/libs/libopenvino_gguf_frontend.so*", "openvino/libs/libopenvino_onnx_frontend.so*",
     "openvino/libs/libopenvino_pytorch_frontend.so*", "libOpenCL.so*",
     "openvino/include/*", "openvino/cmake/*",
-    # CUDA runtimes: transformers calls ctypes.CDLL("libcudart.so"), so PyInstaller copies the
-    # build machine's one if it has CUDA installed. The CPU build of torch never uses them.
+    # CUDA runtimes: never used (the app runs on the CPU); a guard should a dependency ever
+    # bring the build machine's copies in (size_report.py fails the build on them too).
     "libcudart*", "libcublas*", "libcudnn*", "libnvrtc*", "libnccl*", "libcufft*",
     "libcurand*", "libcusolver*", "libcusparse*", "libnvJitLink*", "nvidia/*",
 )
 
 # Modules never imported by the app (see docs/packaging.md for how that was checked).
 DROP_MODULE_PREFIXES: tuple[str, ...] = (
-    "torch.utils.tensorboard", "torch.utils.benchmark", "torch.utils.bottleneck",
-    "torch.contrib", "torch.onnx._internal.exporter._torchlib",
     "chromadb.test", "chromadb.server", "chromadb.cli", "chromadb.app",
 )
 
 # Packages whose ``tests``/``test`` subpackages are their own test suites (unlike, say,
 # ``jinja2.tests``, which is a runtime module).
 TEST_SUITE_OWNERS: frozenset[str] = frozenset({
-    "scipy", "sklearn", "sympy", "numpy", "networkx", "mpmath", "pyqtgraph", "joblib", "grpc",
-    "google", "pydantic", "chromadb", "opentelemetry", "transformers", "sentence_transformers",
-    "tokenizers", "huggingface_hub", "safetensors", "PySide6", "shiboken6", "yaml", "httpx",
+    "numpy", "networkx", "pyqtgraph", "grpc", "google", "pydantic", "chromadb", "opentelemetry",
+    "tokenizers", "PySide6", "shiboken6", "yaml", "httpx",
 })
-
-# torch.testing._internal is mostly torch's own test suite (11 MB of source); these are the
-# modules torch itself imports at run time (found with the import probe in docs/packaging.md).
-KEEP_TESTING_INTERNAL: frozenset[str] = frozenset({
-    "torch.testing._internal", "torch.testing._internal.common_dtype",
-    "torch.testing._internal.distributed", "torch.testing._internal.distributed.fake_pg",
-    "torch.testing._internal.logging_tensor",
-})
-
 
 def drop_entry(dest: str) -> bool:
     """True when the collected file at bundle path ``dest`` is left out."""
     path = dest.replace("\\", "/")
-    if path.startswith("torch/testing/_internal/"):
-        module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-        return module not in KEEP_TESTING_INTERNAL
     return any(fnmatch.fnmatchcase(path, pattern) for pattern in DROP_PATTERNS)
 
 
@@ -97,8 +74,6 @@ def drop_module(name: str) -> bool:
     parts = name.split(".")
     if parts[0] in TEST_SUITE_OWNERS and ("tests" in parts[1:] or "test" in parts[1:]):
         return True
-    if name.startswith("torch.testing._internal"):
-        return name not in KEEP_TESTING_INTERNAL
     return any(name == prefix or name.startswith(prefix + ".") for prefix in DROP_MODULE_PREFIXES)
 
 
@@ -149,29 +124,3 @@ def write_trim_report(target: Path, dropped: Iterable[Sequence[str]],
             lines.append(f"| {name} | {size / 1_000_000:,.1f} |")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def strip_torch_libraries(bundle: Path, report: Path) -> None:
-    """Strip symbols from torch's own shared libraries in the built folder (Linux only).
-
-    libtorch_cpu.so ships with its full symbol table (415 MB → 330 MB stripped). PyInstaller's
-    global ``strip`` option is not used because it also strips the auditwheel-patched libraries
-    of numpy and scipy, which then fail to load ("ELF load command address/offset not
-    page-aligned"); torch's libraries are not patched that way. Appends the saving to ``report``.
-    """
-    import shutil
-    import subprocess
-
-    tool = shutil.which("strip")
-    if tool is None:
-        raise SystemExit("strip (binutils) is needed to build the Linux bundle")
-    before = after = 0
-    for library in sorted((bundle / "_internal" / "torch" / "lib").glob("*.so*")):
-        if library.is_symlink():
-            continue
-        before += library.stat().st_size
-        subprocess.run([tool, "--strip-unneeded", str(library)], check=True)
-        after += library.stat().st_size
-    with report.open("a", encoding="utf-8") as out:
-        out.write(f"\nStripped torch/lib/*.so: {before / 1_000_000:,.1f} MB → "
-                  f"{after / 1_000_000:,.1f} MB (saves {(before - after) / 1_000_000:,.1f} MB)\n")
