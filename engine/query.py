@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from engine.decay import decayed_importance
 from engine.errors import ValidationError
-from engine.records import Layer, MemoryRecord, Privacy, RecordState
-from engine.store.view import LAYERS, PRIVACIES, STATES, ViewSnapshot
+from engine.records import Category, Layer, MemoryRecord, Privacy, RecordState
+from engine.store.view import CATEGORIES, LAYERS, PRIVACIES, STATES, ViewSnapshot
 
 if TYPE_CHECKING:
     from engine.exits import Masking
@@ -89,6 +89,7 @@ class RecordQuery:
     privacy: Privacy | None = None
     tags: tuple[str, ...] = ()
     text: str | None = None
+    category: Category | None = None
     importance_min: float | None = None
     importance_max: float | None = None
     created_from: float | None = None
@@ -216,6 +217,8 @@ def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
         mask &= snapshot.layer == LAYERS.index(Layer(query.layer))
     if query.privacy is not None:
         mask &= snapshot.privacy == PRIVACIES.index(Privacy(query.privacy))
+    if query.category is not None:
+        mask &= snapshot.category == CATEGORIES.index(Category(query.category))
     if query.states != ALL_STATES:
         mask &= np.isin(snapshot.state, [STATES.index(state) for state in query.states])
     if query.importance_min is not None:

@@ -268,6 +268,33 @@ class RetrievalDiagnostics:
             packed=code < 0, drop_reason=None if code < 0 else _DROP_CODES[code],
             tokens=int(self.tokens[row]))
 
+    def explain(self, row: int, *, parts: int = 3) -> str:
+        """One line on why the candidate at view row ``row`` scored as it did.
+
+        Its score, then the ``parts`` components that added most to it (weight × value, the
+        component's own value in brackets; the semantic one says how it was computed), then
+        why it was left out when it was. For an agent or a person who asks "why this memory?"
+        without reading the whole diagnostics (the MCP server's ``search_memories``).
+
+        Example: ``score 0.412: semantic +0.294 (cosine 0.600), lexical +0.101 (0.481)``.
+        """
+        weights = self.weights
+        added = sorted(((weights.get(name, 0.0) * float(self.components[row, j]), name,
+                         float(self.components[row, j])) for j, name in enumerate(COMPONENTS)),
+                       key=lambda part: (-part[0], part[1]))
+        shown = []
+        for contribution, name, value in added[:parts]:
+            if contribution <= 0.0:
+                break
+            how = f"{self.semantic_mode.value} " if name == "semantic" else ""
+            shown.append(f"{name} +{contribution:.3f} ({how}{value:.3f})")
+        line = f"score {float(self.scores[row]):.3f}: " + (", ".join(shown) or "no component "
+                                                           "above zero")
+        code = int(self.drop_codes[row])
+        if code >= 0:
+            line += f"; not packed: {_DROP_CODES[code].value}"
+        return line
+
     @property
     def candidates(self) -> list[CandidateDiagnostic]:
         """Every candidate, in rank order (built on demand)."""

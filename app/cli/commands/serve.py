@@ -17,7 +17,7 @@ from engine.introspection.server import (
     is_loopback,
 )
 
-__all__ = ["register"]
+__all__ = ["check_bind", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -51,12 +51,22 @@ def register(subparsers: Any) -> None:
     serve.set_defaults(handler=_serve)
 
 
-def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
-    if not 0 <= args.port <= 65535:
-        raise ConfigInvalid("--port", args.port, "must be in 0..65535")
-    if not is_loopback(args.host) and not args.allow_remote:
-        raise ConfigInvalid("--host", args.host, "a non-loopback address exposes the agent's "
+def check_bind(host: str, port: int, *, allow_remote: bool, port_option: str = "--port") -> None:
+    """Refuse a port out of range, and a non-loopback host unless ``--allow-remote`` forces it
+    (``serve`` and ``mcp --http``: both expose the agent's memory).
+
+    Raises:
+        ConfigInvalid: naming the option.
+    """
+    if not 0 <= port <= 65535:
+        raise ConfigInvalid(port_option, port, "must be in 0..65535")
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigInvalid("--host", host, "a non-loopback address exposes the agent's "
                             "memory to the network; add --allow-remote to do it on purpose")
+
+
+def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
+    check_bind(args.host, args.port, allow_remote=args.allow_remote)
     if args.refresh < 0:
         raise ConfigInvalid("--refresh", args.refresh, "must be >= 0")
     if args.max_per_client < 1:
