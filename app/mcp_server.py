@@ -519,9 +519,24 @@ def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str) ->
     Requests need the bearer ``token``; the SDK's DNS-rebinding protection accepts only the
     loopback ``Host`` headers when ``host`` is loopback.
     """
+    import signal
+
     import anyio
     import uvicorn
 
     app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
+    # handler it found. Handlers that do nothing let this function return, so the caller
+    # closes the engine (ledger, Chroma, lock) instead of the process dying on the re-raise.
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, _stopped) for sig in stops}
+    try:
+        anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stopped(_signum: int, _frame: object) -> None:
+    """The re-raised stop signal, after uvicorn has shut down: nothing left to do."""
