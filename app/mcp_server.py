@@ -35,7 +35,18 @@ from engine.errors import EngineError, ValidationError
 from engine.exits import ExitPolicy
 from engine.ingest.kinds import Action
 from engine.query import SHOWN_STATES, RecordQuery, SortKey
-from engine.records import Category, Layer, MemoryRecord, NewMemory, Privacy, RecordState, TrustTier
+from engine.records import (
+    MAX_CONTENT_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    Category,
+    Layer,
+    MemoryRecord,
+    NewMemory,
+    Privacy,
+    RecordState,
+    TrustTier,
+)
 from engine.retrieval import Purpose, RetrievalRequest
 
 if TYPE_CHECKING:
@@ -66,7 +77,7 @@ RecordId = Annotated[str, Field(min_length=1, max_length=200,
                                 description="A record id, as returned by another tool.")]
 RecordIds = Annotated[list[RecordId], Field(min_length=1, max_length=500,
                                             description="One or more record ids.")]
-Content = Annotated[str, Field(min_length=1, max_length=20_000,
+Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS,
                                description="The memory itself: one self-contained statement, "
                                            "written so it makes sense without the "
                                            "conversation (\"The user's daughter is called "
@@ -75,8 +86,10 @@ AgentId = Annotated[str, Field(min_length=1, max_length=200,
                                description="Whose memory this is (your agent's id). Records of "
                                            "different agents never merge.")]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
-Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=100)]],
-                 Field(max_length=50, description="Free labels, e.g. [\"work\", \"travel\"].")]
+Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS,
+                                           pattern=r"^[^,]*$")]],
+                 Field(max_length=MAX_TAGS, description="Free labels without commas, e.g. "
+                                                        "[\"work\", \"travel\"].")]
 
 
 def _refusal(policy: ExitPolicy, exc: EngineError) -> Exception:
