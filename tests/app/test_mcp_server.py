@@ -195,13 +195,16 @@ def test_redaction_masks_search_get_and_list_output(engine: MemoryEngine) -> Non
                    await client.call_tool("get_memory", {"record_id": record_id}),
                    await client.call_tool("list_memories", {}),
                    # a filter cannot confirm the raw text the response masks
-                   await client.call_tool("list_memories", {"text": SECRET[:10]})]
+                   await client.call_tool("list_memories", {"text": SECRET[:10]}),
+                   # error messages quote the input: masked as well
+                   await client.call_tool("get_memory", {"record_id": SECRET})]
         for result in outputs:
             wire = json.dumps(result.model_dump(mode="json"))
             assert SECRET[4:] not in wire
         assert "<REDACT:" in json.dumps(_result(outputs[2]))
         assert _result(outputs[1])["records"][0]["id"] == record_id  # ids stay usable
         assert _result(outputs[4])["total"] == 0
+        assert "MEMORY_RECORD_NOT_FOUND" in _error(outputs[5])
 
     _in_process(engine, scenario, redaction=True)
     assert engine.get_many([r.id for r in engine.list_records().records])[0].content == text
@@ -258,6 +261,28 @@ def test_stdio_session_with_the_sdk_client(tmp_path: Path) -> None:
         assert {("update", "mcp"), ("delete", "mcp")} <= ops  # the edits say who made them
     finally:
         engine.close()
+
+
+@pytest.mark.slow
+def test_stdio_with_redact_masks_what_the_tools_return(tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "app", "--store", str(tmp_path / "store"), "--no-model", "--redact", "mcp"],
+        env=cli_env(tmp_path), cwd=str(ROOT))
+
+    async def run() -> list[CallToolResult]:
+        async with Client(params) as client:
+            added = await client.call_tool("add_memory", {
+                "content": f"The deploy key for staging is {SECRET}", "tags": ["ops"]})
+            record_id = _result(added)["record"]["id"]
+            return [added, await client.call_tool("search_memories", {"query": "deploy key"}),
+                    await client.call_tool("get_memory", {"record_id": record_id})]
+
+    results = asyncio.run(run())
+    for result in results:
+        assert SECRET[4:] not in json.dumps(result.model_dump(mode="json"))
+    assert _result(results[1])["records"][0]["content"].startswith(
+        "The deploy key for staging is <REDACT:")
 
 
 @pytest.mark.slow
