@@ -26,7 +26,7 @@ import contextlib
 import hmac
 import socket
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
@@ -112,11 +112,16 @@ class MemoryTools:
         engine: The engine, opened for writing on the selected store.
         policy: The exit policy of this run (``--redact`` / settings' redaction).
         source: Provenance source of what MCP clients add, and the actor of their edits.
+        before_embedding: Called before a call that embeds text (add, search, a content
+            update, a review decision): the server answers the handshake while the model
+            loads, and its first embedding waits for it here, so no memory is stored with a
+            pending vector that nothing would fill in later.
     """
 
     engine: MemoryEngine
     policy: ExitPolicy
     source: str = "mcp"
+    before_embedding: Callable[[], None] = field(default=lambda: None)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -131,6 +136,7 @@ class MemoryTools:
                         importance=importance, confidence=confidence, tags=tuple(tags or ()),
                         privacy=privacy, source=self.source, source_tier=source_tier,
                         metadata=metadata or {})  # validated here, before the store is touched
+        self.before_embedding()
         result = self.engine.ingest(new)
         document: dict[str, Any] = {
             "decision": result.action.value, "reason": result.reason.value,
@@ -152,6 +158,8 @@ class MemoryTools:
         """Apply field changes to a record (content changes are re-embedded)."""
         if not changes:
             raise ValidationError("changes", changes, "give at least one field to change")
+        if "content" in changes:
+            self.before_embedding()
         record = self.engine.update(record_id, changes, actor=self.source)
         return self._out({"updated": _summary(record)})
 
@@ -177,6 +185,7 @@ class MemoryTools:
         budget = max_tokens or self.engine.config.memory.max_context_tokens
         request = RetrievalRequest(max_tokens=budget, query=query,
                                    agent_id=self._agent(agent_id), purpose=purpose)
+        self.before_embedding()
         bundle = self.engine.retrieve(request)  # counted as an access: the agent uses them
         diagnostics = bundle.diagnostics
         rows = {diagnostics.ids[row]: row for row in diagnostics.rows.tolist()}
@@ -231,6 +240,7 @@ class MemoryTools:
 
     def resolve_review(self, review_id: str, *, approve: bool) -> dict[str, Any]:
         """Approve (merge) or reject (keep both) a pending review item."""
+        self.before_embedding()
         result = self.engine.approve_review(review_id) if approve else \
             self.engine.reject_review(review_id)
         return self._out({"review_id": review_id, "decision": result.action.value,

@@ -260,6 +260,12 @@ class CliContext:
         self.on_close(engine.close)
         return engine
 
+    def wait_for_model(self) -> None:
+        """Wait (once) for the run's model, as ``open_engine(embed=True)`` does, for a
+        long-lived command that opened its engine without waiting (``mcp`` answers the client's
+        handshake while the model loads, and waits here before its first embedding)."""
+        self._embedder(True)
+
     def _embedder(self, embed: bool) -> SentenceTransformerEmbedder | None:
         """The run's one model (loaded once, shared by the engines it opens)."""
         if not (self.load_model and self.settings.load_model):

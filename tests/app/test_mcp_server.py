@@ -264,6 +264,31 @@ def test_stdio_session_with_the_sdk_client(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.model
+def test_with_the_model_the_first_add_waits_for_it_and_stores_a_real_vector(
+        tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "app", "--store", str(store), "mcp"],
+                                   env=cli_env(tmp_path), cwd=str(ROOT))
+
+    async def run() -> dict[str, Any]:
+        async with Client(params) as client:
+            # asked at once: the handshake does not wait for the model to load
+            await client.list_tools()
+            return _result(await client.call_tool("add_memory", {"content": FIRST}))
+
+    added = asyncio.run(run())
+    engine = MemoryEngine.open(StoreSpec(str(store)))
+    try:
+        record = engine.get(added["record"]["id"])
+        assert record.embedding_model == "all-MiniLM-L6-v2"  # not "" (pending)
+        assert engine.stats().pending_embeddings == 0
+    finally:
+        engine.close()
+
+
+@pytest.mark.slow
 def test_stdio_with_redact_masks_what_the_tools_return(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,

@@ -67,8 +67,10 @@ def _mcp(args: argparse.Namespace, ctx: CliContext) -> int:
                                                    "characters")
     sock = bind(args.host, args.port) if args.http else None
     try:
-        engine = ctx.open_engine(embed=True)
-        tools = MemoryTools(engine, ctx.policy)
+        # The model loads in the background: the client's handshake and tools/list are
+        # answered at once, the first call that embeds waits for it (ctx.wait_for_model).
+        engine = ctx.open_engine()
+        tools = MemoryTools(engine, ctx.policy, before_embedding=ctx.wait_for_model)
         server = build_server(tools)
         with engine_services(engine):
             api = _start_api(args.api_port, ctx) if args.api_port is not None else None
