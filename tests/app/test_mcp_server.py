@@ -383,13 +383,21 @@ def test_http_session_needs_the_token(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_http_refuses_a_non_loopback_host_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("options", "named"), [
+    (("--http", "--host", "0.0.0.0"), "--host"),
+    (("--http", "--token", "short"), "--token"),
+    (("--http", "--port", "70000"), "--port"),
+    (("--api-port", "-1"), "--api-port"),
+])
+def test_bad_options_are_refused_before_the_store_is_opened(
+        tmp_path: Path, options: tuple[str, ...], named: str) -> None:
     process = subprocess.run(
         [sys.executable, "-m", "app", "--store", str(tmp_path / "store"), "--no-model", "mcp",
-         "--http", "--host", "0.0.0.0"], capture_output=True, text=True, env=cli_env(tmp_path),
-        cwd=str(ROOT), timeout=120)
+         *options], capture_output=True, text=True, env=cli_env(tmp_path), cwd=str(ROOT),
+        timeout=120)
     assert process.returncode == 1
-    assert "--host" in process.stderr and "--allow-remote" in process.stderr
+    assert f"error: {named}" in process.stderr, process.stderr
+    assert "short" not in process.stderr  # a token is never echoed
     assert not (tmp_path / "store").exists()
 
 

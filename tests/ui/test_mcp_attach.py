@@ -61,18 +61,18 @@ def _add_over_mcp(url: str, outcome: dict[str, Any]) -> None:
 
 def test_the_app_attached_to_the_mcp_server_shows_what_a_client_adds(
         qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
-    env = cli_env(tmp_path, API_TOKEN)
-    env["MNEMOSCOPE_MCP_TOKEN"] = MCP_TOKEN
     api_port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "app", "--store", str(tmp_path / "store"), "--no-model", "--json",
-         "mcp", "--http", "--port", "0", "--api-port", str(api_port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+         "mcp", "--http", "--port", "0", "--token", MCP_TOKEN, "--api-port", str(api_port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=cli_env(tmp_path, API_TOKEN), cwd=str(ROOT))
     try:
         assert process.stdout is not None
         started = read_json_document(process.stdout, time.monotonic() + 120)
         api_url = f"http://127.0.0.1:{api_port}"
         assert started["api_url"] == api_url and started["api_token"] is None  # from the env
+        assert started["token"] == MCP_TOKEN and started["token_from_env"] is False
 
         window = make_window()
         dialog = window.open_attach_dialog()

@@ -82,8 +82,9 @@ def _mcp(args: argparse.Namespace, ctx: CliContext) -> int:
                     serve_stdio(server)
                 else:
                     issued = token or secrets.token_urlsafe(32)
+                    from_env = args.mcp_token is None and token is not None
                     _announce_http(ctx, args.host, sock.getsockname()[1], issued,
-                                   from_env=token is not None, api=api)
+                                   from_env=from_env, api=api)
                     from app.mcp_server import serve_http
 
                     serve_http(server, sock, issued, args.host)
@@ -128,7 +129,7 @@ def _announce_http(ctx: CliContext, host: str, port: int, token: str, *, from_en
                        "pid": os.getpid()})
     else:
         ctx.print(f"Mnemoscope MCP server (streamable HTTP) at {url}")
-        ctx.print("Token: " + ("(given)" if from_env else ctx.issued(token)))
+        ctx.print("Token: " + (f"(from ${MCP_TOKEN_ENV})" if from_env else ctx.issued(token)))
         if api is not None:
             ctx.print(f"Introspection API (File → Attach): {api.url} token "
                       f"{api_token or '(from $' + TOKEN_ENV + ')'}")
