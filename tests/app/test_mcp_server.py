@@ -1,11 +1,12 @@
 """Issue 22: ``mnemoscope mcp``, the MCP memory server, through the official SDK's own client.
 
 In-process tests drive the real ``MCPServer`` with the SDK's ``Client`` (schemas, review queue,
-filters, bad arguments, redaction); the slow ones spawn ``python -m app mcp`` and talk to it over
-stdio and over streamable HTTP on 127.0.0.1 with and without the bearer token. The model is not
-the point here: stores run on the engine's token-Jaccard path (``--no-model`` / no embedder),
-which is also what decides the paraphrases below (merged at Jaccard ≥ 0.65 for the agent tier,
-deferred to review just under it).
+filters, bad arguments, redaction) on an engine with the fake embedder (the ``Embedder``
+Protocol; cosine of hashed bags of words). The slow ones spawn ``python -m app mcp`` and talk to
+it over stdio and over streamable HTTP on 127.0.0.1 with and without the bearer token; a child
+process cannot be handed a fake, so they run ``--no-model``, the engine's token-Jaccard path
+(PARAPHRASE: Jaccard 0.67, merged at the agent tier's 0.65). One test loads the real model to
+check the server waits for it before its first write.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from app.mcp_server import BearerAuth, MemoryTools, build_server
 from engine.exits import ExitPolicy
 from engine.memory_engine import MemoryEngine
 from engine.store import StoreSpec
+from tests.support.fakes import HashingEmbedder
 from tests.support.serve_process import ROOT, cli_env, read_json_document
 
 TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "update_memory",
@@ -39,7 +41,7 @@ TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "update
          "approve_review", "reject_review"}
 FIRST = "Mia walks the dog every morning at seven before school"
 PARAPHRASE = "Mia walks the dog each morning around seven before school"  # Jaccard 0.67: merged
-CLOSE = "Mia walks her dog every morning at seven"  # Jaccard 0.64: deferred to review
+CLOSE = "Mia walks her dog every morning at seven"  # cosine 0.82 (fake): deferred to review
 SECRET = "AKIAQ3EGRZ5TPLM2WXYB"  # an AWS access key id (tests/support/secrets_corpus.py)
 TOKEN = "mcp-test-token-0123456789abcdef"
 
@@ -57,8 +59,8 @@ def _error(result: CallToolResult) -> str:
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    engine = MemoryEngine.open(StoreSpec(str(tmp_path / "store")))
+def engine(tmp_path: Path, fake_embedder: HashingEmbedder) -> Iterator[MemoryEngine]:
+    engine = MemoryEngine.open(StoreSpec(str(tmp_path / "store")), embedder=fake_embedder)
     try:
         yield engine
     finally:
@@ -180,6 +182,8 @@ def test_review_queue_and_filters(engine: MemoryEngine) -> None:
                                                                    "agent_id": "home"}))
         assert found["records"][0]["content"] == FIRST
         assert found["records"][0]["why"].startswith("score ")
+        assert "semantic +" in found["records"][0]["why"] and "(cosine " in \
+            found["records"][0]["why"]
 
     _in_process(engine, scenario)
 
