@@ -27,6 +27,7 @@ import hmac
 import socket
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
@@ -98,6 +99,20 @@ def _refusal(policy: ExitPolicy, exc: EngineError) -> Exception:
     from mcp.server.mcpserver.exceptions import ToolError
 
     return ToolError(policy.text(f"{exc.code}: {exc}"))
+
+
+def _bug(exc: Exception, crash_dir: Path, policy: ExitPolicy) -> Exception:
+    """A bug in a tool, reported as ``run_cli`` reports one: the traceback to a crash report
+    (masked under redaction), a tool error naming the file to the client."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from app.crash import write_crash_report
+
+    report = write_crash_report(exc, crash_dir, command="mcp",
+                                mask=policy.text if policy.redacting else None)
+    where = f"a crash report was written to {report}" if report is not None else \
+        "no crash report could be written"
+    return ToolError(f"INTERNAL_ERROR: unexpected {type(exc).__name__} (this is a bug; {where})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +298,15 @@ def _decision_sentence(action: Action, reason: str) -> str:
 
 # -- the MCP server ------------------------------------------------------------------------------
 
-def build_server(tools: MemoryTools) -> MCPServer:
-    """An ``MCPServer`` publishing ``tools`` with schemas a model can use without a prompt."""
+def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPServer:
+    """An ``MCPServer`` publishing ``tools`` with schemas a model can use without a prompt.
+
+    Args:
+        tools: What the tools call.
+        crash_dir: Where a bug in a tool writes its crash report (:mod:`app.crash`, as the
+            CLI does); the client gets an ``INTERNAL_ERROR`` naming the file. None leaves
+            bugs to the SDK (a generic tool error, the traceback in the server's log).
+    """
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
@@ -305,6 +327,10 @@ def build_server(tools: MemoryTools) -> MCPServer:
             return work()
         except EngineError as exc:
             raise _refusal(policy, exc) from exc
+        except Exception as exc:
+            if crash_dir is None:
+                raise
+            raise _bug(exc, crash_dir, policy) from exc
 
     @server.tool(annotations=writing)
     def add_memory(

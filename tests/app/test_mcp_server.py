@@ -214,6 +214,25 @@ def test_redaction_masks_search_get_and_list_output(engine: MemoryEngine) -> Non
     assert engine.get_many([r.id for r in engine.list_records().records])[0].content == text
 
 
+def test_a_bug_in_a_tool_writes_a_crash_report_and_says_where(
+        engine: MemoryEngine, tmp_path: Path) -> None:
+    def broken() -> None:
+        raise RuntimeError("a bug in the tool body")
+
+    server = build_server(MemoryTools(engine, ExitPolicy(None), before_embedding=broken),
+                          crash_dir=tmp_path / "crash")
+
+    async def run() -> str:
+        async with Client(server) as client:
+            return _error(await client.call_tool("add_memory", {"content": FIRST}))
+
+    message = asyncio.run(run())
+    (report,) = (tmp_path / "crash").iterdir()
+    assert "INTERNAL_ERROR: unexpected RuntimeError" in message and str(report) in message
+    assert "a bug in the tool body" in report.read_text(encoding="utf-8")
+    assert engine.count() == 0
+
+
 # -- over stdio, spawned as a client would ----------------------------------------------------
 
 async def _session(client: Client) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+from pathlib import Path
 from typing import Any
 
 from app.cli.commands.serve import check_bind
@@ -71,7 +72,7 @@ def _mcp(args: argparse.Namespace, ctx: CliContext) -> int:
         # answered at once, the first call that embeds waits for it (ctx.wait_for_model).
         engine = ctx.open_engine()
         tools = MemoryTools(engine, ctx.policy, before_embedding=ctx.wait_for_model)
-        server = build_server(tools)
+        server = build_server(tools, crash_dir=Path(ctx.settings.data_dir) / "crash")
         with engine_services(engine):
             api = _start_api(args.api_port, ctx) if args.api_port is not None else None
             try:
