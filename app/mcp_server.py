@@ -484,10 +484,12 @@ def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPSer
 
 @contextlib.contextmanager
 def engine_services(engine: MemoryEngine) -> Iterator[None]:
-    """The background services a long-lived writer runs while it serves (the one place they
-    start and stop for ``mnemoscope mcp``): the layer service, so social summaries and
-    procedural patterns stay current as MCP clients write, as under ``serve --writable``.
-    A lifecycle scheduler (TTL expiry, retention) belongs here too."""
+    """The background services a long-lived writer runs while it serves: the one place they
+    start and stop for ``mnemoscope mcp``, entered after the engine opens and left before it
+    closes. Today the layer service, so social summaries and procedural patterns stay current
+    as MCP clients write (as under ``serve --writable``). The lifecycle scheduler
+    (``LifecycleScheduler.for_engine(engine)``: expiry, retention, compaction on a timer) is
+    started and stopped here as well once it is part of the engine."""
     engine.start_layers()
     try:
         yield
