@@ -12,8 +12,8 @@ secret is shown, listing filters compare with the masked text, and error message
 input and stored text) are masked too. A bad argument is refused before anything is written:
 the SDK checks each call against the published JSON schema (types, ranges, enums) and names
 the field; what only the engine can check (an unknown id, metadata nested too deep, a lone
-surrogate) raises the engine's ``ValidationError`` / ``RecordNotFound`` before its write lock
-is taken, which becomes a tool error naming the field.
+surrogate) raises the engine's ``ValidationError`` / ``RecordNotFound`` before anything is
+written, which becomes a tool error naming the field.
 
 The desktop app sees what an MCP client writes by attaching to the introspection API the same
 process serves beside the tools (``--api-port``; docs/architecture.md, "The MCP memory server
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 
     from engine.memory_engine import MemoryEngine
 
-__all__ = ["SERVER_NAME", "BearerAuth", "MemoryTools", "build_server", "engine_services",
-           "serve_http", "serve_stdio"]
+__all__ = ["MCP_PATH", "SERVER_NAME", "BearerAuth", "MemoryTools", "bind", "build_server",
+           "engine_services", "serve_http", "serve_stdio"]
 
 SERVER_NAME = "mnemoscope"
 MCP_PATH = "/mcp"
