@@ -554,19 +554,26 @@ async def preview_conversation_import(
         return None
     dialog = ConversationPreviewDialog(path, info, session, runner, parent, show=show)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    closed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    closed: asyncio.Future[ConversationChoice | None] = \
+        asyncio.get_running_loop().create_future()
 
     def on_finished(result: int) -> None:
+        # read now: the dialog deletes itself once closed
         if not closed.done():
-            closed.set_result(result)
+            closed.set_result(dialog.choice if result == QDialog.DialogCode.Accepted else None)
+
+    def on_destroyed() -> None:
+        # destroyed with its window, without a finished signal: nothing was confirmed
+        if not closed.done():
+            closed.set_result(None)
 
     dialog.finished.connect(on_finished)
+    dialog.destroyed.connect(on_destroyed)
     dialog.open()
     if opened is not None:
         opened(dialog)
     dialog.start_preview()
-    accepted = await closed == QDialog.DialogCode.Accepted
-    return dialog.choice if accepted else None
+    return await closed
 
 
 # -- the Imports window -----------------------------------------------------------------------

@@ -93,6 +93,9 @@ def test_cancelled_import_leaves_nothing_half_written(
     assert set(run(qtbot, session.runner.run(
         lambda: [r.id for r in session.engine.get_many(sorted(i for i in ids if i))]))) == ids
     assert "nothing of the batch in progress was written" in dialog.label.text()
+    # issue 20: Close works after a cancel, and the bar stays where the import stopped
+    assert dialog.button.text() == "Close" and dialog.button.isEnabled()
+    assert dialog.bar.value() < dialog.bar.maximum()
     qtbot.waitUntil(lambda: window.records.model.total == stored)
     dialog.accept()
 
