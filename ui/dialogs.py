@@ -305,6 +305,9 @@ class ImportProgressDialog(QDialog):
                  show: Callable[[str], str] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
+        # an explicit minimum: the layout then never raises it (nor resizes the window) as
+        # texts and table contents change (QLayout.SetDefaultConstraint)
+        self.setMinimumSize(520, 360)
         self.resize(900, 520)
         layout = QVBoxLayout(self)
         self.label = QLabel("Reading…", self)

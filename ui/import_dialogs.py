@@ -315,6 +315,7 @@ class ConversationPreviewDialog(QDialog):
                  show: Callable[[str], str] | None = None, agent_id: str = "assistant") -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Import {path.name}")
+        self.setMinimumSize(560, 420)  # explicit: the layout never grows the window
         self.resize(900, 620)
         self._path = path
         self._session = session
@@ -639,6 +640,7 @@ class ImportsDialog(QDialog):
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Imports")
+        self.setMinimumSize(560, 300)  # explicit: the layout never grows the window
         self.resize(900, 420)
         self._session = session
         self._runner = runner
