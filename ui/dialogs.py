@@ -360,11 +360,14 @@ class ImportProgressDialog(QDialog):
         else:
             self.bar.setRange(0, 1)
             self.bar.setValue(1)
-            what = f" ({ConversationFormat(summary.format).label}, kept {summary.keep})" \
-                if summary.format else ""
-            self.label.setText(f"Import finished: {count_of(len(summary.outcomes), 'line')}"
-                               f"{what} decided by the ingest pipeline. Undo it from "
-                               "File → Imports….")
+            if summary.format:
+                what = (f"{count_of(len(summary.outcomes), 'message')} of "
+                        f"{ConversationFormat(summary.format).label} decided by the ingest "
+                        f"pipeline, keeping {summary.keep}")
+            else:
+                what = f"{count_of(len(summary.outcomes), 'line')} decided by the ingest pipeline"
+            self.label.setText(f"Import finished: {what}. Edit → Undo or File → Imports… "
+                               "takes it back.")
         counts = summary.decisions
         self.counts.setText("   ".join(f"{sentence(decision_words(name))}: {counts[name]:,}"
                                        for name in DECISIONS

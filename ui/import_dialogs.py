@@ -58,7 +58,7 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 from engine.ingest.importer import SalienceCut
 from engine.ingest.imports import ImportEntry, UndoPlan
-from ui.format import local_time, phrase, reason_sentence, sentence
+from ui.format import local_time, phrase, reason_sentence, sentence, tag
 from ui.importing import (
     DECISIONS,
     ConversationInfo,
@@ -234,11 +234,12 @@ class OutcomeTable(QWidget):
         self.view.setAlternatingRowColors(True)
         self.view.verticalHeader().hide()
         self.view.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().lineSpacing() + 8)
         header = self.view.horizontalHeader()
         header.setStretchLastSection(True)
         header.resizeSection(0, 60)
-        header.resizeSection(1, 190)
-        header.resizeSection(2, 300)
+        header.resizeSection(1, 160)
+        header.resizeSection(2, 320)
         header.resizeSection(3, 220)
         top = QHBoxLayout()
         top.addWidget(QLabel("Show:", self))
@@ -367,15 +368,19 @@ class ConversationPreviewDialog(QDialog):
         self.counts = QLabel("", self)
         self.counts.setWordWrap(True)
         self.samples = QTreeWidget(self)
-        self.samples.setColumnCount(3)
-        self.samples.setHeaderLabels(["Decision / message", "Memory", "Compared with"])
+        self.samples.setColumnCount(4)
+        self.samples.setHeaderLabels(["Decision / message", "Memory", "Why", "Compared with"])
         self.samples.setRootIsDecorated(True)
         self.samples.setUniformRowHeights(True)
-        self.samples.header().resizeSection(0, 240)
-        self.samples.header().resizeSection(1, 380)
+        self.samples.header().resizeSection(0, 220)
+        self.samples.header().resizeSection(1, 330)
+        self.samples.header().resizeSection(2, 130)
         self.buttons = QDialogButtonBox(self)
         self.import_button = self.buttons.addButton("Import",
                                                     QDialogButtonBox.ButtonRole.AcceptRole)
+        # room for "Import 10,000 memories" from the start: the button never jumps
+        self.import_button.setMinimumWidth(
+            self.import_button.fontMetrics().horizontalAdvance("Import 10,000 memories") + 24)
         self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self._on_import_clicked)
         self.buttons.rejected.connect(self.reject)
@@ -488,11 +493,12 @@ class ConversationPreviewDialog(QDialog):
                 text, target = self._show(outcome.text), self._show(outcome.target_text)
                 why = sentence(reason_sentence(outcome.reason)) if outcome.reason else ""
                 item = QTreeWidgetItem(group, [f"Message {outcome.line}", elide(text, 80),
+                                               tag(outcome.reason) if outcome.reason else "",
                                                quoted(target, 60) if target else ""])
-                item.setToolTip(0, why)
                 item.setToolTip(1, text)
+                item.setToolTip(2, f"{why}\n({outcome.reason})" if why else "")
                 if target:
-                    item.setToolTip(2, target)
+                    item.setToolTip(3, target)
             if counts[decision] > _SAMPLES:
                 QTreeWidgetItem(group, [f"… and {counts[decision] - _SAMPLES:,} more"])
             group.setExpanded(True)
@@ -709,6 +715,8 @@ class ImportsDialog(QDialog):
         first = self.table.topLevelItem(0)
         if first is not None and self.table.currentItem() is None:
             self.table.setCurrentItem(first)
+        for column in range(self.table.columnCount() - 1):
+            self.table.resizeColumnToContents(column)
         self.label.setText(f"{count_of(len(entries), 'import')} into this store, newest "
                            "first. Undoing one removes what it stored and restores what it "
                            "merged into." if entries else "No imports into this store yet.")
