@@ -17,6 +17,7 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
+from engine.query import RecordQuery
 from tests.support.conversations import locomo_sample
 from tests.ui.conftest import child_import, open_store, run
 from ui.dialogs import ImportProgressDialog
@@ -46,6 +47,18 @@ def _session(window: MainWindow) -> StoreSession:
 def _count(qtbot: QtBot, window: MainWindow) -> int:
     session = _session(window)
     return int(run(qtbot, session.runner.run(session.engine.count)))
+
+
+def _state(qtbot: QtBot, window: MainWindow) -> list[tuple[str, str, int]]:
+    """Every record as (id, content hash, version), by id."""
+    engine = _session(window).engine
+
+    def read() -> list[tuple[str, str, int]]:
+        page = engine.list_records(RecordQuery(limit=10_000))
+        assert page.total <= 10_000
+        return sorted((r.id, r.content_hash, r.version) for r in page.records)
+
+    return run(qtbot, _session(window).runner.run(read))
 
 
 def _box(qtbot: QtBot) -> QMessageBox:
@@ -359,3 +372,47 @@ def _demo() -> Path:
     from tests.ui.conftest import DEMO
 
     return DEMO
+
+
+def test_walkthrough_demo_previewed_locomo_import_retrieval_and_undo(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    """Issue 20's walkthrough (its GUI import part): an empty store, the demo data, a LoCoMo
+    conversation previewed with keep-all and imported through the app's child process, one of
+    its turns found in Retrieval, and the import undone: the store is the demo's again."""
+    window = make_window(bulk_import=child_import)
+    open_store(qtbot, window, tmp_path / "store")
+    assert _count(qtbot, window) == 0
+    demo = ImportProgressDialog("Import", window)
+    assert run(qtbot, window.run_import(_demo(), dialog=demo), timeout=120) is not None
+    demo.accept()
+    session = _session(window)
+    demo_state = _state(qtbot, window)
+    dialog, task = _preview(qtbot, window, _conversation(tmp_path))
+    with qtbot.waitSignal(dialog.preview_shown, timeout=30_000):
+        dialog.keep.setCurrentIndex(dialog.keep.findData("all"))
+    assert dialog.summary is not None and dialog.summary.decisions["inserted"] == TURNS
+    assert _state(qtbot, window) == demo_state  # the preview wrote nothing
+    dialog.import_button.click()
+    qtbot.waitUntil(task.done, timeout=120_000)
+    summary = task.result()
+    assert summary is not None and summary.counts["inserted"] == TURNS
+    next(d for d in window.findChildren(ImportProgressDialog) if d.isVisible()).accept()
+    assert _count(qtbot, window) == len(demo_state) + TURNS
+    # one of its turns, found in Retrieval by its words
+    turn = next(o for o in summary.outcomes if o.line == 7)
+    retrieval = window.observe.retrieval
+    retrieval.query_edit.setText(turn.text.split(": ", 1)[1])
+    retrieval.agent_edit.setText("assistant")
+    bundle = run(qtbot, retrieval.retrieve())
+    assert bundle is not None and turn.record_id in [r.id for r in bundle.records]
+    # undo the import from the Imports window: back to the demo's records
+    imports = ImportsDialog(session, session.runner, window)
+    imports.show()
+    qtbot.waitUntil(imports.refresh().done)
+    undo = spawn(imports.undo(imports.entries[0].id))
+    assert _answer(qtbot, QMessageBox.StandardButton.Yes) == f"Remove {TURNS} inserted records?"
+    qtbot.waitUntil(undo.done, timeout=30_000)
+    imports.accept()
+    assert _state(qtbot, window) == demo_state
+    bundle = run(qtbot, retrieval.retrieve())
+    assert bundle is not None and turn.record_id not in [r.id for r in bundle.records]
