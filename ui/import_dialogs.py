@@ -65,6 +65,7 @@ from ui.importing import (
     ImportSummary,
     LineOutcome,
     detect_conversation,
+    import_formats,
     preview_conversation,
 )
 from ui.record_links import elide, quoted
@@ -656,15 +657,11 @@ class ImportsDialog(QDialog):
         self.label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.label.setMinimumHeight(2 * self.label.fontMetrics().lineSpacing())
         self.table = QTreeWidget(self)
-        self.table.setColumnCount(5)
-        self.table.setHeaderLabels(["When", "File", "What", "Outcome", "State"])
+        self.table.setColumnCount(6)
+        self.table.setHeaderLabels(["When", "File", "Format", "Agent", "Outcome", "State"])
         self.table.setRootIsDecorated(False)
         self.table.setUniformRowHeights(True)
         self.table.setAlternatingRowColors(True)
-        self.table.header().resizeSection(0, 150)
-        self.table.header().resizeSection(1, 220)
-        self.table.header().resizeSection(2, 120)
-        self.table.header().resizeSection(3, 260)
         self.table.currentItemChanged.connect(self._on_current_changed)
         self.undo_button = QPushButton("Undo import…", self)
         self.undo_button.setToolTip("Remove what the import stored and restore the records it "
@@ -699,14 +696,15 @@ class ImportsDialog(QDialog):
         except EngineError as exc:
             self.label.setText(f"Cannot read the import log: {exc}")
             return
+        formats = await self._runner.run(import_formats, entries)
         current = self.selected()
         self.entries = entries
         self.table.clear()
         for entry in entries:
             item = QTreeWidgetItem(self.table, [
                 local_time(entry.started_at), Path(entry.path).name,
-                _KINDS.get(entry.kind, phrase(entry.kind))
-                + (f" ({entry.agent_id})" if entry.agent_id else ""),
+                formats.get(entry.id) or _KINDS.get(entry.kind, phrase(entry.kind)),
+                entry.agent_id or "",
                 _entry_counts(entry), _entry_state(entry)])
             item.setToolTip(1, entry.path)
             item.setData(0, Qt.ItemDataRole.UserRole, entry.id)

@@ -24,6 +24,7 @@ from engine.errors import EngineError
 from engine.ingest import ImportReport
 from engine.ingest.conversations import ConversationFormat, read_conversation
 from engine.ingest.importer import SalienceCut
+from engine.ingest.imports import ImportEntry
 from engine.memory_engine import MemoryEngine
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "detect_conversation",
     "export_records",
     "import_conversation",
+    "import_formats",
     "import_jsonl",
     "keep_argument",
     "preview_conversation",
@@ -175,6 +177,27 @@ def detect_conversation(path: str | Path) -> ConversationInfo:
     conversation = read_conversation(path)
     return ConversationInfo(str(path), conversation.format.value, len(conversation.messages),
                             sum(1 for m in conversation.messages if m.usable))
+
+
+def import_formats(entries: Sequence[ImportEntry]) -> dict[str, str]:
+    """Import id → the format of its conversation file, in words, for the Imports window.
+
+    The import log keeps the kind of an import, not the format, so the file is read again
+    (worker: it reads files); a file moved, deleted or no longer a conversation gives nothing.
+    """
+    found: dict[str, str] = {}
+    by_path: dict[str, str] = {}
+    for entry in entries:
+        if entry.kind != "conversation":
+            continue
+        if entry.path not in by_path:
+            try:
+                by_path[entry.path] = detect_conversation(entry.path).label
+            except (OSError, EngineError):
+                by_path[entry.path] = ""
+        if by_path[entry.path]:
+            found[entry.id] = by_path[entry.path]
+    return found
 
 
 def keep_argument(cut: SalienceCut) -> str:

@@ -222,7 +222,10 @@ def test_undo_from_the_imports_window_restores_the_store(
     assert imports.table.topLevelItemCount() == 2  # the demo and the conversation
     newest = imports.table.topLevelItem(0)
     assert newest is not None and newest.text(1) == "locomo.json"
-    assert f"stored as new {kept}" in newest.text(3)
+    assert (newest.text(2), newest.text(3)) == ("LoCoMo sessions", "assistant")
+    assert f"stored as new {kept}" in newest.text(4)
+    demo = imports.table.topLevelItem(1)
+    assert demo is not None and (demo.text(2), demo.text(3)) == ("JSONL memories", "")
     undo = spawn(imports.undo(imports.entries[0].id))
     question = _answer(qtbot, QMessageBox.StandardButton.Yes)
     assert question == f"Remove {kept} inserted records?"
@@ -232,7 +235,7 @@ def test_undo_from_the_imports_window_restores_the_store(
     qtbot.waitUntil(lambda: window.records.model.total == before and
                     window.records.model.settled)
     newest = imports.table.topLevelItem(0)
-    assert newest is not None and newest.text(4).startswith("undone")
+    assert newest is not None and newest.text(5).startswith("undone")
     assert not imports.undo_button.isEnabled()  # an undone import cannot be undone again
     # declining changes nothing
     first_demo = imports.entries[1].id
