@@ -19,6 +19,7 @@ Dialogs never block the event loop: questions are window-modal message boxes tha
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,7 @@ from ui.importing import (
 )
 from ui.record_links import elide, quoted
 from ui.session import StoreSession
-from ui.tasks import CancelFlag, RequestTokens, TaskRunner
+from ui.tasks import CancelFlag, RequestTokens, TaskRunner, spawn
 from ui.wording import count_of
 
 __all__ = [
@@ -330,9 +331,9 @@ class ConversationPreviewDialog(QDialog):
         self.choice: ConversationChoice | None = None
 
         self.header = QLabel(
-            f"<b>{path.name}</b>: {info.label}, {count_of(info.messages, 'message')} "
-            f"({count_of(info.turns, 'turn')} to remember). Nothing is written until you "
-            "press Import.", self)
+            f"<b>{html.escape(path.name)}</b>: {html.escape(info.label)}, "
+            f"{count_of(info.messages, 'message')} ({count_of(info.turns, 'turn')} to "
+            "remember). Nothing is written until you press Import.", self)
         self.header.setWordWrap(True)
         self.agent = QLineEdit(agent_id, self)
         self.agent.setToolTip("The agent the imported memories belong to")
@@ -417,8 +418,6 @@ class ConversationPreviewDialog(QDialog):
 
     def start_preview(self) -> asyncio.Task[None]:
         """Compute the preview for the controls' settings (stopping one in progress)."""
-        from ui.tasks import spawn
-
         return spawn(self._preview())
 
     def stop_preview(self) -> None:
@@ -685,8 +684,6 @@ class ImportsDialog(QDialog):
 
     def refresh(self) -> asyncio.Task[None]:
         """Read the import log again (on a worker)."""
-        from ui.tasks import spawn
-
         return spawn(self._load())
 
     async def _load(self) -> None:
@@ -740,9 +737,7 @@ class ImportsDialog(QDialog):
     def _on_undo_clicked(self) -> None:
         entry = self.selected()
         if entry is not None:
-            from ui.tasks import spawn
-
-            spawn(self.undo(entry.id))
+                spawn(self.undo(entry.id))
 
     async def undo(self, import_id: str) -> UndoPlan | None:
         """Undo the import ``import_id`` after the confirmation (:func:`undo_import`).
@@ -821,8 +816,6 @@ class ImportCommand(QUndoCommand):
 
     def undo(self) -> None:
         self.setObsolete(True)
-        from ui.tasks import spawn
-
         spawn(_undo_from_stack(self._parent, self._session, self._runner, self.import_id,
                                self.text()))
 
