@@ -48,6 +48,7 @@ from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
+    from engine.ingest.importer import SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
     from engine.reader import MemoryReader
     from ui.importing import ImportSummary
@@ -160,11 +161,12 @@ def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None
 
 def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
                  conversation_agent: str | None, progress: Callable[[int, int], None],
-                 cancelled: Callable[[], bool]) -> ImportSummary:
+                 cancelled: Callable[[], bool], /, *,
+                 keep: SalienceCut | None = None) -> ImportSummary:
     from ui.import_process import run_in_child
 
-    return run_in_child(spec, path, conversation_agent=conversation_agent, model=model,
-                        progress=progress, cancelled=cancelled)
+    return run_in_child(spec, path, conversation_agent=conversation_agent, keep=keep,
+                        model=model, progress=progress, cancelled=cancelled)
 
 
 def attach_remote(url: str, token: str,

@@ -24,18 +24,18 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
 
 from engine.errors import ValidationError
+from engine.ingest.conversations import ConversationFormat
 from engine.records import Category, Layer, NewMemory, Privacy
 from engine.store import CollectionInfo
-from ui.format import phrase, reason_sentence, sentence
-from ui.importing import ACTIONS, ImportSummary
-from ui.record_links import elide, quoted
+from ui.format import sentence
+from ui.import_dialogs import OutcomeTable, decision_words
+from ui.importing import ACTIONS, DECISIONS, ImportSummary
 from ui.wording import count_of
 
 __all__ = [
@@ -286,13 +286,14 @@ class ExportOptionsDialog(QDialog):
         layout.addWidget(buttons)
 
 
-def _with_code(words: str, code: str) -> str:
-    """The hover text of a cell showing ``code`` in words: the words, then the code."""
-    return f"{words}\n({code})" if code and code != words else words
-
-
 class ImportProgressDialog(QDialog):
-    """Progress of an import with Cancel, then its summary (actions and problem lines).
+    """Progress of an import with Cancel, then its summary (counts per decision and every line,
+    read-only, sortable and filterable: :class:`~ui.import_dialogs.OutcomeTable`).
+
+    Issue 20: after a cancel the dialog keeps saying "Cancelling…" (late progress reports do
+    not overwrite it), Close is enabled once the import stopped, the bar stays where the
+    import stopped, and the dialog keeps its size as messages appear (labels wrap in room
+    they have from the start; the summary table is there, empty, from the start).
 
     Signals:
         cancel_requested(): The user pressed Cancel while the import ran.
@@ -304,26 +305,29 @@ class ImportProgressDialog(QDialog):
                  show: Callable[[str], str] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
-        self.resize(760, 420)
-        self._show = show or (lambda text: text)  # the redaction state's rendering
+        # an explicit minimum: the layout then never raises it (nor resizes the window) as
+        # texts and table contents change (QLayout.SetDefaultConstraint)
+        self.setMinimumSize(520, 360)
+        self.resize(900, 520)
         layout = QVBoxLayout(self)
         self.label = QLabel("Reading…", self)
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 0)
         self.counts = QLabel("", self)
-        self.problems = QTableWidget(0, 5, self)
-        self.problems.setHorizontalHeaderLabels(["Line", "Memory", "Outcome", "Why",
-                                                 "Compared with"])
-        self.problems.horizontalHeader().setStretchLastSection(True)
-        self.problems.setWordWrap(False)
-        self.problems.verticalHeader().hide()
-        self.problems.hide()
+        for label, lines in ((self.label, 3), (self.counts, 2)):
+            label.setWordWrap(True)
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+            label.setFixedHeight(lines * label.fontMetrics().lineSpacing())
+        self.outcomes = OutcomeTable(self, show=show)
+        self.outcomes.setEnabled(False)
         self.button = QPushButton("Cancel", self)
         self.button.clicked.connect(self._on_button_clicked)
-        for widget in (self.label, self.bar, self.counts, self.problems):
+        for widget in (self.label, self.bar, self.counts):
             layout.addWidget(widget)
+        layout.addWidget(self.outcomes, 1)
         layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignRight)
         self._running = True
+        self._cancelling = False
         self.summary: ImportSummary | None = None
 
     @property
@@ -332,61 +336,63 @@ class ImportProgressDialog(QDialog):
         return self._running
 
     def set_progress(self, done: int, total: int) -> None:
-        """Show ``done`` of ``total``."""
+        """Show ``done`` of ``total`` (ignored once the import ended; after Cancel the bar
+        moves but the words stay "Cancelling…")."""
+        if not self._running:
+            return  # a report relayed after the end
         self.bar.setRange(0, max(1, total))
         self.bar.setValue(done)
-        self.label.setText(f"Imported {done:,} of {count_of(total, 'line')}…")
+        if not self._cancelling:
+            self.label.setText(f"Imported {done:,} of {count_of(total, 'line')}…")
 
     def finish(self, summary: ImportSummary) -> None:
-        """Show the summary: counts per action and every problem line with its number."""
-        self._running = False
+        """Show the summary: counts per decision and every line with its text."""
+        self._stopped()
         self.summary = summary
-        self.button.setText("Close")
-        self.bar.setRange(0, 1)
-        self.bar.setValue(1)
         if summary.cancelled:
+            # the bar stays where the import stopped: it did not get to the end
+            if self.bar.maximum() == 0:
+                self.bar.setRange(0, 1)
+                self.bar.setValue(0)
             self.label.setText(
                 f"Import cancelled: {count_of(len(summary.outcomes), 'line')} decided and "
                 "stored before the cancel; nothing of the batch in progress was written.")
         else:
-            self.label.setText(f"Import finished: {count_of(len(summary.outcomes), 'line')} "
-                               "decided by the ingest pipeline.")
-        counts = summary.counts
-        self.counts.setText("   ".join(f"{sentence(phrase(name))}: {counts[name]:,}"
-                                       for name in ACTIONS))
-        problems = summary.problems
-        if problems:
-            self.problems.show()
-            self.problems.setRowCount(len(problems))
-            for row, item in enumerate(problems):
-                # issue 19: the memories by their text (full text on hover), not just numbers;
-                # the outcome and reason in words, the pipeline's code on hover
-                text, target = self._show(item.text), self._show(item.target_text)
-                why = sentence(reason_sentence(item.reason)) if item.reason else ""
-                cells = ((str(item.line), ""), (elide(text, 70), text),
-                         (phrase(item.action), _with_code(phrase(item.action), item.action)),
-                         (why, _with_code(why, item.reason)),
-                         (quoted(target, 50) if target else "", target))
-                for column, (value, tip) in enumerate(cells):
-                    cell = QTableWidgetItem(value)
-                    if tip:
-                        cell.setToolTip(tip)
-                    self.problems.setItem(row, column, cell)
-            self.problems.resizeColumnToContents(0)
-            self.problems.setColumnWidth(1, 260)
-            self.problems.resizeColumnToContents(2)
+            self.bar.setRange(0, 1)
+            self.bar.setValue(1)
+            if summary.format:
+                what = (f"{count_of(len(summary.outcomes), 'message')} of "
+                        f"{ConversationFormat(summary.format).label} decided by the ingest "
+                        f"pipeline, keeping {summary.keep}")
+            else:
+                what = f"{count_of(len(summary.outcomes), 'line')} decided by the ingest pipeline"
+            self.label.setText(f"Import finished: {what}. Edit → Undo or File → Imports… "
+                               "takes it back.")
+        counts = summary.decisions
+        self.counts.setText("   ".join(f"{sentence(decision_words(name))}: {counts[name]:,}"
+                                       for name in DECISIONS
+                                       if counts[name] or name in ACTIONS[:3]))
+        self.outcomes.set_summary(summary)
+        self.outcomes.setEnabled(True)
 
     def fail(self, message: str) -> None:
         """Show that the import failed (nothing was written)."""
+        self._stopped()
+        if self.bar.maximum() == 0:
+            self.bar.setRange(0, 1)
+            self.bar.setValue(0)
+        self.label.setText(f"Import failed: {message}")
+
+    def _stopped(self) -> None:
         self._running = False
         self.button.setText("Close")
-        self.bar.setRange(0, 1)
-        self.label.setText(f"Import failed: {message}")
+        self.button.setEnabled(True)
 
     def _on_button_clicked(self) -> None:
         if self._running:
+            self._cancelling = True
             self.button.setEnabled(False)
-            self.label.setText("Cancelling…")
+            self.label.setText("Cancelling… (the batch in progress is dropped)")
             self.cancel_requested.emit()
         else:
             self.accept()

@@ -13,8 +13,9 @@ nice 0 — import 80 s, event-loop gaps p99 24 ms, max 168 ms; nice 5 — 137 s,
 
 Protocol (one JSON object per line on stdout): ``{"progress": [done, total]}`` while it runs,
 then ``{"outcomes": [[line, action, record_id, reason, text, target_text], ...]}`` lines
-(200 per line; ``text`` and ``target_text`` are filled for problem lines only) and
-``{"summary": {"source", "cancelled"}}``, or ``{"error": "message"}``.
+(200 per line) and ``{"summary": {"source", "cancelled", "import_id", "format", "keep"}}``, or
+``{"error": "message"}``. A conversation import keeps the turns ``--keep`` selects (``default``,
+``all`` or ``N%``, as the CLI's ``import-conversation --keep``), the cut the user previewed.
 """
 
 from __future__ import annotations
@@ -34,8 +35,15 @@ from typing import Any
 
 from engine.embedding import EmbedBackend, ModelSpec
 from engine.errors import EngineError, StoreUnavailable
+from engine.ingest.importer import SalienceCut
 from engine.store import StoreSpec
-from ui.importing import ImportSummary, LineOutcome, import_conversation, import_jsonl
+from ui.importing import (
+    ImportSummary,
+    LineOutcome,
+    import_conversation,
+    import_jsonl,
+    keep_argument,
+)
 
 __all__ = ["main", "run_in_child"]
 
@@ -65,11 +73,13 @@ def _outcome_from_json(item: list[Any]) -> LineOutcome:
 
 
 def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None = None,
-                 model: ModelSpec | None = None, progress: ProgressFn | None = None,
+                 keep: SalienceCut | None = None, model: ModelSpec | None = None,
+                 progress: ProgressFn | None = None,
                  cancelled: CancelFn | None = None) -> ImportSummary:
     """Import ``path`` into the embedded store ``spec`` in a child process (blocking).
 
     The caller must have closed its own engine on ``spec`` (the child takes the store lock).
+    ``keep`` is the salience cut of a conversation import (default: the salient turns).
 
     Raises:
         EngineError: what the child reported (e.g. the store is locked or the file unreadable).
@@ -79,6 +89,8 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
                "--collection", spec.collection, "--path", str(path)]
     if conversation_agent is not None:
         command += ["--conversation-agent", conversation_agent]
+        if keep is not None:
+            command += ["--keep", keep_argument(keep)]
     if model is not None:
         command += ["--model", model.path or "", "--embed-backend", model.backend.value,
                     "--model-cache", model.cache_dir or ""]
@@ -115,8 +127,9 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
                                f"(exit {child.returncode}): {stderr[-500:]}")
     if "error" in result:
         raise EngineError(str(result["error"]))
-    return ImportSummary(str(result["summary"]["source"]), outcomes,
-                         bool(result["summary"]["cancelled"]))
+    told = result["summary"]
+    return ImportSummary(str(told["source"]), outcomes, bool(told["cancelled"]),
+                         told.get("import_id"), told.get("format"), told.get("keep"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collection", required=True)
     parser.add_argument("--path", required=True)
     parser.add_argument("--conversation-agent")
+    parser.add_argument("--keep", default="default")
     parser.add_argument("--model", nargs="?", const="", default=None)
     parser.add_argument("--embed-backend", choices=list(EmbedBackend),
                         default=EmbedBackend.OPENVINO.value)
@@ -167,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.conversation_agent:
                 summary = import_conversation(engine, args.path, agent_id=args.conversation_agent,
+                                              keep=SalienceCut.parse(args.keep),
                                               progress=progress, cancelled=stop.is_set)
             else:
                 summary = import_jsonl(engine, args.path, progress=progress,
@@ -180,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
             for o in summary.outcomes]
     for start in range(0, len(rows), _OUTCOMES_PER_LINE):
         emit({"outcomes": rows[start:start + _OUTCOMES_PER_LINE]})
-    emit({"summary": {"source": summary.source, "cancelled": summary.cancelled}})
+    emit({"summary": {"source": summary.source, "cancelled": summary.cancelled,
+                      "import_id": summary.import_id, "format": summary.format,
+                      "keep": summary.keep}})
     return 0
 
 

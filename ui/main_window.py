@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 import shiboken6
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt
@@ -57,6 +58,7 @@ from PySide6.QtWidgets import (
 
 from engine.embedding import EmbedderState, EmbedderStatus
 from engine.errors import EngineError, StoreLocked
+from engine.ingest.importer import SalienceCut
 from engine.llm import LLMGateway, LLMSettings
 from engine.memory_engine import MemoryEngine
 from engine.reader import MemoryReader
@@ -72,6 +74,12 @@ from ui.dialogs import (
 from ui.empty_state import EmptyState
 from ui.fate_view import FateView
 from ui.icons import themed_icon
+from ui.import_dialogs import (
+    ConversationPreviewDialog,
+    ImportCommand,
+    ImportsDialog,
+    preview_conversation_import,
+)
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.layers_view import LayersView
 from ui.observe import ObserveViews
@@ -129,10 +137,14 @@ class Preferences:
     redaction: bool = False
 
 
-BulkImport = Callable[[StoreSpec, Path, str | None, Callable[[int, int], None],
-                       Callable[[], bool]], ImportSummary]
-"""Import into a closed embedded store out of process: (spec, path, conversation agent or None,
-progress, cancelled) → summary. See :mod:`ui.import_process`."""
+class BulkImport(Protocol):
+    """Import into a closed embedded store out of process: (spec, path, conversation agent or
+    None, progress, cancelled, the conversation's salience cut) → summary. See
+    :mod:`ui.import_process`."""
+
+    def __call__(self, spec: StoreSpec, path: Path, conversation_agent: str | None,
+                 progress: Callable[[int, int], None], cancelled: Callable[[], bool], /, *,
+                 keep: SalienceCut | None = None) -> ImportSummary: ...
 
 Attach = Callable[[str, str, Callable[[str | None], None]], MemoryReader]
 """Connect to a running ``mnemoscope serve``: (URL, token, follower-state callback) → a
@@ -444,6 +456,8 @@ class MainWindow(QMainWindow):
         self.conversation_action = self._action("Import Co&nversation…",
                                                 self._on_import_conversation_triggered,
                                                 "Ctrl+Shift+I")
+        self.imports_action = self._action("Imp&orts…", self._on_imports_triggered)
+        self.imports_action.setToolTip("Past imports into this store; undo one")
         self.export_action = self._action("&Export…", self._on_export_triggered, "Ctrl+E")
         quit_action = self._action("&Quit", self._on_quit_triggered, QKeySequence.StandardKey.Quit)
         for made in (self.open_action, self.connect_action, self.collection_action):
@@ -455,7 +469,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.detach_action)
         file_menu.addSeparator()
         for made in (self.demo_action, self.import_action, self.conversation_action,
-                     self.export_action):
+                     self.imports_action, self.export_action):
             file_menu.addAction(made)
         file_menu.addSeparator()
         file_menu.addAction(quit_action)
@@ -598,7 +612,8 @@ class MainWindow(QMainWindow):
         session = self._session
         indexed = session is not None and not session.indexing
         writable = indexed and session is not None and not session.read_only
-        for made in (self.import_action, self.conversation_action, self.demo_action):
+        for made in (self.import_action, self.conversation_action, self.demo_action,
+                     self.imports_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
         self.links.set_available(engine=indexed, writable=writable)
@@ -1224,16 +1239,49 @@ class MainWindow(QMainWindow):
     def _on_import_conversation_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Import a conversation", "",
                                               "JSON (*.json);;All files (*)")
-        if not path:
-            return
-        agent, ok = QInputDialog.getText(self, "Import a conversation",
-                                         "Agent the memories belong to:", text="assistant")
-        if ok and agent.strip():
-            spawn(self.run_import(Path(path), conversation_agent=agent.strip()))
+        if path:
+            spawn(self.import_conversation(Path(path)))
+
+    async def import_conversation(
+            self, path: Path, *,
+            opened: Callable[[ConversationPreviewDialog], None] | None = None,
+    ) -> ImportSummary | None:
+        """Issue 20: name the file's format, preview the import (nothing written), and import
+        with the agent and salience cut the user confirmed (:mod:`ui.import_dialogs`).
+
+        Returns:
+            The summary, or None when nothing was imported.
+        """
+        session = self._session
+        if session is None or session.read_only:
+            return None
+        choice = await preview_conversation_import(self, session, self._runner, path,
+                                                   show=self.redaction.show, opened=opened)
+        if choice is None or session is not self._session:
+            return None
+        return await self.run_import(path, conversation_agent=choice.agent_id,
+                                     keep=choice.keep)
+
+    def _on_imports_triggered(self) -> None:
+        if self._session is not None:
+            dialog = ImportsDialog(self._session, self._runner, self)
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            dialog.open()
+            dialog.refresh()
+
+    def _push_import(self, session: StoreSession, path: Path, summary: ImportSummary) -> None:
+        """Edit → Undo takes a finished import back as one step (:class:`ImportCommand`)."""
+        if summary.import_id is not None and summary.written:
+            session.undo_stack.push(ImportCommand(
+                self, session, self._runner, summary.import_id,
+                f"Import {path.name} ({count_of(summary.written, 'record')})"))
 
     async def run_import(self, path: Path, *, conversation_agent: str | None = None,
+                         keep: SalienceCut | None = None,
                          dialog: ImportProgressDialog | None = None) -> ImportSummary | None:
         """Import ``path`` on a worker with a progress dialog (Cancel undoes the partial run).
+
+        ``keep`` is a conversation's salience cut (default: the salient turns).
 
         Returns:
             The summary, or None when the import failed (the dialog says why).
@@ -1250,12 +1298,12 @@ class MainWindow(QMainWindow):
         progress = self._runner.progress_relay(dialog.set_progress)
         if self._services.bulk_import is not None and not session.spec.is_remote:
             return await self._import_out_of_process(session, path, conversation_agent,
-                                                     dialog, progress, flag)
+                                                     keep, dialog, progress, flag)
         try:
             if conversation_agent is not None:
                 summary: ImportSummary = await session.run_write(
                     import_conversation, session.engine, path, agent_id=conversation_agent,
-                    progress=progress, cancelled=flag.is_set)
+                    keep=keep, progress=progress, cancelled=flag.is_set)
             else:
                 summary = await session.run_write(import_jsonl, session.engine, path,
                                                   progress=progress, cancelled=flag.is_set)
@@ -1263,11 +1311,13 @@ class MainWindow(QMainWindow):
             dialog.fail(str(exc))
             return None
         dialog.finish(summary)
+        self._push_import(session, path, summary)
         session.records_changed.emit([o.record_id for o in summary.outcomes if o.record_id])
         return summary
 
     async def _import_out_of_process(self, session: StoreSession, path: Path,
                                      conversation_agent: str | None,
+                                     keep: SalienceCut | None,
                                      dialog: ImportProgressDialog,
                                      progress: Callable[[int, int], None],
                                      flag: CancelFlag) -> ImportSummary | None:
@@ -1286,7 +1336,8 @@ class MainWindow(QMainWindow):
         summary: ImportSummary | None = None
         try:
             summary = await self._runner.run(bulk_import, session.spec, path,
-                                             conversation_agent, progress, flag.is_set)
+                                             conversation_agent, progress, flag.is_set,
+                                             keep=keep)
         except EngineError as exc:
             dialog.fail(str(exc))
         try:
@@ -1306,6 +1357,7 @@ class MainWindow(QMainWindow):
         _freeze_long_lived_objects()
         if summary is not None:
             dialog.finish(summary)
+            self._push_import(session, path, summary)
             session.records_changed.emit([o.record_id for o in summary.outcomes
                                           if o.record_id])
         return summary

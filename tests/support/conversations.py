@@ -73,3 +73,31 @@ FORMATS: list[tuple[str, object, ConversationFormat, list[tuple[str, str]]]] = [
     ("list.json", LIST, ConversationFormat.MESSAGE_LIST, [
         ("Tia", "I am so excited about Oslo"), ("assistant", "When do you leave?")]),
 ]
+
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "da", "fe", "gu",
+              "ho", "ji", "ku", "ly", "mo", "ny", "pe")
+
+
+def locomo_sample(turns: int, *, sessions: int = 2, sample_id: str = "conv-gui") -> dict[str, Any]:
+    """A LoCoMo-style sample of ``turns`` turns of two speakers over ``sessions`` sessions.
+
+    Each turn is a sentence of made-up words that shares almost no token with the others, so
+    the pipeline stores every kept turn as new (no merges) and only the salience cut decides
+    how many are kept (its default keeps 24 turns).
+    """
+    import random
+
+    conversation: dict[str, Any] = {"speaker_a": "Caroline", "speaker_b": "Melanie"}
+    per_session = -(-turns // sessions)
+    for number in range(turns):
+        session = number // per_session + 1
+        rng = random.Random(number)
+        words = " ".join(rng.choice(_SYLLABLES) + rng.choice(_SYLLABLES) + rng.choice(_SYLLABLES)
+                         for _ in range(9))
+        conversation.setdefault(f"session_{session}_date_time", f"1:{session:02d} pm on "
+                                f"{session} May, 2023")
+        conversation.setdefault(f"session_{session}", []).append(
+            {"speaker": ("Caroline", "Melanie")[number % 2], "dia_id": f"D{session}:{number}",
+             "text": f"{words} {number}"})
+    return {"sample_id": sample_id, "conversation": conversation, "qa": []}

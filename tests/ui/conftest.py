@@ -17,6 +17,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from engine.ingest.importer import SalienceCut
 from engine.memory_engine import MemoryEngine
 from engine.redaction import redact_text
 from engine.store import StoreSpec, list_collections
@@ -108,9 +109,10 @@ def open_fresh(spec: StoreSpec, *, defer_view: bool = False) -> MemoryEngine:
 
 def child_import(spec: StoreSpec, path: Path, agent: str | None,
                  progress: Callable[[int, int], None],
-                 cancelled: Callable[[], bool]) -> ImportSummary:
+                 cancelled: Callable[[], bool], /, *,
+                 keep: SalienceCut | None = None) -> ImportSummary:
     """The app's out-of-process import, without the model."""
-    return run_in_child(spec, path, conversation_agent=agent, progress=progress,
+    return run_in_child(spec, path, conversation_agent=agent, keep=keep, progress=progress,
                         cancelled=cancelled)
 
 

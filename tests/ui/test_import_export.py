@@ -11,16 +11,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from engine.store import StoreSpec
 from tests.ui.conftest import DEMO, child_import, distinct_text, open_store, run
 from ui.dialogs import ImportProgressDialog
+from ui.import_dialogs import OutcomeTable
 from ui.main_window import MainWindow
 
 # The offscreen platform cannot size native dialog windows and says so; nothing to fix here.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cells(table: OutcomeTable, column: int,
+           role: Qt.ItemDataRole = Qt.ItemDataRole.DisplayRole) -> list[str]:
+    """The texts of ``column`` of the summary table, as shown (sorted, filtered)."""
+    proxy = table.proxy
+    return [str(proxy.data(proxy.index(row, column), role) or "")
+            for row in range(proxy.rowCount())]
 
 
 def _write_jsonl(path: Path, count: int, *, bad_lines: tuple[int, ...] = ()) -> Path:
@@ -47,12 +57,11 @@ def test_import_summary_lists_errors_with_line_numbers(
     assert [(p.line, p.action) for p in summary.problems] == [(7, "error"), (20, "error")]
     assert "content" in summary.problems[0].reason  # line 7 is an empty content
     assert "JSON" in summary.problems[1].reason or "json" in summary.problems[1].reason
-    assert not dialog.running and dialog.problems.rowCount() == 2
-    first = dialog.problems.item(0, 0)
-    assert first is not None and first.text() == "7"
-    assert "Stored as new: 38" in dialog.counts.text() and "Error: 2" in dialog.counts.text()
-    outcome = dialog.problems.item(0, 2)  # after Line and Memory
-    assert outcome is not None and outcome.text() == "error"
+    assert not dialog.running and _cells(dialog.outcomes, 0)[:3] == ["1", "2", "3"]
+    dialog.outcomes.show_decision("error")
+    assert _cells(dialog.outcomes, 0) == ["7", "20"]
+    assert "Stored as new: 38" in dialog.counts.text() and "Refused: 2" in dialog.counts.text()
+    assert _cells(dialog.outcomes, 1) == ["Refused", "Refused"]  # the decision, in words
     qtbot.waitUntil(lambda: window.records.model.total == 38 and window.records.model.settled)
     dialog.accept()
 
@@ -84,6 +93,9 @@ def test_cancelled_import_leaves_nothing_half_written(
     assert set(run(qtbot, session.runner.run(
         lambda: [r.id for r in session.engine.get_many(sorted(i for i in ids if i))]))) == ids
     assert "nothing of the batch in progress was written" in dialog.label.text()
+    # issue 20: Close works after a cancel, and the bar stays where the import stopped
+    assert dialog.button.text() == "Close" and dialog.button.isEnabled()
+    assert dialog.bar.value() < dialog.bar.maximum()
     qtbot.waitUntil(lambda: window.records.model.total == stored)
     dialog.accept()
 
@@ -95,8 +107,9 @@ def test_demo_and_conversation_import_then_redacted_export(
     dialog = ImportProgressDialog("Import", window)
     summary = run(qtbot, window.run_import(DEMO, dialog=dialog))
     # the decision column says what happened in words, never the pipeline's codes
-    cells = [(item.text(), item.toolTip()) for row in range(dialog.problems.rowCount())
-             for column in (2, 3) if (item := dialog.problems.item(row, column)) is not None]
+    cells = [pair for column in (1, 3) for pair in zip(
+        _cells(dialog.outcomes, column),
+        _cells(dialog.outcomes, column, Qt.ItemDataRole.ToolTipRole), strict=True)]
     assert cells and not [text for text, _tip in cells if re.search(r"[a-z]_[a-z]", text)]
     assert any(text.startswith("In the gray zone") for text, _tip in cells)
     assert any("(gray_zone)" in tip for _text, tip in cells)  # the code on hover
@@ -114,12 +127,12 @@ def test_demo_and_conversation_import_then_redacted_export(
     compared = [p for p in summary.problems if p.action in ("skipped", "deferred")]
     assert compared and all(p.text == contents[p.line - 1] for p in compared)
     assert all(p.target_text for p in compared if p.reason != "not_novel")
-    rows = {dialog.problems.item(r, 0).text(): r  # type: ignore[union-attr]
-            for r in range(dialog.problems.rowCount())}
+    rows = {line: row for row, line in enumerate(_cells(dialog.outcomes, 0))}
     first = compared[0]
-    memory = dialog.problems.item(rows[str(first.line)], 1)
-    assert memory is not None and first.text.startswith(memory.text().rstrip("…")[:20])
-    assert memory.toolTip() == first.text
+    memory = _cells(dialog.outcomes, 2)[rows[str(first.line)]]
+    assert first.text.startswith(memory.rstrip("…")[:20])
+    assert _cells(dialog.outcomes, 2, Qt.ItemDataRole.ToolTipRole)[rows[str(first.line)]] \
+        == first.text
     conversation = DEMO.with_name("conversation.json")
     dialog = ImportProgressDialog("Import", window)
     turns = run(qtbot, window.run_import(conversation, conversation_agent="travel-planner",
@@ -157,7 +170,7 @@ def test_the_import_child_runs_at_a_lower_cpu_priority() -> None:
 
 
 def test_the_import_child_reports_problem_lines_by_their_text(tmp_path: Path) -> None:
-    """Issue 19: the out-of-process import carries each problem line's text and its target's."""
+    """Issue 19: the out-of-process import carries each line's text and its target's."""
     summary = child_import(StoreSpec(str(tmp_path / "store")), DEMO, None,
                            lambda _done, _total: None, lambda: False)
     contents = [json.loads(line)["content"] for line in
@@ -165,4 +178,6 @@ def test_the_import_child_reports_problem_lines_by_their_text(tmp_path: Path) ->
     compared = [p for p in summary.problems if p.action in ("skipped", "deferred")]
     assert compared and all(p.text == contents[p.line - 1] for p in compared)
     assert any(p.target_text for p in compared)
-    assert all(not o.text for o in summary.outcomes if o.action == "inserted")  # problems only
+    inserted = [o for o in summary.outcomes if o.action == "inserted"]
+    assert inserted and all(o.text == contents[o.line - 1] and not o.target_text
+                            for o in inserted)  # issue 20: every line by its text
