@@ -14,7 +14,7 @@ Each stage has a panel: its data as labelled fields in words (:func:`ui.format.s
 records named by their text, read through the session's reader on a worker) with the raw JSON
 one click away, plus candidate similarity bars against the tier threshold and the gray zone,
 the decision as a sentence with its conflicts, and the resulting record as a field-by-field
-diff. The threshold what-if (read-only, :mod:`ui.whatif`) lists the
+diff. The threshold what-if (read-only, :func:`engine.threshold_what_if`) lists the
 stored neighbour pairs a different tier threshold would merge or split.
 """
 
@@ -62,6 +62,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import WhatIf, threshold_what_if
 from engine.errors import EngineError
 from engine.ingest.kinds import Stage
 from engine.ingest.pipeline import StageReport, SteppedRun
@@ -87,7 +88,6 @@ from ui.record_links import RECORD_ID, RecordRef, fetch_texts, record_tooltip
 from ui.record_search import RecordSearch
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
-from ui.whatif import WhatIf, threshold_what_if
 from ui.wording import count_of
 
 __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
@@ -930,6 +930,4 @@ def _begin(session: StoreSession, memory: NewMemory) -> tuple[SteppedRun, Any]:
 
 
 def _what_if(session: StoreSession, tier: TrustTier, new: float) -> WhatIf:
-    engine = session.engine
-    old = engine.ingest_policy.threshold(tier, semantic=True)
-    return threshold_what_if(engine.store.view.snapshot(), old, new)
+    return threshold_what_if(session.engine, tier, new)
