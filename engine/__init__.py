@@ -102,7 +102,12 @@ from engine.text import content_hash, normalize
 
 if TYPE_CHECKING:
     from engine.browse import Facets, LinkedRecord, RecordDetail
-    from engine.config import RetrievalConfig, memory_config_from_env
+    from engine.config import (
+        EngineConfig,
+        RetrievalConfig,
+        engine_config_from_env,
+        memory_config_from_env,
+    )
     from engine.embedding import (
         EmbedBackend,
         Embedder,
@@ -138,15 +143,14 @@ if TYPE_CHECKING:
     from engine.layers import PatternDetail, PatternHistoryPoint, SocialSummary, SpatialHit
     from engine.ledger import LEDGER_FILENAME, Ledger
     from engine.lifecycle import CompactionReport, LifecycleReport, PruneMode, SummarizationTask
+    from engine.locomo import SPLITS, evaluate_locomo
     from engine.memory_engine import (
         CancelFn,
         EditEntry,
-        EngineConfig,
         MemoryEngine,
         ProgressFn,
         RedactionHit,
         StoreStats,
-        engine_config_from_env,
     )
     from engine.projection import Projection, umap_available
     from engine.query import SHOWN_STATES, RecordQuery, RecordRow, RowPage, SortKey, parse_states
@@ -162,7 +166,6 @@ if TYPE_CHECKING:
         ScoringWeights,
         Strategy,
     )
-    from engine.retrieval.evaluation import SPLITS, evaluate_locomo
     from engine.store import (
         DEFAULT_COLLECTION,
         DEFAULT_CONNECT_TIMEOUT_S,
@@ -178,7 +181,8 @@ if TYPE_CHECKING:
 # loading numpy, the store, the pipeline and the retriever (tests/engine/test_public_api.py).
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("Facets", "LinkedRecord", "RecordDetail"), "engine.browse"),
-    **dict.fromkeys(("RetrievalConfig", "memory_config_from_env"), "engine.config"),
+    **dict.fromkeys(("EngineConfig", "RetrievalConfig", "engine_config_from_env",
+                     "memory_config_from_env"), "engine.config"),
     **dict.fromkeys(("EmbedBackend", "Embedder", "EmbedderState", "EmbedderStatus", "ModelSpec",
                      "SentenceTransformerEmbedder"), "engine.embedding"),
     **dict.fromkeys(("Event", "EventBus", "EventFilter"), "engine.events"),
@@ -198,9 +202,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("LEDGER_FILENAME", "Ledger"), "engine.ledger"),
     **dict.fromkeys(("CompactionReport", "LifecycleReport", "PruneMode", "SummarizationTask"),
                     "engine.lifecycle"),
-    **dict.fromkeys(("CancelFn", "EditEntry", "EngineConfig", "MemoryEngine", "ProgressFn",
-                     "RedactionHit", "StoreStats", "engine_config_from_env"),
-                    "engine.memory_engine"),
+    **dict.fromkeys(("CancelFn", "EditEntry", "MemoryEngine", "ProgressFn", "RedactionHit",
+                     "StoreStats"), "engine.memory_engine"),
     **dict.fromkeys(("Projection", "umap_available"), "engine.projection"),
     **dict.fromkeys(("SHOWN_STATES", "RecordQuery", "RecordRow", "RowPage", "SortKey",
                      "parse_states"), "engine.query"),
@@ -209,7 +212,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("COMPONENTS", "PressureState", "Purpose", "RetrievalDiagnostics",
                      "RetrievalRequest", "RetrievedBundle", "ScoringWeights", "Strategy"),
                     "engine.retrieval"),
-    **dict.fromkeys(("SPLITS", "evaluate_locomo"), "engine.retrieval.evaluation"),
+    **dict.fromkeys(("SPLITS", "evaluate_locomo"), "engine.locomo"),
     **dict.fromkeys(("DEFAULT_COLLECTION", "DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_READ_TIMEOUT_S",
                      "CollectionInfo", "StoreSpec", "list_collections"), "engine.store"),
     **dict.fromkeys(("FieldMapping", "ForeignInfo"), "engine.store.foreign"),
