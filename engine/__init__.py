@@ -35,7 +35,8 @@ What is here, by task:
 * records: :class:`NewMemory` in, :class:`MemoryRecord` out, their enums, :func:`content_hash`;
 * add and ingest: ``MemoryEngine.add`` / ``ingest`` / ``ingest_batch`` / ``import_jsonl``
   (:class:`IngestResult`, :class:`ImportReport`, :class:`IngestPolicy`), stepping the pipeline
-  (:class:`SteppedRun`, :class:`StageReport`), :func:`threshold_what_if`;
+  (:class:`SteppedRun`, :class:`StageReport` with a typed ``detail`` per stage:
+  :class:`StartDetail` ... :class:`EventsDetail`), :func:`threshold_what_if`;
 * retrieve: :class:`RetrievalRequest` → :class:`RetrievedBundle` (with
   :class:`RetrievalDiagnostics`; :func:`inspect_retrieval` names the candidates);
 * list, get, update, delete: ``MemoryEngine.list_rows`` / ``get`` / ``update`` / ``delete``
@@ -134,6 +135,18 @@ if TYPE_CHECKING:
     from engine.ingest.conversations import ConversationFormat
     from engine.ingest.evaluation import evaluate_dedup, read_sts
     from engine.ingest.importer import LineFn, SalienceCut
+    from engine.ingest.stages import (
+        ApplyDetail,
+        CandidatesDetail,
+        DecisionDetail,
+        EmbedDetail,
+        EventsDetail,
+        FailedDetail,
+        NormalizeDetail,
+        PersistDetail,
+        StageDetail,
+        StartDetail,
+    )
     from engine.inspection import (
         MapPoints,
         RetrievalInspection,
@@ -195,6 +208,9 @@ _LAZY: dict[str, str] = {
     "ConversationFormat": "engine.ingest.conversations",
     **dict.fromkeys(("evaluate_dedup", "read_sts"), "engine.ingest.evaluation"),
     **dict.fromkeys(("LineFn", "SalienceCut"), "engine.ingest.importer"),
+    **dict.fromkeys(("ApplyDetail", "CandidatesDetail", "DecisionDetail", "EmbedDetail",
+                     "EventsDetail", "FailedDetail", "NormalizeDetail", "PersistDetail",
+                     "StageDetail", "StartDetail"), "engine.ingest.stages"),
     **dict.fromkeys(("MapPoints", "RetrievalInspection", "inspect_retrieval", "map_points"),
                     "engine.inspection"),
     **dict.fromkeys(("PatternDetail", "PatternHistoryPoint", "SocialSummary", "SpatialHit"),
@@ -247,8 +263,10 @@ __all__ = [
     "SHOWN_STATES",
     "SPLITS",
     "STAGES",
+    "ApplyDetail",
     "CancelFn",
     "Cancelled",
+    "CandidatesDetail",
     "Category",
     "Clock",
     "CollectionInfo",
@@ -256,12 +274,14 @@ __all__ = [
     "ConfigInvalid",
     "ConversationFormat",
     "CycleDetected",
+    "DecisionDetail",
     "DedupConfig",
     "DeterministicClock",
     "DeterministicRNG",
     "EditConflict",
     "EditEntry",
     "EmbedBackend",
+    "EmbedDetail",
     "Embedder",
     "EmbedderState",
     "EmbedderStatus",
@@ -273,8 +293,10 @@ __all__ = [
     "EventBus",
     "EventFeed",
     "EventFilter",
+    "EventsDetail",
     "ExitPolicy",
     "Facets",
+    "FailedDetail",
     "FateStep",
     "FieldMapping",
     "ForeignInfo",
@@ -297,9 +319,11 @@ __all__ = [
     "MemoryRecord",
     "ModelSpec",
     "NewMemory",
+    "NormalizeDetail",
     "PairChange",
     "PatternDetail",
     "PatternHistoryPoint",
+    "PersistDetail",
     "PressureState",
     "Privacy",
     "ProgressFn",
@@ -333,7 +357,9 @@ __all__ = [
     "SortKey",
     "SpatialHit",
     "Stage",
+    "StageDetail",
     "StageReport",
+    "StartDetail",
     "SteppedRun",
     "StoreLocked",
     "StoreReadOnly",

@@ -26,7 +26,9 @@ RECORDS = {"MemoryRecord", "NewMemory", "Category", "Layer", "Privacy", "Provena
            "RecordState", "RelatedLink", "TrustTier", "content_hash", "normalize"}
 INGEST = {"IngestResult", "IngestPolicy", "ImportReport", "ImportStopped", "LineOutcome",
           "LineFn", "SalienceCut", "ConversationFormat", "SteppedRun", "StageReport", "Stage",
-          "STAGES", "threshold_what_if", "WhatIf", "PairChange", "evaluate_dedup", "read_sts"}
+          "STAGES", "threshold_what_if", "WhatIf", "PairChange", "evaluate_dedup", "read_sts",
+          "StageDetail", "StartDetail", "NormalizeDetail", "EmbedDetail", "CandidatesDetail",
+          "DecisionDetail", "ApplyDetail", "PersistDetail", "EventsDetail", "FailedDetail"}
 RETRIEVE = {"RetrievalRequest", "RetrievedBundle", "RetrievalDiagnostics", "Purpose",
             "Strategy", "PressureState", "ScoringWeights", "COMPONENTS", "inspect_retrieval",
             "RetrievalInspection", "evaluate_locomo", "SPLITS"}
