@@ -46,7 +46,8 @@ What is here, by task:
 * lifecycle: ``MemoryEngine.expire`` / ``prune`` / ``enforce_retention`` / ``compact``
   (:class:`LifecycleReport`, :class:`PruneMode`), a record's story (:func:`record_fate`);
 * events: :class:`Event`, :class:`EventBus` (``MemoryEngine.events``), :class:`EventFilter`;
-* reading for a browser: :class:`MemoryReader`, :class:`LocalReader`, :func:`map_points`;
+* reading for a browser: :class:`MemoryReader`, :class:`LocalReader` (in process) and
+  :class:`RemoteReader` (an agent's ``serve``), :func:`map_points`;
 * errors: :class:`EngineError` and its tree (drawn in :mod:`engine.errors`).
 
 Declared sub-APIs (import these modules directly; everything else under ``engine`` is
@@ -153,6 +154,7 @@ if TYPE_CHECKING:
         inspect_retrieval,
         map_points,
     )
+    from engine.introspection.remote import RemoteReader
     from engine.layers import PatternDetail, PatternHistoryPoint, SocialSummary, SpatialHit
     from engine.ledger import LEDGER_FILENAME, Ledger
     from engine.lifecycle import CompactionReport, LifecycleReport, PruneMode, SummarizationTask
@@ -224,6 +226,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("SHOWN_STATES", "RecordQuery", "RecordRow", "RowPage", "SortKey",
                      "parse_states"), "engine.query"),
     **dict.fromkeys(("EventFeed", "LocalReader", "MemoryReader"), "engine.reader"),
+    "RemoteReader": "engine.introspection.remote",
     **dict.fromkeys(("Redactor", "placeholder_for", "redact_text"), "engine.redaction"),
     **dict.fromkeys(("COMPONENTS", "PressureState", "Purpose", "RetrievalDiagnostics",
                      "RetrievalRequest", "RetrievedBundle", "ScoringWeights", "Strategy"),
@@ -341,6 +344,7 @@ __all__ = [
     "RedactionHit",
     "Redactor",
     "RelatedLink",
+    "RemoteReader",
     "RetentionPolicy",
     "RetrievalConfig",
     "RetrievalDiagnostics",

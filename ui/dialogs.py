@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import CollectionInfo
 from engine.errors import ValidationError
 from engine.records import Category, Layer, NewMemory, Privacy
-from engine.store import CollectionInfo
 from ui.format import phrase, reason_sentence, sentence
 from ui.importing import ACTIONS, ImportSummary
 from ui.record_links import elide, quoted

@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.ingest import ImportReport
-from engine.memory_engine import MemoryEngine
+from engine import ImportReport, MemoryEngine
 
 __all__ = [
     "ACTIONS",

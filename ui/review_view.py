@@ -31,9 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import MemoryEngine, ReviewItem
 from engine.errors import EngineError
-from engine.ingest.review import ReviewItem
-from engine.memory_engine import MemoryEngine
 from engine.records import MemoryRecord
 from ui.empty_state import EmptyState
 from ui.format import (

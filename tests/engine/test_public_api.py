@@ -33,7 +33,8 @@ RETRIEVE = {"RetrievalRequest", "RetrievedBundle", "RetrievalDiagnostics", "Purp
             "Strategy", "PressureState", "ScoringWeights", "COMPONENTS", "inspect_retrieval",
             "RetrievalInspection", "evaluate_locomo", "SPLITS"}
 BROWSE = {"RecordQuery", "RecordRow", "RowPage", "SortKey", "SHOWN_STATES", "parse_states",
-          "MemoryReader", "LocalReader", "EventFeed", "Facets", "LinkedRecord", "RecordDetail",
+          "MemoryReader", "LocalReader", "RemoteReader", "EventFeed", "Facets", "LinkedRecord",
+          "RecordDetail",
           "EditEntry", "map_points", "MapPoints", "Projection", "umap_available",
           "PatternDetail", "PatternHistoryPoint", "SocialSummary", "SpatialHit"}
 REVIEW_AND_LIFECYCLE = {"ReviewItem", "LifecycleReport", "CompactionReport", "PruneMode",
