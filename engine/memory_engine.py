@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -389,6 +389,15 @@ class MemoryEngine:
     def get_many(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
         """Records in the given order. Raises :class:`RecordNotFound` for the first missing."""
         return self._store.get_many(record_ids)
+
+    def stored_ids(self, record_ids: Iterable[str]) -> list[str]:
+        """Those of ``record_ids`` that are stored now, in the given order (no Chroma read).
+
+        Callers that act on records which may have gone since (undo, review decisions) ask
+        this instead of reading the columnar view themselves.
+        """
+        view = self._store.view
+        return [record_id for record_id in record_ids if record_id in view]
 
     def list_records(self, query: RecordQuery | None = None, *,
                      shown: Masking | None = None) -> RecordPage:

@@ -91,7 +91,7 @@ def _update_many(engine: MemoryEngine, ids: Sequence[str],
 
 
 def _apply(engine: MemoryEngine, restore: Sequence[MemoryRecord], delete: Sequence[str]) -> None:
-    present = [i for i in delete if i in engine.store.view]
+    present = engine.stored_ids(delete)
     if present:
         engine.delete(present, reason="undo")
     if restore:
