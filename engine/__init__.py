@@ -8,7 +8,12 @@ Open a store, add memories, retrieve, review and manage them::
 
     import engine
 
-    memory = engine.MemoryEngine.open(engine.StoreSpec("~/agent-memory"))
+    # Pass embedder=engine.SentenceTransformerEmbedder() for semantic similarity; without a
+    # model the engine compares words (token Jaccard) and says so.
+    try:
+        memory = engine.MemoryEngine.open(engine.StoreSpec("~/agent-memory"))
+    except engine.StoreLocked as exc:          # another process holds the store: says which
+        raise SystemExit(str(exc)) from exc
     try:
         result = memory.ingest(engine.NewMemory(content="Ana prefers tea to coffee",
                                                 agent_id="assistant"))
@@ -21,10 +26,12 @@ Open a store, add memories, retrieve, review and manage them::
         for item in memory.review_queue():     # merges the engine was unsure of
             memory.approve_review(item.id)
         memory.expire()                        # lifecycle: TTL expiry (also prune, compact)
-    except engine.StoreLocked as exc:          # every error is an engine.EngineError
-        print(exc)
     finally:
-        memory.close()
+        memory.close()                         # releases the store's lock
+
+Every error the engine raises is an :class:`EngineError` (the tree is in
+:mod:`engine.errors`): what the environment did (:class:`StoreLocked`,
+:class:`StoreUnavailable`, ...) and bad input (:class:`ValidationError` naming the field).
 
 What is here, by task:
 
