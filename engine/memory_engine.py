@@ -322,8 +322,9 @@ class MemoryEngine:
         """Stop background services, close the store (releasing its lock) and the ledger.
 
         Also drops the cached ingest pipeline and retrieval runtime, which refer back to the
-        engine: without those cycles a closed engine (and its 100K-record view) is freed by reference counting, even
-        in a process that froze its long-lived objects out of the cyclic GC (the GUI does).
+        engine: without those cycles a closed engine (and its 100K-record view) is freed by
+        reference counting, even in a process that froze its long-lived objects out of the
+        cyclic GC (the GUI does).
         """
         self.close_layers()
         self._ingest.reset()
