@@ -32,10 +32,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from engine import SHOWN_STATES, Action, ExitPolicy, Purpose, RecordQuery, RetrievalRequest, SortKey
 from engine.errors import EngineError, ValidationError
-from engine.exits import ExitPolicy
-from engine.ingest.kinds import Action
-from engine.query import SHOWN_STATES, RecordQuery, SortKey
 from engine.records import (
     MAX_CONTENT_CHARS,
     MAX_TAG_CHARS,
@@ -48,12 +46,11 @@ from engine.records import (
     RecordState,
     TrustTier,
 )
-from engine.retrieval import Purpose, RetrievalRequest
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from engine.memory_engine import MemoryEngine
+    from engine import MemoryEngine
 
 __all__ = ["MCP_PATH", "SERVER_NAME", "BearerAuth", "MemoryTools", "bind", "build_server",
            "engine_services", "serve_http", "serve_stdio"]

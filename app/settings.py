@@ -27,13 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.embedding import EmbedBackend, ModelSpec
+from engine import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_READ_TIMEOUT_S,
+    EmbedBackend,
+    FieldMapping,
+    ModelSpec,
+    StoreSpec,
+)
 from engine.errors import ConfigInvalid, ValidationError
-from engine.store import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_READ_TIMEOUT_S, StoreSpec
-from engine.store.foreign import FieldMapping
 
 if TYPE_CHECKING:
-    from engine.llm.settings import LLMSettings
+    from engine.llm import LLMSettings
 
 __all__ = [
     "SETTINGS_VERSION",
@@ -184,7 +189,7 @@ class Settings:
         Raises:
             ConfigInvalid: naming ``settings.json: llm.<field>`` or the variable.
         """
-        from engine.llm.settings import llm_settings_from_env, llm_settings_from_json
+        from engine.llm import llm_settings_from_env, llm_settings_from_json
 
         return llm_settings_from_env(env, base=llm_settings_from_json(
             self.llm, where="settings.json: llm"))

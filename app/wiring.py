@@ -33,24 +33,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
-from engine.config import MemoryConfig, memory_config_from_env
-from engine.embedding import (
+from engine import (
+    DEFAULT_COLLECTION,
+    CollectionInfo,
     EmbedBackend,
     EmbedderState,
     EmbedderStatus,
+    MemoryConfig,
+    MemoryEngine,
     ModelSpec,
     SentenceTransformerEmbedder,
+    StoreSpec,
+    engine_config_from_env,
+    memory_config_from_env,
 )
 from engine.errors import ConfigInvalid, EngineError
-from engine.memory_engine import MemoryEngine, engine_config_from_env
-from engine.store import DEFAULT_COLLECTION, CollectionInfo, StoreSpec
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
-    from engine.ingest.importer import SalienceCut
+    from engine import MemoryReader, SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
-    from engine.reader import MemoryReader
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences
     from ui.provider_dialog import LLMServices
@@ -90,8 +93,7 @@ def _llm_services(settings_file: SettingsFile) -> LLMServices:
     A bad ``llm`` section or variable does not stop the app: defaults are used and the Budget
     view says what is wrong.
     """
-    from engine.llm import KeyringStore, LLMSettings, llm_settings_to_json
-    from engine.llm.settings import env_overrides
+    from engine.llm import KeyringStore, LLMSettings, env_overrides, llm_settings_to_json
     from ui.provider_dialog import LLMServices
 
     problem = ""
@@ -172,13 +174,13 @@ def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
 def attach_remote(url: str, token: str,
                   on_state: Callable[[str | None], None]) -> MemoryReader:
     """Issue 10: a read-only reader over a running ``mnemoscope serve`` (httpx loads here)."""
-    from engine.introspection.remote import RemoteReader
+    from engine import RemoteReader
 
     return RemoteReader.connect(url, token, on_follow_state=on_state)
 
 
 def _list_collections(settings: Settings, spec: StoreSpec) -> Sequence[CollectionInfo]:
-    from engine.store import list_collections
+    from engine import list_collections
 
     return list_collections(settings.with_store_timeouts(spec))
 
@@ -364,7 +366,7 @@ async def _select_row(window: MainWindow, row: int) -> None:
 async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
     """Fill the issue 9 views for screenshots: a scan, a merged record's fate, the demo
     workspace with a task selected."""
-    from engine.events import EventFilter
+    from engine import EventFilter
 
     session = window.session
     if session is None:
@@ -519,7 +521,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
     does; print one line per check."""
     from PySide6.QtCore import Qt
 
-    from engine.query import RecordRow, SortKey
+    from engine import RecordRow, SortKey
     from engine.records import Layer
     from ui.records_model import COLUMNS
 

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from engine.locomo import locomo_memories, split_of  # noqa: E402
 from engine.redaction import Redactor  # noqa: E402
-from engine.retrieval.evaluation import locomo_memories, split_of  # noqa: E402
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 SEED_002_PATTERNS = ("EMAIL", "UUID", "NUMSEQ16", "SECRETS")

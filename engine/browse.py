@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from engine.decay import decayed_importance
 from engine.events import Event, EventFilter
-from engine.memory_engine import EditEntry, MemoryEngine
+from engine.history import EditEntry
+from engine.memory_engine import MemoryEngine
 from engine.records import MemoryRecord, RelatedLink
 
 __all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "link_preview", "record_detail"]

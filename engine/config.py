@@ -38,6 +38,7 @@ __all__ = [
     "ENV_VARS",
     "RETRIEVAL_ENV_VARS",
     "DedupConfig",
+    "EngineConfig",
     "MemoryConfig",
     "PressureState",
     "Purpose",
@@ -46,6 +47,7 @@ __all__ = [
     "ScoringWeights",
     "Strategy",
     "dedup_config_from_env",
+    "engine_config_from_env",
     "memory_config_from_env",
     "retrieval_config_from_env",
 ]
@@ -716,3 +718,34 @@ def dedup_config_from_env(env: Mapping[str, str]) -> DedupConfig:
     except ConfigInvalid as exc:
         var = next((v for v, n in _DEDUP_ENV.items() if exc.field.endswith(n)), exc.field)
         raise _rename(exc, var) from exc
+
+
+# -- the engine's whole configuration ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Everything the engine is configured with; built once by the app and passed down."""
+
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    sampling_rate: float = 1.0
+    redaction: bool = False
+    slow_mo_ms: float = 0.0
+    """seed 001 slow-mo: pause between the stages of a headless ``MemoryEngine.ingest``."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.slow_mo_ms, int | float) or not 0.0 <= self.slow_mo_ms < 60_000:
+            raise ConfigInvalid("slow_mo_ms", self.slow_mo_ms,
+                                "must be a number of milliseconds in 0..60000")
+
+
+def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
+                           redaction: bool = False) -> EngineConfig:
+    """An :class:`EngineConfig` from seed 002 ``MEMORY_*`` and dedup variables.
+
+    Raises:
+        ConfigInvalid: naming the variable and its bad value.
+    """
+    return EngineConfig(memory=memory_config_from_env(env), dedup=dedup_config_from_env(env),
+                        sampling_rate=sampling_rate, redaction=redaction)

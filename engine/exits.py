@@ -52,8 +52,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from engine.text import content_hash
 
 if TYPE_CHECKING:
+    from engine.config import EngineConfig
     from engine.events import Event
-    from engine.memory_engine import EngineConfig
 
 __all__ = ["HASH_KEYS", "ID_KEYS", "ExitPolicy", "Masking", "RedactingLogFilter",
            "document_strings", "prepare"]

@@ -12,11 +12,10 @@ import importlib.metadata
 import os
 import platform
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,11 +24,12 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.clock import Clock, SystemClock
-from engine.config import DedupConfig, MemoryConfig
+from engine.config import EngineConfig, engine_config_from_env
 from engine.decay import decayed_importance
 from engine.embedding import Embedder, EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, ConfigInvalid, EditConflict, ValidationError
+from engine.errors import Cancelled, EditConflict, ValidationError
 from engine.events import EventBus
+from engine.history import EditEntry, EditHistory, EditPair
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.lifecycle import (
     CompactionReport,
@@ -40,6 +40,7 @@ from engine.lifecycle import (
     Summarizer,
 )
 from engine.metrics import MemoryMetrics
+from engine.parts import EngineParts, Lazy
 from engine.query import (
     RecordPage,
     RecordQuery,
@@ -112,55 +113,8 @@ EVENT_IMPORT_UNDONE = "memory:import:undone"
 EVENT_EMBEDDING_FALLBACK = "embedding-fallback"
 EVENT_EMBEDDED = "memory:record:embedded"
 
-_EDIT_MIGRATIONS = (
-    """
-    CREATE TABLE edits (
-        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
-        ts        REAL NOT NULL,
-        batch_id  TEXT NOT NULL,
-        op        TEXT NOT NULL,
-        record_id TEXT NOT NULL,
-        actor     TEXT NOT NULL,
-        before    TEXT,
-        after     TEXT
-    );
-    CREATE INDEX edits_record ON edits(record_id);
-    CREATE INDEX edits_batch ON edits(batch_id);
-    """,
-)
-
 ProgressFn = Callable[[int, int], None]
 CancelFn = Callable[[], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Everything the engine is configured with; built once by the app and passed down."""
-
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    dedup: DedupConfig = field(default_factory=DedupConfig)
-    sampling_rate: float = 1.0
-    redaction: bool = False
-    slow_mo_ms: float = 0.0
-    """seed 001 slow-mo: pause between the stages of a headless :meth:`MemoryEngine.ingest`."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.slow_mo_ms, int | float) or not 0.0 <= self.slow_mo_ms < 60_000:
-            raise ConfigInvalid("slow_mo_ms", self.slow_mo_ms,
-                                "must be a number of milliseconds in 0..60000")
-
-
-def engine_config_from_env(env: Mapping[str, str], *, sampling_rate: float = 1.0,
-                           redaction: bool = False) -> EngineConfig:
-    """An :class:`EngineConfig` from seed 002 ``MEMORY_*`` and dedup variables.
-
-    Raises:
-        ConfigInvalid: naming the variable and its bad value.
-    """
-    from engine.config import dedup_config_from_env, memory_config_from_env
-
-    return EngineConfig(memory=memory_config_from_env(env), dedup=dedup_config_from_env(env),
-                        sampling_rate=sampling_rate, redaction=redaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,20 +147,6 @@ class StoreStats:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class EditEntry:
-    """One row of the edit history (undo/redo, record fate)."""
-
-    seq: int
-    ts: float
-    batch_id: str
-    op: str
-    record_id: str
-    actor: str
-    before: MemoryRecord | None
-    after: MemoryRecord | None
-
-
 class MemoryEngine:
     """The memory engine facade. Build with :meth:`open`; call :meth:`close` when done.
 
@@ -217,15 +157,20 @@ class MemoryEngine:
                  clock: Clock, config: EngineConfig, events: EventBus,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._sleep = sleep
-        self._store = store
-        self._ledger = ledger
-        self._embedder = embedder
-        self._clock = clock
-        self._config = config
-        self._events = events
-        self._write_lock = threading.RLock()
-        if not ledger.read_only:
-            ledger.migrate("records", _EDIT_MIGRATIONS)
+        parts = EngineParts.build(store, ledger, events=events, clock=clock, config=config,
+                                  embedder=embedder)
+        self._parts = parts
+        # The facade reads its parts through these names; they are the parts, not copies.
+        self._store, self._ledger, self._events = parts.store, parts.ledger, parts.events
+        self._clock, self._config, self._embedder = parts.clock, parts.config, parts.embedder
+        self._write_lock = parts.write_lock
+        self._history: EditHistory = parts.history
+        # Services built on first use, each once (Lazy: double-checked under its own lock).
+        self._ingest: Lazy[IngestPipeline] = Lazy()
+        self._ingest_policy: IngestPolicy | None = None
+        self._imports: Lazy[ImportLog] = Lazy()
+        self._layers: Lazy[LayerService] = Lazy()
+        self._runtime: Lazy[_RetrievalRuntime] = Lazy()
 
     @classmethod
     def open(
@@ -277,6 +222,12 @@ class MemoryEngine:
                    sleep=sleep)
 
     # -- parts -----------------------------------------------------------------------------
+
+    @property
+    def parts(self) -> EngineParts:
+        """The store, ledger, events, clock, configuration, model, write lock and edit history
+        this engine's services share (built once, in :meth:`EngineParts.build`)."""
+        return self._parts
 
     @property
     def store(self) -> MemoryStore:
@@ -370,12 +321,14 @@ class MemoryEngine:
     def close(self) -> None:
         """Stop background services, close the store (releasing its lock) and the ledger.
 
-        Also drops the cached ingest pipeline, which refers back to the engine: without that
-        cycle a closed engine (and its 100K-record view) is freed by reference counting, even
-        in a process that froze its long-lived objects out of the cyclic GC (the GUI does).
+        Also drops the cached ingest pipeline and retrieval runtime, which refer back to the
+        engine: without those cycles a closed engine (and its 100K-record view) is freed by
+        reference counting, even in a process that froze its long-lived objects out of the
+        cyclic GC (the GUI does).
         """
         self.close_layers()
-        self.__dict__.pop("_ingest", None)
+        self._ingest.reset()
+        self._runtime.reset()
         self._store.close()
         self._ledger.close()
 
@@ -437,6 +390,15 @@ class MemoryEngine:
     def get_many(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
         """Records in the given order. Raises :class:`RecordNotFound` for the first missing."""
         return self._store.get_many(record_ids)
+
+    def stored_ids(self, record_ids: Iterable[str]) -> list[str]:
+        """Those of ``record_ids`` that are stored now, in the given order (no Chroma read).
+
+        Callers that act on records which may have gone since (undo, review decisions) ask
+        this instead of reading the columnar view themselves.
+        """
+        view = self._store.view
+        return [record_id for record_id in record_ids if record_id in view]
 
     def list_records(self, query: RecordQuery | None = None, *,
                      shown: Masking | None = None) -> RecordPage:
@@ -744,23 +706,9 @@ class MemoryEngine:
 
     # -- edit history ------------------------------------------------------------------------
 
-    def _record_edits(self, op: str, pairs: Sequence[tuple[MemoryRecord | None,
-                                                           MemoryRecord | None]],
-                      *, actor: str, batch_id: str | None = None) -> str:
-        import json
-
-        batch = batch_id or uuid.uuid4().hex
-        now = self._clock.now()
-        with self._ledger.transaction() as conn:
-            conn.executemany(
-                "INSERT INTO edits(ts, batch_id, op, record_id, actor, before, after)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(now, batch, op, _edit_id(before, after), actor,
-                  json.dumps(before.to_json()) if before else None,
-                  json.dumps(after.to_json()) if after else None)
-                 for before, after in pairs],
-            )
-        return batch
+    def _record_edits(self, op: str, pairs: Sequence[EditPair], *, actor: str,
+                      batch_id: str | None = None) -> str:
+        return self._history.record(op, pairs, actor=actor, batch_id=batch_id)
 
     def records_without_history(self) -> list[str]:
         """Ids of stored records that have no ``create`` row in the edit history.
@@ -771,10 +719,9 @@ class MemoryEngine:
         appends provenance: an ``update`` row) still lacks it, so the test is for a ``create``
         row, not for any row (issue 18: ``doctor --repair`` used to leave those).
         """
-        if self._ledger.version("records") == 0:
+        if not self._history.kept:
             return []
-        known = {row["record_id"] for row in
-                 self._ledger.query("SELECT DISTINCT record_id FROM edits WHERE op = 'create'")}
+        known = self._history.created_ids()
         snapshot = self._store.view.snapshot()
         return [snapshot.ids[r] for r in snapshot.live_rows.tolist()
                 if snapshot.ids[r] not in known]
@@ -797,24 +744,7 @@ class MemoryEngine:
 
         ``limit`` <= 0 returns every row.
         """
-        import json
-
-        if self._ledger.version("records") == 0:
-            return []
-        clauses = [(column, value) for column, value in (("record_id", record_id),
-                                                         ("batch_id", batch_id)) if value]
-        where = "WHERE " + " AND ".join(f"{column} = ?" for column, _ in clauses) \
-            if clauses else ""
-        params: list[object] = [value for _, value in clauses]
-        rows = self._ledger.query(
-            f"SELECT * FROM edits {where} ORDER BY seq DESC LIMIT ?", [*params, limit or -1])
-        out = []
-        for row in rows:
-            before = MemoryRecord.from_json(json.loads(row["before"])) if row["before"] else None
-            after = MemoryRecord.from_json(json.loads(row["after"])) if row["after"] else None
-            out.append(EditEntry(row["seq"], row["ts"], row["batch_id"], row["op"],
-                                 row["record_id"], row["actor"], before, after))
-        return out
+        return self._history.entries(record_id, limit=limit, batch_id=batch_id)
 
     # -- layers and introspection (engine/layers, engine/introspection) -----------------------
     # Social summaries, pattern mining and the spatial index; see docs/layers.md.
@@ -826,24 +756,18 @@ class MemoryEngine:
         It processes queued changes when asked (``flush``) or in the background after
         :meth:`start_layers`. Build it before ingesting if summaries should follow ingest.
         """
-        service: LayerService | None = self.__dict__.get("_layers")
-        if service is None:
-            from engine.layers import LayerContext, LayerService
+        return self._layers.get(self._build_layers)
 
-            with self._write_lock:
-                service = self.__dict__.get("_layers")
-                if service is None:
-                    service = LayerService(LayerContext(
-                        store=self._store, ledger=self._ledger, events=self._events,
-                        clock=self._clock, retention=self._config.memory.retention_policy,
-                        embed=self.embed_texts,
-                        model_name=lambda: self._embedder.model_name if self._embedder else "",
-                        record_edits=lambda op, pairs, actor: self._record_edits(
-                            op, pairs, actor=actor),
-                        write_lock=self._write_lock,
-                        add=self.add, ingest=self.ingest))
-                    self.__dict__["_layers"] = service
-        return service
+    def _build_layers(self) -> LayerService:
+        from engine.layers import LayerContext, LayerService
+
+        parts, history = self._parts, self._history
+        return LayerService(LayerContext(
+            store=parts.store, ledger=parts.ledger, events=parts.events, clock=parts.clock,
+            retention=parts.config.memory.retention_policy, embed=self.embed_texts,
+            model_name=lambda: parts.model_name,
+            record_edits=lambda op, pairs, actor: history.record(op, pairs, actor=actor),
+            write_lock=parts.write_lock, add=self.add, ingest=self.ingest))
 
     def start_layers(self) -> LayerService:
         """Keep the social, procedural and spatial layers current in a background thread."""
@@ -853,7 +777,7 @@ class MemoryEngine:
 
     def close_layers(self) -> None:
         """Stop the layer service (if it was built); :meth:`close` calls this too."""
-        service: LayerService | None = self.__dict__.pop("_layers", None)
+        service = self._layers.reset()
         if service is not None:
             service.close()
 
@@ -894,21 +818,20 @@ class MemoryEngine:
 
     def _ingest_pipeline(self) -> IngestPipeline:
         """The ingest pipeline of this engine, built on first use."""
-        pipeline: IngestPipeline | None = self.__dict__.get("_ingest")
-        if pipeline is None:
-            from engine.ingest import IngestPipeline, IngestPolicy, ReviewQueue
+        return self._ingest.get(self._build_ingest_pipeline)
 
-            policy = self.__dict__.get("_ingest_policy") or IngestPolicy(dedup=self._config.dedup)
-            pipeline = IngestPipeline(
-                store=self._store, events=self._events,
-                review=ReviewQueue(self._ledger, self._clock), clock=self._clock,
-                policy=policy, embed=self.embed_texts,
-                model_name=lambda: self._embedder.model_name if self._embedder else "",
-                record_edits=lambda op, pairs, actor, batch: self._record_edits(
-                    op, pairs, actor=actor, batch_id=batch),
-                write_lock=self._write_lock, sleep=self._sleep)
-            self.__dict__["_ingest"] = pipeline
-        return pipeline
+    def _build_ingest_pipeline(self) -> IngestPipeline:
+        from engine.ingest import IngestPipeline, IngestPolicy, ReviewQueue
+
+        parts, history = self._parts, self._history
+        return IngestPipeline(
+            store=parts.store, events=parts.events,
+            review=ReviewQueue(parts.ledger, parts.clock), clock=parts.clock,
+            policy=self._ingest_policy or IngestPolicy(dedup=parts.config.dedup),
+            embed=self.embed_texts, model_name=lambda: parts.model_name,
+            record_edits=lambda op, pairs, actor, batch: history.record(
+                op, pairs, actor=actor, batch_id=batch),
+            write_lock=parts.write_lock, sleep=self._sleep)
 
     @property
     def ingest_policy(self) -> IngestPolicy:
@@ -917,8 +840,8 @@ class MemoryEngine:
 
     def set_ingest_policy(self, policy: IngestPolicy) -> None:
         """Replace the ingest policy (e.g. a tuned gray zone) for subsequent ingests."""
-        self.__dict__["_ingest_policy"] = policy
-        self.__dict__.pop("_ingest", None)
+        self._ingest_policy = policy
+        self._ingest.reset()
 
     def ingest(self, new: NewMemory) -> IngestResult:
         """Ingest one memory through the dedup/merge pipeline (headless driver).
@@ -1008,14 +931,9 @@ class MemoryEngine:
             label, "adopt", None)
 
     def _import_log(self) -> ImportLog:
-        log: ImportLog | None = self.__dict__.get("_imports")
-        if log is None:
-            from engine.ingest.imports import ImportLog
+        from engine.ingest.imports import ImportLog
 
-            with self._write_lock:
-                log = self.__dict__.get("_imports") or ImportLog(self._ledger, self._clock)
-                self.__dict__["_imports"] = log
-        return log
+        return self._imports.get(lambda: ImportLog(self._ledger, self._clock))
 
     def _logged_import(self, run: Callable[[str], ImportReport], path: str | Path, kind: str,
                        agent_id: str | None) -> ImportReport:
@@ -1237,14 +1155,7 @@ class MemoryEngine:
     # -- retrieval and lifecycle (engine/retrieval, engine/lifecycle) --------------------------
 
     def _retrieval_runtime(self) -> _RetrievalRuntime:
-        runtime: _RetrievalRuntime | None = getattr(self, "_retrieval_state", None)
-        if runtime is None:
-            with self._write_lock:
-                runtime = getattr(self, "_retrieval_state", None)
-                if runtime is None:
-                    runtime = _RetrievalRuntime(self)
-                    self._retrieval_state = runtime
-        return runtime
+        return self._runtime.get(lambda: _RetrievalRuntime(self._parts, self, self.redact))
 
     @property
     def retrieval_config(self) -> RetrievalConfig:
@@ -1444,7 +1355,8 @@ class _RetrievalRuntime:
     """Per-engine retrieval/lifecycle state: the retriever (and its text index), metrics,
     and the lifecycle manager (which holds the compaction lock)."""
 
-    def __init__(self, engine: MemoryEngine) -> None:
-        self.retriever = Retriever(engine.config.memory.retrieval)
+    def __init__(self, parts: EngineParts, records: MemoryEngine,
+                 redact: Callable[[str], str]) -> None:
+        self.retriever = Retriever(parts.config.memory.retrieval)
         self.metrics = MemoryMetrics()
-        self.lifecycle = Lifecycle(engine, self.metrics, redact=engine.redact)
+        self.lifecycle = Lifecycle(parts, records, self.metrics, redact=redact)

@@ -1,6 +1,7 @@
 """The Budget view: LLM spend, token window, circuit breaker and recent calls (issue 9).
 
-State comes from ``LLMGateway.status()`` and the ``llm_*`` ledger tables, read on a worker.
+State comes from ``LLMGateway.status()`` and the ledger's LLM activity
+(:func:`engine.llm.llm_activity`), read on a worker.
 Live updates: the view subscribes to the event bus; ``llm:*`` events arrive on whichever thread
 emitted them and are bridged to the GUI by a queued Qt signal, which schedules one refresh
 (coalesced while a refresh runs).
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import shiboken6
 from PySide6.QtCore import QRectF, Qt, Signal
@@ -30,12 +30,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.clock import Clock
-from engine.events import Event, EventBus
-from engine.ledger import Ledger
-from engine.llm import LLMGateway
-from engine.llm.gateway import GatewayStatus
-from engine.llm.projection import token_limit_for_window
+from engine import Clock, Event, EventBus, Ledger
+from engine.llm import (
+    BreakerTransition,
+    GatewayStatus,
+    LLMCall,
+    LLMGateway,
+    llm_activity,
+    token_limit_for_window,
+)
 from engine.records import format_timestamp
 from ui.empty_state import EmptyState
 from ui.tasks import TaskRunner, spawn
@@ -55,8 +58,8 @@ class BudgetSnapshot:
     status: GatewayStatus
     now_ms: float
     tpm: int  # the token limit of the projection window (seed 000 §3)
-    calls: tuple[dict[str, Any], ...]
-    transitions: tuple[dict[str, Any], ...]
+    calls: tuple[LLMCall, ...]
+    transitions: tuple[BreakerTransition, ...]
 
     @property
     def spend_percent(self) -> float:
@@ -79,19 +82,11 @@ def read_snapshot(gateway: LLMGateway, ledger: Ledger | None, clock: Clock,
                   limit: int = 50) -> BudgetSnapshot:
     """Worker: the gateway's status plus the ledger's recent calls and breaker history."""
     status = gateway.status()
-    calls: tuple[dict[str, Any], ...] = ()
-    transitions: tuple[dict[str, Any], ...] = ()
-    if ledger is not None and ledger.version("llm") > 0:
-        calls = tuple(dict(r) for r in ledger.query(
-            "SELECT ts_ms, purpose, model, attempt, outcome, failure, input_tokens, "
-            "output_tokens, cost_usd, latency_ms FROM llm_calls ORDER BY id DESC LIMIT ?",
-            [limit]))
-        transitions = tuple(dict(r) for r in ledger.query(
-            "SELECT ts_ms, from_state, to_state, reason FROM llm_breaker_transitions "
-            "ORDER BY id DESC LIMIT ?", [limit]))
+    activity = llm_activity(ledger, limit) if ledger is not None else None
     projector = gateway.projector
-    limit = token_limit_for_window(projector.tokens_per_minute, projector.window_ms)
-    return BudgetSnapshot(status, clock.now(), limit, calls, transitions)
+    tpm = token_limit_for_window(projector.tokens_per_minute, projector.window_ms)
+    return BudgetSnapshot(status, clock.now(), tpm, activity.calls if activity else (),
+                          activity.transitions if activity else ())
 
 
 class Gauge(QWidget):
@@ -303,10 +298,10 @@ class BudgetView(QWidget):
         self.breaker_label.setStyleSheet(
             f"color: {BREAKER_COLOURS.get(state, '')}; font-weight: 600;")
         self.breaker_history.clear()
-        for row in snapshot.transitions:
+        for change in snapshot.transitions:
             self.breaker_history.addItem(
-                f"{format_timestamp(row['ts_ms'])}  {row['from_state']} → {row['to_state']}"
-                f"  ({row['reason']})")
+                f"{format_timestamp(change.ts_ms)}  {change.from_state} → {change.to_state}"
+                f"  ({change.reason})")
         if not snapshot.transitions:
             self.breaker_history.addItem("No breaker transitions recorded: the provider has "
                                          "not been failing.")
@@ -322,12 +317,12 @@ class BudgetView(QWidget):
                 "No LLM provider configured", "Mnemoscope calls an LLM only to summarize and "
                 "to extract memories. Choose a provider, model and daily budget to see its "
                 "calls, spend and rate limits here.", [self.settings_action])
-        for row in snapshot.calls:
-            latency = row["latency_ms"]
-            outcome = row["outcome"] + (f" ({row['failure']})" if row["failure"] else "")
+        for call in snapshot.calls:
+            latency = call.latency_ms
+            outcome = call.outcome + (f" ({call.failure})" if call.failure else "")
             self.calls.addTopLevelItem(QTreeWidgetItem([
-                format_timestamp(row["ts_ms"]) or "", row["purpose"], row["model"],
+                format_timestamp(call.ts_ms) or "", call.purpose, call.model,
                 "—" if latency is None else f"{latency:.0f} ms",
-                f"{row['input_tokens']}/{row['output_tokens']}", f"${row['cost_usd']:.5f}",
-                str(row["attempt"]), outcome]))
+                f"{call.input_tokens}/{call.output_tokens}", f"${call.cost_usd:.5f}",
+                str(call.attempt), outcome]))
         self.refreshed.emit(snapshot)

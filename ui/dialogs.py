@@ -29,10 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import CollectionInfo, ConversationFormat
 from engine.errors import ValidationError
-from engine.ingest.conversations import ConversationFormat
 from engine.records import Category, Layer, NewMemory, Privacy
-from engine.store import CollectionInfo
 from ui.format import sentence
 from ui.import_dialogs import OutcomeTable, decision_words
 from ui.importing import ACTIONS, DECISIONS, ImportSummary

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Qt, QTimer, Slot
 from PySide6.QtCore import Signal as QtSignal
 
-from engine.events import Event
-from engine.reader import EventFeed
+from engine import Event, EventFeed
 
 __all__ = ["EventTail"]
 

@@ -32,10 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import FateStep, LocalReader, MemoryEngine, RecordFate, mass_retirements, record_fate
 from engine.errors import EngineError
-from engine.fate import FateStep, RecordFate, mass_retirements, record_fate
-from engine.memory_engine import MemoryEngine
-from engine.reader import LocalReader
 from ui.empty_state import EmptyState
 from ui.format import (
     compare,

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
+from engine import Event
 from engine.errors import ValidationError
-from engine.events import Event
 from engine.records import format_timestamp, parse_timestamp
 from ui.wording import count_of
 

@@ -56,9 +56,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import ImportEntry, SalienceCut, UndoPlan
 from engine.errors import EngineError
-from engine.ingest.importer import SalienceCut
-from engine.ingest.imports import ImportEntry, UndoPlan
 from ui.format import local_time, phrase, reason_sentence, sentence, tag
 from ui.importing import (
     DECISIONS,

@@ -33,10 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.embedding import EmbedBackend, ModelSpec
+from engine import EmbedBackend, ModelSpec, SalienceCut, StoreSpec
 from engine.errors import EngineError, StoreUnavailable
-from engine.ingest.importer import SalienceCut
-from engine.store import StoreSpec
 from ui.importing import (
     ImportSummary,
     LineOutcome,
@@ -134,8 +132,7 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
 
 def main(argv: list[str] | None = None) -> int:
     """The child: import one file into one embedded store, reporting on stdout."""
-    from engine.memory_engine import MemoryEngine
-    from engine.redaction import redact_text
+    from engine import MemoryEngine, redact_text
 
     parser = argparse.ArgumentParser(prog="python -m ui.import_process")
     parser.add_argument("--store", required=True)

@@ -20,12 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import (
+    ConversationFormat,
+    ImportEntry,
+    ImportReport,
+    MemoryEngine,
+    SalienceCut,
+    read_conversation,
+)
 from engine.errors import EngineError
-from engine.ingest import ImportReport
-from engine.ingest.conversations import ConversationFormat, read_conversation
-from engine.ingest.importer import SalienceCut
-from engine.ingest.imports import ImportEntry
-from engine.memory_engine import MemoryEngine
 
 __all__ = [
     "ACTIONS",

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import MemoryReader
 from engine.errors import EngineError
-from engine.reader import MemoryReader
 from ui.session import DataSession
 from ui.tasks import RequestTokens, TaskRunner, spawn
 from ui.timeline_view import current_theme

@@ -15,7 +15,7 @@ import numpy as np
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtWidgets import QTabWidget, QTreeWidget, QVBoxLayout, QWidget
 
-from engine.layers import PatternDetail, SocialSummary
+from engine import PatternDetail, SocialSummary
 from ui.layer_tab import LayerTab
 from ui.patterns_view import PatternsView
 from ui.session import DataSession

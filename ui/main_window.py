@@ -56,13 +56,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.embedding import EmbedderState, EmbedderStatus
+from engine import (
+    CollectionInfo,
+    EmbedderState,
+    EmbedderStatus,
+    MemoryEngine,
+    MemoryReader,
+    SalienceCut,
+    StoreSpec,
+)
 from engine.errors import EngineError, StoreLocked
-from engine.ingest.importer import SalienceCut
 from engine.llm import LLMGateway, LLMSettings
-from engine.memory_engine import MemoryEngine
-from engine.reader import MemoryReader
-from engine.store import CollectionInfo, StoreSpec
 from ui.budget_view import BudgetView
 from ui.dialogs import (
     AttachDialog,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -24,10 +23,8 @@ from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from engine import MapPoints, map_points, umap_available
 from engine.errors import EngineError
-from engine.memory_engine import MemoryEngine
-from engine.projection import Projection, project_snapshot, umap_available
-from engine.store.view import LAYERS
 from ui.empty_state import EmptyState
 from ui.plot_items import PassiveScatter
 from ui.record_links import RecordRef
@@ -37,33 +34,11 @@ from ui.theme import apply_plot_theme, blend, plot_colors
 from ui.timeline_view import current_theme
 from ui.wording import count_of
 
-__all__ = ["MapData", "MapView"]
+__all__ = ["MapView"]
 
 PALETTE = ("#0969da", "#1a7f37", "#bf8700", "#8250df", "#cf222e", "#bc4c00", "#54aeff",
            "#6e7781", "#2da44e", "#a40e26")
 COLOR_BY = ("layer", "agent", "importance")
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class MapData:
-    """A projection with the columns the map colours and labels by."""
-
-    projection: Projection
-    layer: npt.NDArray[np.int64]
-    agent: npt.NDArray[np.int64]
-    agents: tuple[str, ...]
-    importance: npt.NDArray[np.float64]
-    texts: tuple[str, ...]
-
-
-def _project(engine: MemoryEngine, method: str) -> MapData:
-    snapshot = engine.store.view.snapshot()
-    projection = project_snapshot(snapshot, method=method)
-    rows = projection.rows
-    return MapData(projection, snapshot.layer[rows].astype(np.int64),
-                   snapshot.agent[rows].astype(np.int64), tuple(snapshot.agents),
-                   snapshot.importance[rows].astype(np.float64),
-                   tuple(snapshot.contents[int(r)] for r in rows))
 
 
 class MapView(QWidget):
@@ -81,7 +56,7 @@ class MapView(QWidget):
         self._session: StoreSession | None = None
         self._tokens = RequestTokens()
         self._redact: Callable[[str], str] | None = None
-        self.data: MapData | None = None
+        self.data: MapPoints | None = None
         self._stale = False
         self.query_point: npt.NDArray[np.float64] | None = None
         self.neighbours: list[str] = []
@@ -178,14 +153,14 @@ class MapView(QWidget):
             self._stale = False
             spawn(self.load())
 
-    async def load(self) -> MapData | None:
+    async def load(self) -> MapPoints | None:
         """Compute the projection on a worker and draw it."""
         session = self._session
         if session is None:
             return None
         token = self._tokens.next_token()
         try:
-            data = await self._runner.run(_project, session.engine,
+            data = await self._runner.run(map_points, session.engine,
                                           self.method_box.currentText())
         except EngineError as exc:
             self.legend.setText(f"projection failed: {exc}")
@@ -233,7 +208,7 @@ class MapView(QWidget):
         if by == "importance":
             legend = "importance: light blue 0 → dark red 1"
         else:
-            names = [x.value for x in LAYERS] if by == "layer" else list(data.agents)
+            names = list(data.layer_names) if by == "layer" else list(data.agents)
             present = sorted(set((data.layer if by == "layer" else data.agent).tolist()))
             legend = "  ".join(
                 f'<span style="color:{PALETTE[c % len(PALETTE)]}">●</span> {names[c]}'
@@ -262,7 +237,7 @@ class MapView(QWidget):
         layer = int(found.layer[data])
         agent = int(found.agent[data])
         facts = " · ".join(part for part in (
-            LAYERS[layer].value if layer < len(LAYERS) else "",
+            found.layer_names[layer] if layer < len(found.layer_names) else "",
             f"agent {found.agents[agent]}" if agent < len(found.agents) and found.agents[agent]
             else "", f"importance {found.importance[data]:.2f}") if part)
         return "\n".join([*lines, facts, f"id {found.projection.ids[data]}"])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from PySide6.QtWidgets import QWidget
 
-from engine.ingest.kinds import Stage
+from engine import Stage
 from engine.records import Category, Layer, NewMemory, TrustTier
 from ui.map_view import MapView
 from ui.retrieval_view import RetrievalView

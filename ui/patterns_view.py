@@ -27,9 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import MemoryReader, PatternDetail, PatternHistoryPoint
 from engine.errors import EngineError
-from engine.layers import PatternDetail, PatternHistoryPoint
-from engine.reader import MemoryReader
 from engine.records import MemoryRecord, format_timestamp
 from ui.layer_tab import LayerTab
 from ui.tasks import RequestTokens, TaskRunner, spawn

@@ -39,10 +39,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.clock import Clock
+from engine import Clock, EventBus, Ledger, MemoryEngine
 from engine.errors import ConfigInvalid
-from engine.events import EventBus
-from engine.ledger import Ledger
 from engine.llm import (
     PROVIDER_PRESETS,
     ConnectionCheck,
@@ -52,9 +50,8 @@ from engine.llm import (
     SecretStore,
     check_connection,
     key_lookup,
+    preset_name,
 )
-from engine.llm.settings import preset_name
-from engine.memory_engine import MemoryEngine
 from ui.tasks import CancelFlag, RequestTokens, TaskRunner, spawn
 
 __all__ = ["FIELD_NAMES", "LLMServices", "ProviderSettingsDialog"]

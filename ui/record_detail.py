@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.browse import LinkedRecord, RecordDetail
+from engine import LinkedRecord, RecordDetail
 from engine.records import Layer, MemoryRecord, Privacy
 from ui.format import diff_value, elide, label_for, local_time, phrase
 from ui.record_links import quoted, record_tooltip

@@ -38,8 +38,8 @@ from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QAbstractScrollArea, QMenu, QTreeWidget, QWidget
 
+from engine import MemoryReader
 from engine.errors import EngineError
-from engine.reader import MemoryReader
 from ui.format import elide, quoted  # one elision and quoting everywhere (re-exported)
 from ui.redaction import Redaction
 from ui.tasks import TaskRunner

@@ -16,9 +16,8 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtWidgets import QLineEdit, QListWidget, QListWidgetItem
 
+from engine import MemoryReader, RecordQuery, RecordRow
 from engine.errors import EngineError
-from engine.query import RecordQuery, RecordRow
-from engine.reader import MemoryReader
 from ui.record_links import RECORD_ID, elide, record_tooltip
 from ui.tasks import RequestTokens, TaskRunner, spawn
 

@@ -26,9 +26,8 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
 
+from engine import MemoryReader, RecordQuery, RecordRow, RowPage, SortKey
 from engine.errors import EngineError
-from engine.query import RecordQuery, RecordRow, RowPage, SortKey
-from engine.reader import MemoryReader
 from ui.format import exact_time, relative_time
 from ui.tasks import RequestTokens, TaskRunner
 

@@ -52,10 +52,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.browse import Facets, RecordDetail
+from engine import Facets, MemoryReader, RecordDetail, RecordQuery
 from engine.errors import EngineError, RecordNotFound, ValidationError
-from engine.query import RecordQuery
-from engine.reader import MemoryReader
 from engine.records import Layer, Privacy
 from ui.dialogs import AddMemoryDialog
 from ui.empty_state import EmptyState

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication
 
-from engine.redaction import redact_text
+from engine import redact_text
 
 __all__ = ["Redaction"]
 

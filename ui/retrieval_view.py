@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from PySide6.QtCore import QEvent, QRectF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor, QHelpEvent, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QPen
@@ -39,17 +38,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import EngineError
-from engine.memory_engine import MemoryEngine
-from engine.retrieval import (
+from engine import (
+    COMPONENTS,
     PressureState,
     Purpose,
+    RetrievalDiagnostics,
     RetrievalRequest,
     RetrievedBundle,
     ScoringWeights,
     Strategy,
+    inspect_retrieval,
 )
-from engine.retrieval.types import COMPONENTS, RetrievalDiagnostics
+from engine.errors import EngineError
 from ui.empty_state import EmptyState
 from ui.format import tag
 from ui.record_links import RecordRef, record_tooltip
@@ -287,22 +287,6 @@ class ScoreBars(QWidget):
         painter.end()
 
 
-def _retrieve(engine: MemoryEngine, request: RetrievalRequest
-              ) -> tuple[RetrievedBundle, dict[str, str], np.ndarray | None]:
-    bundle = engine.retrieve(request, inspect=True)
-    diag = bundle.diagnostics
-    snapshot = engine.store.view.snapshot()
-    rows = diag.order[:MAX_ROWS * 3].tolist()
-    texts = {diag.ids[r]: snapshot.contents[r] for r in rows if r < len(snapshot.contents)}
-    for record in bundle.records:  # packed text as sent (compressed under pressure)
-        texts[record.id] = record.content
-    vector = None
-    if request.query and request.query.strip():
-        vectors = engine.embed_texts([request.query])
-        vector = vectors[0] if vectors is not None else None
-    return bundle, texts, vector
-
-
 class RetrievalView(QWidget):
     """Query form, ranked candidates with component bars, budget cut, live weights, context.
 
@@ -498,13 +482,15 @@ class RetrievalView(QWidget):
             return None
         token = self._tokens.next_token()
         try:
-            bundle, texts, vector = await self._runner.run(_retrieve, session.engine,
-                                                           self.request())
+            inspection = await self._runner.run(inspect_retrieval, session.engine,
+                                                self.request(), texts_for=MAX_ROWS * 3)
         except EngineError as exc:
             self.summary.setText(f"Retrieval failed: {exc}")
             return None
         if not self._tokens.is_current(token) or session is not self._session:
             return None
+        bundle, texts, vector = (inspection.bundle, dict(inspection.texts),
+                                 inspection.query_vector)
         self.bundle = bundle
         self.texts = texts
         self._set_sliders(bundle.diagnostics.weights)

@@ -31,9 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import MemoryEngine, ReviewItem
 from engine.errors import EngineError
-from engine.ingest.review import ReviewItem
-from engine.memory_engine import MemoryEngine
 from engine.records import MemoryRecord
 from ui.empty_state import EmptyState
 from ui.format import (
@@ -91,7 +90,7 @@ def _decide(engine: MemoryEngine, review_ids: Sequence[str], action: str) -> lis
             before = engine.get(item.target_id) if item is not None else None
             # a consolidation deferral's incoming memory is a stored record the merge deletes
             stored = engine.get(item.incoming_id) if item is not None \
-                and item.incoming_id in engine.store.view else None
+                and engine.stored_ids([item.incoming_id]) else None
             result = engine.approve_review(review_id)
             done.append(Decision(review_id, action, before, result.record_id, stored))
         else:
@@ -108,7 +107,7 @@ def _undo(engine: MemoryEngine, decisions: Sequence[Decision]) -> None:
             engine.restore([decision.target_before] + (
                 [decision.merged_away] if decision.merged_away is not None else []))
         elif decision.action == "reject" and decision.result_id \
-                and decision.result_id in engine.store.view:
+                and engine.stored_ids([decision.result_id]):
             engine.delete([decision.result_id], reason="undo")
         engine.reopen_review(decision.review_id)
 
@@ -120,7 +119,7 @@ def _redo(engine: MemoryEngine, decisions: Sequence[Decision]) -> None:
 def _load(engine: MemoryEngine) -> list[tuple[ReviewItem, MemoryRecord | None]]:
     items = engine.review_queue()
     targets = {r.id: r for r in engine.get_many(
-        list(dict.fromkeys(i.target_id for i in items if i.target_id in engine.store.view)))}
+        engine.stored_ids(dict.fromkeys(i.target_id for i in items)))}
     return [(item, targets.get(item.target_id)) for item in items]
 
 

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import MemoryEngine, RedactionHit
 from engine.errors import EngineError
-from engine.memory_engine import MemoryEngine, RedactionHit
 from ui.empty_state import EmptyState
 from ui.redaction import Redaction
 from ui.session import StoreSession

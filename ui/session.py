@@ -33,13 +33,9 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
+from engine import Event, LocalReader, MemoryEngine, MemoryReader, RowPage, StoreSpec
 from engine.errors import EngineError
-from engine.events import Event
-from engine.memory_engine import MemoryEngine
-from engine.query import RowPage
-from engine.reader import LocalReader, MemoryReader
 from engine.records import Layer, MemoryRecord, NewMemory
-from engine.store import StoreSpec
 from ui.event_tail import EventTail
 from ui.tasks import CancelFlag, TaskRunner, spawn
 
@@ -95,7 +91,7 @@ def _update_many(engine: MemoryEngine, ids: Sequence[str],
 
 
 def _apply(engine: MemoryEngine, restore: Sequence[MemoryRecord], delete: Sequence[str]) -> None:
-    present = [i for i in delete if i in engine.store.view]
+    present = engine.stored_ids(delete)
     if present:
         engine.delete(present, reason="undo")
     if restore:

@@ -35,9 +35,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import MemoryReader, SocialSummary
 from engine.errors import EngineError
-from engine.layers import SocialSummary
-from engine.reader import MemoryReader
 from engine.records import MemoryRecord, format_timestamp
 from ui.layer_tab import LayerTab
 from ui.plot_items import PassiveScatter

@@ -34,9 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import MemoryReader, SpatialHit
 from engine.errors import EngineError
-from engine.layers import SpatialHit
-from engine.reader import MemoryReader
 from engine.records import MemoryRecord, format_timestamp
 from ui.layer_tab import LayerTab
 from ui.map_view import PALETTE

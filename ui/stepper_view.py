@@ -14,7 +14,7 @@ Each stage has a panel: its data as labelled fields in words (:func:`ui.format.s
 records named by their text, read through the session's reader on a worker) with the raw JSON
 one click away, plus candidate similarity bars against the tier threshold and the gray zone,
 the decision as a sentence with its conflicts, and the resulting record as a field-by-field
-diff. The threshold what-if (read-only, :mod:`ui.whatif`) lists the
+diff. The threshold what-if (read-only, :func:`engine.threshold_what_if`) lists the
 stored neighbour pairs a different tier threshold would merge or split.
 """
 
@@ -62,9 +62,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import (
+    ApplyDetail,
+    CandidatesDetail,
+    DecisionDetail,
+    EmbedDetail,
+    EventsDetail,
+    NormalizeDetail,
+    PersistDetail,
+    Stage,
+    StageReport,
+    SteppedRun,
+    WhatIf,
+    threshold_what_if,
+)
 from engine.errors import EngineError
-from engine.ingest.kinds import Stage
-from engine.ingest.pipeline import StageReport, SteppedRun
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
 from ui.empty_state import EmptyState
 from ui.fields_view import FieldsPanel
@@ -87,7 +99,6 @@ from ui.record_links import RECORD_ID, RecordRef, fetch_texts, record_tooltip
 from ui.record_search import RecordSearch
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
-from ui.whatif import WhatIf, threshold_what_if
 from ui.wording import count_of
 
 __all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
@@ -549,10 +560,10 @@ class StepperView(QWidget):
 
         Records the stage carries whole (a merge's before and after) need no read.
         """
-        for key in ("before", "after"):
-            record = report.data.get(key)
-            if isinstance(record, Mapping) and isinstance(record.get("id"), str):
-                self._texts[record["id"]] = str(record.get("content", ""))
+        if isinstance(report.detail, ApplyDetail):
+            for record in (report.detail.before, report.detail.after):
+                if record is not None:
+                    self._texts[record.id] = record.content
         missing = [i for i in record_ids_in(report.data) if i not in self._texts]
         if not missing:
             return
@@ -758,8 +769,8 @@ class StepperView(QWidget):
         if run is not self.run:
             return None
         self.show_report(report)
-        if report.stage is Stage.PERSIST and report.data.get("written"):
-            session.records_changed.emit(list(report.data["written"]))
+        if isinstance(report.detail, PersistDetail) and report.detail.written:
+            session.records_changed.emit(list(report.detail.written))
         if run.next_stage is None:
             self._paused = True
             result = run.result
@@ -832,46 +843,44 @@ class StepperView(QWidget):
         reads the texts of the records a stage names before showing it).
         """
         panel = self.panels[report.stage]
-        data = report.data
+        data, detail = report.data, report.detail
         texts = self._shown_texts()  # record id → text, as shown
         headline = f"{stage_title(report.stage.value)} · {duration(report.latency_ms)}"
-        if report.stage is Stage.NORMALIZE:
-            headline += f" · hash {str(data.get('content_hash', ''))[:12]}…"
-        elif report.stage is Stage.EMBED:
-            path = data.get("path")
-            self._set_thresholds(semantic=path == "embedding")
-            headline += (f" · by the embedding model ({data.get('model')})"
-                         if path == "embedding" else
+        if isinstance(detail, NormalizeDetail):
+            headline += f" · hash {detail.content_hash[:12]}…"
+        elif isinstance(detail, EmbedDetail):
+            self._set_thresholds(semantic=detail.semantic)
+            headline += (f" · by the embedding model ({detail.model})" if detail.semantic else
                          " · by word overlap (the embedding model is not ready)")
-        elif report.stage is Stage.CANDIDATES:
-            candidates = data.get("candidates") or []
-            hit = "exact duplicate found" if data.get("hash_hit") else "no exact duplicate"
-            count = len(candidates)
-            headline += (f" · {hit} · {count_of(count, 'candidate')} · "
-                         f"{phrase(str(data.get('method')))} search")
+        elif isinstance(detail, CandidatesDetail):
+            search = detail.search
+            hit = "exact duplicate found" if search.hash_hit else "no exact duplicate"
+            headline += (f" · {hit} · {count_of(len(search.candidates), 'candidate')} · "
+                         f"{phrase(search.method)} search")
             assert panel.bars is not None
-            shown = candidates[:8]
+            shown = search.candidates[:8]
             panel.bars.set_data(
-                [(texts.get(c["id"], "(no longer stored)"), float(c["similarity"]))
-                 for c in shown], self.threshold, self.floor, [c["id"] for c in shown],
-                [record_tooltip(texts.get(c["id"], ""), c["id"])
-                 + f"\ncategory {c.get('category', '')}" for c in shown])
-        elif report.stage is Stage.DECISION:
-            decision = data.get("decision") or {}
-            conflicts = decision.get("conflicts") or []
+                [(texts.get(c.id, "(no longer stored)"), c.similarity) for c in shown],
+                self.threshold, self.floor, [c.id for c in shown],
+                [record_tooltip(texts.get(c.id, ""), c.id) + f"\ncategory {c.category.value}"
+                 for c in shown])
+        elif isinstance(detail, DecisionDetail):
+            decision = detail.decision
+            conflicts = [c.to_json() for c in decision.conflicts]
             headline += " · " + reason_sentence(
-                str(decision.get("reason", "")), target=decision.get("target_id"),
-                conflicts=conflicts, texts=texts)
-            thresholds = decision.get("thresholds") or {}
+                decision.reason.value, target=decision.target_id, conflicts=conflicts,
+                texts=texts)
+            thresholds = decision.thresholds
             limit = thresholds.get("effective", thresholds.get("threshold"))
-            if decision.get("similarity") is not None and isinstance(limit, int | float):
-                headline += f" (similarity {compare(float(decision['similarity']), limit)})"
+            if decision.similarity is not None and limit is not None:
+                headline += f" (similarity {compare(decision.similarity, limit)})"
             if not conflicts:
                 headline += " · contradiction check: none found"
-        elif report.stage is Stage.APPLY:
-            headline += f" · {phrase(str(data.get('action')))}"
+        elif isinstance(detail, ApplyDetail):
+            headline += f" · {phrase(detail.action.value)}"
             assert panel.diff is not None
-            rows = record_diff(data.get("before"), data.get("after"), texts)
+            rows = record_diff(None if detail.before is None else detail.before.to_json(),
+                               None if detail.after is None else detail.after.to_json(), texts)
             panel.diff.setRowCount(len(rows))
             changed = QColor("#bf8700")
             changed.setAlpha(60)
@@ -884,8 +893,8 @@ class StepperView(QWidget):
                         item.setBackground(changed)
                     panel.diff.setItem(r, c, item)
             panel.diff.resizeColumnToContents(0)
-        elif report.stage is Stage.EVENTS:
-            headline += f" · {', '.join(phrase(str(k)) for k in data.get('events') or [])}"
+        elif isinstance(detail, EventsDetail):
+            headline += f" · {', '.join(phrase(k) for k in detail.kinds)}"
         show = self._text if self._redact is not None else str
         panel.show_data(headline, stage_fields(report.stage.value, data, texts, show=show,
                                                tier=self._tier.value),
@@ -930,6 +939,4 @@ def _begin(session: StoreSession, memory: NewMemory) -> tuple[SteppedRun, Any]:
 
 
 def _what_if(session: StoreSession, tier: TrustTier, new: float) -> WhatIf:
-    engine = session.engine
-    old = engine.ingest_policy.threshold(tier, semantic=True)
-    return threshold_what_if(engine.store.view.snapshot(), old, new)
+    return threshold_what_if(session.engine, tier, new)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.events import Event
+from engine import Event
 
 __all__ = ["LANES", "TimelineData", "TimelineFilter", "lane_of"]
 

@@ -44,8 +44,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import Event
 from engine.errors import EngineError
-from engine.events import Event
 from ui.empty_state import EmptyState
 from ui.event_tail import EventTail
 from ui.fields_view import FieldsPanel

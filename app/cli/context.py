@@ -23,11 +23,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.settings import Settings, server_ledger_path
-from engine.embedding import SentenceTransformerEmbedder
+from engine import (
+    ExitPolicy,
+    MemoryEngine,
+    RedactingLogFilter,
+    SentenceTransformerEmbedder,
+    StoreSpec,
+    engine_config_from_env,
+)
 from engine.errors import EngineError, ValidationError
-from engine.exits import ExitPolicy, RedactingLogFilter
-from engine.memory_engine import MemoryEngine, engine_config_from_env
-from engine.store import StoreSpec
 
 __all__ = ["CliContext", "escape_controls"]
 
@@ -166,7 +170,7 @@ class CliContext:
         return value
 
     def _keep(self, value: str) -> None:
-        from engine.redaction import placeholder_for
+        from engine import placeholder_for
 
         self._verbatim[placeholder_for(value)] = value
 

@@ -7,20 +7,40 @@ workloads; :mod:`engine.bench.suites` imports them by path and calls their funct
 
 from engine.bench.machine import MachineInfo, collect_machine_info, load_average
 from engine.bench.report import render_markdown, report_to_json
-from engine.bench.runner import BenchOptions, run_bench
-from engine.bench.types import BenchReport, BenchRow, Stats, Target, percentile
+from engine.bench.runner import SUITES, BenchOptions, run_bench
+from engine.bench.suites import (
+    FIRST_PAGE_TARGET,
+    ROOT,
+    STARTUP_TARGET,
+    TIMELINE_TARGET,
+    SuiteResult,
+    load_script,
+    missing_row,
+    timeline_row,
+)
+from engine.bench.types import BenchReport, BenchRow, Stats, Target, judged, percentile
 
 __all__ = [
+    "FIRST_PAGE_TARGET",
+    "ROOT",
+    "STARTUP_TARGET",
+    "SUITES",
+    "TIMELINE_TARGET",
     "BenchOptions",
     "BenchReport",
     "BenchRow",
     "MachineInfo",
     "Stats",
+    "SuiteResult",
     "Target",
     "collect_machine_info",
+    "judged",
     "load_average",
+    "load_script",
+    "missing_row",
     "percentile",
     "render_markdown",
     "report_to_json",
     "run_bench",
+    "timeline_row",
 ]

@@ -60,6 +60,18 @@ from engine.ingest.review import (
     review_key,
 )
 from engine.ingest.search import BatchOverlay, CandidateSearch, SearchResult
+from engine.ingest.stages import (
+    ApplyDetail,
+    CandidatesDetail,
+    DecisionDetail,
+    EmbedDetail,
+    EventsDetail,
+    FailedDetail,
+    NormalizeDetail,
+    PersistDetail,
+    StageDetail,
+    StartDetail,
+)
 from engine.ingest.surprise import SurpriseScore, surprise_score
 from engine.records import MemoryRecord, NewMemory, ProvenanceEntry, RelatedLink
 from engine.store import MemoryStore
@@ -99,12 +111,15 @@ class StageReport:
         index: Its position (0-based) in :data:`STAGES`.
         data: The stage's data (JSON-compatible): see ``docs/ingest.md`` per stage.
         latency_ms: Time the stage took.
+        detail: The same facts typed (:mod:`engine.ingest.stages`; :class:`FailedDetail` when
+            the stage failed): what code reading a stage uses.
     """
 
     stage: Stage
     index: int
     data: Mapping[str, Any]
     latency_ms: float
+    detail: StageDetail
 
     def to_json(self) -> dict[str, Any]:
         """Wire form."""
@@ -349,21 +364,23 @@ class _Run:
         stage = STAGES[self.index]
         handler = getattr(self, "_" + stage.name.lower())
         began = time.perf_counter()
+        detail: StageDetail
         try:
-            data = handler()
+            data, detail = handler()
         except StoreUnavailable:
             self._fail(stage, "the store refused the write")
             raise
         except EngineError as exc:
-            data = self._fail(stage, str(exc))
-        report = StageReport(stage, self.index, data, (time.perf_counter() - began) * 1000.0)
+            data, detail = self._fail(stage, str(exc))
+        report = StageReport(stage, self.index, data, (time.perf_counter() - began) * 1000.0,
+                             detail)
         self.reports.append(report)
         self.index += 1
         if self.index >= len(STAGES) or self.error is not None:
             self.done = True
         return report
 
-    def _fail(self, stage: Stage, message: str) -> dict[str, Any]:
+    def _fail(self, stage: Stage, message: str) -> tuple[dict[str, Any], FailedDetail]:
         self.error = message
         self.queued.append(_QueuedEvent(EventKind.ERROR, self._envelope(
             stage, decision_reason=Reason.FAILED.value,
@@ -372,7 +389,7 @@ class _Run:
             self.emit_events()
         elif self.writes is not None and self not in self.writes.runs:
             self.writes.runs.append(self)
-        return {"error": message}
+        return {"error": message}, FailedDetail(message)
 
     def _envelope(self, stage: Stage, **fields: Any) -> dict[str, Any]:
         fields.setdefault("memory_hash", self.content_hash or None)
@@ -383,7 +400,7 @@ class _Run:
 
     # -- stages -----------------------------------------------------------------------------
 
-    def _start(self) -> dict[str, Any]:
+    def _start(self) -> tuple[dict[str, Any], StartDetail]:
         new = self.new
         data = {"incoming_id": self.incoming_id, "content": new.content,
                 "agent_id": new.agent_id, "layer": new.layer.value,
@@ -392,14 +409,15 @@ class _Run:
                 "confidence": new.confidence, "importance": new.importance}
         self.queued.append(_QueuedEvent(EventKind.INGEST_START, self._envelope(
             Stage.START, payload=dict(data))))
-        return data
+        return data, StartDetail(self.incoming_id, new)
 
-    def _normalize(self) -> dict[str, Any]:
+    def _normalize(self) -> tuple[dict[str, Any], NormalizeDetail]:
         self.normalized = normalize(self.new.content)
         self.content_hash = self.new.content_hash
-        return {"normalized": self.normalized, "content_hash": self.content_hash}
+        return ({"normalized": self.normalized, "content_hash": self.content_hash},
+                NormalizeDetail(self.normalized, self.content_hash))
 
-    def _embed(self) -> dict[str, Any]:
+    def _embed(self) -> tuple[dict[str, Any], EmbedDetail]:
         began = time.perf_counter()
         error = None
         called = False  # this stage ran the model itself (not a batch's chunk encode)
@@ -413,19 +431,24 @@ class _Run:
         self.semantic = self.vector is not None
         latency = (time.perf_counter() - began) * 1000.0
         budget = self.pipeline.policy.embed_budget_ms
-        data = {"path": "embedding" if self.semantic else "jaccard",
-                "model": self.pipeline.model_name() if self.semantic else None,
-                "precomputed": self.precomputed, "dimension":
-                    None if self.vector is None else int(self.vector.shape[0]),
+        # seed 001 timeout budget, reported (None: no model call was timed here)
+        detail = EmbedDetail(
+            semantic=self.semantic,
+            model=self.pipeline.model_name() if self.semantic else None,
+            precomputed=self.precomputed,
+            dimension=None if self.vector is None else int(self.vector.shape[0]),
+            latency_ms=latency, error=error, budget_ms=budget,
+            over_budget=latency > budget if called else None)
+        data = {"path": "embedding" if detail.semantic else "jaccard", "model": detail.model,
+                "precomputed": detail.precomputed, "dimension": detail.dimension,
                 "latency_ms": round(latency, 3), "error": error,
-                # seed 001 timeout budget, reported (None: no model call was timed here)
-                "budget_ms": budget, "over_budget": latency > budget if called else None}
+                "budget_ms": budget, "over_budget": detail.over_budget}
         self.queued.append(_QueuedEvent(EventKind.EMBED_REQUEST, self._envelope(
             Stage.EMBED, latency_ms=latency, decision_reason=data["path"],
             payload={k: v for k, v in data.items() if k != "latency_ms"})))
-        return data
+        return data, detail
 
-    def _candidates(self) -> dict[str, Any]:
+    def _candidates(self) -> tuple[dict[str, Any], CandidatesDetail]:
         began = time.perf_counter()
         pipeline = self.pipeline
         writes = self.writes
@@ -458,9 +481,10 @@ class _Run:
                      "partition_size": data["partition_size"],
                      "rejected": data["rejected"], "budget_ms": data["budget_ms"],
                      "over_budget": data["over_budget"]})))
-        return data
+        return data, CandidatesDetail(self.search, pipeline.policy.search_budget_ms,
+                                      bool(data["over_budget"]))
 
-    def _decision(self) -> dict[str, Any]:
+    def _decision(self) -> tuple[dict[str, Any], DecisionDetail]:
         search = self.search
         assert search is not None
         new = self.new
@@ -484,9 +508,10 @@ class _Run:
             category=new.category, exact=search.exact, candidates=search.candidates,
             semantic=search.semantic, surprise=self.surprise, policy=self.pipeline.policy,
             pending_targets=pending)
-        return {"decision": self.decision.to_json(), "surprise": self.surprise.to_json()}
+        return ({"decision": self.decision.to_json(), "surprise": self.surprise.to_json()},
+                DecisionDetail(self.decision, self.surprise))
 
-    def _apply(self) -> dict[str, Any]:
+    def _apply(self) -> tuple[dict[str, Any], ApplyDetail]:
         decision, search, surprise = self.decision, self.search, self.surprise
         assert decision is not None
         assert search is not None
@@ -536,14 +561,16 @@ class _Run:
             elif decision.action is Action.DEFERRED:
                 review = self._review(decision)
         self._review_spec = review
-        return {"action": decision.action.value,
-                "before": None if self.before is None else self.before.to_json(),
-                "after": None if self.after is None else self.after.to_json(),
-                "merge_weight": weight,
-                "review": None if review is None else {
-                    "reason": review["reason"], "target_id": review["target_id"],
-                    "similarity": review["similarity"],
-                    "conflicts": [c.to_json() for c in decision.conflicts]}}
+        return ({"action": decision.action.value,
+                 "before": None if self.before is None else self.before.to_json(),
+                 "after": None if self.after is None else self.after.to_json(),
+                 "merge_weight": weight,
+                 "review": None if review is None else {
+                     "reason": review["reason"], "target_id": review["target_id"],
+                     "similarity": review["similarity"],
+                     "conflicts": [c.to_json() for c in decision.conflicts]}},
+                ApplyDetail(decision.action, self.before, self.after, weight,
+                            None if review is None else review["target_id"]))
 
     @property
     def target_id(self) -> str:
@@ -564,12 +591,14 @@ class _Run:
             return self.writes.get(record_id)
         return self.pipeline.store.get(record_id)
 
-    def _persist(self) -> dict[str, Any]:
+    def _persist(self) -> tuple[dict[str, Any], PersistDetail]:
         pipeline = self.pipeline
         if self.batched:
             assert self.writes is not None
             self._stage_into(self.writes)
-            return {"written": [], "staged": self._staged_ids(), "batched": True}
+            staged = self._staged_ids()
+            return ({"written": [], "staged": staged, "batched": True},
+                    PersistDetail((), tuple(staged), True, None))
         with pipeline.write_lock:
             if self.before is not None and self.after is not None:
                 current = pipeline.store.get(self.before.id)
@@ -578,8 +607,11 @@ class _Run:
             writes = _WriteSet(pipeline, None)
             self._stage_into(writes)
             writes.flush()
-        return {"written": list(writes.writes), "staged": self._staged_ids(), "batched": False,
-                "review_id": None if self.review_item is None else self.review_item.id}
+        written, staged = list(writes.writes), self._staged_ids()
+        review_id = None if self.review_item is None else self.review_item.id
+        return ({"written": written, "staged": staged, "batched": False,
+                 "review_id": review_id},
+                PersistDetail(tuple(written), tuple(staged), False, review_id))
 
     def _staged_ids(self) -> list[str]:
         return [] if self.after is None else [self.after.id]
@@ -612,12 +644,13 @@ class _Run:
                 writes.lookup.add_pending(review_key(self.content_hash, self.new),
                                           self._review_spec["target_id"])
 
-    def _events(self) -> dict[str, Any]:
+    def _events(self) -> tuple[dict[str, Any], EventsDetail]:
         self._queue_outcome()
         kinds = [str(q.kind) for q in self.queued]
         if not self.batched:
             self.emit_events()
-        return {"events": kinds, "emitted": len(self.emitted), "batched": self.batched}
+        return ({"events": kinds, "emitted": len(self.emitted), "batched": self.batched},
+                EventsDetail(tuple(kinds), len(self.emitted), self.batched))
 
     # -- outcome ------------------------------------------------------------------------------
 

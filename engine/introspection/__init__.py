@@ -6,11 +6,14 @@
   JSON shaping, redaction, filters on the masked text
 * :mod:`.client`    a small read-only client (httpx) with reconnecting event streams — import
   it from ``engine.introspection.client``; the server itself needs only the standard library
+* :mod:`.remote`    the reader the desktop app attaches with (httpx): ``engine.RemoteReader``
 
 ``docs/api.md`` documents the endpoints.
 """
 
 from engine.introspection.server import (
+    MIN_TOKEN_CHARS,
+    TOKEN_ENV,
     IntrospectionServer,
     ServerLimits,
     is_loopback,
@@ -20,6 +23,8 @@ from engine.introspection.source import API_VERSION, EngineSource
 
 __all__ = [
     "API_VERSION",
+    "MIN_TOKEN_CHARS",
+    "TOKEN_ENV",
     "EngineSource",
     "IntrospectionServer",
     "ServerLimits",

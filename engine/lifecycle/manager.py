@@ -12,7 +12,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.errors import SummaryFailed, SummaryLocked
 from engine.lifecycle.compaction import (
@@ -36,10 +36,10 @@ from engine.records import Category, Layer, MemoryRecord, NewMemory, TrustTier
 from engine.store.view import ACTIVE_CODE, LAYERS
 
 if TYPE_CHECKING:
-    from engine.memory_engine import MemoryEngine
     from engine.metrics import MemoryMetrics
+    from engine.parts import EngineParts
 
-__all__ = ["CompactionReport", "Lifecycle", "LifecycleReport"]
+__all__ = ["CompactionReport", "Lifecycle", "LifecycleRecords", "LifecycleReport"]
 
 EVENT_EXPIRED = "memory:record:expired"
 EVENT_DECAY = "memory:decay:applied"
@@ -102,18 +102,38 @@ class CompactionReport:
                 "tasks": [t.to_json() for t in self.tasks]}
 
 
+class LifecycleRecords(Protocol):
+    """The record operations lifecycle runs through: :class:`~engine.memory_engine.MemoryEngine`
+    provides them, so every removal is in the edit history (undoable) and audited."""
+
+    def add(self, new: NewMemory) -> MemoryRecord:
+        """Store a new record as given."""
+        ...
+
+    def delete(self, record_ids: Sequence[str], *, actor: str = ...,
+               reason: str = ...) -> list[MemoryRecord]:
+        """Delete records (undoably); returns them as they were."""
+        ...
+
+    def get_many(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records of ``record_ids``."""
+        ...
+
+
 class Lifecycle:
-    """Lifecycle operations on one engine; holds the compaction lock.
+    """Lifecycle operations on one store; holds the compaction lock.
 
     Args:
-        engine: The engine whose records are managed.
+        parts: The store's parts (store, ledger, events, clock, configuration).
+        records: The record operations removals and summaries go through (the engine's).
         metrics: Where counters go.
         redact: Applied to prompts before a summarizer sees them (DESIGN decision 8).
     """
 
-    def __init__(self, engine: MemoryEngine, metrics: MemoryMetrics,
+    def __init__(self, parts: EngineParts, records: LifecycleRecords, metrics: MemoryMetrics,
                  redact: Callable[[str], str] | None = None) -> None:
-        self._engine = engine
+        self._parts = parts
+        self._records = records
         self._metrics = metrics
         self._redact = redact
         self._compacting = threading.Lock()
@@ -124,77 +144,74 @@ class Lifecycle:
 
     def _apply(self, action: str, selection: Selection, dry_run: bool, reason: str,
                counter: str) -> LifecycleReport:
-        engine = self._engine
         if not dry_run and selection.ids:
-            removed = engine.delete(list(selection.ids), actor=action, reason=reason)
+            removed = self._records.delete(list(selection.ids), actor=action, reason=reason)
             self._metrics.count(counter, len(removed))
             for record in removed:
                 if selection.reasons.get(record.id) == "expired":
-                    engine.events.emit(EVENT_EXPIRED, record_id=record.id,
-                                       agent_id=record.agent_id, force=True,
-                                       payload={"id": record.id, "layer": record.layer.value})
-        remaining = engine.count()
+                    self._parts.events.emit(EVENT_EXPIRED, record_id=record.id,
+                                            agent_id=record.agent_id, force=True,
+                                            payload={"id": record.id, "layer": record.layer.value})
+        remaining = self._parts.store.count()
         return LifecycleReport(action, dry_run, selection, remaining)
 
     def expire(self, *, dry_run: bool = False, agent_id: str | None = None) -> LifecycleReport:
         """Delete records whose TTL has passed (``memory:record:expired`` each)."""
-        snapshot = self._engine.store.view.snapshot()
-        selection = select_expired(snapshot, self._engine.clock.now(), agent_id)
+        snapshot = self._parts.store.view.snapshot()
+        selection = select_expired(snapshot, self._parts.clock.now(), agent_id)
         return self._apply("expire", selection, dry_run, "expired", "expired")
 
     def prune(self, mode: PruneMode | str, *, dry_run: bool = False,
               agent_id: str | None = None) -> LifecycleReport:
         """Seed 004 pruning (gentle / normal / aggressive)."""
-        engine = self._engine
-        now = engine.clock.now()
-        half_life = engine.config.memory.importance_decay_half_life_days
-        snapshot = engine.store.view.snapshot()
+        now = self._parts.clock.now()
+        half_life = self._parts.config.memory.importance_decay_half_life_days
+        snapshot = self._parts.store.view.snapshot()
         selection = select_prune(snapshot, PruneMode(mode), now, half_life_days=half_life,
                                  agent_id=agent_id)
         if not dry_run and PruneMode(mode) is not PruneMode.GENTLE:
             value = decayed(snapshot, now, half_life)
             affected = int(((value < snapshot.importance[:snapshot.n])
                             & snapshot.alive[:snapshot.n]).sum())
-            engine.events.emit(EVENT_DECAY, agent_id=agent_id, force=True,
-                               payload={"agentId": agent_id, "affected": affected})
+            self._parts.events.emit(EVENT_DECAY, agent_id=agent_id, force=True,
+                                    payload={"agentId": agent_id, "affected": affected})
         return self._apply(f"prune:{PruneMode(mode).value}", selection, dry_run, "pruned",
                            "pruned")
 
     def enforce_retention(self, *, dry_run: bool = False,
                           agent_id: str | None = None) -> LifecycleReport:
         """Retire records over the per-layer retention caps (lowest decayed importance first)."""
-        engine = self._engine
-        snapshot = engine.store.view.snapshot()
+        snapshot = self._parts.store.view.snapshot()
         selection = select_retention(
-            snapshot, engine.config.memory.retention_policy, engine.clock.now(),
-            half_life_days=engine.config.memory.importance_decay_half_life_days,
+            snapshot, self._parts.config.memory.retention_policy, self._parts.clock.now(),
+            half_life_days=self._parts.config.memory.importance_decay_half_life_days,
             agent_id=agent_id)
         return self._apply("retention", selection, dry_run, "retention", "retention_pruned")
 
     # -- compaction --------------------------------------------------------------------------
 
     def _ensure_tables(self) -> None:
-        ledger = self._engine.ledger
+        ledger = self._parts.ledger
         if not self._migrated and not ledger.read_only:
             ledger.migrate("lifecycle", _TASK_MIGRATIONS)
             self._migrated = True
 
     def _save(self, task: SummarizationTask) -> None:
-        if self._engine.ledger.read_only:
+        if self._parts.ledger.read_only:
             return
         self._ensure_tables()
-        with self._engine.ledger.transaction() as conn:
+        with self._parts.ledger.transaction() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO summarization_tasks(id, agent_id, target_layer,"
                 " source_ids, created_at, updated_at, status, summary_record_id,"
                 " failure_reason, summarizer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (task.id, task.agent_id, task.target_layer.value, json.dumps(task.source_ids),
-                 task.created_at, self._engine.clock.now(), task.status.value,
+                 task.created_at, self._parts.clock.now(), task.status.value,
                  task.summary_record_id, task.failure_reason, task.summarizer))
 
     def tasks(self, agent_id: str | None = None, *, limit: int = 100) -> list[SummarizationTask]:
         """Summarization tasks, newest first."""
-        ledger = self._engine.ledger
+        ledger = self._parts.ledger
         if ledger.version("lifecycle") == 0:
             return []
         where, params = ("WHERE agent_id = ?", [agent_id]) if agent_id else ("", [])
@@ -219,7 +236,7 @@ class Lifecycle:
             raise SummaryLocked("a compaction is already running on this store; "
                                 "wait for it to finish")
         try:
-            snapshot = self._engine.store.view.snapshot()
+            snapshot = self._parts.store.view.snapshot()
             if agent_id is not None:
                 agents = [agent_id]
             else:
@@ -240,9 +257,9 @@ class Lifecycle:
         Raises:
             SummaryLocked: another compaction is running.
         """
-        memory = self._engine.config.memory
-        now = self._engine.clock.now()
-        snapshot = self._engine.store.view.snapshot()
+        memory = self._parts.config.memory
+        now = self._parts.clock.now()
+        snapshot = self._parts.store.view.snapshot()
         n = snapshot.n
         # paused and archived records are kept outside the cap (pruning.py module doc)
         episodic = snapshot.alive[:n] & (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC)) \
@@ -267,15 +284,14 @@ class Lifecycle:
 
     def _compact_agent(self, agent_id: str, dry_run: bool, summarizer: Summarizer | None,
                        limit: int | None) -> CompactionReport:
-        engine = self._engine
-        memory = engine.config.memory
-        now = engine.clock.now()
-        snapshot = engine.store.view.snapshot()
+        memory = self._parts.config.memory
+        now = self._parts.clock.now()
+        snapshot = self._parts.store.view.snapshot()
         value = decayed(snapshot, now, memory.importance_decay_half_life_days)
         rows = select_compaction(snapshot, agent_id, now, decayed=value,
                                  window_ms=memory.episodic_window_ms,
                                  keep_recent=memory.episodic_keep_recent, limit=limit)
-        records = engine.get_many([snapshot.ids[r] for r in rows])
+        records = self._records.get_many([snapshot.ids[r] for r in rows])
         groups = group_records(records, gap_ms=GROUP_GAP_MS,
                                batch_size=memory.summarization_batch_size)
         fallback = HeuristicSummarizer()
@@ -298,14 +314,14 @@ class Lifecycle:
                 continue
             self._save(task)
             self._metrics.count("summarization_tasks_queued", agent_id=agent_id)
-            engine.events.emit(EVENT_QUEUED, agent_id=agent_id, force=True,
-                               payload={"taskId": task.id, "agentId": agent_id,
-                                        "sourceCount": len(group)})
+            self._parts.events.emit(EVENT_QUEUED, agent_id=agent_id, force=True,
+                                    payload={"taskId": task.id, "agentId": agent_id,
+                                             "sourceCount": len(group)})
             task = replace(task, status=TaskStatus.RUNNING)
             self._save(task)
             try:
                 text, used = self._synthesize(group, agent_id, chosen, fallback)
-                summary = engine.add(NewMemory(
+                summary = self._records.add(NewMemory(
                     content=text, agent_id=agent_id, layer=Layer.SEMANTIC,
                     importance=max(r.importance for r in group),
                     confidence=min(r.confidence for r in group), category=Category.EPISODE,
@@ -314,14 +330,15 @@ class Lifecycle:
                     source_tier=TrustTier.AUTO, created_at=min(r.created_at for r in group),
                     metadata={"source_ref_ids": [r.id for r in group],
                               "source_event": "compaction", "summarizer": used}))
-                engine.delete([r.id for r in group], actor="compaction", reason="compacted")
+                self._records.delete([r.id for r in group], actor="compaction",
+                                     reason="compacted")
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 task = replace(task, status=TaskStatus.FAILED, failure_reason=reason)
                 self._save(task)
                 self._metrics.count("summarization_tasks_failed", agent_id=agent_id)
-                engine.events.emit(EVENT_FAILED, agent_id=agent_id, force=True,
-                                   payload={"taskId": task.id, "reason": reason})
+                self._parts.events.emit(EVENT_FAILED, agent_id=agent_id, force=True,
+                                        payload={"taskId": task.id, "reason": reason})
                 tasks.append(task)
                 continue
             removed += len(group)
@@ -331,17 +348,17 @@ class Lifecycle:
             self._save(task)
             self._metrics.count("summarization_tasks_completed", agent_id=agent_id)
             self._metrics.count("compacted", len(group), agent_id=agent_id)
-            engine.events.emit(EVENT_COMPLETED, agent_id=agent_id, record_id=summary.id,
-                               force=True, payload={
-                                   "taskId": task.id, "summaryRecordId": summary.id,
-                                   "reductionRatio": round(1.0 - 1.0 / len(group), 6)})
+            self._parts.events.emit(EVENT_COMPLETED, agent_id=agent_id, record_id=summary.id,
+                                    force=True, payload={
+                                        "taskId": task.id, "summaryRecordId": summary.id,
+                                        "reductionRatio": round(1.0 - 1.0 / len(group), 6)})
             tasks.append(task)
         remaining = self._episodic_count(agent_id)
         if not dry_run:
             self._last_run[agent_id] = now
-            engine.events.emit(EVENT_COMPACTION, agent_id=agent_id, force=True,
-                               payload={"agentId": agent_id, "removed": removed,
-                                        "remaining": remaining})
+            self._parts.events.emit(EVENT_COMPACTION, agent_id=agent_id, force=True,
+                                    payload={"agentId": agent_id, "removed": removed,
+                                             "remaining": remaining})
         return CompactionReport(agent_id, dry_run, tuple(tasks), removed, remaining,
                                 tuple(summaries))
 
@@ -359,13 +376,13 @@ class Lifecycle:
             if chosen is fallback:
                 raise SummaryFailed(f"heuristic summarizer failed: {exc}") from exc
             # seed 002 §8 step 4 / §16: degrade to the local heuristic summarizer
-            self._engine.events.emit("memory:summarization:fallback", agent_id=agent_id,
-                                     decision_reason=f"{type(exc).__name__}: {exc}")
+            self._parts.events.emit("memory:summarization:fallback", agent_id=agent_id,
+                                          decision_reason=f"{type(exc).__name__}: {exc}")
             text = fallback.summarize(group, prompt).strip()
             return text, fallback.name
 
     def _episodic_count(self, agent_id: str) -> int:
-        snapshot = self._engine.store.view.snapshot()
+        snapshot = self._parts.store.view.snapshot()
         n = snapshot.n
         mask = snapshot.alive[:n] & (snapshot.agent[:n] == snapshot.agent_code(agent_id)) & \
             (snapshot.layer[:n] == LAYERS.index(Layer.EPISODIC)) & \

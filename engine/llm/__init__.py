@@ -65,7 +65,13 @@ from engine.llm.gateway import (
     LLMGateway,
 )
 from engine.llm.latency import LatencySummary
-from engine.llm.projection import ProjectionResult, RateLimiter, TokenProjector
+from engine.llm.persistence import BreakerTransition, LLMActivity, LLMCall, llm_activity
+from engine.llm.projection import (
+    ProjectionResult,
+    RateLimiter,
+    TokenProjector,
+    token_limit_for_window,
+)
 from engine.llm.providers import ChatMessage, ChatRequest, ChatResponse, LLMProvider, Usage
 from engine.llm.repair import repair_json
 from engine.llm.salience import SalienceConfig, SelectionResult, select_salient_messages
@@ -77,10 +83,12 @@ from engine.llm.settings import (
     ProviderKind,
     ProviderPreset,
     SecretStore,
+    env_overrides,
     key_lookup,
     llm_settings_from_env,
     llm_settings_from_json,
     llm_settings_to_json,
+    preset_name,
 )
 from engine.llm.streaming import StreamEvent, StreamingAssembler
 from engine.llm.summarizer import CompactionSummarizer, Summarizer, SummaryResult
@@ -97,6 +105,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "BackoffConfig",
     "BreakerState",
+    "BreakerTransition",
     "BudgetDecision",
     "BudgetExceeded",
     "BudgetTracker",
@@ -121,6 +130,8 @@ __all__ = [
     "InvalidModelOutput",
     "KeyringStore",
     "KeyringUnavailable",
+    "LLMActivity",
+    "LLMCall",
     "LLMError",
     "LLMGateway",
     "LLMProvider",
@@ -145,15 +156,19 @@ __all__ = [
     "TokenProjector",
     "Usage",
     "check_connection",
+    "env_overrides",
     "fold_confidence",
     "key_lookup",
+    "llm_activity",
     "llm_settings_from_env",
     "llm_settings_from_json",
     "llm_settings_to_json",
     "load_conversation",
     "merge_confidence",
     "parse_conversation",
+    "preset_name",
     "repair_json",
     "select_salient_messages",
+    "token_limit_for_window",
     "validate_extraction",
 ]

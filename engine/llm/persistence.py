@@ -20,7 +20,8 @@ from decimal import Decimal
 
 from engine.ledger import Ledger
 
-__all__ = ["COMPONENT", "MIGRATIONS", "CallRow", "LLMLedger"]
+__all__ = ["COMPONENT", "MIGRATIONS", "BreakerTransition", "CallRow", "LLMActivity", "LLMCall",
+           "LLMLedger", "llm_activity"]
 
 COMPONENT = "llm"
 
@@ -237,3 +238,79 @@ class LLMLedger:
             "SELECT ts_ms, to_state FROM llm_breaker_transitions WHERE provider = ?"
             " ORDER BY id DESC LIMIT 1", (provider,))
         return (float(rows[0]["ts_ms"]), str(rows[0]["to_state"])) if rows else None
+
+
+# -- activity (what the Budget view and agents read) -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCall:
+    """One recorded attempt, as read back from ``llm_calls`` (no text, no keys).
+
+    Attributes:
+        ts_ms: When it was made (epoch ms).
+        purpose: What it was for (``summarize``, ``extract``, ``connection-test`` ...).
+        model: The model asked.
+        attempt: 1 for the first try, then each retry.
+        outcome: ``ok``, ``retry``, ``failed`` or ``rejected``.
+        failure: The failure kind of an attempt that did not succeed, else None.
+        input_tokens: Prompt tokens.
+        output_tokens: Completion tokens.
+        cost_usd: Its cost.
+        latency_ms: Time to the answer; None when no provider was reached.
+    """
+
+    ts_ms: float
+    purpose: str
+    model: str
+    attempt: int
+    outcome: str
+    failure: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerTransition:
+    """One circuit breaker state change (``llm_breaker_transitions``)."""
+
+    ts_ms: float
+    from_state: str
+    to_state: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LLMActivity:
+    """The latest LLM calls and breaker transitions of a ledger, newest first."""
+
+    calls: tuple[LLMCall, ...] = ()
+    transitions: tuple[BreakerTransition, ...] = ()
+
+
+def llm_activity(ledger: Ledger, limit: int = 50) -> LLMActivity:
+    """The newest ``limit`` calls and breaker transitions recorded in ``ledger``.
+
+    Read only: a ledger without the LLM tables (nothing ever called) gives an empty activity
+    and is not migrated. Blocking (SQLite): run it on a worker.
+    """
+    if ledger.version(COMPONENT) < 1:
+        return LLMActivity()
+    calls = tuple(
+        LLMCall(float(r["ts_ms"]), str(r["purpose"]), str(r["model"]), int(r["attempt"]),
+                str(r["outcome"]), None if r["failure"] is None else str(r["failure"]),
+                int(r["input_tokens"]), int(r["output_tokens"]), float(r["cost_usd"]),
+                None if r["latency_ms"] is None else float(r["latency_ms"]))
+        for r in ledger.query(
+            "SELECT ts_ms, purpose, model, attempt, outcome, failure, input_tokens,"
+            " output_tokens, cost_usd, latency_ms FROM llm_calls ORDER BY id DESC LIMIT ?",
+            [limit]))
+    transitions = tuple(
+        BreakerTransition(float(r["ts_ms"]), str(r["from_state"]), str(r["to_state"]),
+                          str(r["reason"]))
+        for r in ledger.query(
+            "SELECT ts_ms, from_state, to_state, reason FROM llm_breaker_transitions"
+            " ORDER BY id DESC LIMIT ?", [limit]))
+    return LLMActivity(calls, transitions)

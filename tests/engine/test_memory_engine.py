@@ -153,3 +153,12 @@ def test_records_left_without_history_are_found_and_reconciled(engine: MemoryEng
     assert (entry.op, entry.actor, entry.after) == ("create", "reconciled", orphan)
     assert [e.op for e in engine.edit_history(kept.id)] == ["create"]
     assert engine.reconcile_history() == 0
+
+
+def test_stored_ids_keeps_the_stored_ones_in_order(engine: MemoryEngine) -> None:
+    first = engine.add(NewMemory(content="first"))
+    second = engine.add(NewMemory(content="second"))
+    engine.delete([first.id])
+    assert engine.stored_ids([second.id, first.id, "missing", second.id]) == [second.id,
+                                                                             second.id]
+    assert engine.stored_ids([]) == []

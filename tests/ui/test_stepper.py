@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -22,7 +20,6 @@ from ui.session import StoreSession
 from ui.stepper_view import StepperView, memory_from_json
 from ui.tasks import TaskRunner
 from ui.timeline_view import TimelineView
-from ui.whatif import threshold_what_if
 
 __all__ = ["session"]
 
@@ -207,26 +204,6 @@ def test_a_stored_memory_is_picked_by_its_words(qtbot: QtBot, stepper: StepperVi
     QTest.keyClicks(stepper.record_edit, "no such words")
     qtbot.waitUntil(lambda: not results.isHidden(), timeout=10_000)
     assert results.count() == 1 and "No stored memory contains" in results.item(0).text()
-
-
-def test_what_if_is_read_only_and_exact() -> None:
-    rng = np.random.default_rng(3)
-    base = rng.normal(size=8)
-    vectors = [base, base + rng.normal(scale=0.35, size=8), rng.normal(size=8)]
-    unit = np.asarray([v / np.linalg.norm(v) for v in vectors], np.float32)
-    sims = unit @ unit.T
-    from types import SimpleNamespace
-
-    snapshot: Any = SimpleNamespace(
-        n=3, alive=np.ones(3, bool), has_vector=np.ones(3, bool), vectors=unit,
-        agent=np.zeros(3, np.int32), privacy=np.zeros(3, np.int8), layer=np.zeros(3, np.int8),
-        ids=["a", "b", "c"], contents=["A", "B", "C"])
-    s01 = float(sims[0, 1])
-    lowered = threshold_what_if(snapshot, old=min(0.99, s01 + 0.01), new=s01 - 0.01)
-    assert [(p.a, p.b, p.verdict) for p in lowered.pairs] == [("a", "b", "merge")]
-    raised = threshold_what_if(snapshot, old=s01 - 0.01, new=min(0.99, s01 + 0.01))
-    assert [p.verdict for p in raised.pairs] == ["split"]
-    assert threshold_what_if(snapshot, 0.9, 0.9).total == 0
 
 
 def test_what_if_in_the_view(qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:

@@ -18,20 +18,25 @@ from typing import Any
 
 from app.cli.context import CliContext
 from app.settings import atomic_write_text
-from engine.bench import BenchOptions, BenchReport, BenchRow, Stats, render_markdown, run_bench
-from engine.bench.machine import load_average
-from engine.bench.runner import SUITES
-from engine.bench.suites import (
+from engine.bench import (
     FIRST_PAGE_TARGET,
     ROOT,
     STARTUP_TARGET,
+    SUITES,
     TIMELINE_TARGET,
+    BenchOptions,
+    BenchReport,
+    BenchRow,
+    Stats,
     SuiteResult,
+    judged,
+    load_average,
     load_script,
     missing_row,
+    render_markdown,
+    run_bench,
     timeline_row,
 )
-from engine.bench.types import judged
 
 __all__ = ["register"]
 

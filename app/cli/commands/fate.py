@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from app.cli.context import CliContext
-from engine.fate import DEFAULT_MASS_LIMIT, record_fate
+from engine import DEFAULT_MASS_LIMIT, record_fate
 from engine.records import format_timestamp
 
 __all__ = ["register"]

@@ -20,9 +20,8 @@ from typing import Any
 from app.cli.commands.ingest import run_import
 from app.cli.context import CliContext
 from app.settings import save_foreign_mapping
+from engine import FieldMapping, StoreSpec, list_collections
 from engine.errors import ValidationError
-from engine.store import StoreSpec, list_collections
-from engine.store.foreign import FieldMapping
 
 __all__ = ["register"]
 
@@ -84,9 +83,7 @@ def _map_collection(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _adopt(args: argparse.Namespace, ctx: CliContext) -> int:
-    from engine.ingest import ImportReport
-    from engine.ingest.importer import LineFn
-    from engine.memory_engine import CancelFn
+    from engine import CancelFn, ImportReport, LineFn
 
     source = ctx.open_engine(read_only=True)
     info = source.store.foreign_info

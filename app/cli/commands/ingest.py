@@ -28,16 +28,12 @@ from typing import TYPE_CHECKING, Any
 from app.cli import EXIT_INTERRUPTED, report_crash, report_error
 from app.cli.context import CliContext
 from app.cli.groups import eval_group
+from engine import ConversationFormat, EventFilter, LineOutcome, SalienceCut
 from engine.errors import EngineError, ValidationError
-from engine.events import EventFilter
-from engine.ingest.conversations import ConversationFormat
-from engine.ingest.importer import LineOutcome, SalienceCut
 from engine.records import TrustTier, format_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
-    from engine.ingest import ImportReport
-    from engine.ingest.importer import LineFn
-    from engine.ingest.pipeline import CancelFn
+    from engine import CancelFn, ImportReport, LineFn
 
 __all__ = ["register", "run_import"]
 
@@ -176,7 +172,7 @@ def run_import(args: argparse.Namespace, ctx: CliContext,
                show: Callable[[ImportReport], None] | None = None) -> int:
     """Run an import and say what was committed, whether it finished, failed or was stopped
     (``show`` prints a finished report for a person; default: its errors and counts)."""
-    from engine.ingest import ImportReport, ImportStopped
+    from engine import ImportReport, ImportStopped
 
     told: list[LineOutcome] = []  # committed (and refused) so far, for a bug's report
 
@@ -426,8 +422,7 @@ def _review_reject(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _eval_dedup(args: argparse.Namespace, ctx: CliContext) -> int:
-    from engine.ingest import IngestPolicy
-    from engine.ingest.evaluation import evaluate_dedup, read_sts
+    from engine import IngestPolicy, evaluate_dedup, read_sts
 
     pairs = read_sts(args.file)
     def no_model(texts: Any) -> None:

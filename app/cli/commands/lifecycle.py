@@ -8,7 +8,7 @@ from typing import Any
 
 from app.cli.commands.llm import open_gateway
 from app.cli.context import CliContext
-from engine.lifecycle import LifecycleReport, PruneMode
+from engine import LifecycleReport, PruneMode
 from engine.llm import CompactionSummarizer, Summarizer
 
 __all__ = ["register"]

@@ -20,12 +20,8 @@ from typing import Any
 
 from app.cli.context import CliContext
 from app.settings import server_ledger_path
-from engine.clock import SystemClock
-from engine.config import memory_config_from_env
-from engine.events import EventBus
-from engine.ledger import LEDGER_FILENAME, Ledger
-from engine.llm import Extractor, LLMGateway, load_conversation
-from engine.llm.extractor import ExtractionResult
+from engine import LEDGER_FILENAME, EventBus, Ledger, SystemClock, memory_config_from_env
+from engine.llm import ExtractionResult, Extractor, LLMGateway, load_conversation
 
 __all__ = ["open_gateway", "register"]
 

@@ -18,7 +18,7 @@ from typing import Any
 from app.cli.commands.serve import check_bind
 from app.cli.context import CliContext
 from engine.errors import ConfigInvalid
-from engine.introspection.server import MIN_TOKEN_CHARS, TOKEN_ENV
+from engine.introspection import MIN_TOKEN_CHARS, TOKEN_ENV
 
 __all__ = ["MCP_TOKEN_ENV", "register"]
 
@@ -100,7 +100,7 @@ def _mcp(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _start_api(port: int, ctx: CliContext) -> Any:
     """The introspection API over the engine the tools write (in-process: live events)."""
-    from engine.introspection.server import serve_in_thread
+    from engine.introspection import serve_in_thread
 
     return serve_in_thread(ctx.open_engine(), host="127.0.0.1", port=port,
                            token=os.environ.get(TOKEN_ENV) or None)

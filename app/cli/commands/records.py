@@ -16,8 +16,8 @@ import json
 from typing import Any
 
 from app.cli.context import CliContext
+from engine import SHOWN_STATES, RecordQuery, SortKey, parse_states
 from engine.errors import ValidationError
-from engine.query import SHOWN_STATES, RecordQuery, SortKey, parse_states
 from engine.records import (
     Category,
     Layer,

@@ -7,8 +7,7 @@ from typing import Any
 
 from app.cli.context import MODEL_WAIT_SECONDS, CliContext
 from app.cli.groups import eval_group
-from engine.retrieval import PressureState, Purpose, RetrievalRequest, Strategy
-from engine.retrieval.evaluation import SPLITS
+from engine import SPLITS, PressureState, Purpose, RetrievalRequest, Strategy
 
 __all__ = ["register"]
 
@@ -91,7 +90,7 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _eval_locomo(args: argparse.Namespace, ctx: CliContext) -> int:
-    from engine.retrieval.evaluation import evaluate_locomo
+    from engine import evaluate_locomo
 
     embedder = None
     if ctx.load_model and ctx.settings.load_model:

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.cli.context import CliContext
 from engine.errors import ConfigInvalid
-from engine.introspection.server import (
+from engine.introspection import (
     TOKEN_ENV,
     IntrospectionServer,
     ServerLimits,

@@ -19,9 +19,15 @@ from typing import Any
 
 from app.cli.context import CliContext
 from engine.errors import CycleDetected, EngineError
-from engine.tasks.scene import DEFAULT_BUDGET, Scene, SceneStore, build_scene, delta_scene
-from engine.tasks.search import CardSearch
-from engine.tasks.workspace import Workspace
+from engine.tasks import (
+    DEFAULT_BUDGET,
+    CardSearch,
+    Scene,
+    SceneStore,
+    Workspace,
+    build_scene,
+    delta_scene,
+)
 
 __all__ = ["EXIT_CYCLE", "register"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InputFormatError
-from engine.retrieval.evaluation import evaluate_locomo, split_of
+from engine.locomo import evaluate_locomo, split_of
 
 TOPICS = ["pottery", "guitar", "sailing", "chess", "baking", "hiking", "painting"]
 
