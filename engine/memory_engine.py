@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +32,15 @@ from engine.errors import Cancelled, ConfigInvalid, EditConflict, ValidationErro
 from engine.events import EventBus
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.lifecycle import (
+    CapacityPlan,
     CompactionReport,
     Lifecycle,
     LifecycleReport,
     PruneMode,
     SummarizationTask,
     Summarizer,
+    plan_capacity,
+    roll_off,
 )
 from engine.metrics import MemoryMetrics
 from engine.query import (
@@ -306,6 +309,15 @@ class MemoryEngine:
         return self._config.memory.redactor().redact(text)
 
     @property
+    def write_lock(self) -> threading.RLock:
+        """The lock every writer of this engine holds (re-entrant).
+
+        Hold it to make a read-then-write step atomic with respect to other writers, as the
+        lifecycle scheduler does around each of its selections and the writes they lead to.
+        """
+        return self._write_lock
+
+    @property
     def embedder(self) -> Embedder | None:
         """The embedding model, if any."""
         return self._embedder
@@ -558,20 +570,36 @@ class MemoryEngine:
     def add(self, new: NewMemory) -> MemoryRecord:
         """Store a new memory as given (no dedup); the ingest pipeline decides merges.
 
+        An episodic record past the agent's episodic ring rolls its oldest episode off
+        (:mod:`engine.lifecycle.capacity`).
+
         Raises:
             StoreReadOnly, StoreUnavailable: the store refused the write; nothing was written.
+            CapacityExceeded: strict retention and the layer is at its cap (nothing written).
+            RetentionViolation: the ring is full of episodes inside the episodic window.
         """
         with self._write_lock:
             record = MemoryRecord.create(new, now_ms=self._clock.now())
+            plan = self._capacity([record], ())
             records, vectors = self._embed_records([record])
             self._store.write(records, vectors)
-            self._record_edits("create", [(None, records[0])], actor=new.source)
+            batch = self._record_edits("create", [(None, records[0])], actor=new.source)
+            rolled = roll_off(self._store, plan, self._config.memory.episodic_ring_max,
+                              lambda op, pairs, actor, batch_id: self._record_edits(
+                                  op, pairs, actor=actor, batch_id=batch_id), batch)
+        if rolled:
+            self._events.emit_many(rolled, force=True)
         stored = records[0]
         self._events.emit(EVENT_CREATED, record_id=stored.id, memory_hash=stored.content_hash,
                           source=stored.source, agent_id=stored.agent_id, force=True,
                           payload={"layer": stored.layer.value, "importance": stored.importance,
                                    "content": stored.content})
         return stored
+
+    def _capacity(self, new: Sequence[MemoryRecord], keep: Collection[str]) -> CapacityPlan:
+        """The episodic ring and strict caps for a write of ``new`` (caller holds the lock)."""
+        return plan_capacity(self._store.view.snapshot(), new, self._config.memory,
+                             self._clock.now(), keep=keep)
 
     def update(self, record_id: str, changes: Mapping[str, Any], *, actor: str = "user",
                expected_version: int | None = None) -> MemoryRecord:
@@ -906,7 +934,8 @@ class MemoryEngine:
                 model_name=lambda: self._embedder.model_name if self._embedder else "",
                 record_edits=lambda op, pairs, actor, batch: self._record_edits(
                     op, pairs, actor=actor, batch_id=batch),
-                write_lock=self._write_lock, sleep=self._sleep)
+                write_lock=self._write_lock, sleep=self._sleep, capacity=self._capacity,
+                ring_max=self._config.memory.episodic_ring_max)
             self.__dict__["_ingest"] = pipeline
         return pipeline
 
@@ -1331,11 +1360,15 @@ class MemoryEngine:
             agent_id, dry_run=dry_run, summarizer=summarizer, limit=limit)
 
     def compact_if_due(self, agent_id: str | None = None,
-                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+                       summarizer: Summarizer | None = None, *,
+                       stop: Callable[[], bool] | None = None) -> list[CompactionReport]:
         """Compact agents whose episodic count exceeds ``episodic_max`` (rate-limited per agent
-        by ``summarization_min_interval_ms``)."""
+        by ``summarization_min_interval_ms``); ``stop`` is polled before each summarization
+        task. The lifecycle scheduler (:class:`~engine.lifecycle.LifecycleScheduler`) calls
+        this on its interval."""
         return self._retrieval_runtime().lifecycle.compact_if_due(agent_id,
-                                                                  summarizer=summarizer)
+                                                                  summarizer=summarizer,
+                                                                  stop=stop)
 
     def summarization_tasks(self, agent_id: str | None = None) -> list[SummarizationTask]:
         """Summarization tasks recorded in the ledger, newest first."""
