@@ -1123,7 +1123,7 @@ class MemoryEngine:
         Raises:
             StoreReadOnly, StoreUnavailable: the store refused a write.
         """
-        from engine.ingest.consolidate import ConsolidationReport, plan_consolidation
+        from engine.ingest.consolidate import ConsolidationReport, plan_consolidation, relink
 
         pipeline = self._ingest_pipeline()
         review = pipeline.review
@@ -1148,7 +1148,8 @@ class MemoryEngine:
             steps = plan_consolidation(records, vectors, policy=pipeline.policy, now_ms=now,
                                        rejected=review.rejected_targets,
                                        pending=review.pending_targets)
-            report = ConsolidationReport(None, dry_run, agent_id, len(records), tuple(steps))
+            report = ConsolidationReport(None, dry_run, agent_id, len(records), tuple(steps),
+                                         tuple(relink(records, steps)))
             if dry_run or not steps:
                 return report
             report = self._apply_consolidation(report, dict(zip(ids, vectors, strict=True)))
@@ -1172,15 +1173,16 @@ class MemoryEngine:
             assert step.result is not None
             kept[step.kept.id] = (step.kept, step.result)
         if kept:
-            after = [pair[1] for pair in kept.values()]
+            # the kept records and, so no link dangles, those linking to a merged-away one
+            pairs = [*kept.values(), *report.relinked]
+            after = [pair[1] for pair in pairs]
             matrix = np.zeros((len(after), self._store.view.dimension), dtype=np.float32)
             for row, record in enumerate(after):
                 vector = vectors.get(record.id)
                 if vector is not None:  # an embedding made for the comparison is kept too
                     matrix[row] = vector
             self._store.write(after, matrix)
-            self._record_edits("update", list(kept.values()), actor="consolidate",
-                               batch_id=batch_id)
+            self._record_edits("update", pairs, actor="consolidate", batch_id=batch_id)
             gone = [s.other for s in merges]
             self._store.delete([r.id for r in gone])
             self._record_edits("delete", [(r, None) for r in gone], actor="consolidate",
