@@ -168,6 +168,11 @@ class LifecycleScheduler:
         return self._thread is not None and self._thread.is_alive()
 
     @property
+    def clock(self) -> Clock:
+        """The clock runs are timed by (the engine's unless one was injected)."""
+        return self._clock
+
+    @property
     def interval_ms(self) -> float:
         """Time between runs."""
         return self._interval_ms
