@@ -516,7 +516,7 @@ ENV_VARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETENTION_SEMANTIC_MAX": "retention_policy.semantic_max",
     "MEMORY_RETENTION_SOCIAL_MAX": "retention_policy.social_max",
     "MEMORY_RETENTION_PROCEDURAL_MAX": "retention_policy.procedural_max",
-    # ours, in §21's pattern (docs/lifecycle.md): the ring buffer, strict caps, the scheduler
+    # ours, in §21's pattern (docs/retrieval.md "Lifecycle"): ring buffer, strict caps, scheduler
     "MEMORY_EPISODIC_RING_MAX": "episodic_ring_max",
     "MEMORY_RETENTION_STRICT": "retention_strict",
     "MEMORY_LIFECYCLE_ENABLED": "lifecycle_enabled",

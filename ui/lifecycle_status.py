@@ -49,6 +49,7 @@ class LifecycleStatus(QObject):
         self._runner = runner
         self._enabled = enabled
         self._scheduler: LifecycleScheduler | None = None
+        self._allowed = True  # the open engine's MEMORY_LIFECYCLE_ENABLED
         self.label = QLabel("", parent)
         self.label.setObjectName("lifecycle_status")
         self.action = QAction("Run &Lifecycle Automatically", parent)
@@ -82,11 +83,14 @@ class LifecycleStatus(QObject):
         old, self._scheduler = self._scheduler, None
         if old is not None:
             await self._runner.run(old.stop)
+        # MEMORY_LIFECYCLE_ENABLED=off wins over the toggle (docs/retrieval.md "Lifecycle")
+        self._allowed = engine is None or engine.config.memory.lifecycle_enabled
+        self.action.setEnabled(self._allowed)
         if engine is not None and not engine.read_only:
             scheduler = LifecycleScheduler.for_engine(engine)
             scheduler.subscribe(self._finished.emit)
             self._scheduler = scheduler
-            if self._enabled:
+            if self._enabled and self._allowed:
                 scheduler.start()
         if self._scheduler is not None:
             self._timer.start()
@@ -103,7 +107,10 @@ class LifecycleStatus(QObject):
             return
         run = scheduler.last_run
         now = scheduler.clock.now()
-        if not self._enabled or not scheduler.enabled:
+        if not self._allowed:
+            text = "Lifecycle: off"
+            tip = "Scheduled expiry, compaction and retention are off: MEMORY_LIFECYCLE_ENABLED"
+        elif not self._enabled or not scheduler.enabled:
             text = "Lifecycle: off"
             tip = "Scheduled expiry, compaction and retention are off (Settings menu)"
         elif run is None:
@@ -126,6 +133,6 @@ class LifecycleStatus(QObject):
 
     async def _apply_enabled(self, enabled: bool) -> None:
         scheduler = self._scheduler
-        if scheduler is not None:
+        if scheduler is not None and self._allowed:
             await self._runner.run(scheduler.set_enabled, enabled)
         self.refresh()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,8 +10,9 @@ from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
 from engine.clock import DeterministicClock
+from engine.config import MemoryConfig
 from engine.lifecycle import LifecycleScheduler
-from engine.memory_engine import MemoryEngine
+from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import NewMemory
 from engine.store import StoreSpec
 from tests.conftest import T0
@@ -24,12 +26,13 @@ def _running(scheduler: LifecycleScheduler) -> bool:
     return scheduler.running  # read afresh (mypy would keep an earlier assert's narrowing)
 
 
-def _opener(clock: DeterministicClock) -> Callable[[StoreSpec], MemoryEngine]:
+def _opener(clock: DeterministicClock, config: EngineConfig | None = None
+            ) -> Callable[[StoreSpec], MemoryEngine]:
     def open_engine(spec: StoreSpec) -> MemoryEngine:
         from app.wiring import forget_embedded_clients
 
         forget_embedded_clients()
-        return MemoryEngine.open(spec, clock=clock, defer_view=True)
+        return MemoryEngine.open(spec, clock=clock, config=config, defer_view=True)
 
     return open_engine
 
@@ -94,3 +97,17 @@ def test_a_switched_off_lifecycle_never_starts(
     assert scheduler is not None and not scheduler.running
     assert not window.lifecycle.action.isChecked()
     assert window.lifecycle.label.text() == "Lifecycle: off"
+
+
+def test_the_environment_switch_wins_over_the_toggle(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    clock = DeterministicClock(T0)
+    _store_with_an_expiring_note(tmp_path / "store", clock)
+    off = EngineConfig(memory=dataclasses.replace(MemoryConfig(), lifecycle_enabled=False))
+    window = make_window(open_engine=_opener(clock, off))
+    open_store(qtbot, window, tmp_path / "store")
+    scheduler = window.lifecycle.scheduler
+    assert scheduler is not None and not scheduler.running
+    assert window.lifecycle.action.isChecked() and not window.lifecycle.action.isEnabled()
+    assert window.lifecycle.label.text() == "Lifecycle: off"
+    assert "MEMORY_LIFECYCLE_ENABLED" in window.lifecycle.label.toolTip()

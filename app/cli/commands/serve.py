@@ -2,7 +2,7 @@
 
 With ``--writable`` this process is the store's long-lived writer, so it also runs the store's
 lifecycle on its schedule (:class:`~engine.lifecycle.LifecycleScheduler`, ``MEMORY_LIFECYCLE_*``;
-docs/lifecycle.md). Read-only, the writer it follows runs it.
+docs/retrieval.md "Lifecycle"). Read-only, the writer it follows runs it.
 """
 
 from __future__ import annotations
