@@ -138,12 +138,17 @@ class LifecycleScheduler:
         self._summarizer = summarizer
         self._wake = threading.Condition()
         self._running = threading.Lock()  # held for the length of one run: no overlap
-        self._stopping = threading.Event()
+        # _halt ends the run in progress (set by stop(), cleared as a run begins); each thread
+        # has its own stop event, so a manual run after stop() runs, and a thread that is
+        # still finishing its last run when a new one starts never resumes its loop
+        self._halt = threading.Event()
+        self._thread_stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
         self._next_due = 0.0
         self._last: LifecycleRun | None = None
         self._runs = 0
         self._listeners: list[Callable[[LifecycleRun], None]] = []
+        self._errors: list[BaseException] = []
 
     @classmethod
     def for_engine(cls, engine: MemoryEngine, *,
@@ -183,6 +188,14 @@ class LifecycleScheduler:
         return self._last
 
     @property
+    def errors(self) -> list[BaseException]:
+        """Errors of listeners and of the thread itself (it keeps going; the newest 20).
+
+        A failing step is not one of these: it is reported in its run's ``errors``.
+        """
+        return list(self._errors)
+
+    @property
     def runs(self) -> int:
         """How many runs have finished."""
         return self._runs
@@ -220,17 +233,21 @@ class LifecycleScheduler:
         with self._wake:
             if self.running:
                 return True
-            self._stopping.clear()
+            stop = threading.Event()
+            self._thread_stop = stop
             self._next_due = self._clock.now() + self._interval_ms
-            self._thread = threading.Thread(target=self._loop, name="mnemoscope-lifecycle",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._loop, args=(stop,),
+                                            name="mnemoscope-lifecycle", daemon=True)
             self._thread.start()
         return True
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop the thread (a run in progress ends after its current step or summary task)."""
-        self._stopping.set()
+        self._halt.set()
         with self._wake:
+            if self._thread_stop is not None:
+                self._thread_stop.set()
+            self._thread_stop = None
             self._wake.notify_all()
             thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
@@ -250,36 +267,44 @@ class LifecycleScheduler:
             self._wake.notify_all()
 
     def wait_runs(self, count: int, timeout_s: float) -> bool:
-        """Block until at least ``count`` runs have finished; False on timeout (tests, CLI)."""
+        """Block until at least ``count`` runs have finished and been reported to the
+        listeners; False on timeout (tests, CLI)."""
         with self._wake:
             return self._wake.wait_for(lambda: self._runs >= count, timeout=timeout_s)
 
     # -- running -------------------------------------------------------------------------------
 
-    def _loop(self) -> None:
-        while not self._stopping.is_set():
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
             with self._wake:
                 remaining_ms = self._next_due - self._clock.now()
                 if remaining_ms > 0:
                     self._wake.wait(timeout=min(remaining_ms / 1000.0, _MAX_WAIT_S))
                     continue
-            if self._stopping.is_set():
+            if stop.is_set():
                 return
             # the next run is due one interval after this one began: a slow run does not
             # shift the schedule, and a clock far ahead yields one run, not a burst
             self._next_due = self._clock.now() + self._interval_ms
-            self.run_now(trigger="schedule")
+            try:
+                self.run_now(trigger="schedule")
+            except Exception as exc:  # keep the schedule; .errors reports it
+                self._errors = [*self._errors[-19:], exc]
 
     def run_now(self, *, trigger: str = "manual") -> LifecycleRun:
         """Run every step once, on this thread (waits for a run in progress to finish)."""
         with self._running:
+            self._halt.clear()
             run = self._run(trigger)
         self._last = run
-        with self._wake:
+        for listener in list(self._listeners):
+            try:
+                listener(run)
+            except Exception as exc:  # one listener must not cost the others their report
+                self._errors = [*self._errors[-19:], exc]
+        with self._wake:  # counted once its listeners have it: wait_runs() then sees it all
             self._runs += 1
             self._wake.notify_all()
-        for listener in list(self._listeners):
-            listener(run)
         return run
 
     def _run(self, trigger: str) -> LifecycleRun:
@@ -290,7 +315,7 @@ class LifecycleScheduler:
         errors: list[str] = []
 
         def step(name: str, action: Callable[[], Mapping[str, int]]) -> None:
-            if self._stopping.is_set():
+            if self._halt.is_set():
                 return
             try:
                 for key, value in action().items():
@@ -312,7 +337,7 @@ class LifecycleScheduler:
 
         def compact() -> Mapping[str, int]:
             reports = engine.compact_if_due(summarizer=self._summarizer,
-                                            stop=self._stopping.is_set)
+                                            stop=self._halt.is_set)
             return {"compacted": sum(r.removed for r in reports),
                     "summaries": sum(len(r.summaries) for r in reports)}
 

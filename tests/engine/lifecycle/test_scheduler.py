@@ -194,6 +194,11 @@ def test_stop_ends_a_compaction_before_its_next_task(tmp_path: Path,
         run = scheduler.run_now()
         assert summarizer.calls == 1  # four groups of two were due; one was summarized
         assert run.compacted == 2 and run.summaries == 1
+        # a stopped scheduler still runs when asked (the stop ended that run, not the next)
+        eng.add(NewMemory("a short-lived note", agent_id="a", expires_at=clock.now() + 1))
+        clock.advance(10)  # past the note, well within the compaction interval
+        again = scheduler.run_now()
+        assert again.expired == 1 and summarizer.calls == 1 and not again.errors
     finally:
         scheduler.stop()
         eng.close()
@@ -212,3 +217,28 @@ def test_a_read_only_engine_is_left_to_its_writer(read_only_engine: MemoryEngine
     scheduler = LifecycleScheduler.for_engine(read_only_engine)
     assert scheduler.start() is False
     assert not scheduler.running
+
+
+def test_a_failing_listener_costs_neither_the_others_nor_the_schedule(
+        tmp_path: Path, clock: DeterministicClock) -> None:
+    eng = _engine(tmp_path / "s", clock, lifecycle_interval_ms=int(MINUTE))
+    scheduler = LifecycleScheduler.for_engine(eng)
+    seen: list[LifecycleRun] = []
+
+    def broken(run: LifecycleRun) -> None:
+        raise RuntimeError("the window that listened is gone")
+
+    scheduler.subscribe(broken)
+    unsubscribe = scheduler.subscribe(seen.append)
+    try:
+        assert scheduler.start()
+        _tick(scheduler, clock, 1)
+        _tick(scheduler, clock, 2)
+        assert len(seen) == 2
+        assert [str(e) for e in scheduler.errors] == ["the window that listened is gone"] * 2
+        unsubscribe()
+        _tick(scheduler, clock, 3)
+        assert len(seen) == 2
+    finally:
+        scheduler.stop()
+        eng.close()
