@@ -27,10 +27,11 @@ A failing step does not stop the others; its error is kept in the run. Every run
 their own seed 002 events as well).
 
 Timing: a background thread wakes when the next run is due by the scheduler's clock (the
-engine's, or one injected by a test). Runs never overlap (a run asked for while one is going
-waits for it and then runs; the thread skips the tick). :meth:`stop` returns promptly: the
-thread waits on a condition, not a sleep, and a compaction in progress stops before its next
-summarization task.
+engine's, or one injected by a test, which then calls :meth:`wake` after advancing it). Runs
+never overlap: a run asked for while one is going (the tick, or :meth:`run_now`) waits for it,
+then runs. :meth:`stop` returns promptly: the thread waits on a condition, not a sleep, and a
+run in progress ends after its current step (a compaction before its next summarization
+task).
 """
 
 from __future__ import annotations
