@@ -242,3 +242,48 @@ def test_a_failing_listener_costs_neither_the_others_nor_the_schedule(
     finally:
         scheduler.stop()
         eng.close()
+
+
+class _Gate:
+    """A summarizer that holds its run until the test opens the gate."""
+
+    name = "gate"
+
+    def __init__(self, order: list[str]) -> None:
+        self.entered = threading.Event()
+        self.open = threading.Event()
+        self.order = order
+
+    def summarize(self, records: Sequence[MemoryRecord], prompt: str) -> str:
+        self.order.append("first run summarizing")
+        self.entered.set()
+        assert self.open.wait(WAIT_S)
+        return "Market visits, summarized."
+
+
+def test_runs_never_overlap(tmp_path: Path, clock: DeterministicClock) -> None:
+    eng = _engine(tmp_path / "s", clock, episodic_max=2, episodic_keep_recent=0,
+                  summarization_batch_size=4, lifecycle_interval_ms=int(MINUTE))
+    order: list[str] = []
+    gate = _Gate(order)
+    scheduler = LifecycleScheduler(eng, summarizer=gate)
+    scheduler.subscribe(lambda run: order.append(f"{run.trigger} run done"))
+    try:
+        eng.ingest_batch(_episodes(0, 4, clock))
+        assert scheduler.start()
+        clock.advance(MINUTE)
+        scheduler.wake()
+        assert gate.entered.wait(WAIT_S)  # the scheduled run is inside its compaction
+        manual = threading.Thread(target=scheduler.run_now)
+        manual.start()
+        # were runs allowed to overlap, the manual run (nothing due for it) would be done now;
+        # correct code keeps it waiting, so this join always runs out, however busy the machine
+        manual.join(timeout=0.5)
+        gate.open.set()
+        manual.join(WAIT_S)
+        assert scheduler.wait_runs(2, WAIT_S)
+        assert order == ["first run summarizing", "schedule run done", "manual run done"]
+    finally:
+        gate.open.set()
+        scheduler.stop()
+        eng.close()
