@@ -172,7 +172,8 @@ def roll_off(store: MemoryStore, plan: CapacityPlan, ring: int,
     """Retire the records of ``plan`` (the caller holds the write lock and has just written).
 
     They are deleted with edit history in ``batch_id`` (so undoing the write's batch — an
-    import — brings them back) by actor :data:`RING_ACTOR`.
+    import — brings them back) by actor :data:`RING_ACTOR`; records that linked to them drop
+    those ``related`` links (same batch), so no link dangles.
 
     Returns:
         The events to emit, ``(kind, fields)`` for :meth:`EventBus.emit_many`: a
@@ -184,6 +185,17 @@ def roll_off(store: MemoryStore, plan: CapacityPlan, ring: int,
     gone = store.get_many(list(plan.roll_off))
     store.delete(list(plan.roll_off))
     record_edits("delete", [(r, None) for r in gone], RING_ACTOR, batch_id)
+    # ``related`` links are symmetric (seed 001): the records a rolled-off one links to are
+    # those that link back to it; they drop the link rather than keep one that dangles
+    ids = set(plan.roll_off)
+    linkers = sorted({link.id for r in gone for link in r.related} - ids)
+    present = store.get_many([i for i in linkers if i in store.view]) if linkers else []
+    unlinked = [(r, r.replace(related=tuple(link for link in r.related if link.id not in ids),
+                              version=r.version + 1))
+                for r in present if any(link.id in ids for link in r.related)]
+    if unlinked:
+        store.write([after for _, after in unlinked])  # metadata only: vectors stay
+        record_edits("update", unlinked, RING_ACTOR, batch_id)
     events: list[tuple[str, dict[str, Any]]] = []
     for record in gone:
         common = {"record_id": record.id, "memory_hash": record.content_hash,

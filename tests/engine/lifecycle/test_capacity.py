@@ -15,7 +15,7 @@ from engine.events import EventFilter
 from engine.ingest import Action
 from engine.lifecycle import EVENT_ROLLED_OFF, RING_ACTOR
 from engine.memory_engine import EngineConfig, MemoryEngine
-from engine.records import Layer, NewMemory
+from engine.records import Layer, NewMemory, RelatedLink
 from engine.store import StoreSpec
 from tests.engine.retrieval.conftest import DAY, NOW, HashEmbedder
 
@@ -158,3 +158,26 @@ def test_capacity_settings_from_the_environment() -> None:
     with pytest.raises(ConfigInvalid, match="MEMORY_EPISODIC_RING_MAX"):
         memory_config_from_env({"MEMORY_EPISODIC_RING_MAX": "10",
                                 "MEMORY_EPISODIC_KEEP_RECENT": "10"})
+
+
+def test_a_record_written_with_a_roll_off_keeps_no_link_to_it(tmp_path: Path) -> None:
+    eng = _engine(tmp_path / "s", episodic_ring_max=3, episodic_keep_recent=1)
+    try:
+        for i in range(3):
+            eng.ingest(_episode(i, age_days=10 - i))
+        by_text = {r.content: r for r in eng.list_records().records}
+        oldest, linked = by_text[f"Talked about {TOPICS[0]}."], by_text[
+            f"Talked about {TOPICS[1]}."]
+        # a symmetric pair of links, as ingest leaves them
+        eng.store.write([oldest.replace(related=(RelatedLink(linked.id, 0.4),)),
+                         linked.replace(related=(RelatedLink(oldest.id, 0.4),))],
+                        eng.embed_texts([oldest.content, linked.content]))
+        assert eng.ingest(_episode(3, age_days=1)).action is Action.INSERTED
+        live = {r.id for r in eng.list_records().records}
+        assert oldest.id not in live  # rolled off
+        assert eng.get(linked.id).related == ()  # its link to the rolled-off record is gone
+        assert all(link.id in live for r in eng.list_records().records for link in r.related)
+        unlink = eng.edit_history(linked.id)[0]
+        assert (unlink.op, unlink.actor) == ("update", RING_ACTOR)
+    finally:
+        eng.close()
