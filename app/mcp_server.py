@@ -32,7 +32,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from engine import SHOWN_STATES, Action, ExitPolicy, Purpose, RecordQuery, RetrievalRequest, SortKey
+from engine import (
+    SHOWN_STATES,
+    Action,
+    ExitPolicy,
+    LifecycleScheduler,
+    Purpose,
+    RecordQuery,
+    RetrievalRequest,
+    SortKey,
+)
 from engine.errors import EngineError, ValidationError
 from engine.records import (
     MAX_CONTENT_CHARS,
@@ -483,14 +492,17 @@ def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPSer
 def engine_services(engine: MemoryEngine) -> Iterator[None]:
     """The background services a long-lived writer runs while it serves: the one place they
     start and stop for ``mnemoscope mcp``, entered after the engine opens and left before it
-    closes. Today the layer service, so social summaries and procedural patterns stay current
-    as MCP clients write (as under ``serve --writable``). The lifecycle scheduler
-    (``LifecycleScheduler.for_engine(engine)``: expiry, retention, compaction on a timer) is
-    started and stopped here as well once it is part of the engine."""
+    closes. The layer service, so social summaries and procedural patterns stay current as MCP
+    clients write (as under ``serve --writable``), and the lifecycle scheduler
+    (:class:`~engine.LifecycleScheduler`: expiry, retention caps, pruning and compaction on
+    its interval, ``MEMORY_LIFECYCLE_*``; off with ``MEMORY_LIFECYCLE_ENABLED=off``)."""
     engine.start_layers()
+    lifecycle = LifecycleScheduler.for_engine(engine)
+    lifecycle.start()  # False (nothing runs) read-only or switched off
     try:
         yield
     finally:
+        lifecycle.stop()
         engine.close_layers()
 
 

@@ -197,7 +197,8 @@ def _preferences(settings: Settings) -> Preferences:
                        geometry=str(gui.get("geometry", "")),
                        window_state=str(gui.get("window_state", "")),
                        demo_offered=bool(gui.get("demo_offered", False)),
-                       redaction=settings.redaction)
+                       redaction=settings.redaction,
+                       lifecycle=bool(gui.get("lifecycle", True)))
 
 
 def _config_dir() -> Path:
@@ -210,7 +211,8 @@ def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], No
         extra = dict(settings_file.current.extra)
         extra["gui"] = {"geometry": prefs.geometry, "window_state": prefs.window_state,
                         "demo_offered": prefs.demo_offered,
-                        "recent_attach": list(prefs.recent_attach)}
+                        "recent_attach": list(prefs.recent_attach),
+                        "lifecycle": prefs.lifecycle}
         try:
             settings_file.update(theme=prefs.theme, recent_stores=prefs.recent_stores,
                                  extra=extra)

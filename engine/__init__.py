@@ -190,6 +190,7 @@ if TYPE_CHECKING:
         ScoringWeights,
         Strategy,
     )
+    from engine.scheduler import LifecycleRun, LifecycleScheduler
     from engine.store import (
         DEFAULT_COLLECTION,
         DEFAULT_CONNECT_TIMEOUT_S,
@@ -204,6 +205,8 @@ if TYPE_CHECKING:
 # Names imported on first use, by the module that defines them: keeps ``import engine`` from
 # loading numpy, the store, the pipeline and the retriever (tests/engine/test_public_api.py).
 _LAZY: dict[str, str] = {
+    "LifecycleRun": "engine.scheduler",
+    "LifecycleScheduler": "engine.scheduler",
     "Action": "engine.ingest.kinds",
     "ImportEntry": "engine.ingest.imports",
     "UndoPlan": "engine.ingest.imports",
@@ -326,6 +329,8 @@ __all__ = [
     "Layer",
     "Ledger",
     "LifecycleReport",
+    "LifecycleRun",
+    "LifecycleScheduler",
     "LineFn",
     "LineOutcome",
     "LinkedRecord",

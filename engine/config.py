@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_PURPOSE_WEIGHTS",
     "DEFAULT_REDACT_PATTERNS",
     "ENV_VARS",
+    "LIFECYCLE_PRUNE_MODES",
     "RETRIEVAL_ENV_VARS",
     "DedupConfig",
     "EngineConfig",
@@ -333,6 +334,11 @@ def _check_redact_patterns(patterns: tuple[str, ...]) -> None:
             raise ConfigInvalid("redact_patterns", pattern, str(exc)) from exc
 
 
+# Pruning modes a scheduled lifecycle run may use (engine.lifecycle.PruneMode's values, plus
+# "off"); spelled out so that the config does not import the lifecycle package.
+LIFECYCLE_PRUNE_MODES: tuple[str, ...] = ("off", "gentle", "normal", "aggressive")
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryConfig:
     """Seed 002 ``MemoryConfig``. Times are milliseconds; defaults are §21's.
@@ -354,6 +360,16 @@ class MemoryConfig:
             checked here, so a bad one fails at load, not at the first redaction.
         retention_policy: Per-layer caps.
         retrieval: Retrieval weights and tables (``MEMORY_RETRIEVAL_*``).
+        episodic_ring_max: Seed 002 §12 episodic ring buffer: at most this many active
+            episodic records per agent; a write past it rolls the oldest off (0: no ring).
+        retention_strict: Refuse a write that would take an agent's capped layer past its
+            retention cap (``MEMORY_CAPACITY_EXCEEDED``) instead of letting the lifecycle
+            scheduler retire the least important records on its next run.
+        lifecycle_enabled: Run the lifecycle scheduler where the engine is long-lived (the
+            off switch; :class:`~engine.lifecycle.LifecycleScheduler`).
+        lifecycle_interval_ms: Time between two scheduled lifecycle runs.
+        lifecycle_prune: Seed 004 pruning mode of a scheduled run (``off``, ``gentle``,
+            ``normal``, ``aggressive``); expiry and retention caps run in any case.
     """
 
     episodic_window_ms: int = 900_000
@@ -370,16 +386,21 @@ class MemoryConfig:
     redact_patterns: tuple[str, ...] = DEFAULT_REDACT_PATTERNS
     retention_policy: RetentionPolicy = field(default_factory=RetentionPolicy)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    episodic_ring_max: int = 0
+    retention_strict: bool = False
+    lifecycle_enabled: bool = True
+    lifecycle_interval_ms: int = 300_000
+    lifecycle_prune: str = "off"
 
     def __post_init__(self) -> None:
         positive_ints = ("episodic_max", "summarization_batch_size", "embedding_dim",
-                         "max_context_tokens", "decay_half_life_ms")
+                         "max_context_tokens", "decay_half_life_ms", "lifecycle_interval_ms")
         for name in positive_ints:
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
                 raise ConfigInvalid(name, value, "must be an integer >= 1")
         for name in ("episodic_window_ms", "summarization_min_interval_ms",
-                     "episodic_keep_recent"):
+                     "episodic_keep_recent", "episodic_ring_max"):
             value = getattr(self, name)
             if not _is_int(value) or value < 0:
                 raise ConfigInvalid(name, value, "must be an integer >= 0")
@@ -401,6 +422,17 @@ class MemoryConfig:
             _check_redact_patterns(self.redact_patterns)
         if not isinstance(self.retrieval, RetrievalConfig):
             raise ConfigInvalid("retrieval", self.retrieval, "must be a RetrievalConfig")
+        for name in ("retention_strict", "lifecycle_enabled"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigInvalid(name, getattr(self, name), "must be true or false")
+        if self.lifecycle_prune not in LIFECYCLE_PRUNE_MODES:
+            raise ConfigInvalid("lifecycle_prune", self.lifecycle_prune,
+                                f"must be one of {', '.join(LIFECYCLE_PRUNE_MODES)}")
+        if 0 < self.episodic_ring_max <= self.episodic_keep_recent:
+            # the ring would roll off episodes seed 002 §8 promises to keep untouched
+            raise ConfigInvalid("episodic_ring_max", self.episodic_ring_max,
+                                "must be 0 (no ring) or more than episodic_keep_recent "
+                                f"({self.episodic_keep_recent})")
 
     def redactor(self) -> Redactor:
         """The :class:`~engine.redaction.Redactor` of :attr:`redact_patterns` (shared, cached).
@@ -486,6 +518,12 @@ ENV_VARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETENTION_SEMANTIC_MAX": "retention_policy.semantic_max",
     "MEMORY_RETENTION_SOCIAL_MAX": "retention_policy.social_max",
     "MEMORY_RETENTION_PROCEDURAL_MAX": "retention_policy.procedural_max",
+    # ours, in §21's pattern (docs/retrieval.md "Lifecycle"): ring buffer, strict caps, scheduler
+    "MEMORY_EPISODIC_RING_MAX": "episodic_ring_max",
+    "MEMORY_RETENTION_STRICT": "retention_strict",
+    "MEMORY_LIFECYCLE_ENABLED": "lifecycle_enabled",
+    "MEMORY_LIFECYCLE_INTERVAL_MS": "lifecycle_interval_ms",
+    "MEMORY_LIFECYCLE_PRUNE": "lifecycle_prune",
 })
 
 _DEDUP_ENV: Mapping[str, str] = MappingProxyType({
@@ -540,10 +578,20 @@ RETRIEVAL_ENV_VARS: Mapping[str, str] = MappingProxyType({
 _OTHER_MEMORY_VARS = frozenset({"MEMORY_LLM_PRIMARY"})
 
 _INT = re.compile(r"^[+-]?\d+$")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 def _parse(var: str, raw: str, kind: type) -> Any:
     text = raw.strip()
+    if kind is bool:  # before int: bool is a subclass of int
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ConfigInvalid(var, raw, "must be one of 1/0, true/false, yes/no, on/off")
+    if kind is str:
+        return text.lower()
     if kind is int:
         if not _INT.match(text):
             raise ConfigInvalid(var, raw, "must be an integer")

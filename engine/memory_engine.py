@@ -12,10 +12,11 @@ import importlib.metadata
 import os
 import platform
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +33,15 @@ from engine.events import EventBus
 from engine.history import EditEntry, EditHistory, EditPair
 from engine.ledger import LEDGER_FILENAME, Ledger
 from engine.lifecycle import (
+    CapacityPlan,
     CompactionReport,
     Lifecycle,
     LifecycleReport,
     PruneMode,
     SummarizationTask,
     Summarizer,
+    plan_capacity,
+    roll_off,
 )
 from engine.metrics import MemoryMetrics
 from engine.parts import EngineParts, Lazy
@@ -255,6 +259,15 @@ class MemoryEngine:
     def redact(self, text: str) -> str:
         """``text`` masked by :attr:`redactor` (the engine's redaction function)."""
         return self._config.memory.redactor().redact(text)
+
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The lock every writer of this engine holds (re-entrant).
+
+        Hold it to make a read-then-write step atomic with respect to other writers, as the
+        lifecycle scheduler does around each of its selections and the writes they lead to.
+        """
+        return self._write_lock
 
     @property
     def embedder(self) -> Embedder | None:
@@ -520,20 +533,36 @@ class MemoryEngine:
     def add(self, new: NewMemory) -> MemoryRecord:
         """Store a new memory as given (no dedup); the ingest pipeline decides merges.
 
+        An episodic record past the agent's episodic ring rolls its oldest episode off
+        (:mod:`engine.lifecycle.capacity`).
+
         Raises:
             StoreReadOnly, StoreUnavailable: the store refused the write; nothing was written.
+            CapacityExceeded: strict retention and the layer is at its cap (nothing written).
+            RetentionViolation: the ring is full of episodes inside the episodic window.
         """
         with self._write_lock:
             record = MemoryRecord.create(new, now_ms=self._clock.now())
+            plan = self._capacity([record], ())
             records, vectors = self._embed_records([record])
             self._store.write(records, vectors)
-            self._record_edits("create", [(None, records[0])], actor=new.source)
+            batch = self._record_edits("create", [(None, records[0])], actor=new.source)
+            rolled = roll_off(self._store, plan, self._config.memory.episodic_ring_max,
+                              lambda op, pairs, actor, batch_id: self._record_edits(
+                                  op, pairs, actor=actor, batch_id=batch_id), batch)
+        if rolled:
+            self._events.emit_many(rolled, force=True)
         stored = records[0]
         self._events.emit(EVENT_CREATED, record_id=stored.id, memory_hash=stored.content_hash,
                           source=stored.source, agent_id=stored.agent_id, force=True,
                           payload={"layer": stored.layer.value, "importance": stored.importance,
                                    "content": stored.content})
         return stored
+
+    def _capacity(self, new: Sequence[MemoryRecord], keep: Collection[str]) -> CapacityPlan:
+        """The episodic ring and strict caps for a write of ``new`` (caller holds the lock)."""
+        return plan_capacity(self._store.view.snapshot(), new, self._config.memory,
+                             self._clock.now(), keep=keep)
 
     def update(self, record_id: str, changes: Mapping[str, Any], *, actor: str = "user",
                expected_version: int | None = None) -> MemoryRecord:
@@ -831,7 +860,8 @@ class MemoryEngine:
             embed=self.embed_texts, model_name=lambda: parts.model_name,
             record_edits=lambda op, pairs, actor, batch: history.record(
                 op, pairs, actor=actor, batch_id=batch),
-            write_lock=parts.write_lock, sleep=self._sleep)
+            write_lock=parts.write_lock, sleep=self._sleep, capacity=self._capacity,
+            ring_max=parts.config.memory.episodic_ring_max)
 
     @property
     def ingest_policy(self) -> IngestPolicy:
@@ -1012,7 +1042,7 @@ class MemoryEngine:
         Raises:
             StoreReadOnly, StoreUnavailable: the store refused a write.
         """
-        from engine.ingest.consolidate import ConsolidationReport, plan_consolidation
+        from engine.ingest.consolidate import ConsolidationReport, plan_consolidation, relink
 
         pipeline = self._ingest_pipeline()
         review = pipeline.review
@@ -1037,7 +1067,8 @@ class MemoryEngine:
             steps = plan_consolidation(records, vectors, policy=pipeline.policy, now_ms=now,
                                        rejected=review.rejected_targets,
                                        pending=review.pending_targets)
-            report = ConsolidationReport(None, dry_run, agent_id, len(records), tuple(steps))
+            report = ConsolidationReport(None, dry_run, agent_id, len(records), tuple(steps),
+                                         tuple(relink(records, steps)))
             if dry_run or not steps:
                 return report
             report = self._apply_consolidation(report, dict(zip(ids, vectors, strict=True)))
@@ -1061,15 +1092,16 @@ class MemoryEngine:
             assert step.result is not None
             kept[step.kept.id] = (step.kept, step.result)
         if kept:
-            after = [pair[1] for pair in kept.values()]
+            # the kept records and, so no link dangles, those linking to a merged-away one
+            pairs = [*kept.values(), *report.relinked]
+            after = [pair[1] for pair in pairs]
             matrix = np.zeros((len(after), self._store.view.dimension), dtype=np.float32)
             for row, record in enumerate(after):
                 vector = vectors.get(record.id)
                 if vector is not None:  # an embedding made for the comparison is kept too
                     matrix[row] = vector
             self._store.write(after, matrix)
-            self._record_edits("update", list(kept.values()), actor="consolidate",
-                               batch_id=batch_id)
+            self._record_edits("update", pairs, actor="consolidate", batch_id=batch_id)
             gone = [s.other for s in merges]
             self._store.delete([r.id for r in gone])
             self._record_edits("delete", [(r, None) for r in gone], actor="consolidate",
@@ -1242,11 +1274,15 @@ class MemoryEngine:
             agent_id, dry_run=dry_run, summarizer=summarizer, limit=limit)
 
     def compact_if_due(self, agent_id: str | None = None,
-                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+                       summarizer: Summarizer | None = None, *,
+                       stop: Callable[[], bool] | None = None) -> list[CompactionReport]:
         """Compact agents whose episodic count exceeds ``episodic_max`` (rate-limited per agent
-        by ``summarization_min_interval_ms``)."""
+        by ``summarization_min_interval_ms``); ``stop`` is polled before each summarization
+        task. The lifecycle scheduler (:class:`~engine.lifecycle.LifecycleScheduler`) calls
+        this on its interval."""
         return self._retrieval_runtime().lifecycle.compact_if_due(agent_id,
-                                                                  summarizer=summarizer)
+                                                                  summarizer=summarizer,
+                                                                  stop=stop)
 
     def summarization_tasks(self, agent_id: str | None = None) -> list[SummarizationTask]:
         """Summarization tasks recorded in the ledger, newest first."""

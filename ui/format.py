@@ -140,6 +140,8 @@ PHRASES: Mapping[str, str] = {
     "memory:summarization:failed": "summarization failed",
     "memory:summarization:fallback": "summarized without an LLM (heuristic)",
     "memory:compaction": "compaction",
+    "memory:lifecycle:run": "scheduled lifecycle run (expiry, compaction, retention caps)",
+    "memory:episodic:rolled_off": "rolled off the episodic ring (the agent's oldest episode)",
     "memory:social:summary": "social summary written",
     "memory:procedural:pattern": "procedure pattern written",
     "llm:call": "LLM call",
@@ -170,6 +172,7 @@ PHRASES: Mapping[str, str] = {
     "low_importance": "decayed importance below the floor",
     "bottom_decile": "in the least important tenth",
     "undo": "undone",
+    "episodic-ring": "the episodic ring (its oldest episodes roll off)",
     "import undone": "taken back with its import",
     # embed path (the embed-request event's decision_reason)
     "embedding": "embedding model",

@@ -60,6 +60,7 @@ from engine import (
     CollectionInfo,
     EmbedderState,
     EmbedderStatus,
+    LifecycleRun,
     MemoryEngine,
     MemoryReader,
     SalienceCut,
@@ -86,6 +87,7 @@ from ui.import_dialogs import (
 )
 from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
 from ui.layers_view import LayersView
+from ui.lifecycle_status import LifecycleStatus
 from ui.observe import ObserveViews
 from ui.provider_dialog import LLMServices, ProviderSettingsDialog
 from ui.record_links import RecordLinks, RecordRef, quoted, tree_record
@@ -130,6 +132,7 @@ class Preferences:
         window_state: Base64 of ``QMainWindow.saveState``.
         demo_offered: The first-launch demo offer was shown.
         redaction: Redaction mode is on.
+        lifecycle: The open store's lifecycle runs on its schedule (issue 23).
     """
 
     theme: str = "system"
@@ -139,6 +142,7 @@ class Preferences:
     window_state: str = ""
     demo_offered: bool = False
     redaction: bool = False
+    lifecycle: bool = True
 
 
 class BulkImport(Protocol):
@@ -329,8 +333,14 @@ class MainWindow(QMainWindow):
         self.index_cancel.setToolTip("Stop indexing the store's records and close it (filters "
                                      "and sorting need the index)")
         self.index_cancel.clicked.connect(self._on_index_cancel_clicked)
+        # issue 23: the open store's scheduled lifecycle, its last run and its off switch
+        self.lifecycle = LifecycleStatus(self._runner, enabled=self._prefs.lifecycle,
+                                         parent=self)
+        self.lifecycle.toggled.connect(self._on_lifecycle_toggled)
+        self.lifecycle.ran.connect(self._on_lifecycle_ran)
         for widget in (self.index_label, self.index_bar, self.index_cancel, self.store_label,
-                       self.count_label, self.model_label, self.redaction_label):
+                       self.count_label, self.model_label, self.redaction_label,
+                       self.lifecycle.label):
             self.statusBar().addPermanentWidget(widget)
         self._show_indexing(None)
         self.show_redaction(self._prefs.redaction)
@@ -525,6 +535,7 @@ class MainWindow(QMainWindow):
         self.provider_action = self._action("LLM &Provider…", self._on_provider_triggered)
         self.provider_action.setEnabled(self._services.llm is not None)
         settings_menu.addAction(self.provider_action)
+        settings_menu.addAction(self.lifecycle.action)
 
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self._action("&About Mnemoscope", self._on_about_triggered))
@@ -836,6 +847,8 @@ class MainWindow(QMainWindow):
         self._rebuild_recent_menu()
         await self._attach_gateway(session.engine)
         if session is self._session:
+            await self.lifecycle.set_engine(session.engine)
+        if session is self._session:
             await self._refresh_count()
         if session is not self._session:
             return None  # closed meanwhile (indexing cancelled or failed; the banner says)
@@ -1025,6 +1038,7 @@ class MainWindow(QMainWindow):
         self.records.set_session(None)
         self._set_view_sessions(None)
         await self._attach_gateway(None)
+        await self.lifecycle.set_engine(None)  # its thread writes: stopped before the close
         await session.drain()
         self.undo_group.removeStack(session.undo_stack)
         await self._runner.run(session.engine.close)
@@ -1051,6 +1065,14 @@ class MainWindow(QMainWindow):
 
     def _on_records_changed(self, _ids: list[str]) -> None:
         spawn(self._refresh_count())
+
+    def _on_lifecycle_toggled(self, enabled: bool) -> None:
+        self._store_prefs(dataclasses.replace(self._prefs, lifecycle=enabled))
+
+    def _on_lifecycle_ran(self, run: LifecycleRun) -> None:
+        """A scheduled run removed records: the count and the views follow."""
+        if self._session is not None and run.changed:
+            self._on_refresh_triggered()
 
     def _on_session_failed(self, message: str) -> None:
         QMessageBox.warning(self, "Mnemoscope", message)

@@ -53,14 +53,16 @@ from engine.ingest.merge import merge_records
 from engine.ingest.policy import IngestPolicy
 from engine.ingest.review import ReviewKey, review_key
 from engine.ingest.surprise import SurpriseScore
-from engine.records import MemoryRecord, NewMemory
-from engine.text import jaccard, tokenize
+from engine.records import MemoryRecord, NewMemory, RelatedLink
+from engine.text import jaccard_pairs, tokenize
 
 __all__ = [
     "ConsolidationReport",
     "ConsolidationStep",
     "as_new_memory",
     "plan_consolidation",
+    "redirect_links",
+    "relink",
 ]
 
 F32 = npt.NDArray[np.float32]
@@ -123,6 +125,8 @@ class ConsolidationReport:
         agent_id: The agent consolidated (None: every agent).
         scanned: Records compared.
         steps: Merges and deferrals, most similar pair first.
+        relinked: ``(before, after)`` of other records whose ``related`` links to a
+            merged-away record now point at its survivor (:func:`relink`).
     """
 
     id: str | None
@@ -130,6 +134,7 @@ class ConsolidationReport:
     agent_id: str | None
     scanned: int
     steps: tuple[ConsolidationStep, ...]
+    relinked: tuple[tuple[MemoryRecord, MemoryRecord], ...] = ()
 
     @property
     def counts(self) -> dict[str, int]:
@@ -141,13 +146,14 @@ class ConsolidationReport:
                    report_id: str | None) -> ConsolidationReport:
         """A copy with ``steps`` (the applied ones, review ids filled in) and ``report_id``."""
         return ConsolidationReport(report_id, self.dry_run, self.agent_id, self.scanned,
-                                   tuple(steps))
+                                   tuple(steps), self.relinked)
 
     def to_json(self) -> dict[str, Any]:
         """Wire form (the CLI's ``consolidate --json``)."""
         return {"id": self.id, "dry_run": self.dry_run, "agent_id": self.agent_id,
                 "scanned": self.scanned, "counts": self.counts,
-                "steps": [s.to_json() for s in self.steps]}
+                "steps": [s.to_json() for s in self.steps],
+                "relinked": [after.id for _, after in self.relinked]}
 
 
 def as_new_memory(record: MemoryRecord) -> NewMemory:
@@ -182,16 +188,17 @@ def _pairs(records: Sequence[MemoryRecord], vectors: Sequence[F32 | None], floor
                 if i < j:
                     found.append((float(block[r, c]), True, i, j))
     # a pair with a record that has no embedding (the model is not ready) is compared the way
-    # ingest would compare it then: token Jaccard
-    without = {i for i, v in enumerate(vectors) if v is None}
+    # ingest would compare it then: token Jaccard. Only pairs sharing a rare token are looked
+    # at (prefix filtering, exact): comparing every pair in Python took minutes past ~10K
+    # records waiting for the model.
+    without = [i for i, v in enumerate(vectors) if v is None]
     if without:
         tokens = [tokenize(r.content) for r in records]
-        for i in range(len(records)):
-            for j in range(i + 1, len(records)):
-                if i in without or j in without:
-                    similarity = jaccard(tokens[i], tokens[j])
-                    if similarity >= jaccard_floor:
-                        found.append((similarity, False, i, j))
+        # a floor of 0 (a gray zone wider than a threshold) still needs a shared word: two
+        # texts with none in common are not duplicates of each other by any rule
+        for i, j, similarity in jaccard_pairs(tokens, max(jaccard_floor, 1e-6),
+                                              probes=without):
+            found.append((similarity, False, i, j))
     return found
 
 
@@ -267,7 +274,55 @@ def plan_consolidation(
             steps.append(ConsolidationStep(Action.DEFERRED, decision.reason, kept, other,
                                            similarity, semantic, None,
                                            dict(decision.thresholds), decision.conflicts))
+    # a kept record's links to records merged away elsewhere in the pass follow them
+    survivors = _survivors(steps)
+    current = {i: redirect_links(r, survivors) for i, r in current.items()}
     # a kept record that absorbed several carries them all: report its final version
     return [s if s.result is None else ConsolidationStep(
         s.action, s.reason, s.kept, s.other, s.similarity, s.semantic, current[s.kept.id],
         s.thresholds, s.conflicts) for s in steps]
+
+
+def _survivors(steps: Sequence[ConsolidationStep]) -> dict[str, str]:
+    """Merged-away id → the id of the record that absorbed it."""
+    return {s.other.id: s.kept.id for s in steps if s.action is Action.MERGED}
+
+
+def redirect_links(record: MemoryRecord, survivors: Mapping[str, str]) -> MemoryRecord:
+    """``record`` with its ``related`` links to merged-away records pointing at their survivors.
+
+    A link that would point at ``record`` itself is dropped; two links that end at one survivor
+    become one with the higher similarity (seed 001 keeps one link per record). Returns
+    ``record`` itself when no link changes.
+    """
+    if not any(link.id in survivors for link in record.related):
+        return record
+    best: dict[str, float] = {}
+    for link in record.related:
+        target = survivors.get(link.id, link.id)
+        if target != record.id and link.similarity > best.get(target, -1.0):
+            best[target] = link.similarity
+    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))
+    return record.replace(related=tuple(RelatedLink(i, sim) for i, sim in ranked))
+
+
+def relink(records: Sequence[MemoryRecord],
+           steps: Sequence[ConsolidationStep]) -> list[tuple[MemoryRecord, MemoryRecord]]:
+    """``(before, after)`` of the records outside ``steps`` whose links a pass must redirect.
+
+    A record merged away is deleted; a third record that linked to it would keep a dangling
+    ``related`` link. It is rewritten to link to the survivor instead (the kept records of the
+    pass are redirected by :func:`plan_consolidation` itself).
+    """
+    survivors = _survivors(steps)
+    if not survivors:
+        return []
+    involved = set(survivors) | {s.kept.id for s in steps if s.action is Action.MERGED}
+    out: list[tuple[MemoryRecord, MemoryRecord]] = []
+    for record in records:
+        if record.id in involved:
+            continue
+        after = redirect_links(record, survivors)
+        if after is not record:
+            out.append((record, after.replace(version=record.version + 1)))
+    return out

@@ -73,6 +73,7 @@ from engine.ingest.stages import (
     StartDetail,
 )
 from engine.ingest.surprise import SurpriseScore, surprise_score
+from engine.lifecycle.capacity import CapacityPlan, roll_off
 from engine.records import MemoryRecord, NewMemory, ProvenanceEntry, RelatedLink
 from engine.store import MemoryStore
 from engine.store.view import ViewSnapshot
@@ -95,6 +96,8 @@ EditRecorder = Callable[[str, Sequence[tuple[MemoryRecord | None, MemoryRecord |
                          str], object]
 """``(op, [(before, after)], actor, batch_id)``: writes the edit history (undo)."""
 Embed = Callable[[Sequence[str]], F32 | None]
+# New records and the ids the same write updates → what to roll off (engine.lifecycle.capacity)
+CapacityFn = Callable[[Sequence[MemoryRecord], Collection[str]], CapacityPlan]
 """Texts → unit vectors, or None when the model is not ready (the Jaccard path)."""
 ProgressFn = Callable[[int, int], None]
 CancelFn = Callable[[], bool]
@@ -148,6 +151,8 @@ class IngestResult:
         semantic: True on the embedding path.
         events: Events emitted for this memory (those sampling kept).
         error: Message of an ``error`` outcome.
+        error_code: The taxonomy code of an ``error`` outcome (``MEMORY_CAPACITY_EXCEEDED``,
+            ``MEMORY_RETENTION_VIOLATION``, ...), so a caller can branch on it.
     """
 
     action: Action
@@ -163,6 +168,7 @@ class IngestResult:
     semantic: bool = False
     events: tuple[Event, ...] = ()
     error: str | None = None
+    error_code: str | None = None
 
     @property
     def record_id(self) -> str | None:
@@ -181,6 +187,7 @@ class IngestResult:
             "surprise": None if self.surprise is None else round(self.surprise.surprise, 6),
             "conflicts": [c.to_json() for c in self.conflicts],
             "error": self.error,
+            "error_code": self.error_code,
         }
 
 
@@ -299,12 +306,21 @@ class _WriteSet:
                     vector = store.view.vector(record.id)  # unchanged content keeps its vector
                 if vector is not None:
                     matrix[i] = vector
+            new = [r for r in records if self.befores[r.id] is None]
+            # the episodic ring and strict caps (engine.lifecycle.capacity): raises before
+            # anything of the chunk is written
+            plan = pipeline.capacity(new, self.writes.keys()) \
+                if pipeline.capacity is not None and new else CapacityPlan()
             store.write(records, matrix)
-            created = [(None, r) for r in records if self.befores[r.id] is None]
+            created = [(None, r) for r in new]
             updated = [(self.befores[r.id], r) for r in records if self.befores[r.id] is not None]
             for op, pairs in (("create", created), ("update", updated)):
                 if pairs:
                     pipeline.record_edits(op, pairs, "ingest", self.batch_id)
+            if plan:
+                rolled = roll_off(store, plan, pipeline.ring_max, pipeline.record_edits,
+                                  self.batch_id)
+                pipeline.events.emit_many(rolled, force=True)  # an audit: never sampled out
         items = pipeline.review.add_many([spec for _, spec in self.reviews])
         for (run, _), item in zip(self.reviews, items, strict=True):
             run.review_item = item
@@ -350,6 +366,7 @@ class _Run:
         self.after: MemoryRecord | None = None
         self.review_item: ReviewItem | None = None
         self.error: str | None = None
+        self.error_code: str | None = None
         self.done = False
 
     # -- driving --------------------------------------------------------------------------
@@ -371,7 +388,7 @@ class _Run:
             self._fail(stage, "the store refused the write")
             raise
         except EngineError as exc:
-            data, detail = self._fail(stage, str(exc))
+            data, detail = self._fail(stage, str(exc), exc.code)
         report = StageReport(stage, self.index, data, (time.perf_counter() - began) * 1000.0,
                              detail)
         self.reports.append(report)
@@ -380,11 +397,13 @@ class _Run:
             self.done = True
         return report
 
-    def _fail(self, stage: Stage, message: str) -> tuple[dict[str, Any], FailedDetail]:
+    def _fail(self, stage: Stage, message: str, code: str | None = None
+              ) -> tuple[dict[str, Any], FailedDetail]:
         self.error = message
+        self.error_code = code
         self.queued.append(_QueuedEvent(EventKind.ERROR, self._envelope(
             stage, decision_reason=Reason.FAILED.value,
-            payload={"error": message, "incoming_id": self.incoming_id})))
+            payload={"error": message, "incoming_id": self.incoming_id, "code": code})))
         if not self.batched:
             self.emit_events()
         elif self.writes is not None and self not in self.writes.runs:
@@ -724,7 +743,7 @@ class _Run:
         if self.error is not None:
             return IngestResult(Action.ERROR, Reason.FAILED, None, self.incoming_id,
                                 semantic=self.semantic, events=tuple(self.emitted),
-                                error=self.error)
+                                error=self.error, error_code=self.error_code)
         decision = self.decision
         assert decision is not None
         record = self.after if self.after is not None else self.before
@@ -884,13 +903,17 @@ class IngestPipeline:
         record_edits: Writes the edit history.
         write_lock: The engine's write lock.
         sleep: Used for slow-motion pacing (tests pass a fake).
+        capacity: Checks the new records of each write against the episodic ring and strict
+            retention caps (:func:`engine.lifecycle.capacity.plan_capacity`); None: no limits.
+        ring_max: The episodic ring size ``capacity`` enforces (reported in events).
     """
 
     def __init__(self, *, store: MemoryStore, events: EventBus, review: ReviewQueue,
                  clock: Clock, policy: IngestPolicy, embed: Embed,
                  model_name: Callable[[], str], record_edits: EditRecorder,
                  write_lock: threading.RLock | Any,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 capacity: CapacityFn | None = None, ring_max: int = 0) -> None:
         self.store = store
         self.events = events
         self.review = review
@@ -900,6 +923,8 @@ class IngestPipeline:
         self.model_name = model_name
         self.record_edits = record_edits
         self.write_lock = write_lock
+        self.capacity = capacity
+        self.ring_max = ring_max
         self.search = CandidateSearch(store, policy)
         self._sleep = sleep
 

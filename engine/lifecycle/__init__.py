@@ -2,9 +2,18 @@
 
 Selections (:mod:`.pruning`, :func:`.compaction.select_compaction`) are pure functions of a view
 snapshot; :class:`Lifecycle` applies them through the engine (undoable deletes, audit events),
-or only reports them on a dry run.
+or only reports them on a dry run. :class:`LifecycleScheduler` runs them on an interval in a
+background thread wherever the engine is long-lived; :mod:`.capacity` holds the episodic ring
+buffer and strict caps at write time.
 """
 
+from engine.lifecycle.capacity import (
+    EVENT_ROLLED_OFF,
+    RING_ACTOR,
+    CapacityPlan,
+    plan_capacity,
+    roll_off,
+)
 from engine.lifecycle.compaction import (
     PROMPT_TEMPLATE,
     HeuristicSummarizer,
@@ -25,7 +34,10 @@ from engine.lifecycle.pruning import (
 )
 
 __all__ = [
+    "EVENT_ROLLED_OFF",
     "PROMPT_TEMPLATE",
+    "RING_ACTOR",
+    "CapacityPlan",
     "CompactionReport",
     "HeuristicSummarizer",
     "Lifecycle",
@@ -37,6 +49,8 @@ __all__ = [
     "TaskStatus",
     "assemble_prompt",
     "group_records",
+    "plan_capacity",
+    "roll_off",
     "select_compaction",
     "select_expired",
     "select_prune",

@@ -225,9 +225,12 @@ class Lifecycle:
             for row in rows]
 
     def compact(self, agent_id: str | None = None, *, dry_run: bool = False,
-                summarizer: Summarizer | None = None,
-                limit: int | None = None) -> list[CompactionReport]:
+                summarizer: Summarizer | None = None, limit: int | None = None,
+                stop: Callable[[], bool] | None = None) -> list[CompactionReport]:
         """Compact episodic memory of ``agent_id`` (every agent when None).
+
+        ``stop`` is polled before each summarization task; when it turns true the tasks not
+        begun are left for a later run (the scheduler's prompt stop).
 
         Raises:
             SummaryLocked: another compaction is running (``MEMORY_SUMMARY_LOCKED``).
@@ -242,12 +245,13 @@ class Lifecycle:
             else:
                 live = snapshot.agent[:snapshot.n][snapshot.alive[:snapshot.n]]
                 agents = sorted({snapshot.agents[c] for c in set(live.tolist())})
-            return [self._compact_agent(a, dry_run, summarizer, limit) for a in agents]
+            return [self._compact_agent(a, dry_run, summarizer, limit, stop) for a in agents]
         finally:
             self._compacting.release()
 
     def compact_if_due(self, agent_id: str | None = None, *,
-                       summarizer: Summarizer | None = None) -> list[CompactionReport]:
+                       summarizer: Summarizer | None = None,
+                       stop: Callable[[], bool] | None = None) -> list[CompactionReport]:
         """Compact the agents whose episodic count exceeds ``episodic_max`` (seed 002 §21).
 
         An agent is compacted at most once per ``summarization_min_interval_ms``; enough of its
@@ -279,11 +283,13 @@ class Lifecycle:
                 continue
             excess = count - memory.episodic_max
             reports.extend(self.compact(agent, summarizer=summarizer,
-                                        limit=excess + memory.summarization_batch_size))
+                                        limit=excess + memory.summarization_batch_size,
+                                        stop=stop))
         return reports
 
     def _compact_agent(self, agent_id: str, dry_run: bool, summarizer: Summarizer | None,
-                       limit: int | None) -> CompactionReport:
+                       limit: int | None,
+                       stop: Callable[[], bool] | None = None) -> CompactionReport:
         memory = self._parts.config.memory
         now = self._parts.clock.now()
         snapshot = self._parts.store.view.snapshot()
@@ -300,6 +306,8 @@ class Lifecycle:
         summaries: list[str] = []
         removed = 0
         for group in groups:
+            if stop is not None and stop():
+                break
             task = SummarizationTask(id=uuid.uuid4().hex, agent_id=agent_id,
                                      target_layer=Layer.SEMANTIC,
                                      source_ids=tuple(r.id for r in group), created_at=now,
@@ -321,17 +329,7 @@ class Lifecycle:
             self._save(task)
             try:
                 text, used = self._synthesize(group, agent_id, chosen, fallback)
-                summary = self._records.add(NewMemory(
-                    content=text, agent_id=agent_id, layer=Layer.SEMANTIC,
-                    importance=max(r.importance for r in group),
-                    confidence=min(r.confidence for r in group), category=Category.EPISODE,
-                    tags=tuple(dict.fromkeys(t for r in group for t in r.tags))[:64],
-                    privacy=group[0].privacy, source=f"compaction:{used}",
-                    source_tier=TrustTier.AUTO, created_at=min(r.created_at for r in group),
-                    metadata={"source_ref_ids": [r.id for r in group],
-                              "source_event": "compaction", "summarizer": used}))
-                self._records.delete([r.id for r in group], actor="compaction",
-                                     reason="compacted")
+                summary = self._replace(group, text, used, agent_id)
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 task = replace(task, status=TaskStatus.FAILED, failure_reason=reason)
@@ -361,6 +359,36 @@ class Lifecycle:
                                              "remaining": remaining})
         return CompactionReport(agent_id, dry_run, tuple(tasks), removed, remaining,
                                 tuple(summaries))
+
+    def _replace(self, group: Sequence[MemoryRecord], text: str, used: str,
+                 agent_id: str) -> MemoryRecord:
+        """Insert the summary of ``group`` and retire its sources, as one writer.
+
+        The summary was written without the write lock (an LLM call may take seconds and must
+        not hold ingest off); if a source changed meanwhile (a merge into it, an edit, a
+        deletion), the summary would drop that change, so the task fails and the next run
+        takes the sources as they are then.
+
+        Raises:
+            SummaryFailed: a source changed while the summary was written.
+        """
+        with self._parts.write_lock:
+            stored = self._parts.store.versions([r.id for r in group])
+            changed = [r.id for r in group if stored.get(r.id) != r.version]
+            if changed:
+                raise SummaryFailed(f"{len(changed)} source record(s) changed while the summary "
+                                    f"was written (e.g. {changed[0]}); compacted next time")
+            summary = self._records.add(NewMemory(
+                content=text, agent_id=agent_id, layer=Layer.SEMANTIC,
+                importance=max(r.importance for r in group),
+                confidence=min(r.confidence for r in group), category=Category.EPISODE,
+                tags=tuple(dict.fromkeys(t for r in group for t in r.tags))[:64],
+                privacy=group[0].privacy, source=f"compaction:{used}",
+                source_tier=TrustTier.AUTO, created_at=min(r.created_at for r in group),
+                metadata={"source_ref_ids": [r.id for r in group],
+                          "source_event": "compaction", "summarizer": used}))
+            self._records.delete([r.id for r in group], actor="compaction", reason="compacted")
+        return summary
 
     def _synthesize(self, group: Sequence[MemoryRecord], agent_id: str, chosen: Summarizer,
                     fallback: Summarizer) -> tuple[str, str]:

@@ -77,3 +77,40 @@ def test_serve_refuses_a_per_client_cap_below_one(
                     "--max-per-client", "0"], env)
     assert code == 1
     assert "--max-per-client: must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+def test_writable_serve_runs_the_lifecycle_on_its_schedule(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    seed = MemoryEngine.open(StoreSpec(str(store)))
+    seed.add(NewMemory("a note whose time is up", expires_at=time.time() * 1000 + 1_000))
+    seed.add(NewMemory("a fact that stays"))
+    seed.close()
+    env = {**cli_env(tmp_path, TOKEN), "MEMORY_LIFECYCLE_INTERVAL_MS": "1500"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "--store", str(store), "--no-model", "--json", "serve",
+         "--port", "0", "--writable"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        started = read_json_document(process.stdout, time.monotonic() + 120)
+        assert started["lifecycle"] == {"running": True, "interval_ms": 1500.0}
+        with IntrospectionClient(str(started["url"]), TOKEN) as client:
+            deadline = time.monotonic() + 120  # a guard against a hang, not a measured bound
+            runs: list[dict[str, object]] = []
+            while not runs and time.monotonic() < deadline:
+                runs = [e for e in client.events(after=0)["events"]
+                        if e["kind"] == "memory:lifecycle:run"]
+                time.sleep(0.2)  # a child process's schedule: nothing to wait on but its API
+            assert runs, "serve --writable ran no lifecycle"
+            payload = runs[0]["payload"]
+            assert isinstance(payload, dict) and payload["expired"] == 1
+            assert client.snapshot()["store"]["records"] == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()

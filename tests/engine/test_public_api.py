@@ -38,7 +38,8 @@ BROWSE = {"RecordQuery", "RecordRow", "RowPage", "SortKey", "SHOWN_STATES", "par
           "RecordDetail",
           "EditEntry", "map_points", "MapPoints", "Projection", "umap_available",
           "PatternDetail", "PatternHistoryPoint", "SocialSummary", "SpatialHit"}
-REVIEW_AND_LIFECYCLE = {"ReviewItem", "LifecycleReport", "CompactionReport", "PruneMode",
+REVIEW_AND_LIFECYCLE = {"ReviewItem", "LifecycleReport", "LifecycleScheduler", "LifecycleRun",
+                        "CompactionReport", "PruneMode",
                         "SummarizationTask", "record_fate", "RecordFate", "FateStep",
                         "mass_retirements", "DEFAULT_MASS_LIMIT"}
 EVENTS_AND_EXITS = {"Event", "EventBus", "EventFilter", "ExitPolicy", "RedactingLogFilter",

@@ -359,3 +359,16 @@ def test_record_json_fields_in_words() -> None:
     assert similarity_phrase(None, {}) == "—"
     assert thresholds_phrase({"threshold": 0.8, "review_floor": 0.7}) == \
         "merge threshold 0.80 · gray zone from 0.70"
+
+
+def test_lifecycle_events_and_the_ring_are_words() -> None:
+    event = Event(event_id="e3", kind="memory:lifecycle:run", ts=NOW, source="lifecycle",
+                  decision_reason="3 expired, 1 compacted",
+                  payload={"expired": 3, "compacted": 1, "trigger": "schedule"})
+    rows = dict(_flat(event_fields(event, {}, now_ms=NOW, tz=UTC)))
+    assert rows["What happened"].startswith("Scheduled lifecycle run")
+    rolled = Event(event_id="e4", kind="memory:episodic:rolled_off", ts=NOW,
+                   source="episodic-ring", decision_reason="episodic-ring")
+    rows = dict(_flat(event_fields(rolled, {}, now_ms=NOW, tz=UTC)))
+    assert rows["What happened"].startswith("Rolled off the episodic ring")
+    assert "memory:" not in " ".join(str(v) for v in rows.values())

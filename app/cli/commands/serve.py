@@ -1,4 +1,9 @@
-"""``mnemoscope serve``: the read-only introspection API for a store (docs/api.md)."""
+"""``mnemoscope serve``: the read-only introspection API for a store (docs/api.md).
+
+With ``--writable`` this process is the store's long-lived writer, so it also runs the store's
+lifecycle on its schedule (:class:`~engine.lifecycle.LifecycleScheduler`, ``MEMORY_LIFECYCLE_*``;
+docs/retrieval.md "Lifecycle"). Read-only, the writer it follows runs it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import threading
 from typing import Any
 
 from app.cli.context import CliContext
+from engine import LifecycleScheduler
 from engine.errors import ConfigInvalid
 from engine.introspection import (
     TOKEN_ENV,
@@ -79,8 +85,11 @@ def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
         redaction=args.redaction, refresh_interval_s=args.refresh,
         limits=ServerLimits(rate_per_s=args.rate, burst=max(1, int(args.rate * 3)),
                             max_per_client=args.max_per_client))
+    lifecycle = LifecycleScheduler.for_engine(engine)
     if args.writable:
         engine.start_layers()
+    scheduled = lifecycle.start()  # False read-only or with MEMORY_LIFECYCLE_ENABLED=off
+    lifecycle_state = {"running": scheduled, "interval_ms": lifecycle.interval_ms}
     done = threading.Event()
 
     def _stop(_signum: int, _frame: object) -> None:
@@ -92,16 +101,20 @@ def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json({"url": server.url, "token": None if token else ctx.issued(server.token),
                        "token_from_env": bool(token), "mode": server.source.mode,
-                       "redaction": server.redaction, "pid": os.getpid()})
+                       "redaction": server.redaction, "pid": os.getpid(),
+                       "lifecycle": lifecycle_state})
         ctx.stdout.flush()
     else:
         ctx.print(f"Mnemoscope introspection API ({server.source.mode}) at {server.url}")
         ctx.print(f"Token: {shown_token}")
+        ctx.print("Lifecycle: " + (f"every {lifecycle.interval_ms / 60_000:g} min"
+                                   if scheduled else "not run here (read-only or switched off)"))
         ctx.print(f"Redaction: {'on' if server.redaction else 'off'}. Ctrl+C stops.")
         ctx.stdout.flush()
     try:
         done.wait()
     finally:
+        lifecycle.stop()  # a writer: stopped before the API and the engine go
         server.stop()
         engine.close_layers()
         for sig, handler in previous.items():

@@ -7,7 +7,7 @@ import pytest
 from engine.ingest import Action, Reason
 from engine.ingest.consolidate import ConsolidationStep
 from engine.memory_engine import MemoryEngine
-from engine.records import MemoryRecord, NewMemory, Privacy
+from engine.records import MemoryRecord, NewMemory, Privacy, RelatedLink
 from tests.engine.ingest.conftest import EngineFactory, TableEmbedder
 
 SHORT, LONG = "Bob takes his coffee black", "Bob always has his coffee black"
@@ -147,3 +147,52 @@ def test_records_stored_on_the_jaccard_path_are_compared_by_embedding(
     report = ready.consolidate()
     assert [(s.action, s.semantic) for s in report.steps] == [(Action.MERGED, True)]
     assert ready.count() == 1
+
+
+THIRD = "Alice takes her tea with lemon"
+
+
+def test_links_to_a_merged_away_record_follow_it_to_the_survivor(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    # a record that linked to the paraphrase merged away (and to its survivor): after the pass
+    # its link points at the survivor, once, with the higher similarity; no link dangles
+    third = engine.add(NewMemory(THIRD, importance=0.5))
+    short, long = planted[SHORT], planted[LONG]
+    linked = third.replace(related=(RelatedLink(short.id, 0.6), RelatedLink(long.id, 0.4),
+                                    RelatedLink(planted[OTHER].id, 0.3)))
+    engine.store.write([linked], engine.embed_texts([THIRD]))
+    report = engine.consolidate()
+    assert [after.id for _, after in report.relinked] == [third.id]
+    after = engine.get(third.id)
+    assert after.related == (RelatedLink(long.id, 0.6), RelatedLink(planted[OTHER].id, 0.3))
+    assert after.version == third.version + 1
+    live = {r.id for r in _records(engine)}
+    assert all(link.id in live for r in _records(engine) for link in r.related)
+    # one undo step takes the rewrite back with the merge
+    assert report.id is not None
+    engine.undo_import(report.id)
+    assert engine.get(third.id).related == linked.related
+
+
+def test_a_dry_run_names_the_records_it_would_relink(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    third = engine.add(NewMemory(THIRD, importance=0.5))
+    engine.store.write([third.replace(related=(RelatedLink(planted[SHORT].id, 0.6),))],
+                       engine.embed_texts([THIRD]))
+    report = engine.consolidate(dry_run=True)
+    assert report.to_json()["relinked"] == [third.id]
+    assert engine.get(third.id).related == (RelatedLink(planted[SHORT].id, 0.6),)
+
+
+def test_records_waiting_for_the_model_are_merged_on_the_jaccard_path(
+        make_engine: EngineFactory) -> None:
+    # no model at all: every pair is on the Jaccard path (through the inverted index)
+    loading = make_engine(embedder=None)
+    loading.add(NewMemory("the deploy script lives in the ops repository", importance=0.4))
+    kept = loading.add(NewMemory("the deploy script lives in the ops repository now",
+                                 importance=0.7))
+    for i in range(40):
+        loading.add(NewMemory(f"unrelated note {i} about topic{i} and subject{i}"))
+    report = loading.consolidate()
+    assert [(s.action, s.semantic, s.kept.id) for s in report.steps] == [
+        (Action.MERGED, False, kept.id)]
