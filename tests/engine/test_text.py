@@ -1,4 +1,4 @@
-from engine.text import content_hash, estimate_tokens, jaccard, normalize, tokenize
+from engine.text import content_hash, estimate_tokens, jaccard, normalize, split_speaker, tokenize
 
 
 def test_hash_ignores_case_whitespace_and_trailing_punctuation() -> None:
@@ -36,3 +36,12 @@ def test_estimate_tokens() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("hi") == 1
     assert estimate_tokens("a" * 400) == 100
+
+
+def test_split_speaker_names_the_speaker_not_a_label() -> None:
+    assert split_speaker("Caroline: I went to the support group") == (
+        "Caroline", "I went to the support group")
+    assert split_speaker("Dr. Ada Lovelace: notes on the engine") == (
+        "Dr. Ada Lovelace", "notes on the engine")
+    assert split_speaker("Note: the API key rotates") == (None, "Note: the API key rotates")
+    assert split_speaker("rent is due: monday") == (None, "rent is due: monday")
