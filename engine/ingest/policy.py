@@ -73,7 +73,7 @@ class IngestPolicy:
             thresholds and the default 0.10, capped at 0.95: :meth:`merge_point`); from the
             review floor up to there it goes to review (``gray_zone``). Chosen on STS-B train
             (docs/ingest.md, "Quality on unseen data"): at the seed thresholds themselves one
-            human-tier merge in 17 on train was of two distinct sentences. 0 merges at the
+            human-tier merge in 15 on train was of two distinct sentences. 0 merges at the
             seed thresholds.
         confirm_band: On the embedding path, a merge within this distance above its merge point
             also needs ``confirm_min_jaccard`` of lexical support, else it goes to review with
