@@ -217,6 +217,105 @@ def print_dedup_table(stsb: Path, locomo: Path) -> None:
         print(f"{name} | " + " | ".join(cells) + f" | {share:.3f}")
 
 
+# -- LoCoMo: a ranking model over the score components, by leave-one-conversation-out ---------
+
+def locomo_components(path: Path, unit: str) -> list[tuple[str, list[Any]]]:
+    """Per conversation, per question: the component matrix of every eligible candidate (weights
+    not applied), whether it holds evidence, the engine's final score and the ids."""
+    import tempfile
+
+    from engine.clock import DeterministicClock
+    from engine.memory_engine import MemoryEngine
+    from engine.retrieval.evaluation import (
+        ADVERSARIAL,
+        _evidence,
+        _record_dia_ids,
+        ingest,
+        locomo_memories,
+    )
+    from engine.retrieval.types import RetrievalRequest
+    from engine.store import StoreSpec
+
+    embedder = VectorCache()._model()
+    folds = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        memories = locomo_memories(sample, unit)
+        questions = [q for q in sample["qa"]
+                     if _evidence(q) and q.get("category") != ADVERSARIAL]
+        latest = max(m.created_at or 0.0 for m in memories)
+        agent = str(sample["sample_id"])
+        rows: list[Any] = []
+        with tempfile.TemporaryDirectory(prefix="mnemoscope-rank-") as tmp:
+            engine = MemoryEngine.open(StoreSpec(tmp), ledger_path=None, embedder=embedder,
+                                       clock=DeterministicClock(latest + 86_400_000.0))
+            try:
+                dia = _record_dia_ids(engine, ingest(engine, memories))
+                for question in questions:
+                    evidence = _evidence(question)
+                    d = engine.retrieve(RetrievalRequest(max_tokens=1, agent_id=agent,
+                                                         query=str(question["question"])),
+                                        inspect=True).diagnostics
+                    eligible = np.flatnonzero(d.eligible)
+                    ids = [d.ids[r] for r in eligible.tolist()]
+                    rows.append((np.asarray(d.components)[eligible],
+                                 np.asarray([bool(dia.get(i, set()) & evidence) for i in ids]),
+                                 np.asarray(d.scores)[eligible], ids))
+            finally:
+                engine.close()
+        folds.append((agent, rows))
+    return folds
+
+
+def _hit5(scores: Any, relevant: Any, ids: Sequence[str]) -> bool:
+    order = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))[:5]
+    return bool(relevant[order].any())
+
+
+def fit_listwise(folds: list[tuple[str, list[Any]]], start: Any, *, l2: float,
+                 temperature: float = 20.0, iterations: int = 300, rate: float = 0.05) -> Any:
+    """Non-negative component weights maximizing the softmax probability of the evidence among
+    each question's 100 best candidates (and its evidence), L2-pulled towards ``start``."""
+    questions = []
+    for _, rows in folds:
+        for x, relevant, score, _ids in rows:
+            if relevant.any():
+                keep = np.union1d(np.argsort(-score)[:100], np.flatnonzero(relevant))
+                questions.append((x[keep], relevant[keep]))
+    weights = start.copy()
+    for _ in range(iterations):
+        gradient = np.zeros_like(weights)
+        for x, relevant in questions:
+            logits = temperature * (x @ weights)
+            p = np.exp(logits - logits.max())
+            p /= p.sum()
+            gradient += temperature * (p @ x - (p[relevant] @ x[relevant]) / p[relevant].sum())
+        weights = np.maximum(0.0, weights - rate * (gradient / len(questions)
+                                                    + l2 * (weights - start)))
+    return weights
+
+
+def print_locomo_table(path: Path) -> None:
+    """hit@5 per fold (leave one conversation out) of the default weights and of weights learned
+    on the other four conversations."""
+    from engine.config import COMPONENTS, DEFAULT_PURPOSE_WEIGHTS, Purpose
+
+    defaults = DEFAULT_PURPOSE_WEIGHTS[Purpose.REASONING]
+    start = np.asarray([getattr(defaults, c) for c in COMPONENTS], dtype=np.float64)
+    start /= start.sum()
+    for unit in ("turns", "observations"):
+        folds = locomo_components(path, unit)
+        for l2 in (1.0, 0.1):
+            base, learned = [], []
+            for i, (_name, rows) in enumerate(folds):
+                weights = fit_listwise([f for j, f in enumerate(folds) if j != i], start, l2=l2)
+                base.append(float(np.mean([_hit5(s, r, ids) for _x, r, s, ids in rows])))
+                learned.append(float(np.mean([_hit5(x @ weights, r, ids)
+                                              for x, r, _s, ids in rows])))
+            print(f"{unit}, l2 {l2}: default mean {np.mean(base):.3f} worst {min(base):.3f} "
+                  f"({' '.join(f'{b:.3f}' for b in base)}); learned mean {np.mean(learned):.3f} "
+                  f"worst {min(learned):.3f} ({' '.join(f'{v:.3f}' for v in learned)})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("table", choices=["dedup", "review", "locomo"])
@@ -227,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_review_load(args.locomo)
     elif args.table == "dedup":
         print_dedup_table(args.stsb, args.locomo)
+    else:
+        print_locomo_table(args.locomo)
     return 0
 
 
