@@ -457,7 +457,8 @@ class DedupConfig:
         thresholds: Cosine threshold per trust tier (seed 001: 0.80 / 0.85 / 0.90).
         jaccard_thresholds: Token-Jaccard thresholds used while the model is unavailable.
         cross_category_threshold: Different categories merge only at or above this (seed 004).
-        gray_zone: Width below a threshold that defers to review instead of dropping.
+        gray_zone: Width below the lowest tier threshold where the review band starts (0.30:
+            cosine 0.50; chosen on STS-B train, docs/ingest.md "Quality on unseen data").
         surprise_threshold: Minimum surprise to store a new record (seed 004).
         related_top_k: How many ``related`` links a record keeps.
         exact_search_max: Partition size up to which search is exact numpy, else Chroma HNSW.
@@ -469,7 +470,7 @@ class DedupConfig:
         default_factory=lambda: {TrustTier.HUMAN: 0.60, TrustTier.AGENT: 0.65,
                                  TrustTier.AUTO: 0.70})
     cross_category_threshold: float = 0.95
-    gray_zone: float = 0.10
+    gray_zone: float = 0.30
     surprise_threshold: float = 0.15
     related_top_k: int = 5
     exact_search_max: int = 50_000

@@ -13,6 +13,12 @@ cosine alone, with the same embeddings, in the same run.
 Splits: of every five conversations in file order the first three are ``dev`` (ranking changes
 are tuned on them) and the last two ``held-out`` (they decide); :func:`split_of` says which.
 Results are reported per split as well as overall.
+
+Folds: every conversation is also reported on its own (``by_conversation``: questions, hit@5 of
+both rankings, and how many of its memories ingest deferred to review). The ranking has no
+parameters fitted to conversations, so leave-one-conversation-out over the file is exactly these
+per-conversation figures; ``folds`` gives their mean and the worst fold (choose by the mean
+and check the worst, never the best split).
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ class LocomoResult:
     baseline: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
     by_category: dict[int, list[int]] = field(default_factory=dict)  # [n, ours@5, base@5]
     by_split: dict[str, list[int]] = field(default_factory=dict)  # [n, ours@5, base@5]
+    # [n, ours@5, base@5, memories, deferred] per conversation (one fold each)
+    by_conversation: dict[str, list[int]] = field(default_factory=dict)
     ingest: dict[str, int] = field(default_factory=dict)
     records: int = 0
     split: str = "all"
@@ -77,7 +85,29 @@ class LocomoResult:
                 "baseline": rates(self.baseline), "records": self.records,
                 "split": self.split, "conversations": list(self.conversations),
                 "ingest": dict(sorted(self.ingest.items())),
-                "by_split": at5(self.by_split), "by_category": at5(self.by_category)}
+                "by_split": at5(self.by_split), "by_category": at5(self.by_category),
+                "by_conversation": {
+                    key: {**at5({key: v[:3]})[key], "memories": v[3], "deferred": v[4],
+                          "deferred_rate": round(v[4] / v[3], 4) if v[3] else 0.0}
+                    for key, v in self.by_conversation.items()},
+                "folds": self.folds()}
+
+    def folds(self) -> dict[str, Any]:
+        """Leave-one-conversation-out summary: mean and worst fold of hit@5 (both rankings)
+        and of the share of memories deferred to review (worst = highest)."""
+        rows = [v for v in self.by_conversation.values() if v[0]]
+        if not rows:
+            return {"count": 0}
+        ours = [v[1] / v[0] for v in rows]
+        base = [v[2] / v[0] for v in rows]
+        deferred = [v[4] / v[3] if v[3] else 0.0 for v in rows]
+        return {"count": len(rows),
+                "ours_hit@5": {"mean": round(sum(ours) / len(ours), 4),
+                               "worst": round(min(ours), 4)},
+                "baseline_hit@5": {"mean": round(sum(base) / len(base), 4),
+                                   "worst": round(min(base), 4)},
+                "deferred_rate": {"mean": round(sum(deferred) / len(deferred), 4),
+                                  "worst": round(max(deferred), 4)}}
 
 
 def split_of(index: int) -> str:
@@ -235,7 +265,12 @@ def evaluate_locomo(path: str | Path, *, unit: str, embedder: Embedder | None,
             engine = open_engine(tmp, clock) if open_engine else MemoryEngine.open(
                 StoreSpec(tmp), ledger_path=None, embedder=embedder, clock=clock)
             try:
-                covered = ingest(engine, memories, review=review, counts=result.ingest)
+                counts: dict[str, int] = {}
+                covered = ingest(engine, memories, review=review, counts=counts)
+                for action, n in counts.items():
+                    result.ingest[action] = result.ingest.get(action, 0) + n
+                result.by_conversation[str(sample.get("sample_id", "locomo"))] = [
+                    0, 0, 0, len(memories), counts.get("deferred", 0)]
                 result.records += engine.count()
                 _ask(engine, sample, questions, result, covered, part)
                 result.conversations.append(str(sample.get("sample_id", "")))
@@ -270,7 +305,8 @@ def _ask(engine: MemoryEngine, sample: Mapping[str, Any], questions: Sequence[Ma
             base = []
         result.questions += 1
         groups = (result.by_category.setdefault(int(question.get("category", 0)), [0, 0, 0]),
-                  result.by_split.setdefault(part, [0, 0, 0]))
+                  result.by_split.setdefault(part, [0, 0, 0]),
+                  result.by_conversation[agent])
         for stats in groups:
             stats[0] += 1
         for k in KS:

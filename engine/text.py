@@ -24,11 +24,13 @@ if TYPE_CHECKING:  # numpy is imported where it is used: `import engine` stays l
 
 
 __all__ = [
+    "SPEAKER_PREFIX",
     "content_hash",
     "estimate_tokens",
     "jaccard",
     "jaccard_pairs",
     "normalize",
+    "split_speaker",
     "tokenize",
 ]
 
@@ -39,6 +41,17 @@ _INVISIBLE = re.compile(
 )
 _TRAILING_PUNCT = re.compile(r"[.!?,;:]+$")
 _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+
+SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
+"""A conversational turn attributed to a speaker: ``"Caroline: ..."``, ``"Dr. Ada Lovelace: ..."``
+(up to three capitalised words before the colon; group 1 is the name)."""
+
+# Prefixes of that shape that label a note rather than name who said it ("Note: ...").
+_LABELS = frozenset({
+    "note", "notes", "nb", "ps", "todo", "to do", "reminder", "important", "update", "fact",
+    "summary", "tip", "warning", "fyi", "question", "answer", "q", "a", "edit", "task", "idea",
+    "goal", "status", "result", "source", "context", "re", "subject", "example",
+})
 
 
 def normalize(text: str) -> str:
@@ -60,6 +73,17 @@ def tokenize(text: str) -> list[str]:
     Used by the Jaccard fallback, keyword novelty (seed 004) and the lexical retrieval score.
     """
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+
+
+def split_speaker(text: str) -> tuple[str | None, str]:
+    """``(speaker, body)`` of a ``"Name: text"`` turn; ``(None, text)`` when no speaker is named.
+
+    A prefix that is a common label ("Note:", "Reminder:", "Q:") is not a speaker.
+    """
+    match = SPEAKER_PREFIX.match(text)
+    if match is None or match.group(1).lower() in _LABELS:
+        return None, text
+    return match.group(1), text[match.end():]
 
 
 def jaccard(a: Iterable[str], b: Iterable[str]) -> float:

@@ -531,6 +531,9 @@ LABELS: Mapping[str, str] = {
     "cross_category": "Threshold across categories", "surprise": "Surprise",
     "effective": "Threshold applied", "confirm_min_jaccard": "Words in common needed",
     "gray_min_jaccard": "Words in common for review", "hash_hit": "Exact duplicate",
+    "min_jaccard": "Words in common to be a duplicate",
+    "merge_margin": "Margin above the threshold",
+    "contradiction_min_jaccard": "Words in common for a contradiction",
     "merged_from": "Merged from", "related": "Related records", "rejected": "Rejected pairs",
     "written": "Written", "staged": "Staged", "path": "Similarity by",
     "partition_size": "Records compared", "surprise_partition_size": "Records for surprise",
@@ -553,6 +556,9 @@ THRESHOLD_LABELS: Mapping[str, str] = {
     "cross_category": "Merge across categories from", "surprise": "Surprise needed to store",
     "effective": "Threshold applied", "confirm_min_jaccard": "Words in common needed",
     "gray_min_jaccard": "Words in common for review",
+    "min_jaccard": "Words in common to be a duplicate",
+    "merge_margin": "Margin above the threshold",
+    "contradiction_min_jaccard": "Words in common for a contradiction",
 }
 """The names of a decision's thresholds (``Decision.thresholds``) as labels."""
 

@@ -5,26 +5,35 @@ Rules, in order (DESIGN decisions 2-5; seed 000 §9, seed 001, seed 004):
 1. **Exact duplicate** (same content hash in the same agent, privacy and layer partition):
    update only if the incoming confidence is strictly greater, with
    ``merge_confidence(old, new)``; else skip with ``equal_confidence`` / ``lower_confidence``.
-2. **Near duplicate**: the most similar candidate of the partition decides. Its merge threshold
-   is the incoming source's trust-tier threshold (human 0.80, agent 0.85, auto 0.90 on cosine;
-   the Jaccard table on the fallback path), raised to 0.95 when the categories differ.
+2. **Near duplicate**: the most similar candidate of the partition decides — a turn attributed
+   to another speaker (``"Nate: ..."`` / ``"Joanna: ..."``) is not a candidate
+   (``policy.distinct_speakers``). Its merge threshold is the incoming source's trust-tier
+   threshold (human 0.80, agent 0.85, auto 0.90 on cosine; the Jaccard table on the fallback
+   path), raised to 0.95 when the categories differ; on the embedding path a merge needs the
+   **merge point**, ``threshold + merge_margin`` capped at 0.95
+   (:meth:`IngestPolicy.merge_point`: human 0.90, agent and auto 0.95).
 
-   * similarity ≥ threshold and the contradiction guard finds nothing → ``merged``;
-   * similarity ≥ threshold but the texts disagree on a detail → ``deferred``
-     (``possible_contradiction``);
-   * on the embedding path, similarity within ``confirm_band`` above the threshold but token
-     Jaccard below ``confirm_min_jaccard`` → ``deferred`` (``low_overlap``): near the
-     threshold, embedding and words must both say "same";
-   * the best candidate would merge but the runner-up (another record it could merge into,
-     without a contradiction) is within ``confidence_gap`` of it → ``deferred``
-     (``confidence_gap``, seed 001 "confidence gap too small"): which record it duplicates is
-     a person's call;
+   * on the embedding path, below 0.95 (the cross-category threshold), texts that share less
+     than ``min_jaccard`` of their words (speaker prefixes left out) are distinct: the memory
+     is judged as new (step 3);
+   * the contradiction guard finds a conflict → ``deferred`` (``possible_contradiction``); on
+     the embedding path only when the texts share at least ``contradiction_min_jaccard`` of
+     their words or their similarity is at least 0.95 (else two different statements:
+     distinct, step 3);
+   * similarity ≥ the merge point → ``merged``, unless
+     - (embedding path, ``confirm_band`` > 0, off by default) it is within ``confirm_band``
+       above the merge point with token Jaccard below ``confirm_min_jaccard`` → ``deferred``
+       (``low_overlap``);
+     - the runner-up (another record it could merge into, without a contradiction) is within
+       ``confidence_gap`` of it → ``deferred`` (``confidence_gap``, seed 001 "confidence gap
+       too small"): which record it duplicates is a person's call;
    * categories differ and similarity is between the tier threshold and 0.95 → ``deferred``
      (``category_mismatch``);
-   * similarity in the gray zone below the threshold → ``deferred`` (``gray_zone``), on the
-     embedding path only when the texts also share at least ``gray_min_jaccard`` of their
-     tokens (else the pair is distinct and the memory is judged as new, step 3);
+   * similarity from the review floor (the gray zone) up to the merge point → ``deferred``
+     (``gray_zone``);
    * a pair the user already rejected is not a candidate.
+
+   The values were chosen on STS-B train (docs/ingest.md, "Quality on unseen data").
 
    Before any of these: a memory that already waits in the review queue (same content, agent,
    privacy and layer) is ``skipped`` (``pending_review``), whatever it resembles most now.
@@ -44,9 +53,9 @@ from engine.ingest.kinds import Action, Reason
 from engine.ingest.policy import IngestPolicy
 from engine.ingest.surprise import SurpriseScore
 from engine.records import Category, TrustTier
-from engine.text import jaccard, tokenize
+from engine.text import jaccard, split_speaker, tokenize
 
-__all__ = ["Candidate", "Decision", "ExactMatch", "decide"]
+__all__ = ["Candidate", "Decision", "ExactMatch", "body_jaccard", "decide"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,37 +177,47 @@ def decide(
         return Decision(Action.SKIPPED, Reason.PENDING_REVIEW,
                         best_pending.id if best_pending else min(pending_targets),
                         best_pending.similarity if best_pending else None, thresholds)
-    if candidates:
-        best = candidates[0]
+    same = [c for c in candidates if not _other_speaker(c.content, content, policy)]
+    if same:
+        best = same[0]
         effective = threshold
         if best.category != category:
             # seed 004 shouldMerge: different categories merge only above 0.95
             effective = max(threshold, dedup.cross_category_threshold)
-        thresholds["effective"] = effective
-        if best.similarity >= floor and not _distinct_in_gray_zone(
-                best, content, semantic=semantic, threshold=threshold, policy=policy,
+        merge_at = policy.merge_point(effective, semantic=semantic)
+        thresholds["effective"] = merge_at
+        if semantic and policy.merge_margin > 0.0:
+            thresholds["merge_margin"] = policy.merge_margin
+        overlap = body_jaccard(best.content, content)
+        if best.similarity >= floor and not _lexically_distinct(
+                best.similarity, overlap, semantic=semantic, policy=policy,
                 thresholds=thresholds):
             conflicts = find_conflicts(best.content, content) if policy.contradiction_guard \
                 else ()
-            if conflicts:
+            if conflicts and semantic and overlap < policy.contradiction_min_jaccard \
+                    and best.similarity < dedup.cross_category_threshold:
+                # Different statements that name different details, not one statement with a
+                # detail changed: distinct, the memory is judged as new.
+                thresholds["contradiction_min_jaccard"] = policy.contradiction_min_jaccard
+            elif conflicts:
                 return Decision(Action.DEFERRED, Reason.POSSIBLE_CONTRADICTION, best.id,
                                 best.similarity, thresholds, conflicts)
-            if best.similarity >= effective:
-                if semantic and best.similarity < effective + policy.confirm_band:
-                    overlap = jaccard(tokenize(best.content), tokenize(content))
+            elif best.similarity >= merge_at:
+                if semantic and best.similarity < merge_at + policy.confirm_band:
                     thresholds["confirm_min_jaccard"] = policy.confirm_min_jaccard
                     if overlap < policy.confirm_min_jaccard:
                         return Decision(Action.DEFERRED, Reason.LOW_OVERLAP, best.id,
                                         best.similarity, thresholds)
-                if _ambiguous(best, candidates, content, category, threshold=threshold,
-                              policy=policy, thresholds=thresholds):
+                if _ambiguous(best, same, content, category, threshold=threshold,
+                              semantic=semantic, policy=policy, thresholds=thresholds):
                     return Decision(Action.DEFERRED, Reason.CONFIDENCE_GAP, best.id,
                                     best.similarity, thresholds)
                 return Decision(Action.MERGED, Reason.NEAR_DUPLICATE, best.id, best.similarity,
                                 thresholds)
-            reason = Reason.CATEGORY_MISMATCH if best.similarity >= threshold \
-                else Reason.GRAY_ZONE
-            return Decision(Action.DEFERRED, reason, best.id, best.similarity, thresholds)
+            else:
+                reason = Reason.CATEGORY_MISMATCH if best.similarity >= threshold \
+                    and best.category != category else Reason.GRAY_ZONE
+                return Decision(Action.DEFERRED, reason, best.id, best.similarity, thresholds)
     nearest = candidates[0] if candidates else None
     if surprise.surprise >= dedup.surprise_threshold:
         reason = Reason.NOVEL if nearest is not None else Reason.UNIQUE_HASH
@@ -209,18 +228,35 @@ def decide(
                     None if nearest is None else nearest.similarity, thresholds)
 
 
-def _distinct_in_gray_zone(best: Candidate, content: str, *, semantic: bool, threshold: float,
-                           policy: IngestPolicy, thresholds: dict[str, float]) -> bool:
-    """True when ``best`` is below the merge threshold on the embedding path and the texts share
-    too few words (``policy.gray_min_jaccard``) to be worth a review: the pair is distinct."""
-    if not semantic or best.similarity >= threshold or policy.gray_min_jaccard <= 0.0:
+def body_jaccard(stored: str, incoming: str) -> float:
+    """Token Jaccard of two texts without their speaker prefixes (:func:`split_speaker`): the
+    name a turn is attributed to is one shared token that says nothing about what was said."""
+    return jaccard(tokenize(split_speaker(stored)[1]), tokenize(split_speaker(incoming)[1]))
+
+
+def _other_speaker(stored: str, incoming: str, policy: IngestPolicy) -> bool:
+    """True when both texts are turns attributed to speakers and the speakers differ."""
+    if not policy.distinct_speakers:
         return False
-    thresholds["gray_min_jaccard"] = policy.gray_min_jaccard
-    return jaccard(tokenize(best.content), tokenize(content)) < policy.gray_min_jaccard
+    first, second = split_speaker(stored)[0], split_speaker(incoming)[0]
+    return first is not None and second is not None and first.lower() != second.lower()
+
+
+def _lexically_distinct(similarity: float, overlap: float, *, semantic: bool,
+                        policy: IngestPolicy, thresholds: dict[str, float]) -> bool:
+    """True when, on the embedding path, the texts share too few words (``overlap`` below
+    ``policy.min_jaccard``) to be duplicates: the pair is distinct. At or above the
+    cross-category threshold (seed 004's 0.95, where similarity alone merges even records of
+    different categories) the embedding is trusted alone."""
+    if not semantic or policy.min_jaccard <= 0.0 \
+            or similarity >= policy.dedup.cross_category_threshold:
+        return False
+    thresholds["min_jaccard"] = policy.min_jaccard
+    return overlap < policy.min_jaccard
 
 
 def _ambiguous(best: Candidate, candidates: Sequence[Candidate], content: str,
-               category: Category, *, threshold: float, policy: IngestPolicy,
+               category: Category, *, threshold: float, semantic: bool, policy: IngestPolicy,
                thresholds: dict[str, float]) -> bool:
     """True when the runner-up could take the merge as well and is within
     ``policy.confidence_gap`` of ``best`` (seed 001's "confidence gap too small")."""
@@ -229,8 +265,9 @@ def _ambiguous(best: Candidate, candidates: Sequence[Candidate], content: str,
     runner = candidates[1]
     if runner.id == best.id or best.similarity - runner.similarity >= policy.confidence_gap:
         return False
-    effective = threshold if runner.category == category \
-        else max(threshold, policy.dedup.cross_category_threshold)
+    effective = policy.merge_point(
+        threshold if runner.category == category
+        else max(threshold, policy.dedup.cross_category_threshold), semantic=semantic)
     if runner.similarity < effective:
         return False
     if policy.contradiction_guard and find_conflicts(runner.content, content):

@@ -26,7 +26,8 @@ class GrayZoneScope(StrEnum):
     ``COMMON_FLOOR``: at ``min(thresholds) - gray_zone`` for every tier, so a pair similar
     enough to be reviewed from a human source is also reviewed from a less trusted one (the tier
     decides how much merges automatically, not how much a person gets to see). With the defaults
-    the band is [0.70, 0.80) for human, [0.70, 0.85) for agent and [0.70, 0.90) for auto.
+    (gray zone 0.30, merge margin 0.10) the band is [0.50, 0.90) for human and [0.50, 0.95)
+    for agent and auto on the embedding path.
 
     ``BELOW_THRESHOLD``: ``[threshold - gray_zone, threshold)`` for each tier (DESIGN 3 read
     literally).
@@ -67,16 +68,34 @@ class IngestPolicy:
             timeout: the memory is still embedded; a batch embeds per chunk, not per stage).
         search_budget_ms: seed 001 "ANN query < 25 ms": the ``candidate-search`` stage (hash
             cache, nearest neighbours, linear scan) reports ``over_budget`` above it.
-        confirm_band: On the embedding path, a merge within this distance above its threshold
-            also needs lexical support (two weak signals must agree), else it goes to review
-            with reason ``low_overlap``. 0 disables the rule.
-        confirm_min_jaccard: The token Jaccard that counts as lexical support.
-        gray_min_jaccard: On the embedding path, a pair in the gray zone (below its merge
-            threshold) is worth a person's review only if the texts also share at least this
-            token Jaccard; below it the pair counts as distinct and the memory is judged as new
-            (it still gets a ``related`` link). Dialogue turns of one conversation share
-            speakers and style, so many distinct turns reach the gray zone on embedding
-            similarity alone. 0 disables the rule.
+        merge_margin: On the embedding path a near duplicate merges at its trust tier's
+            threshold plus this margin (human 0.90, agent 0.95, auto 0.95 with the seed 001
+            thresholds and the default 0.10, capped at 0.95: :meth:`merge_point`); from the
+            review floor up to there it goes to review (``gray_zone``). Chosen on STS-B train
+            (docs/ingest.md, "Quality on unseen data"): at the seed thresholds themselves one
+            human-tier merge in 15 on train was of two distinct sentences. 0 merges at the
+            seed thresholds.
+        confirm_band: On the embedding path, a merge within this distance above its merge point
+            also needs ``confirm_min_jaccard`` of lexical support, else it goes to review with
+            reason ``low_overlap``. 0 (the default since the merge margin) disables the rule.
+        confirm_min_jaccard: The token Jaccard that counts as lexical support for
+            ``confirm_band``.
+        min_jaccard: On the embedding path, a pair below the cross-category threshold (0.95)
+            is a duplicate (to merge, or to review) only if the texts also share at least this
+            token Jaccard (speaker prefixes left out);
+            below it the pair counts as distinct and the memory is judged as new (it still gets
+            a ``related`` link). Paraphrases keep some of their words; different utterances of
+            one conversation reach the gray zone on shared speakers and tone alone. 0 disables
+            the rule.
+        contradiction_min_jaccard: On the embedding path, a pair the contradiction guard flags
+            goes to review only if its texts share at least this token Jaccard (or are at least
+            0.95 similar, where the embedding is trusted alone): a contradiction
+            is the same statement with a detail changed ("rent is $1,200" / "rent is $1,500");
+            two different statements that happen to name different numbers or people are just
+            distinct. 0 sends every flagged pair to review.
+        distinct_speakers: Turns attributed to different speakers (``"Nate: ..."`` /
+            ``"Joanna: ..."``, :func:`engine.text.split_speaker`) are never duplicates of each
+            other: what one person said is not what another said.
         confidence_gap: seed 001 "Conflict handling: … or confidence gap too small, enqueue for
             review". A merge is confident when one stored record is clearly the one the memory
             duplicates: when the runner-up candidate (another record the memory could merge
@@ -97,9 +116,12 @@ class IngestPolicy:
     overlap_encode: bool = True
     embed_budget_ms: float = 150.0
     search_budget_ms: float = 25.0
-    confirm_band: float = 0.05
+    merge_margin: float = 0.10
+    confirm_band: float = 0.0
     confirm_min_jaccard: float = 0.4
-    gray_min_jaccard: float = 0.2
+    min_jaccard: float = 0.27
+    contradiction_min_jaccard: float = 0.4
+    distinct_speakers: bool = True
     confidence_gap: float = 0.02
 
     def __post_init__(self) -> None:
@@ -119,8 +141,8 @@ class IngestPolicy:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigInvalid(name, value, "must be an integer >= 1")
-        for name in ("confirm_band", "confirm_min_jaccard", "gray_min_jaccard",
-                     "confidence_gap"):
+        for name in ("merge_margin", "confirm_band", "confirm_min_jaccard", "min_jaccard",
+                     "contradiction_min_jaccard", "confidence_gap"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
                 raise ConfigInvalid(name, value, "must be in 0..1")
@@ -136,6 +158,20 @@ class IngestPolicy:
         """Merge threshold for ``tier`` on the embedding (or Jaccard) path (seed 001)."""
         return self.dedup.threshold(tier, semantic=semantic)
 
+    def merge_point(self, threshold: float, *, semantic: bool) -> float:
+        """Where a near duplicate merges, given its merge threshold (tier, or cross-category).
+
+        On the embedding path: ``threshold + merge_margin``, but never above
+        ``max(threshold, cross_category_threshold)`` — seed 004's 0.95 is where even records of
+        different categories merge, so no same-category merge needs more (the auto tier merges
+        at 0.95, not at 1.00). On the Jaccard path: the threshold itself.
+        """
+        if not semantic:
+            return threshold
+        cap = max(threshold, self.dedup.cross_category_threshold)
+        # rounded so that 0.80 + 0.10 is 0.90, not 0.9000000000000001
+        return round(min(threshold + self.merge_margin, cap), 9)
+
     def review_floor(self, tier: TrustTier, *, semantic: bool) -> float:
         """Lowest similarity that still goes to review instead of counting as distinct."""
         table = self.dedup.thresholds if semantic else self.dedup.jaccard_thresholds
@@ -143,4 +179,4 @@ class IngestPolicy:
             base = min(table.values())
         else:
             base = table[tier]
-        return max(0.0, min(base, table[tier]) - self.dedup.gray_zone)
+        return round(max(0.0, min(base, table[tier]) - self.dedup.gray_zone), 9)

@@ -17,7 +17,6 @@ keyword matching forgiving enough to help semantic search (seed 003 §7 hybrid s
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections.abc import Sequence
 
@@ -25,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.store.view import ViewSnapshot
-from engine.text import tokenize
+from engine.text import SPEAKER_PREFIX, tokenize
 
 __all__ = ["FLAG_TAGS", "STOP_WORDS", "TextIndex", "bm25_weights", "stem", "terms"]
 
@@ -50,7 +49,7 @@ oh hey hi wow gonna got get lot lots thing things much many
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 # A conversational turn attributed to a speaker: "Caroline: ...", "Dr. Ada Lovelace: ..."
-_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
+_SPEAKER = SPEAKER_PREFIX
 
 _SUFFIXES = ("ational", "ization", "fulness", "ousness", "iveness", "ingly", "ments", "ement",
              "ation", "ness", "ment", "ings", "edly", "ing", "ies", "ied", "ers", "est",

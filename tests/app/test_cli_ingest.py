@@ -121,6 +121,24 @@ def test_eval_dedup_shape(cli: Runner, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("only\tthree\tcolumns\n", encoding="utf-8")
     assert cli("eval", "dedup", str(bad))[0] == 1
+    assert cli("eval", "dedup", str(path), str(bad))[0] == 1  # refused before evaluating
+
+
+def test_eval_dedup_reports_several_files_side_by_side(cli: Runner, tmp_path: Path) -> None:
+    # the tuning file beside the check: one document per file, and a side-by-side summary
+    train, dev = tmp_path / "sts-train.csv", tmp_path / "sts-dev.csv"
+    train.write_text("g\tf\t2012\t1\t5.0\tA cat sits on the mat.\tA cat sits on the mat.\n"
+                     "g\tf\t2012\t2\t0.5\tA man plays guitar.\tThe stock market fell.\n",
+                     encoding="utf-8")
+    dev.write_text("g\tf\t2012\t1\t4.6\tThe dog runs fast.\tThe dog runs fast.\n",
+                   encoding="utf-8")
+    code, out, _ = cli("--json", "eval", "dedup", str(train), str(dev))
+    assert code == 0
+    documents = json.loads(out)["files"]
+    assert [(d["file"], d["pairs"]) for d in documents] == [(str(train), 2), (str(dev), 1)]
+    code, out, _ = cli("eval", "dedup", str(train), str(dev))
+    assert code == 0 and "side by side (sts-train.csv | sts-dev.csv)" in out
+    assert "  human  1.000 | 1.000;  1.000 | 1.000" in out  # exact duplicates merge
 
 
 @pytest.mark.slow
@@ -137,6 +155,25 @@ def test_eval_dedup_meets_the_goal_on_stsb_dev(tmp_path: Path,
     for metrics in document["tiers"].values():
         assert metrics["merge_precision"] >= 0.97
         assert metrics["merge_or_review_recall"] >= 0.90
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_eval_dedup_meets_the_goal_on_stsb_train(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # the file the rules were chosen on (docs/ingest.md, "Quality on unseen data")
+    assert STS is not None, "the STS-B dev file (../shared/data/stsb/sts-dev.csv) is missing"
+    train = STS.with_name("sts-train.csv")
+    assert train.is_file(), f"{train} is missing"
+    env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),
+           "MNEMOSCOPE_DATA_DIR": str(tmp_path / "data")}
+    assert run_cli(["--json", "eval", "dedup", str(train)], env) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["pairs"] == 5749
+    assert document["baseline"]["human"]["merge_precision"] < 0.85  # plain cosine: 0.838
+    for metrics in document["tiers"].values():
+        assert metrics["merge_precision"] >= 0.975
+        assert metrics["merge_or_review_recall"] >= 0.92
 
 
 @pytest.mark.parametrize(("name", "data", "kind", "turns"), FORMATS,

@@ -118,3 +118,25 @@ def test_eval_locomo_slice(tmp_path: Path) -> None:
     assert set(doc["ours"]) == {"hit@1", "hit@5", "hit@10"}
     assert doc["ours"]["hit@10"] >= doc["ours"]["hit@1"]
     assert doc["baseline"]["hit@5"] > 0.0
+
+
+def test_eval_locomo_prints_folds(tmp_path: Path) -> None:
+    def sample(i: int) -> dict[str, object]:
+        turns = [{"speaker": "Ann", "dia_id": "D1:1", "text": f"I took up chess {i}."},
+                 {"speaker": "Bob", "dia_id": "D1:2", "text": "The weather was grey."}]
+        return {"sample_id": f"conv-{i}",
+                "conversation": {"speaker_a": "Ann", "speaker_b": "Bob",
+                                 "session_1_date_time": "1:56 pm on 8 May, 2023",
+                                 "session_1": turns},
+                "qa": [{"question": "What did Ann take up?", "evidence": ["D1:1"],
+                        "category": 4}]}
+
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample(0), sample(1)]), encoding="utf-8")
+    code, out = _run(tmp_path / "unused", "eval", "locomo", str(path), "--folds")
+    assert code == 0
+    lines = out.splitlines()
+    assert "  ingest: 0 of 4 turns deferred to review" in lines
+    assert any(line.split()[:2] == ["conv-1", "1"] for line in lines)
+    assert any(line.split()[:2] == ["mean", "1.000"] for line in lines)
+    assert any(line.split()[:2] == ["worst", "1.000"] for line in lines)

@@ -8,6 +8,7 @@ from engine.text import (
     jaccard,
     jaccard_pairs,
     normalize,
+    split_speaker,
     tokenize,
 )
 
@@ -79,3 +80,11 @@ def test_jaccard_pairs_on_edge_cases() -> None:
     assert jaccard_pairs([["a", "b", "c", "d"], ["a", "b", "c", "e"]], 0.6) == [(0, 1, 0.6)]
     with pytest.raises(ValueError, match="threshold > 0"):
         jaccard_pairs([["a"]], 0.0)
+
+def test_split_speaker_names_the_speaker_not_a_label() -> None:
+    assert split_speaker("Caroline: I went to the support group") == (
+        "Caroline", "I went to the support group")
+    assert split_speaker("Dr. Ada Lovelace: notes on the engine") == (
+        "Dr. Ada Lovelace", "notes on the engine")
+    assert split_speaker("Note: the API key rotates") == (None, "Note: the API key rotates")
+    assert split_speaker("rent is due: monday") == (None, "rent is due: monday")

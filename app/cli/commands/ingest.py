@@ -23,6 +23,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli import EXIT_INTERRUPTED, report_crash, report_error
@@ -110,8 +111,10 @@ def register(subparsers: Any) -> None:
 
     evaluation = eval_group(subparsers)
     dedup = evaluation.add_parser(
-        "dedup", help="merge decision quality on an STS-B-format file, per trust tier")
-    dedup.add_argument("file", metavar="FILE.csv")
+        "dedup", help="merge decision quality on STS-B-format files, per trust tier (several "
+                      "files, e.g. sts-train.csv sts-dev.csv: the rules' tuning data beside "
+                      "the check, side by side)")
+    dedup.add_argument("files", metavar="FILE.csv", nargs="+")
     dedup.set_defaults(handler=_eval_dedup)
 
 
@@ -424,7 +427,7 @@ def _review_reject(args: argparse.Namespace, ctx: CliContext) -> int:
 def _eval_dedup(args: argparse.Namespace, ctx: CliContext) -> int:
     from engine import IngestPolicy, evaluate_dedup, read_sts
 
-    pairs = read_sts(args.file)
+    files = [(Path(name), read_sts(name)) for name in args.files]  # bad input: before the model
     def no_model(texts: Any) -> None:
         return None  # the Jaccard path
 
@@ -436,20 +439,34 @@ def _eval_dedup(args: argparse.Namespace, ctx: CliContext) -> int:
         else:
             ctx.warn(f"note: embedding model unavailable ({embedder.status().reason}); "
                      "evaluating the token-Jaccard path")
-    result = evaluate_dedup(pairs, IngestPolicy(), embed=embed)
+    results = [(path, evaluate_dedup(pairs, IngestPolicy(), embed=embed))
+               for path, pairs in files]
     if ctx.json:
-        ctx.emit_json(result.to_json())
+        documents = [{"file": str(path), **result.to_json()} for path, result in results]
+        ctx.emit_json(documents[0] if len(documents) == 1 else {"files": documents})
         return 0
-    ctx.print(f"{result.pairs} pairs ({result.duplicates} duplicates >= 4.0, "
-              f"{result.distinct} distinct < 3.0), {'embedding' if result.semantic else 'jaccard'}"
-              " path")
-    ctx.print(f"{'tier':<7}{'thr':>6}{'precision':>11}{'recall':>8}{'merge|rev':>11}"
-              f"{'review':>8}{'plain prec':>12}{'plain rec':>11}")
-    for tier, metrics in result.tiers.items():
-        plain = result.baseline[tier]
-        precision = "-" if metrics.merge_precision is None else f"{metrics.merge_precision:.3f}"
-        plain_precision = "-" if plain.merge_precision is None else f"{plain.merge_precision:.3f}"
-        ctx.print(f"{tier:<7}{metrics.threshold:>6.2f}{precision:>11}{metrics.merge_recall:>8.3f}"
-                  f"{metrics.merge_or_review_recall:>11.3f}{metrics.review_rate:>8.3f}"
-                  f"{plain_precision:>12}{plain.merge_recall:>11.3f}")
+    for path, result in results:
+        ctx.print(f"{path.name}: {result.pairs} pairs ({result.duplicates} duplicates >= 4.0, "
+                  f"{result.distinct} distinct < 3.0), "
+                  f"{'embedding' if result.semantic else 'jaccard'} path")
+        ctx.print(f"{'tier':<7}{'thr':>6}{'precision':>11}{'recall':>8}{'merge|rev':>11}"
+                  f"{'review':>8}{'plain prec':>12}{'plain rec':>11}")
+        for tier, metrics in result.tiers.items():
+            plain = result.baseline[tier]
+            ctx.print(f"{tier:<7}{metrics.threshold:>6.2f}"
+                      f"{_rate(metrics.merge_precision):>11}{metrics.merge_recall:>8.3f}"
+                      f"{metrics.merge_or_review_recall:>11.3f}{metrics.review_rate:>8.3f}"
+                      f"{_rate(plain.merge_precision):>12}{plain.merge_recall:>11.3f}")
+    if len(results) > 1:
+        names = " | ".join(path.name for path, _ in results)
+        ctx.print(f"side by side ({names}): merge precision; merge-or-review recall")
+        for tier in results[0][1].tiers:
+            precision = " | ".join(_rate(r.tiers[tier].merge_precision) for _, r in results)
+            recall = " | ".join(f"{r.tiers[tier].merge_or_review_recall:.3f}"
+                                for _, r in results)
+            ctx.print(f"  {tier:<6} {precision};  {recall}")
     return 0
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

@@ -57,6 +57,9 @@ def register(subparsers: Any) -> None:
                         help="dev: the first 3 of every 5 conversations (tune on these); "
                              "held-out: the other 2 (they decide); all (default): both, "
                              "reported per split too")
+    locomo.add_argument("--folds", action="store_true",
+                        help="also print each conversation as a leave-one-out fold (hit@5, "
+                             "memories deferred to review), with the mean and the worst fold")
     locomo.add_argument("--conversations", type=_positive, default=None, metavar="N",
                         help="only the first N conversations (of the split)")
     locomo.add_argument("--questions", type=_positive, default=None, metavar="N",
@@ -117,4 +120,23 @@ def _eval_locomo(args: argparse.Namespace, ctx: CliContext) -> int:
     for part, line in document["by_split"].items():
         ctx.print(f"  {part:<9} {line['questions']} questions: ours hit@5 "
                   f"{line['ours_hit@5']:.3f}, cosine {line['baseline_hit@5']:.3f}")
+    ingested = sum(document["ingest"].get(a, 0) for a in
+                   ("inserted", "merged", "updated", "skipped", "deferred", "error"))
+    if ingested:
+        ctx.print(f"  ingest: {document['ingest'].get('deferred', 0)} of {ingested} "
+                  f"{args.unit} deferred to review")
+    if args.folds:
+        ctx.print("  folds (one conversation each): questions, ours hit@5, cosine hit@5, "
+                  "deferred")
+        for name, line in document["by_conversation"].items():
+            ctx.print(f"    {name:<10}{line['questions']:>5}{line['ours_hit@5']:>8.3f}"
+                      f"{line['baseline_hit@5']:>8.3f}{line['deferred_rate']:>8.3f}")
+        folds = document["folds"]
+        if folds["count"]:
+            ctx.print(f"    mean      {'':>5}{folds['ours_hit@5']['mean']:>8.3f}"
+                      f"{folds['baseline_hit@5']['mean']:>8.3f}"
+                      f"{folds['deferred_rate']['mean']:>8.3f}")
+            ctx.print(f"    worst     {'':>5}{folds['ours_hit@5']['worst']:>8.3f}"
+                      f"{folds['baseline_hit@5']['worst']:>8.3f}"
+                      f"{folds['deferred_rate']['worst']:>8.3f}")
     return 0

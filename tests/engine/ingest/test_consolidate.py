@@ -19,7 +19,7 @@ OTHER = "The build server lives in Frankfurt"
 def planted(engine: MemoryEngine, table: TableEmbedder) -> dict[str, MemoryRecord]:
     """A near-duplicate pair, a contradicting pair and an unrelated record, stored side by side
     (``add`` stores as given, as records stored before a threshold change would be)."""
-    table.pair(SHORT, LONG, 0.9)
+    table.pair(SHORT, LONG, 0.92)
     table.pair(EARLY, LATE, 0.95)
     return {text: engine.add(NewMemory(text, importance=importance))
             for text, importance in ((SHORT, 0.4), (LONG, 0.7), (EARLY, 0.5), (LATE, 0.5),
@@ -45,7 +45,7 @@ def test_merges_a_near_duplicate_and_defers_a_contradiction(
         engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
     report = engine.consolidate()
     assert report.counts == {"merged": 1, "deferred": 1} and report.scanned == 5
-    # most similar pair first: the contradiction (0.95), then the paraphrase (0.9)
+    # most similar pair first: the contradiction (0.95), then the paraphrase (0.92)
     deferred, merged = report.steps
     # seed 004: the higher-importance version is kept, the other merged into it and deleted
     assert (merged.action, merged.reason) == (Action.MERGED, Reason.NEAR_DUPLICATE)
@@ -124,7 +124,7 @@ def test_partitions_never_merge(engine: MemoryEngine, table: TableEmbedder) -> N
 
 
 def test_agent_option_limits_the_pass(engine: MemoryEngine, table: TableEmbedder) -> None:
-    table.pair(SHORT, LONG, 0.9)
+    table.pair(SHORT, LONG, 0.92)
     for agent in ("a", "b"):
         engine.add(NewMemory(SHORT, agent_id=agent, importance=0.4))
         engine.add(NewMemory(LONG, agent_id=agent, importance=0.7))
@@ -138,7 +138,7 @@ def test_records_stored_on_the_jaccard_path_are_compared_by_embedding(
         make_engine: EngineFactory, table: TableEmbedder) -> None:
     # stored while the model was not ready: no vectors, and token Jaccard (0.5) called the
     # paraphrase distinct; once the model is ready the pass compares their embeddings
-    table.pair(SHORT, LONG, 0.9)
+    table.pair(SHORT, LONG, 0.92)
     loading = make_engine(embedder=None, name="shared")
     loading.add(NewMemory(SHORT, importance=0.4))
     loading.add(NewMemory(LONG, importance=0.7))

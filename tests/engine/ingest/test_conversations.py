@@ -115,8 +115,9 @@ class TestImport:
                     {"speaker": "Kim", "content": "Kim likes the colour green most"},
                     {"speaker": "Kim", "content": "Kim's favourite colour is green"},
                     {"speaker": "Kim", "content": "Kim works at the harbour office"}]
+        # 0.96: at least the agent tier's merge point, where the embedding is trusted alone
         table.pair("Kim: Kim's favourite colour is green", "Kim: Kim likes the colour green most",
-                   0.93)
+                   0.96)
         path = _file(tmp_path, "kim.json", messages)
         before_events = len(engine.events.query(EventFilter(limit=1000)))
         preview = engine.import_conversation(path, agent_id="kim", keep=SalienceCut("all"),

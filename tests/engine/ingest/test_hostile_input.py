@@ -152,9 +152,9 @@ def test_reingest_adds_no_review_items(engine: MemoryEngine, table: TableEmbedde
                             "The courier comes on Thursday mornings",
                             "The courier usually comes on Thursday mornings")
     axes = np.eye(table.dimension, dtype=np.float32)
-    v2 = 0.75 * axes[0] + np.sqrt(1 - 0.75**2) * axes[1]
+    v2 = 0.6 * axes[0] + np.sqrt(1 - 0.6**2) * axes[1]
     for text, vector in ((first, axes[0]), (second, v2), (third, 0.8 * v2 + 0.6 * axes[2])):
-        table.put(text, vector)  # cosines: 1-2 0.75, 2-3 0.80, 1-3 0.60
+        table.put(text, vector)  # cosines: 1-2 0.60, 2-3 0.80, 1-3 0.48 (review floor 0.50)
     path = _write_lines(tmp_path / "m.jsonl", [json.dumps({"content": c})
                                               for c in (first, second, third)])
     report = engine.import_jsonl(path)

@@ -63,15 +63,17 @@ class TestPartitionsAndTiers:
 
     def test_paraphrase_merges_at_human_tier_but_not_auto(self, make_engine: EngineFactory,
                                                           table: TableEmbedder) -> None:
+        # merge points: human 0.90, agent and auto 0.95 (tier threshold + margin, capped)
         stored, paraphrase = "Bob takes his coffee black", "Bob always has black coffee"
-        table.pair(stored, paraphrase, 0.87)
+        table.pair(stored, paraphrase, 0.92)
         results = {}
         for tier in TrustTier:
             engine = make_engine(name=f"store-{tier.value}")
             engine.ingest(_memory(stored))
             results[tier] = engine.ingest(_memory(paraphrase, source_tier=tier))
         assert results[TrustTier.HUMAN].action is Action.MERGED
-        assert results[TrustTier.AGENT].action is Action.MERGED
+        assert (results[TrustTier.AGENT].action, results[TrustTier.AGENT].reason) == (
+            Action.DEFERRED, Reason.GRAY_ZONE)
         assert (results[TrustTier.AUTO].action, results[TrustTier.AUTO].reason) == (
             Action.DEFERRED, Reason.GRAY_ZONE)
         merged = results[TrustTier.HUMAN].record
@@ -187,7 +189,7 @@ class TestHeadlessSlowMotion:
                                    clock=clock, config=EngineConfig(slow_mo_ms=40.0),
                                    sleep=pauses.append)
         try:
-            table.pair("Bob takes his coffee black", "Bob always has black coffee", 0.87)
+            table.pair("Bob takes his coffee black", "Bob always has black coffee", 0.92)
             engine.ingest(_memory("Bob takes his coffee black"))
             assert pauses == [0.04] * (len(STAGES) - 1)
             merged = engine.ingest(_memory("Bob always has black coffee"))
@@ -261,7 +263,9 @@ class TestContradictionAndReview:
     ])
     def test_guard_defers(self, engine: MemoryEngine, table: TableEmbedder, stored: str,
                           incoming: str) -> None:
-        table.pair(stored, incoming, 0.95)
+        # 0.96: "likes tea" / "does not like tea" share one word in five, so below 0.95 the
+        # guard's finding would count as two different statements
+        table.pair(stored, incoming, 0.96)
         engine.ingest(_memory(stored))
         result = engine.ingest(_memory(incoming))
         assert (result.action, result.reason) == (Action.DEFERRED,
@@ -298,7 +302,7 @@ class TestContradictionAndReview:
 
     def test_reject_keeps_both_and_is_not_asked_again(self, engine: MemoryEngine,
                                                       table: TableEmbedder) -> None:
-        table.pair("likes tea", "does not like tea", 0.95)
+        table.pair("likes tea", "does not like tea", 0.96)
         target = engine.ingest(_memory("likes tea"))
         deferred = engine.ingest(_memory("does not like tea"))
         assert deferred.review_id is not None
@@ -340,7 +344,8 @@ class TestDrivers:
     """The stepped driver exposes each stage; headless and stepped agree."""
 
     def test_stepped_stage_by_stage(self, engine: MemoryEngine, table: TableEmbedder) -> None:
-        table.pair("Erin runs on Tuesdays", "Erin goes running every Tuesday.", 0.9)
+        # one word in common: below 0.95 it would count as distinct (lexical support)
+        table.pair("Erin runs on Tuesdays", "Erin goes running every Tuesday.", 0.96)
         stored = engine.ingest(_memory("Erin runs on Tuesdays"))
         run = engine.stepped(_memory("  Erin goes running every Tuesday. "))
         assert run.next_stage is Stage.START and run.stages == STAGES
@@ -360,13 +365,14 @@ class TestDrivers:
             elif report.stage is Stage.CANDIDATES:
                 assert data["hash_hit"] is False and data["method"] == "exact"
                 assert data["candidates"][0]["id"] == stored.record_id
-                assert data["candidates"][0]["similarity"] == pytest.approx(0.9, abs=1e-6)
+                assert data["candidates"][0]["similarity"] == pytest.approx(0.96, abs=1e-6)
             elif report.stage is Stage.DECISION:
                 decision = data["decision"]
                 assert (decision["action"], decision["reason"]) == ("merged",
                                                                     "near_duplicate")
                 assert decision["thresholds"]["threshold"] == 0.8
-                assert decision["thresholds"]["review_floor"] == pytest.approx(0.7)
+                assert decision["thresholds"]["review_floor"] == pytest.approx(0.5)
+                assert decision["thresholds"]["effective"] == pytest.approx(0.9)
                 assert 0.0 <= data["surprise"]["surprise"] <= 1.0
             elif report.stage is Stage.APPLY:
                 assert data["before"]["id"] == data["after"]["id"] == stored.record_id
@@ -390,7 +396,7 @@ class TestDrivers:
                   _memory("frank lives in lyon", confidence=0.9),
                   _memory("The build takes 10 minutes"), _memory("The build takes 12 minutes"),
                   _memory("Frank lives in Lyon", privacy=Privacy.PUBLIC)]
-        table.pair("Frank lives in Lyon", "Frank resides in Lyon", 0.83)
+        table.pair("Frank lives in Lyon", "Frank resides in Lyon", 0.92)
         table.pair("The build takes 10 minutes", "The build takes 12 minutes", 0.96)
         outcomes: list[tuple[list[Any], list[dict[str, Any]]]] = []
         for name, stepped in (("headless", False), ("stepped", True)):
@@ -421,7 +427,7 @@ class TestEvents:
 
     def test_documented_events_and_fields(self, engine: MemoryEngine,
                                           table: TableEmbedder) -> None:
-        table.pair("Gina likes jazz", "Gina enjoys jazz", 0.9)
+        table.pair("Gina likes jazz", "Gina enjoys jazz", 0.92)
         table.pair("The gym opens at 6am", "The gym opens at 7am", 0.97)
         expected = {
             "inserted": "memory:record:created", "merged": "merge-applied",

@@ -67,8 +67,10 @@ def test_hnsw_finds_what_exact_search_finds(make_engine: EngineFactory,
     queries: list[NewMemory] = []
     for q in range(240):  # near duplicates, paraphrases (merge and gray zone), new topics
         row = int(rng.integers(len(records)))
-        cosine = (0.97, 0.86, 0.78, 0.5)[q % 4]
-        text = f"incoming {q}"
+        cosine = (0.97, 0.86, 0.78, 0.4)[q % 4]  # 0.4: below the review floor (0.50)
+        # the neighbour's words plus a tag of letters: a duplicate needs lexical support
+        # (IngestPolicy.min_jaccard) as well as the cosine
+        text = f"{records[row].content} {''.join(chr(97 + int(d)) for d in str(q))}"
         table.put(text, _toward(vectors[row], cosine, rng))
         queries.append(NewMemory(text, agent_id=records[row].agent_id))
     states = {}

@@ -102,3 +102,22 @@ def test_a_question_naming_a_date_finds_that_sessions_record(tmp_path: Path, uni
     result = evaluate_locomo(path, unit=unit, embedder=None)
     assert result.questions == 2
     assert result.ours[1] == 2  # the record of the named session ranks first for both
+
+
+def test_each_conversation_is_a_fold_with_mean_and_worst(tmp_path: Path) -> None:
+    conversations = [_conversation(i) for i in range(3)]
+    # the third cites a turn no record holds: its fold scores 0
+    conversations[2]["qa"] = [{"question": "What hobby did Ann take up?",
+                               "evidence": ["D9:9"], "category": 4}]
+    path = tmp_path / "folds.json"
+    path.write_text(json.dumps(conversations), encoding="utf-8")
+    document = evaluate_locomo(path, unit="turns", embedder=None).to_json()
+    folds = document["by_conversation"]
+    assert list(folds) == ["conv-0", "conv-1", "conv-2"]
+    assert [f["ours_hit@5"] for f in folds.values()] == [1.0, 1.0, 0.0]
+    assert all(f["memories"] == 3 and f["questions"] == 1 for f in folds.values())
+    assert sum(f["deferred"] for f in folds.values()) == document["ingest"].get("deferred", 0)
+    summary = document["folds"]
+    assert summary["count"] == 3
+    assert summary["ours_hit@5"] == {"mean": round(2 / 3, 4), "worst": 0.0}
+    assert set(summary["deferred_rate"]) == {"mean", "worst"}
