@@ -192,7 +192,8 @@ def test_records_waiting_for_the_model_are_merged_on_the_jaccard_path(
     kept = loading.add(NewMemory("the deploy script lives in the ops repository now",
                                  importance=0.7))
     for i in range(40):
-        loading.add(NewMemory(f"unrelated note {i} about topic{i} and subject{i}"))
+        # unrelated: no word in common (the Jaccard path's review floor is 0.30 of words)
+        loading.add(NewMemory(f"topic{i} subject{i} item{i} detail{i}"))
     report = loading.consolidate()
     assert [(s.action, s.semantic, s.kept.id) for s in report.steps] == [
         (Action.MERGED, False, kept.id)]

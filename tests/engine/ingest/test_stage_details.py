@@ -23,7 +23,7 @@ def _step_all(memory: MemoryEngine, text: str) -> list[door.StageReport]:
 
 
 def test_a_merge_stage_by_stage(engine: MemoryEngine, table: TableEmbedder) -> None:
-    table.pair("Erin runs on Tuesdays", "Erin goes running every Tuesday.", 0.9)
+    table.pair("Erin runs on Tuesdays", "Erin goes running every Tuesday.", 0.97)
     stored = engine.ingest(NewMemory("Erin runs on Tuesdays"))
     reports = _step_all(engine, "  Erin goes running every Tuesday. ")
     details = {report.stage: report.detail for report in reports}
@@ -94,7 +94,7 @@ def test_a_deferral_names_the_record_it_waits_on(engine: MemoryEngine,
 
 
 def test_a_failed_stage_says_why(engine: MemoryEngine, table: TableEmbedder) -> None:
-    table.pair("Erin runs on Tuesdays", "Erin goes running every Tuesday.", 0.9)
+    table.pair("Erin runs on Tuesdays", "Erin goes running every Tuesday.", 0.97)
     stored = engine.ingest(NewMemory("Erin runs on Tuesdays"))
     run = engine.stepped(NewMemory("Erin goes running every Tuesday."))
     while run.next_stage is not Stage.PERSIST:
