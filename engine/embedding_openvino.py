@@ -42,7 +42,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["MIN_AGREEMENT", "PREBUILT_MANIFEST", "OpenVinoEncoder", "Precision", "Unsupported",
-           "build", "cached_folder", "export_prebuilt", "is_prebuilt", "load_prebuilt"]
+           "build", "cached_folder", "export_prebuilt", "forget_cached", "is_prebuilt",
+           "load_prebuilt"]
 
 Vectors = npt.NDArray[np.float32]
 
