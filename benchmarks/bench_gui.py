@@ -421,11 +421,9 @@ def situation_stall_probe(situation: str, *, model_cache: Path | None = None,
     probe = LoopProbe(watch=watch)
 
     async def measure(folder: Path) -> None:
-        shown = asyncio.Event()
+        shown = asyncio.Event()  # _window showed it; the first paint comes with the loop
         window.first_shown.connect(shown.set)
-        if not window.isVisible():
-            window.show()
-        await asyncio.wait_for(shown.wait(), 5) if not shown.is_set() else None
+        await asyncio.wait_for(shown.wait(), 30)
         if situation in ("resize", "review"):
             await _stall_store(window, folder, DEMO_MEMORIES)
         elif situation == "undo":
