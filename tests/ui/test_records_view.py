@@ -205,14 +205,16 @@ def test_undoing_a_200_row_delete_writes_small_batches(
     assert session is not None
     snapshot = run(qtbot, session.runner.run(session.engine.store.view.snapshot))
     ids = list(snapshot.ids[:200])
-    run(qtbot, window.records.delete_records(ids))
-    qtbot.waitUntil(lambda: model.total == SMALL - 200 and model.settled)
+    run(qtbot, window.records.delete_records(ids), timeout=120)
+    qtbot.waitUntil(lambda: model.total == SMALL - 200 and model.settled, timeout=60_000)
     store = session.engine.store
     recording = RecordingCollection(store._collection)
     store._collection = recording
     try:
         window.undo_action.trigger()
-        qtbot.waitUntil(lambda: model.total == SMALL and model.settled and not session.pending())
+        # a hang guard, not a time bound: 25 Chroma calls take seconds on a loaded machine
+        qtbot.waitUntil(lambda: model.total == SMALL and model.settled and not session.pending(),
+                        timeout=120_000)
     finally:
         store._collection = recording._inner
     assert sum(recording.upserts) == 200
