@@ -4,7 +4,8 @@ Three ways to run the window, all from here:
 
 * :func:`launch` — the desktop app. The window is shown first; the embedding model starts loading
   on its own thread and the store opens on a worker once the window has painted.
-* ``--screenshot DIR`` — render every view with the demo data to ``DIR/<view>.png`` and exit
+* ``--screenshot DIR`` — render every view with the demo data to ``DIR/<view>.png``, and
+  docs/gui.md's workflow as ``DIR/workflow-<n>-<step>.png``, and exit
   (``MNEMOSCOPE_SCREENSHOT_VARIANTS=1`` adds ``<view>-light``, ``-dark`` and ``-small``).
 * ``--self-test`` — open the app offscreen on a temporary store, exercise each view, print a
   report, exit 0 (all passed) or 1.
@@ -50,7 +51,7 @@ from engine import (
 from engine.errors import ConfigInvalid, EngineError
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QMenu
 
     from engine import MemoryReader, SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
@@ -461,9 +462,11 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             if view == "layers":
                 await window.layers.prepare_screenshot(name.removeprefix("layers-"))
             await _save_shot(app, window, out / name, variants)
+        window.resize(1280, 800)
+        workflow = await _workflow_shots(window, out)
         await _attached_shot(app, window, folder, out, variants)
         print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, provider-settings.png, "
-              f"attached.png to {out}")
+              f"{', '.join(workflow)}, attached.png to {out}")
         return 0
     except (EngineError, RuntimeError, TimeoutError) as exc:
         print(f"screenshot failed: {exc}", file=sys.stderr)
@@ -471,6 +474,86 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
     finally:
         await window.close_store()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+WORKFLOW_TEXT = "coffee machine"
+"""docs/gui.md, "A workflow: find a duplicate, follow it to its survivor": what step 1 types."""
+
+
+async def _workflow_shots(window: MainWindow, out: Path) -> list[str]:
+    """docs/gui.md's workflow as ``workflow-1-search.png`` … ``workflow-5-survivor.png``.
+
+    The same steps as ``tests/ui/test_record_texts.py::test_the_documented_workflow``, on the
+    demo data: search Records, the row's context menu, Show fate, the absorbed duplicate's own
+    story, Open survivor. Shots are 1100×640 and saved with an 8-bit palette (they are read
+    in docs, not zoomed: the five weigh a few hundred KB).
+    """
+    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtGui import QPainter
+
+    records, fate = window.records, window.fate
+    names: list[str] = []
+    window.resize(1100, 640)
+
+    async def shot(name: str, menu: QMenu | None = None) -> None:
+        await asyncio.sleep(0.3)
+        image = window.grab().toImage()
+        if menu is not None:  # a popup is a window of its own: paint it where it opened
+            painter = QPainter(image)
+            painter.drawPixmap(window.mapFromGlobal(menu.pos()), menu.grab())
+            painter.end()
+        # a palette without dithering: flat UI colours stay flat and compress well
+        image = image.convertToFormat(image.Format.Format_Indexed8,
+                                      Qt.ImageConversionFlag.ThresholdDither
+                                      | Qt.ImageConversionFlag.AvoidDither)
+        image.save(str(out / f"{name}.png"))
+        names.append(f"{name}.png")
+
+    window.nav.setCurrentRow(list(window.views).index("records"))
+    records.filters.text.setText(WORKFLOW_TEXT)
+    model = records.model
+    await _wait_for(lambda: model.settled and model.query.text == WORKFLOW_TEXT, 15,
+                    "the search")
+    rows = [model.record_at(row) for row in range(model.total)]
+    survivor = next((r for r in rows if r is not None
+                     and r.content.startswith("Jordan likes the coffee machine")), None)
+    if survivor is None:
+        raise RuntimeError("the demo data has no merged 'coffee machine' record")
+    await _select_row(window, model.row_of(survivor.id) or 0)
+    await shot("workflow-1-search")
+
+    menu = window.links.menu(records.table)
+    if menu is None:
+        raise RuntimeError("the Records row has no context menu")
+    row_rect = records.table.visualRect(model.index(model.row_of(survivor.id) or 0, 1))
+    menu.popup(records.table.viewport().mapToGlobal(row_rect.center() + QPoint(40, 0)))
+    await shot("workflow-2-menu", menu)
+    show_fate = next(a for a in menu.actions() if a.text() == "Show fate")
+    menu.close()
+    show_fate.trigger()
+    await _wait_for(lambda: fate.fate is not None and fate.fate.record_id == survivor.id, 15,
+                    "the survivor's fate")
+    steps = [fate.steps.topLevelItem(i) for i in range(fate.steps.topLevelItemCount())]
+    absorbed = next((item for item in steps if item is not None
+                     and item.text(2).startswith("absorbed the incoming memory")), None)
+    if absorbed is None:
+        raise RuntimeError("the survivor's fate lists no absorbed memory")
+    fate.steps.setCurrentItem(absorbed)
+    await shot("workflow-3-fate")
+    records.filters.text.setText("")  # so that step 5 shows the survivor found in all records
+
+    fate.steps.itemDoubleClicked.emit(absorbed, 2)
+    await _wait_for(lambda: fate.fate is not None and fate.fate.status == "merged", 15,
+                    "the duplicate's fate")
+    await shot("workflow-4-duplicate")
+
+    fate.open_button.click()
+    await _wait_for(lambda: window.stack.currentWidget() is records
+                    and records.detail.record is not None
+                    and records.detail.record.id == survivor.id, 15, "the survivor in Records")
+    await shot("workflow-5-survivor")
+    window.resize(1280, 800)
+    return names
 
 
 async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants: bool) -> None:

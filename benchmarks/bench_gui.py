@@ -22,6 +22,14 @@ Run from the repository root::
   max gap <= 50 ms. ``--stall N --json`` prints ``{"gaps": [...], "phases": {...}}`` (what
   ``mnemoscope bench`` runs in a child process: the engine side stays Qt-free).
 
+* situation stalls (:func:`situation_stall_probe`, issue 19) — the same probe, each run in a
+  fresh process (``--gui-stall SITUATION --json``; what ``mnemoscope bench`` runs): ``model-load``
+  (the window shown, the embedding model loading from its cached OpenVINO conversion;
+  ``--model-cache DIR``, converted on the first run), ``resize`` (five window resizes in each of
+  Records, Timeline, Layers and Map with the demo data), ``review`` (open Review, approve three
+  items one by one) and ``undo`` (undo a 200-row delete in Records). Baseline: the idle loop
+  just before, same run. Goal: no gap over 100 ms (DESIGN).
+
 Prints a table of medians, p95 and ratios; figures go to docs/gui.md.
 """
 
@@ -300,6 +308,195 @@ def _stall_document(records: int) -> dict[str, Any]:
             "load": os.getloadavg()[0]}
 
 
+# -- event-loop stalls in the situations of issue 19 ---------------------------------------------
+
+SITUATIONS = ("model-load", "resize", "review", "undo")
+"""What ``--gui-stall`` measures (see the module docstring)."""
+RESIZE_VIEWS = ("records", "timeline", "layers", "map")
+RESIZE_SIZES = ((1600, 1000), (900, 600), (1280, 800), (1500, 700), (1000, 900))
+
+
+async def _idle() -> None:
+    """Until the window's background work is done (the task runner's queue empty)."""
+    await asyncio.sleep(0.05)
+    runner = _QT["runner"]
+    while runner.pending():
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)
+
+
+async def _stall_store(window: Any, folder: Path, source: Path) -> None:
+    from engine.store import StoreSpec
+    from ui.dialogs import ImportProgressDialog
+
+    if await window.open_store(StoreSpec(str(folder / "store"))) is None:
+        raise RuntimeError(f"could not open a store: {window.banner_label.text()}")
+    dialog = ImportProgressDialog("Import", window)
+    summary = await window.run_import(source, dialog=dialog)
+    dialog.accept()
+    if summary is None or summary.written == 0:
+        raise RuntimeError(f"the import of {source} wrote nothing")
+    model = window.records.model
+    while not model.settled:
+        await asyncio.sleep(0.01)
+    await _idle()
+
+
+async def _model_load(window: Any, probe: Any, model_cache: Path) -> None:
+    from engine.embedding import EmbedderState, ModelSpec
+
+    loop = asyncio.get_running_loop()
+    embedder = ModelSpec(cache_dir=str(model_cache)).embedder(
+        on_state=lambda status: loop.call_soon_threadsafe(window.show_model_state, status))
+    probe.phase = "model-load"
+    embedder.start_loading()
+    while embedder.status().state in (EmbedderState.IDLE, EmbedderState.LOADING):
+        await asyncio.sleep(0.01)
+    if not embedder.is_ready():
+        raise RuntimeError(f"the model did not load: {embedder.status().reason}")
+    probe.phase = "after"
+    await asyncio.sleep(0.3)
+
+
+async def _resize(window: Any, probe: Any) -> None:
+    for view in RESIZE_VIEWS:
+        window.nav.setCurrentRow(list(window.views).index(view))
+        await _idle()
+        probe.phase = "resize"
+        for width, height in RESIZE_SIZES:
+            window.resize(width, height)
+            await asyncio.sleep(0.15)
+        probe.phase = "between"
+        await asyncio.sleep(0.2)
+
+
+async def _review(window: Any, probe: Any) -> None:
+    review = window.views["review"]
+    probe.phase = "review"
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    await _idle()
+    for _ in range(3):
+        if not review.items:
+            raise RuntimeError("the demo data left nothing to review")
+        review.list.setCurrentRow(0)
+        await review.decide(review.selected_ids(), "approve")
+        await _idle()
+
+
+async def _undo(window: Any, probe: Any, rows: int) -> None:
+    session, model = window.session, window.records.model
+    total = model.total
+    snapshot = await session.runner.run(session.engine.store.view.snapshot)
+    await window.records.delete_records(list(snapshot.ids[:rows]))
+    while not (model.settled and model.total == total - rows):
+        await asyncio.sleep(0.01)
+    await _idle()
+    probe.phase = "undo"
+    window.undo_action.trigger()
+    while not (session.pending() == 0 and model.settled and model.total == total):
+        await asyncio.sleep(0.005)
+    probe.phase = "after"
+    await asyncio.sleep(0.3)
+
+
+def situation_stall_probe(situation: str, *, model_cache: Path | None = None,
+                          watch: bool = False) -> Any:
+    """Event-loop gaps of the real window in one ``situation`` (:data:`SITUATIONS`); the probe.
+
+    Phases: ``idle`` (1 s baseline just before) and the situation's own (``model-load``,
+    ``resize``, ``review``, ``undo``). Meant to run once per process: the model's first load
+    in a process is what start-up pays.
+    """
+    from app.wiring import DEMO_MEMORIES
+    from tests.ui.conftest import write_import_file
+    from ui.loop_probe import LoopProbe
+    from ui.tasks import TaskRunner
+
+    if situation not in SITUATIONS:
+        raise ValueError(f"--gui-stall: unknown situation {situation!r} "
+                         f"(one of {', '.join(SITUATIONS)})")
+    _app, loop = _qt()
+    runner = _QT["runner"] = TaskRunner()
+    window = _window(runner)
+    probe = LoopProbe(watch=watch)
+
+    async def measure(folder: Path) -> None:
+        shown = asyncio.Event()  # _window showed it; the first paint comes with the loop
+        window.first_shown.connect(shown.set)
+        await asyncio.wait_for(shown.wait(), 30)
+        if situation in ("resize", "review"):
+            await _stall_store(window, folder, DEMO_MEMORIES)
+        elif situation == "undo":
+            await _stall_store(window, folder, write_import_file(folder / "1k.jsonl", 1000))
+        probe.phase = "idle"
+        probe.start()
+        try:
+            await asyncio.sleep(1.0)
+            if situation == "model-load":
+                await _model_load(window, probe, model_cache or folder / "models")
+            elif situation == "resize":
+                await _resize(window, probe)
+            elif situation == "review":
+                await _review(window, probe)
+            else:
+                await _undo(window, probe, 200)
+        finally:
+            probe.stop()
+        await window.close_store()
+        while runner.pending():
+            await asyncio.sleep(0.01)
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-situation-") as tmp:
+            loop.run_until_complete(measure(Path(tmp)))
+    finally:
+        window.close()
+        runner.shutdown()
+    return probe
+
+
+def _situation_document(situation: str, model_cache: Path | None) -> dict[str, Any]:
+    probe = situation_stall_probe(situation, model_cache=model_cache)
+    return {"situation": situation, "gaps": probe.gaps((situation,)),
+            "idle": probe.gaps(("idle",)),
+            "phases": {phase: dataclasses.asdict(stats) for phase, stats in probe.stats().items()},
+            "load": os.getloadavg()[0]}
+
+
+def bench_situation_stalls(runs: int) -> list[Row]:
+    """Each situation ``runs`` times, each in a fresh process: rows of the per-run max gaps.
+
+    The model's cache is converted by a first ``model-load`` run (its own row: a first launch).
+    """
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-model-cache-") as cache:
+        for situation in SITUATIONS:
+            maxima, p99s, nets, idles = [], [], [], []
+            first: list[float] = []
+            for run in range(runs + (situation == "model-load")):
+                done = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), "--gui-stall", situation,
+                     "--model-cache", cache, "--json"], cwd=ROOT, env=_env(cache, ""),
+                    capture_output=True, text=True, timeout=900, check=True)
+                document = json.loads(done.stdout.strip().splitlines()[-1])
+                phase = document["phases"][situation]
+                if situation == "model-load" and run == 0:
+                    first.append(phase["max_raw"] / 1000.0)
+                    continue
+                maxima.append(phase["max_raw"] / 1000.0)
+                p99s.append(phase["p99_raw"])
+                nets.append(phase["max_net"])
+                idles.append(document["phases"]["idle"]["max_raw"])
+            if first:
+                rows.append(("GUI stall max: model load, first launch (converts)", first,
+                             "torch + conversion in process"))
+            rows.append((f"GUI stall max: {situation}", maxima,
+                         f"p99 {statistics.median(p99s):.0f} ms, net max "
+                         f"{statistics.median(nets):.0f} ms; idle max "
+                         f"{statistics.median(idles):.0f} ms; goal <= 100 ms"))
+    return rows
+
+
 def main() -> int:
     """Run the benchmarks and print the table (or, with --stall N --json, the stall JSON)."""
     parser = argparse.ArgumentParser()
@@ -312,11 +509,21 @@ def main() -> int:
     parser.add_argument("--skip-store", action="store_true")
     parser.add_argument("--stall", type=int, default=0,
                         help="measure event-loop gaps during an import of N records")
-    parser.add_argument("--json", action="store_true", help="with --stall: print JSON only")
+    parser.add_argument("--gui-stall", choices=SITUATIONS, default=None,
+                        help="event-loop gaps in one situation (one run; with --json)")
+    parser.add_argument("--situations", action="store_true",
+                        help="add the situation stall rows (each situation --runs times)")
+    parser.add_argument("--model-cache", type=Path, default=None,
+                        help="with --gui-stall model-load: the OpenVINO conversion cache")
+    parser.add_argument("--json", action="store_true",
+                        help="with --stall or --gui-stall: print JSON only")
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     if args.stall and args.json:
         print(json.dumps(_stall_document(args.stall)))
+        return 0
+    if args.gui_stall and args.json:
+        print(json.dumps(_situation_document(args.gui_stall, args.model_cache)))
         return 0
     rows = bench_startup(args.runs)
     if not args.skip_store:
@@ -338,6 +545,8 @@ def main() -> int:
                   [g / 1000.0 for g in probe.raw[phase]], f"max {max(probe.raw[phase]):.1f} ms")
                  for phase in probe.raw]
         print(probe.summary())
+    if args.situations:
+        rows += bench_situation_stalls(args.runs)
     baseline = statistics.median(rows[0][1])
     print(f"\nload average {os.getloadavg()[0]:.1f}")
     print(f"{'what':58} {'n':>5} {'median':>9} {'p95':>9} {'× base':>7}  note")

@@ -217,8 +217,8 @@ class SentenceTransformerEmbedder:
         cache_size: LRU capacity of the content-hash cache.
         on_state: Called (from the loading thread) whenever the state changes.
         backend: What runs the model (:class:`EmbedBackend`).
-        cache_dir: Where the OpenVINO conversion of the model is kept between runs; None
-            converts on every load (about two seconds).
+        cache_dir: Where the OpenVINO conversion of the model is kept between runs (loaded
+            from there without torch); None converts on every load (about two seconds).
     """
 
     def __init__(
@@ -321,6 +321,9 @@ class SentenceTransformerEmbedder:
 
             if embedding_openvino.is_prebuilt(path):  # the installers' model: no torch needed
                 self._openvino = self._load_prebuilt(path)
+            else:
+                self._openvino = self._load_cached(path)
+            if self._openvino is not None:
                 self._backend_used = self._openvino.description
                 self._load_seconds = time.perf_counter() - started
                 self._ready.set()
@@ -368,6 +371,34 @@ class SentenceTransformerEmbedder:
         except embedding_openvino.Unsupported as exc:
             raise EmbeddingUnavailable(str(exc)) from exc
 
+    def _load_cached(self, path: Path) -> OpenVinoEncoder | None:
+        """The model's cached OpenVINO conversion, loaded without torch, or None (torch asked
+        for, no cache, not converted yet, or a cache that would not load: removed, and the
+        model is converted again).
+
+        Why not torch: importing torch, transformers and scipy holds the GIL in C calls of
+        100-400 ms (extension modules loading), which the GUI thread waited out while the app
+        loaded the model on this thread (docs/gui.md, "No stall on the GUI thread").
+        """
+        if self._backend is EmbedBackend.TORCH or self._cache_dir is None:
+            return None
+        from engine import embedding_openvino
+
+        try:
+            folder = embedding_openvino.cached_folder(path, self._cache_dir)
+        except embedding_openvino.Unsupported:  # no OpenVINO: torch runs the model
+            return None
+        if folder is None:
+            return None
+        precision = embedding_openvino.Precision.F32 \
+            if self._backend is EmbedBackend.OPENVINO_F32 else embedding_openvino.Precision.AUTO
+        try:
+            return embedding_openvino.load_prebuilt(folder, precision=precision,
+                                                    dimension=self._dimension, source="cached")
+        except embedding_openvino.Unsupported:
+            embedding_openvino.forget_cached(folder)
+            return None
+
     def _accelerate(self, model: Any, path: Path) -> tuple[OpenVinoEncoder | None, str]:
         """The OpenVINO encoder for ``model`` and the backend's description, or None and why
         torch runs it."""
@@ -379,7 +410,8 @@ class SentenceTransformerEmbedder:
             if self._backend is EmbedBackend.OPENVINO_F32 else embedding_openvino.Precision.AUTO
         try:
             encoder = embedding_openvino.build(model, path, dimension=self._dimension,
-                                               precision=precision, cache_dir=self._cache_dir)
+                                               precision=precision, cache_dir=self._cache_dir,
+                                               model_name=self._model_name)
         except Exception as exc:  # Unsupported, or anything OpenVINO raised: torch still works
             return None, f"torch (OpenVINO not used: {exc})"
         return encoder, encoder.description
@@ -428,8 +460,9 @@ class SentenceTransformerEmbedder:
         if not self._ready.is_set():
             raise EmbeddingUnavailable("embedding model is not loaded")
         if torch and self._model is None:
-            raise EmbeddingUnavailable("torch is not part of this build: the model runs on "
-                                       "OpenVINO only")
+            raise EmbeddingUnavailable(
+                "torch is not loaded: the model runs on OpenVINO only (the installed app's "
+                "prebuilt model, or a cached conversion loaded without torch)")
         return self._encode(texts, None if torch else self._openvino)
 
     def _encode(self, texts: Sequence[str], openvino: OpenVinoEncoder | None) -> Vectors:

@@ -5,7 +5,12 @@
 model to OpenVINO with :func:`build`: the transformer, mean pooling over the attention mask and
 L2 normalization become one graph, so a batch is tokenized by the model's own tokenizer and
 inferred in one call that releases the GIL. The converted model is cached on disk (keyed by the
-weights, the pipeline and the OpenVINO version), so later loads skip the two-second conversion.
+weights, the pipeline and the OpenVINO version) as a folder in the prebuilt format (graph,
+``tokenizer.json``, manifest with torch's probe vectors), so later loads skip the two-second
+conversion *and* torch: :func:`cached_folder` finds it and :func:`load_prebuilt` runs it with
+OpenVINO and ``tokenizers`` alone. Importing torch, transformers and scipy holds the GIL in long
+C calls (extension modules loading: 100-400 ms each, measured), which stalled the GUI thread
+while the app loaded the model on its worker thread; the cached folder needs none of them.
 
 Precision: :attr:`Precision.AUTO` lets OpenVINO's CPU plugin pick, which is bf16 on CPUs with
 native bf16 (AVX512-BF16, AMX) and f32 elsewhere; :attr:`Precision.F32` forces f32. Measured
@@ -37,13 +42,14 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["MIN_AGREEMENT", "PREBUILT_MANIFEST", "OpenVinoEncoder", "Precision", "Unsupported",
-           "build", "export_prebuilt", "is_prebuilt", "load_prebuilt"]
+           "build", "cached_folder", "export_prebuilt", "forget_cached", "is_prebuilt",
+           "load_prebuilt"]
 
 Vectors = npt.NDArray[np.float32]
 
 MIN_AGREEMENT = 0.999
 """Lowest cosine allowed between a probe text's OpenVINO and torch vectors."""
-_PIPELINE_VERSION = 1  # bump when the converted graph changes (invalidates cached models)
+_PIPELINE_VERSION = 2  # bump when the cached folder changes (2: the prebuilt format)
 _PROBES = (
     "The standup meeting moved to Tuesday morning.",
     "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
@@ -109,8 +115,13 @@ class OpenVinoEncoder:
 
 
 def build(model: Any, model_path: Path, *, dimension: int, precision: Precision,
-          cache_dir: Path | None) -> OpenVinoEncoder:
-    """Convert (or read the cached conversion of) the loaded sentence-transformers ``model``.
+          cache_dir: Path | None, model_name: str = "") -> OpenVinoEncoder:
+    """Convert the loaded sentence-transformers ``model`` (and cache the conversion).
+
+    The conversion is checked against torch on probe texts before it is cached; the cached
+    folder is what :func:`cached_folder` finds and :func:`load_prebuilt` loads next time,
+    without torch. A model whose folder has no ``tokenizer.json`` is converted on every load
+    (its tokenizer could not run without transformers).
 
     Args:
         model: The loaded ``SentenceTransformer``.
@@ -118,6 +129,7 @@ def build(model: Any, model_path: Path, *, dimension: int, precision: Precision,
         dimension: Its vector length.
         precision: Inference precision.
         cache_dir: Where converted models are kept; None converts in memory every time.
+        model_name: Recorded in the cached folder's manifest.
 
     Raises:
         Unsupported: OpenVINO is missing, the model's pipeline is not transformer + mean
@@ -125,18 +137,35 @@ def build(model: Any, model_path: Path, *, dimension: int, precision: Precision,
     """
     ov = _import_openvino()
     transformer = _check_pipeline(model)
-    key = _cache_key(model_path, ov.get_version())
-    target = None if cache_dir is None else cache_dir / f"openvino-{key}" / "model.xml"
-    core = ov.Core()
-    graph, source = _read_cached(core, target), "cached"
-    if graph is None:
-        graph, source = _convert(ov, model, transformer), "converted"
-        if target is not None:
-            _save(ov, graph, target)
-    encoder = OpenVinoEncoder(_compile(core, graph, precision), _torch_tokenize(model),
-                              dimension=dimension, source=source)
+    graph = _convert(ov, model, transformer)
+    encoder = OpenVinoEncoder(_compile(ov.Core(), graph, precision), _torch_tokenize(model),
+                              dimension=dimension, source="converted")
     _check_agreement(encoder, model)
+    if cache_dir is not None and (model_path / "tokenizer.json").is_file():
+        _save(ov, graph, model, model_path, _cache_folder(cache_dir, model_path, ov),
+              model_name=model_name or model_path.name, dimension=dimension)
     return encoder
+
+
+def cached_folder(model_path: Path, cache_dir: Path) -> Path | None:
+    """The cached conversion of the model at ``model_path`` in ``cache_dir``, if there is one.
+
+    Imports OpenVINO (its version is part of the key), not torch.
+
+    Raises:
+        Unsupported: OpenVINO is not installed.
+    """
+    folder = _cache_folder(cache_dir, model_path, _import_openvino())
+    return folder if is_prebuilt(folder) else None
+
+
+def forget_cached(folder: Path) -> None:
+    """Remove a cached conversion that would not load (converted again on the next load)."""
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cache_folder(cache_dir: Path, model_path: Path, ov: Any) -> Path:
+    return cache_dir / f"openvino-{_cache_key(model_path, ov.get_version())}"
 
 
 def _compile(core: Any, graph: Any, precision: Precision) -> Any:
@@ -176,7 +205,8 @@ def export_prebuilt(model: Any, model_path: Path, out_dir: Path, *, model_name: 
 
     The folder holds the converted graph (``model.xml``/``.bin``, f16 weights), the model's
     ``tokenizer.json`` and a manifest with the sequence length and the torch vectors of the
-    probe texts, against which :func:`load_prebuilt` checks the loaded model. Before returning,
+    probe texts, against which :func:`load_prebuilt` checks the loaded model (the same format
+    as the cached conversion :func:`build` writes, with f32 weights there). Before returning,
     the folder is loaded the way the installed app loads it and compared with torch.
 
     Raises:
@@ -184,23 +214,33 @@ def export_prebuilt(model: Any, model_path: Path, out_dir: Path, *, model_name: 
     """
     ov = _import_openvino()
     graph = _convert(ov, model, _check_pipeline(model))
-    out_dir.mkdir(parents=True, exist_ok=True)
     # Weights stored as f16 (45 MB instead of 90, decompressed when compiled): against torch
     # min cosine 0.999999 at f32 inference over 1,000 LoCoMo turns (docs/packaging.md); the
     # default precision on CPUs with native bf16 is unchanged by it (0.99991 either way).
-    ov.save_model(graph, str(out_dir / "model.xml"), compress_to_fp16=True)
-    shutil.copy2(model_path / "tokenizer.json", out_dir / "tokenizer.json")
-    probes = model.encode(list(_PROBES), normalize_embeddings=True, convert_to_numpy=True)
-    manifest = {"format": _PREBUILT_FORMAT, "model_name": model_name, "dimension": dimension,
-                "max_seq_length": int(model.max_seq_length), "openvino": ov.get_version(),
-                "probes": list(_PROBES), "probe_vectors": probes.astype(float).tolist()}
-    (out_dir / PREBUILT_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    _write_folder(ov, graph, model, model_path, out_dir, model_name=model_name,
+                  dimension=dimension, compress=True)
     _check_agreement(load_prebuilt(out_dir, precision=Precision.F32, dimension=dimension),
                      model)
     return out_dir
 
 
-def load_prebuilt(path: Path, *, precision: Precision, dimension: int) -> OpenVinoEncoder:
+def _write_folder(ov: Any, graph: Any, model: Any, model_path: Path, out_dir: Path, *,
+                  model_name: str, dimension: int, compress: bool) -> None:
+    """The prebuilt folder: graph, ``tokenizer.json`` and the manifest with torch's vectors
+    of the probe texts (what :func:`load_prebuilt` checks the loaded model against)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ov.save_model(graph, str(out_dir / "model.xml"), compress_to_fp16=compress)
+    shutil.copy2(model_path / "tokenizer.json", out_dir / "tokenizer.json")
+    probes = model.encode(list(_PROBES), normalize_embeddings=True, convert_to_numpy=True)
+    manifest = {"format": _PREBUILT_FORMAT, "model_name": model_name, "dimension": dimension,
+                "max_seq_length": int(model.max_seq_length), "openvino": ov.get_version(),
+                "probes": list(_PROBES), "probe_vectors": probes.astype(float).tolist()}
+    # the manifest last: a folder without it is not prebuilt (is_prebuilt), whatever else it has
+    (out_dir / PREBUILT_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def load_prebuilt(path: Path, *, precision: Precision, dimension: int,
+                  source: str = "prebuilt") -> OpenVinoEncoder:
     """The encoder of a folder written by :func:`export_prebuilt`: OpenVINO and the
     ``tokenizers`` package only (no torch, no transformers).
 
@@ -229,7 +269,7 @@ def load_prebuilt(path: Path, *, precision: Precision, dimension: int) -> OpenVi
         raise Unsupported(f"the prebuilt model at {path} cannot be read: {exc}") from exc
     encoder = OpenVinoEncoder(_compile(ov.Core(), graph, precision),
                               _fast_tokenize(tokenizer, length), dimension=dimension,
-                              source="prebuilt")
+                              source=source)
     found = encoder.encode(probes, batch_size=len(probes))
     agreement = float(np.min(np.sum(expected * found, axis=1)))
     if not agreement >= MIN_AGREEMENT:
@@ -335,28 +375,18 @@ def _convert(ov: Any, model: Any, transformer: Any) -> Any:
         raise Unsupported(f"OpenVINO could not convert the model: {exc}") from exc
 
 
-def _read_cached(core: Any, target: Path | None) -> Any:
-    """The cached conversion, or None (none cached, or unreadable: then it is removed and the
-    model converted again)."""
-    if target is None or not target.is_file():
-        return None
-    try:
-        return core.read_model(str(target))
-    except Exception:  # a damaged or foreign file: convert anew
-        shutil.rmtree(target.parent, ignore_errors=True)
-        return None
-
-
-def _save(ov: Any, graph: Any, target: Path) -> None:
-    """Write the converted model beside its final place, then move it there (a crash leaves
+def _save(ov: Any, graph: Any, model: Any, model_path: Path, target: Path, *,
+          model_name: str, dimension: int) -> None:
+    """Write the cached folder beside its final place, then move it there (a crash leaves
     no half-written model; an unwritable cache only costs the next load a conversion)."""
     try:
-        target.parent.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".openvino-", dir=target.parent.parent))
-        ov.save_model(graph, str(staging / target.name), compress_to_fp16=False)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".openvino-", dir=target.parent))
         try:
-            os.replace(staging, target.parent)
-        except OSError:  # another process cached it first
+            _write_folder(ov, graph, model, model_path, staging, model_name=model_name,
+                          dimension=dimension, compress=False)
+            os.replace(staging, target)
+        except OSError:  # another process cached it first, or the disk is full
             shutil.rmtree(staging, ignore_errors=True)
     except OSError:
         return

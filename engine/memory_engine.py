@@ -691,8 +691,16 @@ class MemoryEngine:
                                        "state": after.state.value, "version": after.version})
         return [changed.get(record.id, record) for record in current]
 
-    def restore(self, records: Sequence[MemoryRecord], *, actor: str = "user") -> None:
-        """Write ``records`` back exactly (undo of an edit or a deletion), re-embedding content."""
+    def restore(self, records: Sequence[MemoryRecord], *, actor: str = "user",
+                batch_size: int | None = None) -> None:
+        """Write ``records`` back exactly (undo of an edit or a deletion), re-embedding content.
+
+        Args:
+            records: The records as they were.
+            actor: Who restores them (edit history, events).
+            batch_size: At most this many records per Chroma call (``MemoryStore.write``);
+                still one all-or-nothing write.
+        """
         if not records:
             return
         with self._write_lock:
@@ -701,7 +709,7 @@ class MemoryEngine:
                 befores.append(self._store.get(record.id) if record.id in self._store.view
                                else None)
             embedded, vectors = self._embed_records(list(records))
-            self._store.write(embedded, vectors)
+            self._store.write(embedded, vectors, batch_size=batch_size)
             self._record_edits("restore", list(zip(befores, embedded, strict=True)), actor=actor)
         for record in records:
             self._events.emit(EVENT_RESTORED, record_id=record.id,

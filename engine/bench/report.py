@@ -138,6 +138,12 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "process) and reopens it; offscreen, no model. Baseline: the idle loop's gaps just "
         "before. The note gives each phase's max raw and net of the GUI thread's run-queue "
         "wait (time the OS did not schedule it).",
+        "* **GUI stall in a situation** (issue 19) — `benchmarks/bench_gui.py --gui-stall "
+        "SITUATION` (`situation_stall_probe`, the same probe), each run in a fresh process: "
+        "the model loading from its cached conversion just after the window shows; five window "
+        "resizes in each of Records, Timeline, Layers and Map; opening Review and approving "
+        "three items; undoing a 200-row delete. The samples are the runs' max gaps; baseline: "
+        "the idle loop's max gap in the same run.",
         "* **workspace** — `benchmarks/bench_workspace.py` (`generate`): a new `Workspace` "
         "with an empty card cache loads every card. Baseline: reading the files' bytes.",
         "",

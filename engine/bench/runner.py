@@ -17,6 +17,7 @@ from engine.bench.suites import (
     dedup_suite,
     ingest_suite,
     retrieval_suite,
+    situation_stall_rows,
     stall_row,
     timeline_row,
     workspace_suite,
@@ -133,6 +134,9 @@ def run_bench(options: BenchOptions, *, gui: GuiSuite | None = None,
                 results.append(gui(largest, options.gui_runs, say))
             say(f"GUI event-loop gaps during an import of {options.stall_records:,} records")
             results.append(SuiteResult(rows=[stall_row(options.stall_records, say, root)]))
+            say("GUI event-loop gaps at start-up (model loading), on resize, in Review, on undo")
+            results.append(SuiteResult(rows=situation_stall_rows(
+                1 if options.quick else 3, say, root)))
         if options.wants("workspace"):
             say(f"workspace of {options.cards} cards")
             results.append(workspace_suite(options.cards, options.repeat, say))

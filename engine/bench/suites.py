@@ -18,7 +18,8 @@ Entry points used:
   ``bench_process_first_page(store, runs)`` (Qt: driven from the app), and
   ``bench_ingest_stall(records)``, which :func:`stall_row` runs as
   ``python benchmarks/bench_gui.py --stall N --json`` in a child process so that this side
-  stays Qt-free.
+  stays Qt-free, and ``--gui-stall SITUATION --json`` (one fresh process per run), which
+  :func:`situation_stall_rows` runs for issue 19's situations.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "load_script",
     "missing_row",
     "retrieval_suite",
+    "situation_stall_rows",
     "stall_row",
     "timeline_row",
     "workspace_suite",
@@ -73,6 +75,15 @@ FIRST_PAGE_TARGET = Target("first page ≤ 1 s at 100K (median)", "median", "<="
 TIMELINE_TARGET = Target("frame median ≤ 16 ms (issue goal; not in DESIGN's table)", "median",
                          "<=", 16.0)
 STALL_TARGET = Target("event-loop stall max ≤ 50 ms during 10K ingest", "max", "<=", 50.0)
+SITUATION_TARGET = Target("no GUI-thread stall > 100 ms (median of the runs' max)", "median",
+                          "<=", 100.0)
+SITUATIONS = {
+    "model-load": "GUI event-loop gap while the model loads (cached conversion), start-up",
+    "resize": "GUI event-loop gap during window resizes (Records, Timeline, Layers, Map)",
+    "review": "GUI event-loop gap opening Review and approving three items",
+    "undo": "GUI event-loop gap undoing a 200-row delete in Records",
+}
+"""Issue 19: ``bench_gui.py --gui-stall`` situations and what their rows say."""
 
 
 @dataclass
@@ -376,6 +387,61 @@ def timeline_row(note: str = "") -> BenchRow:
                 if not script_path.exists() else "the timeline suite needs the app (Qt)")
     return missing_row("timeline", "timeline pan/zoom frame time", 0, "ms", TIMELINE_TARGET,
                        note)
+
+
+def situation_stall_rows(runs: int, log: Log | None = None, root: Path = ROOT
+                         ) -> list[BenchRow]:
+    """Issue 19: the GUI thread's longest gap in each situation of :data:`SITUATIONS`.
+
+    Each run is ``python benchmarks/bench_gui.py --gui-stall SITUATION --json`` in a fresh
+    process (the model's first load in a process is what start-up pays; the conversion is
+    cached by a first, unreported run). A row's samples are the runs' max gaps, its baseline
+    the runs' idle max gaps (the 5 ms timer idle for 1 s just before, same process).
+    """
+    script = root / "benchmarks" / "bench_gui.py"
+    rows: list[BenchRow] = []
+    with tempfile.TemporaryDirectory(prefix="mnemoscope-bench-models-") as cache:
+        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HF_HUB_OFFLINE="1",
+                   PYTHONPATH=os.pathsep.join(p for p in (str(root),
+                                                          os.environ.get("PYTHONPATH")) if p))
+        for situation, what in SITUATIONS.items():
+            key = f"gui-stall-{situation}"
+            documents: list[dict[str, Any]] = []
+            failure = "" if script.exists() else "benchmarks/bench_gui.py is not on this checkout"
+            for run in range(runs + (situation == "model-load")):
+                if failure:
+                    break
+                done = subprocess.run(
+                    [sys.executable, str(script), "--gui-stall", situation, "--model-cache",
+                     cache, "--json"], cwd=root, env=env, capture_output=True, text=True,
+                    timeout=900, check=False)
+                lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+                if done.returncode != 0 or not lines:
+                    tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+                    failure = f"bench_gui.py --gui-stall failed (exit {done.returncode}): {tail}"
+                elif not (situation == "model-load" and run == 0):  # run 0 converts the model
+                    documents.append(json.loads(lines[-1]))
+            if failure or not documents:
+                rows.append(missing_row(key, what, 0, "ms", SITUATION_TARGET,
+                                        failure or "no run finished"))
+                continue
+            phases = [d["phases"] for d in documents]
+            stats = Stats.of([p[situation]["max_raw"] for p in phases])
+            base = Stats.of([p["idle"]["max_raw"] for p in phases])
+            p99 = Stats.of([p[situation]["p99_raw"] for p in phases]).median
+            net = Stats.of([p[situation]["max_net"] for p in phases]).median
+            cpu = Stats.of([p[situation]["max_cpu"] for p in phases]).median
+            note = (f"{len(documents)} runs (fresh processes); median p99 {p99:.0f} ms, max net "
+                    f"of run-queue wait {net:.0f} ms, GUI-thread CPU max {cpu:.0f} ms; "
+                    "offscreen")
+            if log is not None:
+                log(f"{key}: median max {stats.median:.0f} ms ({note})")
+            rows.append(_row(key=key, what=what, size=0, unit="ms", stats=stats,
+                             baseline="idle event loop's max gap (same run)",
+                             baseline_stats=base, ratio=_ratio(stats, base, "median"),
+                             target=SITUATION_TARGET, note=note,
+                             load=float(sum(d["load"] for d in documents) / len(documents))))
+    return rows
 
 
 def stall_row(size: int = 10_000, log: Log | None = None, root: Path = ROOT) -> BenchRow:

@@ -136,6 +136,10 @@ class CollectionInfo:
     schema_version: int | None
 
 
+def _batches(rows: npt.NDArray[np.intp], size: int) -> list[npt.NDArray[np.intp]]:
+    return [rows[start:start + size] for start in range(0, len(rows), size)]
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
     """One Chroma call of a write: ``update`` (metadata only) or ``upsert`` of these rows."""
@@ -844,7 +848,8 @@ class MemoryStore:
         self._dirty = True
 
     def write(self, records: Sequence[MemoryRecord],
-              vectors: npt.NDArray[np.float32] | None = None) -> None:
+              vectors: npt.NDArray[np.float32] | None = None, *,
+              batch_size: int | None = None) -> None:
         """Upsert ``records`` (with their embeddings) in batches, then update the view.
 
         ``vectors[i]`` belongs to ``records[i]``; a record without one keeps its stored vector
@@ -855,6 +860,14 @@ class MemoryStore:
         already written in this call are rolled back to their previous state, so a call
         writes all of its records or none.
 
+        Args:
+            records: What to write.
+            vectors: Their embeddings (rows in the order of ``records``), if computed.
+            batch_size: At most this many records per Chroma call (default: Chroma's largest
+                batch). The app's undo writes small batches: Chroma's bindings hold the GIL
+                for a whole call (an upsert of 200 records: 150-550 ms during which the GUI
+                thread could not run), and between two calls other threads get it back.
+
         Raises:
             StoreReadOnly: the store is read-only.
             StoreUnavailable: Chroma failed (server down, disk full).
@@ -862,6 +875,7 @@ class MemoryStore:
         self._check_writable()
         if not records:
             return
+        size = self._max_batch if batch_size is None else max(1, min(batch_size, self._max_batch))
         view = self.view
         dim = view.dimension
         matrix = np.zeros((len(records), dim), dtype=np.float32)
@@ -878,8 +892,8 @@ class MemoryStore:
                     matrix[i] = kept
                     has[i] = True
         unchanged = view.holds_unchanged(records, matrix) & has
-        calls = [_Call("update", part) for part in self._batches(np.flatnonzero(unchanged))] \
-            + [_Call("upsert", part) for part in self._batches(np.flatnonzero(~unchanged))]
+        calls = [_Call("update", part) for part in _batches(np.flatnonzero(unchanged), size)] \
+            + [_Call("upsert", part) for part in _batches(np.flatnonzero(~unchanged), size)]
         # Rollback restores the calls this one already made; a single call has none to restore,
         # so only a write of several calls pays for reading the previous state.
         previous: dict[str, tuple[Any, Any, Any]] = {}
@@ -909,10 +923,6 @@ class MemoryStore:
             raise StoreUnavailable(f"{action} failed: {_short(exc)}; nothing was changed"
                                    ) from exc
         view.upsert(records, np.where(has[:, None], matrix, 0.0).astype(np.float32))
-
-    def _batches(self, rows: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
-        return [rows[start:start + self._max_batch]
-                for start in range(0, len(rows), self._max_batch)]
 
     def write_access(self, records: Sequence[MemoryRecord]) -> None:
         """Store new ``access_count`` / ``last_accessed`` of stored ``records`` (access counting).

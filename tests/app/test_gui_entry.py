@@ -37,3 +37,7 @@ def test_screenshot_writes_one_png_per_view(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     png = (out / "records.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 20_000
+    # docs/gui.md's workflow, step by step
+    workflow = sorted(path.name for path in out.glob("workflow-*.png"))
+    assert workflow == ["workflow-1-search.png", "workflow-2-menu.png", "workflow-3-fate.png",
+                        "workflow-4-duplicate.png", "workflow-5-survivor.png"]

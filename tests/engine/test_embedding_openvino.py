@@ -20,6 +20,7 @@ from engine.embedding import (
     SentenceTransformerEmbedder,
     default_model_path,
 )
+from engine.errors import EmbeddingUnavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
@@ -82,6 +83,39 @@ def test_f32_conversion_is_cached_and_a_damaged_cache_is_converted_again(
     third = _ready(spec.embedder())
     assert third.status().backend == "OpenVINO f32 (converted)"
     assert np.allclose(vectors, third.encode_raw(TEXTS), rtol=0, atol=1e-6)
+
+
+def test_a_cached_conversion_loads_without_torch(tmp_path: Path) -> None:
+    """The app's second and later launches: importing torch, transformers and scipy held the
+    GIL in C calls of 100-400 ms each, stalling the GUI thread while the model loaded on its
+    own thread; the cached conversion is loaded with OpenVINO and ``tokenizers`` alone."""
+    spec = ModelSpec(cache_dir=str(tmp_path))
+    first = _ready(spec.embedder())
+    assert first.status().backend.endswith("(converted)")
+    script = (
+        "import json, sys\n"
+        "from engine.embedding import ModelSpec\n"
+        f"e = ModelSpec(cache_dir={str(tmp_path)!r}).embedder()\n"
+        "assert e.wait_ready(300), e.status().reason\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'scipy')\n"
+        "         if m in sys.modules]\n"
+        f"vectors = e.embed({TEXTS!r})\n"
+        "print(json.dumps({'backend': e.status().backend, 'heavy': heavy,\n"
+        "                  'vectors': vectors.tolist()}))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                          cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded["heavy"] == []
+    assert loaded["backend"].startswith("OpenVINO ") and loaded["backend"].endswith("(cached)")
+    # the same vectors as the load that converted it (same graph, same tokenization)
+    vectors = np.asarray(loaded["vectors"], dtype=np.float32)
+    assert float(np.min(np.sum(vectors * first.encode_raw(TEXTS), axis=1))) > 0.9999
+    # without torch loaded, the torch path says why it is not there
+    cached = _ready(spec.embedder())
+    with pytest.raises(EmbeddingUnavailable, match="cached conversion loaded without torch"):
+        cached.encode_raw(TEXTS, torch=True)
 
 
 def test_torch_when_asked(tmp_path: Path) -> None:

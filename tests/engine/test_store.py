@@ -212,6 +212,29 @@ def test_a_record_stored_with_the_same_text_and_vector_gets_a_metadata_update(
         store.close()
 
 
+def test_a_write_in_small_batches_is_still_one_all_or_nothing_write(spec: StoreSpec) -> None:
+    # batch_size caps each Chroma call (the app's undo: Chroma holds the GIL for a whole call)
+    store = MemoryStore.open(spec, now_ms=NOW)
+    try:
+        batch = records(10)
+        counting = FailingCollection(store._collection, fail_on=0)  # never fails
+        store._collection = counting
+        store.write(batch, unit(10), batch_size=4)
+        assert counting.upserts == 3  # 4 + 4 + 2
+        assert store.count() == 10
+        failing = FailingCollection(counting._inner, fail_on=3)
+        store._collection = failing
+        before = store.view.snapshot()
+        others = records(10, agent="b")
+        with pytest.raises(StoreUnavailable, match="nothing was changed"):
+            store.write(others, unit(10, seed=3), batch_size=4)
+        assert failing.upserts == 3  # the third call failed; the two before it were deleted again
+        assert store.view.snapshot() is before and store.count() == 10
+        assert store.read_by_id([r.id for r in others]) == []
+    finally:
+        store.close()
+
+
 def test_a_failed_upsert_rolls_back_the_metadata_update_before_it(spec: StoreSpec) -> None:
     store = MemoryStore.open(spec, now_ms=NOW)
     try:

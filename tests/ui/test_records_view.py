@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
@@ -16,6 +17,7 @@ from tests.ui.bigstore import AGENTS, build_store
 from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
 from ui.records_model import COLUMNS, PAGE_SIZE
+from ui.session import UNDO_BATCH
 
 SMALL = 600
 
@@ -176,6 +178,49 @@ def test_delete_and_undo(qtbot: QtBot, make_window: Callable[..., MainWindow],
     back = run(qtbot, session.runner.run(session.engine.get_many, ids))
     assert [(r.id, r.content, r.importance) for r in back] == [
         (r.id, r.content, r.importance) for r in doomed if r is not None]
+
+
+class RecordingCollection:
+    """A real Chroma collection that records the size of every upsert."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.upserts: list[int] = []
+
+    def upsert(self, **batch: Any) -> None:
+        self.upserts.append(len(batch["ids"]))
+        self._inner.upsert(**batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_undoing_a_200_row_delete_writes_small_batches(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], small_store: Path) -> None:
+    # Chroma's bindings hold the GIL for a whole upsert: one upsert of 200 records stalled the
+    # GUI thread 150-550 ms, so the undo writes them back UNDO_BATCH at a time (still one step)
+    window = make_window()
+    open_store(qtbot, window, small_store)
+    model, session = window.records.model, window.session
+    assert session is not None
+    snapshot = run(qtbot, session.runner.run(session.engine.store.view.snapshot))
+    ids = list(snapshot.ids[:200])
+    run(qtbot, window.records.delete_records(ids), timeout=120)
+    qtbot.waitUntil(lambda: model.total == SMALL - 200 and model.settled, timeout=60_000)
+    store = session.engine.store
+    recording = RecordingCollection(store._collection)
+    store._collection = recording
+    try:
+        window.undo_action.trigger()
+        # a hang guard, not a time bound: 25 Chroma calls take seconds on a loaded machine
+        qtbot.waitUntil(lambda: model.total == SMALL and model.settled and not session.pending(),
+                        timeout=120_000)
+    finally:
+        store._collection = recording._inner
+    assert sum(recording.upserts) == 200
+    assert max(recording.upserts) <= UNDO_BATCH < 200
+    assert run(qtbot, session.runner.run(session.engine.count)) == SMALL
+    assert session.undo_stack.count() == 1 and session.undo_stack.index() == 0  # one step
 
 
 def test_bulk_relayer_and_tag_undo_as_one_step(qtbot: QtBot,
