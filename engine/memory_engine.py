@@ -8,6 +8,7 @@ it can be undone, and emits an audit event that sampling never drops.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 import platform
@@ -53,6 +54,7 @@ from engine.query import (
     locate_row,
     page_rows,
     select_rows,
+    server_filter,
 )
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, RecordState, parse_timestamp
 from engine.redaction import SECRET_PATTERN_NAMES, Redactor
@@ -479,6 +481,45 @@ class MemoryEngine:
             self._config.memory.importance_decay_half_life_days)
         return RowPage([RecordRow.of(r) for r in records], total, offset,
                        [float(d) for d in np.atleast_1d(decayed)])
+
+    def server_rows(self, query: RecordQuery) -> RowPage:
+        """A page of ``query``'s rows filtered by Chroma itself, newest written first (no view).
+
+        What the records browser shows of a store whose view is not read yet (a Chroma server
+        store at scale): :func:`engine.query.server_filter` turns the filters into Chroma
+        ``where`` / ``where_document`` filters. ``query`` must be one Chroma can answer.
+
+        Raises:
+            ValidationError: ``query`` needs the full view (its sort or tag filter, named), or
+                the collection was written by another tool and has only the unfiltered page.
+            StoreUnavailable: Chroma failed.
+        """
+        now = self._clock.now()
+        reason = self.server_answers(query)
+        if reason is not None:
+            raise ValidationError("query", query, f"{reason} needs the full view")
+        server = server_filter(query, now_ms=now)
+        if isinstance(server, str) or not self._store.server_filterable:
+            # A foreign collection's default page: every record, in Chroma's order.
+            records, total = self._store.preview(query.offset, query.limit, now_ms=now)
+        else:
+            records, total = self._store.server_page(server.where, server.where_document,
+                                                     query.offset, query.limit, now_ms=now)
+        decayed = decayed_importance(
+            np.asarray([r.importance for r in records]),
+            np.asarray([r.created_at for r in records]),
+            np.asarray([r.access_count for r in records]), now,
+            self._config.memory.importance_decay_half_life_days)
+        return RowPage([RecordRow.of(r) for r in records], total, query.offset,
+                       [float(d) for d in np.atleast_1d(decayed)])
+
+    def server_answers(self, query: RecordQuery) -> str | None:
+        """None when :meth:`server_rows` can answer ``query``, else what needs the full view."""
+        if not self._store.server_filterable and dataclasses.replace(
+                query, offset=0, limit=100) != RecordQuery():
+            return "filtering a collection written by another tool"
+        server = server_filter(query, now_ms=self._clock.now())
+        return server if isinstance(server, str) else None
 
     def stats(self) -> StoreStats:
         """Counts by layer, agent, privacy and state, pending embeddings and expired records."""

@@ -8,10 +8,11 @@ Sorts are stable with the record id as the final tie-break, so paging is determi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from engine.exits import Masking
 
 __all__ = ["ALL_STATES", "SHOWN_STATES", "RecordPage", "RecordQuery", "RecordRow", "RowPage",
-           "SortKey", "locate_row", "page_rows", "parse_states", "select_rows"]
+           "ServerFilter", "SortKey", "locate_row", "page_rows", "parse_states", "select_rows",
+           "server_filter"]
 
 SHOWN_STATES: frozenset[RecordState] = frozenset({RecordState.ACTIVE, RecordState.PAUSED})
 """The states a listing shows unless asked otherwise: archived records are hidden by default."""
@@ -247,6 +249,78 @@ def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,
 
 def _raw(text: str) -> str:
     return text
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFilter:
+    """A :class:`RecordQuery` as Chroma filters, answered by Chroma without the view.
+
+    ``where`` and ``where_document`` are Chroma's ``get`` arguments (None: no filter). The
+    order is Chroma's own, insertion order, shown newest written first: the one order Chroma
+    keeps without reading every record.
+    """
+
+    where: dict[str, Any] | None
+    where_document: dict[str, Any] | None
+
+
+_SERVER_SORT = (SortKey.CREATED, True)
+"""The sort the server path stands in for: the default, newest first, shown as newest written
+first (records are written in creation order except imports of older memories)."""
+_NO_EXPIRY = -1.0  # the codec's stored value of expires_at = None
+
+
+def server_filter(query: RecordQuery, *, now_ms: float) -> ServerFilter | str:
+    """``query`` as Chroma ``where`` / ``where_document`` filters, or why it needs the view.
+
+    Agent, layer, privacy, category, state, importance, created time and expiry are metadata
+    of our schema (:mod:`engine.store.codec`); the text filter is a case-insensitive
+    ``$regex`` on the document (Chroma's ``$contains`` is case-sensitive, the browser's text
+    filter is not). Tags are one JSON string in the metadata, and every sort but the default
+    orders by a column Chroma cannot sort by: those need the full view.
+
+    Returns:
+        The filters, or a sentence naming what needs the full view (for the window to show).
+    """
+    if query.sort_by is SortKey.CREATED and not query.descending:
+        return "sorting oldest first"
+    if (query.sort_by, query.descending) != _SERVER_SORT:
+        return f"sorting by {query.sort_by.value.removesuffix('_id').replace('_', ' ')}"
+    if query.tags:
+        return "the tag filter"
+    clauses: list[dict[str, Any]] = []
+    for key, value in (("agent_id", query.agent_id),
+                       ("layer", None if query.layer is None else Layer(query.layer).value),
+                       ("privacy", None if query.privacy is None
+                        else Privacy(query.privacy).value),
+                       ("category", None if query.category is None
+                        else Category(query.category).value)):
+        if value is not None:
+            clauses.append({key: {"$eq": value}})
+    if query.states != ALL_STATES:
+        # $nin, not $in: a record written before soft states has no state key and reads as
+        # active (engine.store.codec); Chroma's $nin matches a missing key, $in does not.
+        # Without active among them, $in leaves those keyless records out, as it should.
+        if RecordState.ACTIVE in query.states:
+            hidden = sorted(state.value for state in ALL_STATES - query.states)
+            clauses.append({"state": {"$nin": hidden}})
+        else:
+            clauses.append({"state": {"$in": sorted(state.value for state in query.states)}})
+    # float32 in the view, float64 in Chroma: the same 1e-7 slack as select_rows.
+    if query.importance_min is not None:
+        clauses.append({"importance": {"$gte": query.importance_min - 1e-7}})
+    if query.importance_max is not None:
+        clauses.append({"importance": {"$lte": query.importance_max + 1e-7}})
+    if query.created_from is not None:
+        clauses.append({"created_at": {"$gte": query.created_from}})
+    if query.created_to is not None:
+        clauses.append({"created_at": {"$lte": query.created_to}})
+    if not query.include_expired:
+        clauses.append({"$or": [{"expires_at": {"$eq": _NO_EXPIRY}},
+                                {"expires_at": {"$gte": now_ms}}]})
+    where = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
+    document = {"$regex": "(?i)" + re.escape(query.text)} if query.text else None
+    return ServerFilter(where, document)
 
 
 def locate_row(snapshot: ViewSnapshot, query: RecordQuery, record_id: str, *, now_ms: float,

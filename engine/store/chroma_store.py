@@ -370,6 +370,9 @@ class MemoryStore:
         self._reader: ForeignReader | None = None  # a foreign collection's field mapping
         self._foreign_info: ForeignInfo | None = None
         self._opened_at = 0.0  # the created time of foreign records without one
+        # server_page's ids of the last filter: (filters, ids in Chroma's order)
+        self._server_ids: tuple[str, list[str]] | None = None
+        self._server_ids_lock = threading.Lock()
         if client is not None:
             try:
                 self._max_batch = max(1, int(client.get_max_batch_size()))
@@ -616,6 +619,57 @@ class MemoryStore:
                    for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
                                       strict=True)]
         return records[::-1], total
+
+    @property
+    def server_filterable(self) -> bool:
+        """True when Chroma ``where`` filters can read our fields (not a foreign collection)."""
+        return self._reader is None
+
+    def server_page(self, where: dict[str, Any] | None, where_document: dict[str, Any] | None,
+                    offset: int, limit: int, *,
+                    now_ms: float = 0.0) -> tuple[list[MemoryRecord], int]:
+        """Records matching Chroma filters, newest written first, without the view; and the total.
+
+        No filter is :meth:`preview` (Chroma's count and an offset). With filters, Chroma
+        selects the matching ids (ids only, no documents) once per filter — kept until a call
+        with other filters, so scrolling pages one stable list — and a page reads just its
+        records by id.
+
+        Raises:
+            StoreUnavailable: Chroma failed (the server went away).
+            ValidationError: a foreign collection, whose fields Chroma filters cannot read.
+        """
+        if where is None and where_document is None:
+            return self.preview(offset, limit, now_ms=now_ms)
+        if not self.server_filterable:
+            raise ValidationError("filter", self._spec.collection,
+                                  "a collection written by another tool is filtered once its "
+                                  "records are indexed")
+        if self._collection is None:
+            return [], 0
+        key = repr((where, where_document))
+        try:
+            with self._server_ids_lock:
+                cached = self._server_ids
+                if cached is None or cached[0] != key:
+                    found = self._collection.get(where=where, where_document=where_document,
+                                                 include=[])["ids"]
+                    cached = (key, list(found))
+                    self._server_ids = cached
+            ids = cached[1]
+            total = len(ids)
+            stop = max(0, total - offset)
+            wanted = ids[max(0, stop - limit):stop][::-1]
+            if not wanted:
+                return [], total
+            page = self._collection.get(ids=wanted, include=["documents", "metadatas"])
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+        found_records = {i: self._decode(i, d, m, now_ms)
+                         for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
+                                            strict=True)}
+        # A record deleted since the ids were selected is left out of its page.
+        return [found_records[i] for i in wanted if i in found_records], total
 
     # -- properties ------------------------------------------------------------------------
 
