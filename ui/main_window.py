@@ -78,6 +78,7 @@ from ui.dialogs import (
 )
 from ui.empty_state import EmptyState
 from ui.fate_view import FateView
+from ui.full_view import FULL_VIEW_FEATURES, loading_status, waiting_message
 from ui.icons import themed_icon
 from ui.import_dialogs import (
     ConversationPreviewDialog,
@@ -346,6 +347,7 @@ class MainWindow(QMainWindow):
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
         self._attach_after_first_page: StoreSession | None = None
+        self._view_loaded = (0, 0)  # the full view's load: records read, total (issue 24)
         self.records.model.reloaded.connect(self._on_records_first_page)
         self.records.model.load_failed.connect(self._on_records_first_page)
         self.fate.open_record.connect(self.show_record)
@@ -652,8 +654,13 @@ class MainWindow(QMainWindow):
     def _show_no_store(self, opening: str = "") -> None:
         """Cover the views that need a store while none is open (or one is opening)."""
         if self._session is not None or self._attached is not None:
-            for empty in self.no_store.values():
-                empty.clear()
+            # issue 24: while the full view loads, the views that need it say so.
+            loading = self._session is not None and self._session.indexing
+            for name, empty in self.no_store.items():
+                if loading and name in FULL_VIEW_FEATURES:
+                    empty.show_message(*waiting_message(name, *self._view_loaded))
+                else:
+                    empty.clear()
             return
         for empty in self.no_store.values():
             if opening:
@@ -883,12 +890,15 @@ class MainWindow(QMainWindow):
         for widget in (self.index_label, self.index_bar, self.index_cancel):
             widget.setVisible(session is not None)
         if session is not None:
-            self.index_label.setText("Indexing…")
+            self._view_loaded = (0, 0)
+            self.index_label.setText(loading_status(0, 0))
             self.index_bar.setRange(0, 0)  # busy until the first progress report
             self.index_cancel.setEnabled(True)
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
-        self.index_label.setText(f"Indexing {done:,} / {total:,}")
+        self._view_loaded = (done, total)
+        self.index_label.setText(loading_status(done, total))
+        self._show_no_store()  # the waiting views' counts
         self.index_bar.setRange(0, max(1, total))
         self.index_bar.setValue(done)
 

@@ -7,11 +7,13 @@ placeholder until then. Sorting is a
 new engine query (header click → :meth:`RecordTableModel.sort`), never a proxy over all rows
 (STYLE §4). Every query carries a request token; a page that answers an older query is dropped.
 
-While a local store's columnar view is still being read (opened without a usable view cache;
-the :class:`StoreIndex` says so), the unfiltered default query is answered by its
-``preview_rows`` — Chroma's records newest-written first, straight from the store — so the first
-page shows at once (:attr:`RecordTableModel.preview`). Any other filter or sort waits for the
-view (:attr:`RecordTableModel.waiting`) and runs when it is ready.
+While a local store's columnar view is still being read (opened without a usable view cache,
+e.g. a Chroma server store at scale; the :class:`StoreIndex` says so), a query Chroma can answer
+— the default order, newest written first, with any of the agent, layer, privacy, category,
+state, importance, time and text filters — is answered by its ``server_rows``: Chroma filters and
+pages, and only the page's records are read (:attr:`RecordTableModel.preview`). A sort by
+another column or a tag filter waits for the view (:attr:`RecordTableModel.waiting`, with
+:attr:`RecordTableModel.waiting_for` naming why) and runs when it is ready.
 """
 
 from __future__ import annotations
@@ -80,8 +82,12 @@ class StoreIndex(Protocol):
         """Wait for the view; False when it will never be ready."""
         ...
 
-    def preview_rows(self, offset: int, limit: int) -> RowPage:
-        """Blocking: rows newest-written first from Chroma, without the view."""
+    def server_answers(self, query: RecordQuery) -> str | None:
+        """None when Chroma can answer ``query`` itself, else what needs the view (no I/O)."""
+        ...
+
+    def server_rows(self, query: RecordQuery) -> RowPage:
+        """Blocking: ``query``'s page filtered and paged by Chroma, newest written first."""
         ...
 
 
@@ -145,6 +151,7 @@ class RecordTableModel(QAbstractTableModel):
         self._index: StoreIndex | None = None
         self._preview = False
         self._waiting = False
+        self._waiting_for = ""
 
     # -- state -----------------------------------------------------------------------------
 
@@ -167,6 +174,11 @@ class RecordTableModel(QAbstractTableModel):
     def waiting(self) -> bool:
         """True while the current filter or sort waits for the view to be read."""
         return self._waiting
+
+    @property
+    def waiting_for(self) -> str:
+        """While :attr:`waiting`: what needs the view, e.g. "sorting by importance"."""
+        return self._waiting_for if self._waiting else ""
 
     def set_reader(self, reader: MemoryReader | None, index: StoreIndex | None = None) -> None:
         """Show the records ``reader`` reads (None: nothing) and load the first page.
@@ -264,10 +276,12 @@ class RecordTableModel(QAbstractTableModel):
             if reset:
                 self._set_index_state(preview=False, waiting=False)
             return await self._runner.run(reader.list_rows, query)
-        if dataclasses.replace(query, offset=0) == RecordQuery(limit=PAGE_SIZE):
+        needs_view = index.server_answers(query)
+        if needs_view is None:
             if reset:
                 self._set_index_state(preview=True, waiting=False)
-            return await self._runner.run(index.preview_rows, query.offset, query.limit)
+            return await self._runner.run(index.server_rows, query)
+        self._waiting_for = needs_view
         self._set_index_state(preview=False, waiting=True)
         if reset:
             self._clear_rows()  # no preview rows under a filter they do not match

@@ -5,8 +5,10 @@ view); the table model fetches pages of it on workers. Selecting a row fetches t
 detail (:func:`engine.browse.record_detail`) on a worker, dropping stale answers by token.
 Reads go through the session's :class:`~engine.reader.MemoryReader`, so an attached agent
 (read-only) is browsed with the same view. While a store's view is still being read
-(indexing), the table pages through Chroma newest-written first, filters wait with an
-"indexing N / M" note, and editing is off until the records are indexed. Writes go through a
+(indexing; a Chroma server store at scale), the table pages through Chroma newest-written
+first and Chroma answers its filters and text search (issue 24); a sort by another column or a
+tag filter waits with a note naming it and the "indexing N / M" progress, and editing is off
+until the records are indexed. Writes go through a
 :class:`~ui.session.StoreSession` (serialized, undoable).
 """
 
@@ -487,9 +489,11 @@ class RecordsView(QWidget):
         done, total = self._indexed
         progress = f"indexing {done:,} / {total:,}" if total else "indexing…"
         if self.model.waiting:
-            text = f"{progress.capitalize()} — filters and sorting apply when done"
+            text = (f"{progress.capitalize()} — {self.model.waiting_for} needs the full view; "
+                    "it applies when loaded")
         elif self.model.preview:
-            text = f"{count_of(self.model.total, 'record')}, newest written first ({progress})"
+            text = (f"{count_of(self.model.total, 'record')}, newest written first, "
+                    f"from the store ({progress})")
         else:
             text = count_of(self.model.total, "record")
         self.count_label.setText(text)

@@ -7,8 +7,8 @@
   :class:`~engine.reader.LocalReader` over the engine, which the editing views use directly.
   A store opened without a usable view cache comes with its columnar view deferred
   (``MemoryEngine.open(defer_view=True)``): :meth:`StoreSession.start_indexing` reads it on a
-  worker with progress and cancel, while the records browser pages through Chroma directly
-  (:meth:`StoreSession.preview_rows`). Everything that needs the view awaits
+  worker with progress and cancel, while the records browser pages and filters through Chroma
+  directly (:meth:`StoreSession.server_rows`). Everything that needs the view awaits
   :meth:`StoreSession.wait_indexed` on the GUI loop first, so no worker thread sits blocked.
 * :class:`AttachedSession` — an agent's ``mnemoscope serve`` (read-only), read through a
   :class:`~engine.introspection.remote.RemoteReader`. Its records change when the agent's
@@ -33,7 +33,15 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from engine import Event, LocalReader, MemoryEngine, MemoryReader, RowPage, StoreSpec
+from engine import (
+    Event,
+    LocalReader,
+    MemoryEngine,
+    MemoryReader,
+    RecordQuery,
+    RowPage,
+    StoreSpec,
+)
 from engine.errors import EngineError
 from engine.records import Layer, MemoryRecord, NewMemory
 from ui.event_tail import EventTail
@@ -283,9 +291,13 @@ class StoreSession(DataSession):
         await self._indexed.wait()
         return self.engine.view_ready
 
-    def preview_rows(self, offset: int, limit: int) -> RowPage:
-        """Blocking (run it on a worker): rows newest-written first, read from Chroma."""
-        return self.engine.preview_rows(offset, limit)
+    def server_answers(self, query: RecordQuery) -> str | None:
+        """None when Chroma can answer ``query`` before the view is read, else what needs it."""
+        return self.engine.server_answers(query)
+
+    def server_rows(self, query: RecordQuery) -> RowPage:
+        """Blocking (run it on a worker): ``query``'s page filtered and paged by Chroma."""
+        return self.engine.server_rows(query)
 
     def replace_engine(self, engine: MemoryEngine) -> None:
         """Use ``engine`` (the store reopened after an out-of-process import)."""

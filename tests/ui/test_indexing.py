@@ -90,8 +90,11 @@ def test_a_filter_waits_for_the_index_and_then_runs(
             await gate.wait()
             return engine.view_ready
 
-        def preview_rows(self, offset: int, limit: int) -> RowPage:
-            return engine.preview_rows(offset, limit)
+        def server_answers(self, query: RecordQuery) -> str | None:
+            return engine.server_answers(query)
+
+        def server_rows(self, query: RecordQuery) -> RowPage:
+            return engine.server_rows(query)
 
     model = RecordTableModel(runner)
 

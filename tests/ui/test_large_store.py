@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtWidgets import QHeaderView
 from pytestqt.qtbot import QtBot
 
-from engine.query import RecordQuery
+from engine.query import RecordQuery, SortKey
 from engine.records import Layer
 from engine.store import DEFAULT_COLLECTION, view_cache
 from tests.ui.bigstore import build_store, view_cache_aside
@@ -90,8 +90,8 @@ def test_uncached_100k_store_shows_a_first_page_while_it_is_indexed(
         assert model.preview and model.total == COUNT
         newest = model.record_at(0)
         assert newest is not None and newest.id == f"r{COUNT - 1:06d}"
-        # A filter waits for the index, showing that it does, then runs.
-        model.set_query(RecordQuery(layer=Layer.PROCEDURAL))
+        # A sort Chroma cannot do waits for the index, showing that it does, then runs.
+        model.set_query(RecordQuery(layer=Layer.PROCEDURAL, sort_by=SortKey.IMPORTANCE))
         qtbot.waitUntil(lambda: model.waiting)
         assert "Indexing" in window.records.count_label.text()
         assert window.index_label.isVisibleTo(window)
