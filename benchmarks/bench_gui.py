@@ -497,6 +497,122 @@ def bench_situation_stalls(runs: int) -> list[Row]:
     return rows
 
 
+SERVER_COLLECTION = "bench-server-store"
+
+
+def _server_store(records: int, folder: Path) -> Any:
+    """A ``chroma run`` over ``folder`` holding ``records`` generated records (built once).
+
+    The server's data stays in ``folder`` (under /tmp by default, never in git): a later run
+    with the same size reuses it. Returns the entered server (exit it when done) and its URL.
+    """
+    from engine.store import MemoryStore, StoreSpec
+    from tests.support.chroma_server import chroma_server
+    from tests.ui.bigstore import build_store
+
+    folder.mkdir(parents=True, exist_ok=True)
+    server = chroma_server(folder / "data")
+    url = server.__enter__()
+    try:
+        spec = StoreSpec(url, collection=SERVER_COLLECTION)
+        existing = 0
+        try:
+            store = MemoryStore.open(dataclasses.replace(spec, read_only=True))
+            existing = store.count()
+            store.close()
+        except Exception:  # a missing collection reads as empty
+            existing = 0
+        if existing != records:
+            if existing:
+                import chromadb
+
+                chromadb.HttpClient(host=url.split("//")[1].split(":")[0],
+                                    port=int(url.rsplit(":", 1)[1])).delete_collection(
+                    SERVER_COLLECTION)
+            print(f"building {records:,} records on the server (cached in {folder}) …",
+                  flush=True)
+            print(f"built in {build_store(url, records, collection=SERVER_COLLECTION):.0f} s",
+                  flush=True)
+    except BaseException:
+        server.__exit__(None, None, None)
+        raise
+    return server, url
+
+
+def bench_server_store(records: int, runs: int, folder: Path) -> list[Row]:
+    """Issue 24: a Chroma server store's first page and filtered pages before its full view.
+
+    Each run connects anew (``MemoryEngine.open(defer_view=True)``, what the window does) and
+    times, from the server: connecting (Chroma's count), the first page of the records table
+    (the default query: archived records hidden, newest written first), a page filtered by
+    agent and layer, a page of the text filter (``where_document``), and the second page of
+    the records table (its ids already selected by the first). Same run: a plain Chroma
+    ``get`` of 200 records, and the full-view open these replace (every record read into the
+    process before the first page; ``MemoryEngine.open`` without ``defer_view``).
+    """
+    import chromadb
+
+    from engine.memory_engine import MemoryEngine
+    from engine.query import RecordQuery
+    from engine.store import StoreSpec
+    from tests.ui.bigstore import AGENTS, LAYERS
+
+    server, url = _server_store(records, folder)
+    rows: list[Row] = []
+    try:
+        spec = StoreSpec(url, collection=SERVER_COLLECTION, read_only=True)
+        timings: dict[str, list[float]] = {name: [] for name in (
+            "connect", "first page", "next page", "filtered page", "text page",
+            "chroma get", "full view")}
+        # Record i: agent AGENTS[i % 4], layer LAYERS[i % 6] (tests/ui/bigstore.py): 1 in 12.
+        filtered = RecordQuery(agent_id=AGENTS[0], layer=LAYERS[2], limit=200)
+        text = RecordQuery(text="About TOPIC 42", limit=200)  # 1 in 97, another case
+        shown: dict[str, int] = {}
+        for _ in range(runs):
+            started = time.perf_counter()
+            engine = MemoryEngine.open(spec, defer_view=True)
+            timings["connect"].append(time.perf_counter() - started)
+            try:
+                for name, query in (("first page", RecordQuery(limit=200)),
+                                    ("next page", RecordQuery(offset=200, limit=200)),
+                                    ("filtered page", filtered), ("text page", text)):
+                    started = time.perf_counter()
+                    page = engine.server_rows(query)
+                    timings[name].append(time.perf_counter() - started)
+                    shown[name] = page.total
+                    assert not engine.view_ready
+            finally:
+                engine.close()
+            host, port = url.split("//")[1].split(":")
+            client = chromadb.HttpClient(host=host, port=int(port))
+            collection = client.get_collection(SERVER_COLLECTION, embedding_function=None)
+            started = time.perf_counter()
+            collection.get(limit=200, include=["documents", "metadatas"])
+            timings["chroma get"].append(time.perf_counter() - started)
+        for _ in range(max(1, min(runs, 2))):
+            started = time.perf_counter()
+            engine = MemoryEngine.open(spec)
+            engine.list_rows(RecordQuery(limit=200))
+            timings["full view"].append(time.perf_counter() - started)
+            engine.close()
+    finally:
+        server.__exit__(None, None, None)
+    size = f"{records:,}-record server store"
+    rows.append((f"connect ({size})", timings["connect"], "count only"))
+    rows.append((f"first page, server ({size})", timings["first page"],
+                 f"{shown['first page']:,} shown"))
+    rows.append((f"second page, server ({size})", timings["next page"],
+                 "its ids already selected"))
+    rows.append((f"agent + layer page, server ({size})", timings["filtered page"],
+                 f"{shown['filtered page']:,} match"))
+    rows.append((f"text filter page, server ({size})", timings["text page"],
+                 f"{shown['text page']:,} match"))
+    rows.append(("plain Chroma get of 200 records", timings["chroma get"], "peer"))
+    rows.append((f"full-view open + first page ({size})", timings["full view"],
+                 "what the server path replaces"))
+    return rows
+
+
 def main() -> int:
     """Run the benchmarks and print the table (or, with --stall N --json, the stall JSON)."""
     parser = argparse.ArgumentParser()
@@ -517,8 +633,18 @@ def main() -> int:
                         help="with --gui-stall model-load: the OpenVINO conversion cache")
     parser.add_argument("--json", action="store_true",
                         help="with --stall or --gui-stall: print JSON only")
+    parser.add_argument("--server", type=int, default=0,
+                        help="issue 24: first and filtered pages of an N-record Chroma server "
+                        "store before its full view (only this; the store is cached)")
+    parser.add_argument("--server-cache", type=Path,
+                        default=Path(tempfile.gettempdir()) / "mnemoscope-bench-server")
     args = parser.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if args.server:
+        rows = bench_server_store(args.server, max(1, args.runs),
+                                  args.server_cache / f"{args.server}")
+        _print_rows(rows, baseline=statistics.median(rows[-1][1]), base="× full view")
+        return 0
     if args.stall and args.json:
         print(json.dumps(_stall_document(args.stall)))
         return 0
@@ -547,14 +673,17 @@ def main() -> int:
         print(probe.summary())
     if args.situations:
         rows += bench_situation_stalls(args.runs)
-    baseline = statistics.median(rows[0][1])
+    _print_rows(rows, baseline=statistics.median(rows[0][1]))
+    return 0
+
+
+def _print_rows(rows: list[Row], *, baseline: float, base: str = "× base") -> None:
     print(f"\nload average {os.getloadavg()[0]:.1f}")
-    print(f"{'what':58} {'n':>5} {'median':>9} {'p95':>9} {'× base':>7}  note")
+    print(f"{'what':58} {'n':>5} {'median':>9} {'p95':>9} {base:>7}  note")
     for name, values, note in rows:
         median, p95 = statistics.median(values), _pct(values, 0.95)
         print(f"{name:58} {len(values):5d} {median * 1000:7.0f}ms {p95 * 1000:7.0f}ms"
-              f" {median / baseline:7.1f}  {note}")
-    return 0
+              f" {median / baseline:7.3f}  {note}")
 
 
 if __name__ == "__main__":

@@ -19,15 +19,21 @@ AGENTS = ("alpha", "beta", "gamma", "delta")
 LAYERS = tuple(Layer)
 
 
-def build_store(path: Path, count: int, *, batch: int = 5000, seed: int = 7) -> float:
-    """Write ``count`` records to a new embedded store at ``path``; returns seconds taken.
+def build_store(path: Path | str, count: int, *, batch: int = 5000, seed: int = 7,
+                collection: str | None = None) -> float:
+    """Write ``count`` records to a new store at ``path``; returns seconds taken.
+
+    ``path`` is an embedded store's directory, or a Chroma server's URL (then ``collection``
+    names the collection; a new one).
 
     Record ``i`` has content ``"memory number {i:06d} …"``, agent ``AGENTS[i % 4]``, layer
     ``LAYERS[i % 6]``, importance ``(i % 100) / 100`` and created_at ``1e12 + i * 1000``.
     """
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
-    store = MemoryStore.open(StoreSpec(str(path)))
+    spec = StoreSpec(str(path)) if collection is None else StoreSpec(str(path),
+                                                                     collection=collection)
+    store = MemoryStore.open(spec)
     try:
         for start in range(0, count, batch):
             records = []
