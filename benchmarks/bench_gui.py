@@ -529,10 +529,11 @@ def _server_store(records: int, folder: Path) -> Any:
                 chromadb.HttpClient(host=url.split("//")[1].split(":")[0],
                                     port=int(url.rsplit(":", 1)[1])).delete_collection(
                     SERVER_COLLECTION)
+            # stderr: `mnemoscope --json bench` reads this process's stdout as JSON
             print(f"building {records:,} records on the server (cached in {folder}) …",
-                  flush=True)
+                  file=sys.stderr, flush=True)
             print(f"built in {build_store(url, records, collection=SERVER_COLLECTION):.0f} s",
-                  flush=True)
+                  file=sys.stderr, flush=True)
     except BaseException:
         server.__exit__(None, None, None)
         raise
