@@ -499,8 +499,10 @@ class MemoryEngine:
         if reason is not None:
             raise ValidationError("query", query, f"{reason} needs the full view")
         server = server_filter(query, now_ms=now)
-        if isinstance(server, str) or not self._store.server_filterable:
-            # A foreign collection's default page: every record, in Chroma's order.
+        if isinstance(server, str) or not self._store.server_filterable or (
+                server.hidden_only is not None and not self._store.any_match(server.hidden_only)):
+            # A foreign collection's default page, or no record in a hidden state: every
+            # record, in Chroma's order (no id selection).
             records, total = self._store.preview(query.offset, query.limit, now_ms=now)
         else:
             records, total = self._store.server_page(server.where, server.where_document,

@@ -262,6 +262,10 @@ class ServerFilter:
 
     where: dict[str, Any] | None
     where_document: dict[str, Any] | None
+    hidden_only: dict[str, Any] | None = None
+    """When the state filter is the only filter: the ``where`` of the records it hides. If
+    Chroma finds none, the page is the unfiltered one (no id selection: the first page of a
+    store without archived records reads 200 records, not 100K ids)."""
 
 
 _SERVER_SORT = (SortKey.CREATED, True)
@@ -289,6 +293,7 @@ def server_filter(query: RecordQuery, *, now_ms: float) -> ServerFilter | str:
     if query.tags:
         return "the tag filter"
     clauses: list[dict[str, Any]] = []
+    hidden_only: dict[str, Any] | None = None
     for key, value in (("agent_id", query.agent_id),
                        ("layer", None if query.layer is None else Layer(query.layer).value),
                        ("privacy", None if query.privacy is None
@@ -304,6 +309,7 @@ def server_filter(query: RecordQuery, *, now_ms: float) -> ServerFilter | str:
         if RecordState.ACTIVE in query.states:
             hidden = sorted(state.value for state in ALL_STATES - query.states)
             clauses.append({"state": {"$nin": hidden}})
+            hidden_only = {"state": {"$in": hidden}}
         else:
             clauses.append({"state": {"$in": sorted(state.value for state in query.states)}})
     # float32 in the view, float64 in Chroma: the same 1e-7 slack as select_rows.
@@ -320,7 +326,8 @@ def server_filter(query: RecordQuery, *, now_ms: float) -> ServerFilter | str:
                                 {"expires_at": {"$gte": now_ms}}]})
     where = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
     document = {"$regex": "(?i)" + re.escape(query.text)} if query.text else None
-    return ServerFilter(where, document)
+    alone = len(clauses) == 1 and document is None
+    return ServerFilter(where, document, hidden_only if alone else None)
 
 
 def locate_row(snapshot: ViewSnapshot, query: RecordQuery, record_id: str, *, now_ms: float,

@@ -625,6 +625,19 @@ class MemoryStore:
         """True when Chroma ``where`` filters can read our fields (not a foreign collection)."""
         return self._reader is None
 
+    def any_match(self, where: dict[str, Any]) -> bool:
+        """True when some record matches the Chroma ``where`` filter (reads one id at most).
+
+        Raises:
+            StoreUnavailable: Chroma failed.
+        """
+        if self._collection is None:
+            return False
+        try:
+            return bool(self._collection.get(where=where, limit=1, include=[])["ids"])
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+
     def server_page(self, where: dict[str, Any] | None, where_document: dict[str, Any] | None,
                     offset: int, limit: int, *,
                     now_ms: float = 0.0) -> tuple[list[MemoryRecord], int]:

@@ -155,3 +155,22 @@ def test_what_the_server_cannot_answer_is_named(engine: MemoryEngine) -> None:
     with pytest.raises(ValidationError, match="the tag filter needs the full view"):
         engine.server_rows(RecordQuery(tags=("work",)))
     assert not engine.view_ready
+
+
+def test_a_store_without_hidden_records_pages_without_selecting_ids(
+        chroma_server_url: str) -> None:
+    spec = StoreSpec(chroma_server_url, collection="server-pages-active")
+    batch = [r for r in records(120) if r.state is RecordState.ACTIVE]
+    store = MemoryStore.open(spec, now_ms=NOW)
+    store.write(batch, unit(len(batch)))
+    store.close()
+    engine = MemoryEngine.open(spec, defer_view=True)
+    try:
+        assert not engine.store.any_match({"state": {"$in": ["archived"]}})
+        page = engine.server_rows(RecordQuery(limit=30, offset=10))
+        assert page.total == len(batch)
+        assert [row.id for row in page.rows] == [r.id for r in reversed(batch)][10:40]
+        assert page.rows == engine.preview_rows(10, 30).rows
+        assert not engine.view_ready
+    finally:
+        engine.close()
