@@ -603,7 +603,7 @@ def bench_server_store(records: int, runs: int, folder: Path) -> list[Row]:
     rows.append((f"first page, server ({size})", timings["first page"],
                  f"{shown['first page']:,} shown"))
     rows.append((f"second page, server ({size})", timings["next page"],
-                 "its ids already selected"))
+                 "offset 200 (a filter's ids are selected by its first page)"))
     rows.append((f"agent + layer page, server ({size})", timings["filtered page"],
                  f"{shown['filtered page']:,} match"))
     rows.append((f"text filter page, server ({size})", timings["text page"],
