@@ -140,7 +140,10 @@ def make_window(qtbot: QtBot, qloop: qasync.QEventLoop,
     made: list[MainWindow] = []
 
     def build(**changes: Any) -> MainWindow:
-        window = MainWindow(services(runner, **changes))
+        from app.controller import AppController
+
+        made_services = services(runner, **changes)
+        window = MainWindow(made_services, AppController(made_services))
         if "preferences" not in changes:  # else the window restores its saved geometry
             window.resize(1100, 700)
         window.show()

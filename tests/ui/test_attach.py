@@ -25,7 +25,7 @@ from tests.support.chroma_server import free_port
 from tests.support.serve_process import cli_env, serve_process
 from tests.ui.conftest import open_fresh, run
 from ui.dialogs import AttachDialog
-from ui.main_window import ENGINE_VIEWS, MainWindow
+from ui.main_window import MainWindow
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
@@ -103,7 +103,7 @@ def test_attach_follows_another_process_across_a_serve_restart(
         assert not window.import_action.isEnabled() and not window.export_action.isEnabled()
         for number, name in enumerate(window.views):
             enabled = bool(window.nav.item(number).flags() & Qt.ItemFlag.ItemIsEnabled)
-            assert enabled == (name not in ENGINE_VIEWS), name
+            assert enabled == (name not in window.controller.views.store_only), name
         qtbot.waitUntil(lambda: window.records.model.settled and window.records.model.total == 3)
         assert "Jordan likes the coffee machine started at 6:45" in _contents(window)
         timeline = window.observe.timeline
