@@ -170,7 +170,9 @@ def test_wrong_token_and_unreachable_server_are_said_in_the_dialog(
         dialog.url.setEditText(f"http://127.0.0.1:{closed}")
         dialog.token.setText(TOKEN)
         qtbot.mouseClick(dialog.attach_button, Qt.MouseButton.LeftButton)  # type: ignore[no-untyped-call]
-        qtbot.waitUntil(lambda: "Cannot reach" in dialog.error.text(), timeout=30_000)
+        qtbot.waitUntil(lambda: "Could not connect" in dialog.error.text(), timeout=30_000)
+        assert f"127.0.0.1:{closed} — connection refused" in dialog.error.text()
+        assert "Errno" not in dialog.error.text()
         assert window.attached_session is None
         dialog.url.setEditText("127.0.0.1:8765")
         qtbot.mouseClick(dialog.attach_button, Qt.MouseButton.LeftButton)  # type: ignore[no-untyped-call]
