@@ -46,7 +46,7 @@ from ui.importing import ImportSummary, import_conversation, import_jsonl
 from ui.main_window import WindowServices
 from ui.session import AttachedSession, ConnectionRelay, StoreSession
 from ui.session_views import SessionViews
-from ui.tasks import spawn
+from ui.tasks import RequestTokens, spawn
 
 __all__ = ["AppController", "store_text"]
 
@@ -105,6 +105,9 @@ class AppController(QObject):
         self._waiting_first_page: StoreSession | None = None
         self._count = 0
         self._review_count = 0
+        # counts run on workers and may finish out of order: only the latest one is shown
+        self._count_tokens = RequestTokens()
+        self._review_tokens = RequestTokens()
         self._gateway: LLMGateway | None = None
         # Gateway rebuilds run one at a time; each builds on the engine last asked for, so a
         # rebuild still in flight when the store closes finishes before its ledger does.
@@ -404,6 +407,8 @@ class AppController(QObject):
     # -- counts ----------------------------------------------------------------------------
 
     def _set_counts(self, records: int, review: int) -> None:
+        self._count_tokens.next_token()
+        self._review_tokens.next_token()
         self._count = records
         self._review_count = review
         self.count_changed.emit(records)
@@ -415,15 +420,16 @@ class AppController(QObject):
         if session is None:
             self._set_counts(0, 0)
             return
+        token = self._count_tokens.next_token()
         try:
             count = await self._runner.run(session.reader.count)
         except EngineError as exc:
-            if session is (self._session or self._attached):
+            if self._count_tokens.is_current(token):
                 self._count = -1
                 self.count_changed.emit(-1)
                 self.error.emit(f"Could not count the records: {exc}")
             return
-        if session is not (self._session or self._attached):
+        if not self._count_tokens.is_current(token):
             return
         self._count = count
         self.count_changed.emit(count)
@@ -433,17 +439,19 @@ class AppController(QObject):
             else:
                 await self._refresh_review_count(session)
         else:
+            self._review_tokens.next_token()
             self._review_count = 0
             self.review_count_changed.emit(0)
 
     async def _refresh_review_count(self, session: StoreSession) -> None:
         if not await session.wait_indexed() or session is not self._session:
             return
+        token = self._review_tokens.next_token()
         try:
             pending = await self._runner.run(session.engine.pending_review_count)
         except EngineError:
             return  # the Review view says why when opened; the count keeps its last value
-        if session is self._session:
+        if self._review_tokens.is_current(token) and session is self._session:
             self._review_count = pending
             self.review_count_changed.emit(pending)
 

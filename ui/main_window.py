@@ -870,6 +870,9 @@ class MainWindow(QMainWindow):
         item.setText(f"Review ({pending:,})" if pending else "Review")
         self.review_label.setText(f"{count_of(pending, 'review')} pending" if pending else "")
         self.review_label.setVisible(bool(pending))
+        review = self.observe.review
+        if review.loads and len(review.items) != pending:
+            review.refresh()  # a write that changed no record (a deferral) changed the queue
 
     def _on_busy(self, what: str) -> None:
         if what:
