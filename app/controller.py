@@ -13,13 +13,14 @@ its signals:
   items pending, recounted after every write, undo, import, attach and detach (-1: unknown).
 * ``busy(str)`` — long work started (open, import, attach; "" when it ended).
 * ``error(str)`` — something failed; the message says what and what to do.
+* ``notice(str)`` — something the person should know that is not a failure (opening cancelled).
 * ``gateway_changed(object, object, str)`` — the LLM gateway was rebuilt (or dropped: None),
   the engine it records on, and why it is not usable ("" when it is).
 
 **Policies.** A store locked by another process opens read-only, and says so
 (:attr:`StoreSession.banner`). Opening anything closes what is shown first. Attaching to an
 agent remembers the store it closed; detaching reopens it. An import into an embedded store
-closes the engine (releasing the lock), runs in a child process (:mod:`ui.import_process`) and
+closes the engine (releasing the lock), runs in a child process (:mod:`app.import_process`) and
 reopens the store; while it runs, every registered view has let go of the session.
 
 **Views.** :attr:`views` is the one registry of session-aware views
@@ -82,6 +83,7 @@ class AppController(QObject):
         review_count_changed(int): Review items pending (0 without a store).
         busy(str): Long work started ("" when it ended).
         error(str): Something failed; the message is for the person.
+        notice(str): News that is not a failure (e.g. opening was cancelled).
         gateway_changed(object, object, str): The LLM gateway (or None), the engine whose
             ledger it records on (or None), and why it is not usable ("" when it is).
     """
@@ -92,6 +94,7 @@ class AppController(QObject):
     review_count_changed = Signal(int)
     busy = Signal(str)
     error = Signal(str)
+    notice = Signal(str)
     gateway_changed = Signal(object, object, str)
 
     def __init__(self, services: WindowServices, parent: QObject | None = None) -> None:
@@ -164,6 +167,7 @@ class AppController(QObject):
         """
         self.store_state_changed.emit(f"Opening {spec.location}…")
         self.busy.emit(f"Opening {spec.location}…")
+        self._before_attach = None  # a store chosen now is what a later detach returns to
         await self.close_store()
         try:
             return await self._open(spec)
@@ -238,8 +242,8 @@ class AppController(QObject):
         error = session.indexing_error
         await self.close_store()
         if cancelled:
-            self.store_state_changed.emit(f"Opening {location} was cancelled before its "
-                                          "records were indexed.")
+            self.notice.emit(f"Opening {location} was cancelled before its records were "
+                             "indexed.")
         else:
             self.error.emit(f"Could not index {location}: {error}")
 
@@ -362,7 +366,7 @@ class AppController(QObject):
                                      conversation_agent: str | None,
                                      progress: Callable[[int, int], None],
                                      cancelled: Callable[[], bool]) -> ImportSummary:
-        """Close the engine, import in a child process, reopen (see :mod:`ui.import_process`)."""
+        """Close the engine, import in a child process, reopen (see :mod:`app.import_process`)."""
         bulk_import = self._services.bulk_import
         assert bulk_import is not None
         self.busy.emit(f"Importing {path.name}…")

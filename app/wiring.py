@@ -132,7 +132,7 @@ def forget_embedded_clients() -> None:
     """Drop Chroma's in-process client cache before (re)opening an embedded store.
 
     Chroma keeps one system per path per process; after a child process wrote to the store
-    (:mod:`ui.import_process`) that cached system is stale ("Error finding id"). The window holds
+    (:mod:`app.import_process`) that cached system is stale ("Error finding id"). The window holds
     one store at a time and closes it before opening the next, so clearing is safe here.
     """
     from chromadb.api.shared_system_client import SharedSystemClient
@@ -163,7 +163,7 @@ def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None
 def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
                  conversation_agent: str | None, progress: Callable[[int, int], None],
                  cancelled: Callable[[], bool]) -> ImportSummary:
-    from ui.import_process import run_in_child
+    from app.import_process import run_in_child
 
     return run_in_child(spec, path, conversation_agent=conversation_agent, model=model,
                         progress=progress, cancelled=cancelled)

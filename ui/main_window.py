@@ -124,7 +124,7 @@ class Preferences:
 BulkImport = Callable[[StoreSpec, Path, str | None, Callable[[int, int], None],
                        Callable[[], bool]], ImportSummary]
 """Import into a closed embedded store out of process: (spec, path, conversation agent or None,
-progress, cancelled) → summary. See :mod:`ui.import_process`."""
+progress, cancelled) → summary. See ``app/import_process.py``."""
 
 Attach = Callable[[str, str, Callable[[str | None], None]], MemoryReader]
 """Connect to a running ``mnemoscope serve``: (URL, token, follower-state callback) → a
@@ -327,6 +327,7 @@ class MainWindow(QMainWindow):
         controller.review_count_changed.connect(self._on_review_count_changed)
         controller.busy.connect(self._on_busy)
         controller.error.connect(self._on_controller_error)
+        controller.notice.connect(self._on_controller_notice)
         controller.gateway_changed.connect(self._on_gateway_changed)
         self._restore_window()
 
@@ -814,8 +815,8 @@ class MainWindow(QMainWindow):
                 store.indexing_progress.connect(self._on_indexing_progress)
                 if store.banner:
                     self.show_banner(store.banner)
-                elif self._banner_kind != "demo":
-                    self.banner.hide()
+                else:
+                    self.banner.hide()  # the demo offer comes back if this store is empty
                 self.show_model_state(store.engine.embedding_status())
                 self.store_label.setToolTip(store.spec.location)
                 self._remember_store(store.spec.location)
@@ -838,11 +839,6 @@ class MainWindow(QMainWindow):
         self._rebuild_recent_menu()
 
     def _on_store_state_changed(self, text: str) -> None:
-        if text.startswith("Opening ") and text.endswith("cancelled before its records were "
-                                                         "indexed."):
-            self.store_label.setText("No store")
-            self.show_banner(text, warning=False)
-            return
         self.store_label.setText(text)
 
     def _on_controller_error(self, message: str) -> None:
@@ -853,6 +849,9 @@ class MainWindow(QMainWindow):
         if self._attaching:
             message = f"Could not attach to {self._attaching}: {message}"
         self.show_banner(message)
+
+    def _on_controller_notice(self, text: str) -> None:
+        self.show_banner(text, warning=False)
 
     def _on_count_changed(self, count: int) -> None:
         if count < 0:

@@ -148,6 +148,10 @@ class AppControl(Protocol):
         """``error(str)``: something failed; the message says what and what to do."""
 
     @property
+    def notice(self) -> SignalInstance:
+        """``notice(str)``: news that is not a failure (opening was cancelled)."""
+
+    @property
     def gateway_changed(self) -> SignalInstance:
         """``gateway_changed(object, object, str)``: the gateway, its engine, its problem."""
 

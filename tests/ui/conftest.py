@@ -17,10 +17,10 @@ import qasync
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from app.import_process import run_in_child
 from engine.memory_engine import MemoryEngine
 from engine.redaction import redact_text
 from engine.store import StoreSpec, list_collections
-from ui.import_process import run_in_child
 from ui.importing import ImportSummary
 from ui.main_window import MainWindow, Preferences, WindowServices
 from ui.tasks import TaskRunner, pending_tasks, spawn
