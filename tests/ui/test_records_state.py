@@ -155,3 +155,28 @@ def test_selection_actions_are_off_without_a_selection(
     assert all(made.isEnabled() for made in needs_selection)
     view.table.selectionModel().clear()
     assert not any(made.isEnabled() for made in needs_selection)
+
+
+def test_redact_in_place_confirms_with_the_true_count(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.ui.test_redaction_toggle import SECRETS, plant
+
+    ids = plant(tmp_path / "store")
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    view = window.scan
+    window.nav.setCurrentRow(list(window.views).index("secrets"))
+    qtbot.waitUntil(lambda: len(view.hits) == len(ids))
+    view.table.selectAll()
+    asked = _answer(monkeypatch, QMessageBox.StandardButton.No)
+    view.redact_button.click()
+    assert asked == [f"Replace the secrets of these {len(ids)} records by placeholders? You "
+                     "can undo this (Edit → Undo)."]
+    session = window.session
+    assert session is not None and session.pending() == 0
+    assert SECRETS[0] in run(qtbot, session.runner.run(session.engine.get, ids[0])).content
+    asked = _answer(monkeypatch, QMessageBox.StandardButton.Yes)
+    view.redact_button.click()
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage()
+                    == f"Redacted {len(ids)} records in place (Ctrl+Z undoes)")
