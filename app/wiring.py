@@ -53,11 +53,13 @@ from engine.errors import ConfigInvalid, EngineError
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication, QMenu
 
+    from app.controller import AppController
     from engine import MemoryReader, SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
     from ui.importing import ImportSummary
-    from ui.main_window import MainWindow, Preferences
+    from ui.main_window import MainWindow, Preferences, WindowServices
     from ui.provider_dialog import LLMServices
+    from ui.session_views import AppControl
     from ui.tasks import TaskRunner
 
 __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
@@ -134,7 +136,7 @@ def forget_embedded_clients() -> None:
     """Drop Chroma's in-process client cache before (re)opening an embedded store.
 
     Chroma keeps one system per path per process; after a child process wrote to the store
-    (:mod:`ui.import_process`) that cached system is stale ("Error finding id"). The window holds
+    (:mod:`app.import_process`) that cached system is stale ("Error finding id"). The window holds
     one store at a time and closes it before opening the next, so clearing is safe here.
     """
     from chromadb.api.shared_system_client import SharedSystemClient
@@ -166,7 +168,7 @@ def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
                  conversation_agent: str | None, progress: Callable[[int, int], None],
                  cancelled: Callable[[], bool], /, *,
                  keep: SalienceCut | None = None) -> ImportSummary:
-    from ui.import_process import run_in_child
+    from app.import_process import run_in_child
 
     return run_in_child(spec, path, conversation_agent=conversation_agent, keep=keep,
                         model=model, progress=progress, cancelled=cancelled)
@@ -245,6 +247,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
     import qasync
 
+    from app.controller import AppController
     from ui.main_window import MainWindow, WindowServices
     from ui.tasks import TaskRunner
     from ui.theme import apply_theme
@@ -283,7 +286,8 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         llm=_llm_services(settings_file),
         attach=attach_remote,
     )
-    window = MainWindow(services)
+    controller = AppController(services)
+    window = MainWindow(services, controller)
     windows.append(window)
     hints = app.styleHints()
     hints.colorSchemeChanged.connect(lambda _scheme: window.on_system_scheme_changed())
@@ -291,10 +295,11 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
 
     async def main() -> None:
         if args.screenshot:
-            result[0] = await _screenshots(app, window, Path(args.screenshot), embedder)
+            result[0] = await _screenshots(app, window, controller, services,
+                                           Path(args.screenshot), embedder)
             return
         if args.self_test:
-            result[0] = await _self_test(window, runner, settings.model_spec())
+            result[0] = await _self_test(window, controller, runner, settings.model_spec())
             return
         shown = asyncio.Event()
         window.first_shown.connect(shown.set)
@@ -313,7 +318,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
             window.show_model_state(EmbedderStatus(
                 EmbedderState.FAILED, "none", 384, "model loading is off (--no-model)"))
         collection = getattr(args, "collection", None) or DEFAULT_COLLECTION
-        await window.open_store(StoreSpec(settings.store, token=settings.store_token,
+        await controller.open_store(StoreSpec(settings.store, token=settings.store_token,
                                           read_only=bool(getattr(args, "read_only", False)),
                                           collection=collection))
         if os.environ.get("MNEMOSCOPE_BENCHMARK_STARTUP") == "first-page":
@@ -329,7 +334,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
     try:
         with loop:
             loop.run_until_complete(main())
-            loop.run_until_complete(window.close_store())
+            loop.run_until_complete(controller.close_store())
     finally:
         runner.shutdown()
     return result[0]
@@ -343,17 +348,15 @@ async def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) ->
         await asyncio.sleep(0.02)
 
 
-async def _demo_store(window: MainWindow, folder: Path) -> None:
+async def _demo_store(window: MainWindow, controller: AppController, folder: Path) -> None:
     """Open a fresh store in ``folder`` and import the demo data set into it."""
-    session = await window.open_store(StoreSpec(str(folder / "store")))
+    session = await controller.open_store(StoreSpec(str(folder / "store")))
     if session is None:
         raise RuntimeError("could not open a temporary store")
-    from ui.dialogs import ImportProgressDialog
-
-    dialog = ImportProgressDialog("Import demo data", window)
-    summary = await window.run_import(DEMO_MEMORIES, dialog=dialog)
-    dialog.accept()
-    if summary is None or summary.written == 0:
+    summary = await controller.run_import(DEMO_MEMORIES, conversation_agent=None,
+                                          progress=lambda _done, _total: None,
+                                          cancelled=lambda: False)
+    if summary.written == 0:
         raise RuntimeError("the demo import wrote nothing")
     await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
                     30, "the first page")
@@ -366,12 +369,13 @@ async def _select_row(window: MainWindow, row: int) -> None:
                     and window.records.detail.record.id == record.id, 30, "the record detail")
 
 
-async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
+async def _prepare_steer_views(window: MainWindow, controller: AppControl,
+                               runner: TaskRunner, folder: Path) -> None:
     """Fill the issue 9 views for screenshots: a scan, a merged record's fate, the demo
     workspace with a task selected."""
     from engine import EventFilter
 
-    session = window.session
+    session = controller.session
     if session is None:
         return
     hits = await window.scan.scan()
@@ -379,8 +383,8 @@ async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
         item = window.scan.table.topLevelItem(0)
         if item is not None:
             item.setSelected(True)
-    merges = await window._runner.run(session.engine.events.query,
-                                      EventFilter(kinds=["merge-applied"], limit=200))
+    merges = await runner.run(session.engine.events.query,
+                              EventFilter(kinds=["merge-applied"], limit=200))
     # a paraphrase (the least similar merge), so the two texts of the story differ
     merge = min(merges, key=lambda e: 2.0 if e.similarity is None else e.similarity,
                 default=None)
@@ -435,7 +439,8 @@ async def _provider_dialog_shots(app: QApplication, window: MainWindow, out: Pat
     dialog.reject()
 
 
-async def _screenshots(app: QApplication, window: MainWindow, out: Path,
+async def _screenshots(app: QApplication, window: MainWindow, controller: AppController,
+                       services: WindowServices, out: Path,
                        embedder: SentenceTransformerEmbedder | None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-shots-"))
@@ -447,11 +452,11 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             window.show_model_state(embedder.status())
         window.resize(1280, 800)
         window.show()
-        await _demo_store(window, folder)
+        await _demo_store(window, controller, folder)
         window.banner.hide()
         await _select_row(window, 2)
         variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
-        await _prepare_steer_views(window, folder)
+        await _prepare_steer_views(window, controller, services.runner, folder)
         # first: its test request is recorded, so the Budget view lists a call
         await _provider_dialog_shots(app, window, out, variants)
         await window.budget.refresh()
@@ -464,7 +469,7 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             await _save_shot(app, window, out / name, variants)
         window.resize(1280, 800)
         workflow = await _workflow_shots(window, out)
-        await _attached_shot(app, window, folder, out, variants)
+        await _attached_shot(app, window, controller, services, folder, out, variants)
         print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, provider-settings.png, "
               f"{', '.join(workflow)}, attached.png to {out}")
         return 0
@@ -472,7 +477,7 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         print(f"screenshot failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        await window.close_store()
+        await controller.close_store()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -577,18 +582,19 @@ async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants
     window.resize(1280, 800)
 
 
-async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, out: Path,
+async def _attached_shot(app: QApplication, window: MainWindow, controller: AppController,
+                         services: WindowServices, folder: Path, out: Path,
                          variants: bool) -> None:
     """Issue 10: the window attached (read-only) to an API served over the demo store."""
     from engine.introspection import serve_in_thread
 
-    await window.close_store()
-    runner = window._runner
-    engine = await runner.run(window._services.open_engine,
+    await controller.close_store()
+    runner = services.runner
+    engine = await runner.run(services.open_engine,
                               StoreSpec(str(folder / "store"), read_only=True))
     server = await runner.run(partial(serve_in_thread, engine, port=0))
     try:
-        if await window.attach(server.url, server.token) is None:
+        if await controller.attach(server.url, server.token) is None:
             raise RuntimeError(f"could not attach to {server.url}")
         window.nav.setCurrentRow(0)
         await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
@@ -596,12 +602,13 @@ async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, ou
         await _select_row(window, 0)
         await _save_shot(app, window, out / "attached", variants)
     finally:
-        await window.detach()
+        await controller.detach()
         await runner.run(server.stop)
         await runner.run(engine.close)
 
 
-async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSpec) -> int:
+async def _self_test(window: MainWindow, controller: AppController, runner: TaskRunner,
+                     model_spec: ModelSpec) -> int:
     """Exercise each view on a temporary store and load the embedding model the way the app
     does; print one line per check."""
     from PySide6.QtCore import Qt
@@ -632,7 +639,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
 
     async def open_and_import() -> str:
         window.show()
-        await _demo_store(window, folder)
+        await _demo_store(window, controller, folder)
         return f"{model.total} records after the demo import"
 
     async def filter_layer() -> str:
@@ -658,7 +665,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
         return f"first importance {values[0]:.2f}, 50th {values[-1]:.2f}"
 
     async def edit_undo() -> str:
-        session = window.session
+        session = controller.session
         assert session is not None
         await _select_row(window, 0)
         record = view.detail.record
@@ -677,7 +684,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
         return f"importance {record.importance} → {saved.importance} → {restored.importance}"
 
     async def delete_undo() -> str:
-        session = window.session
+        session = controller.session
         assert session is not None
         before = model.total
         record = model.record_at(0)
@@ -724,7 +731,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
             await check("records: delete, undo", delete_undo)
             await check("export with redaction", export_redacted)
     finally:
-        await window.close_store()
+        await controller.close_store()
         shutil.rmtree(folder, ignore_errors=True)
     for name, ok, detail in results:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")

@@ -142,10 +142,12 @@ def _qt() -> tuple[Any, Any]:
 
 def _window(runner: Any, **changes: Any) -> Any:
     """A main window on the test suite's services (real stores, no model, no settings file)."""
+    from app.controller import AppController
     from tests.ui.conftest import services
     from ui.main_window import MainWindow
 
-    window = MainWindow(services(runner, **changes))
+    made = services(runner, **changes)
+    window = MainWindow(made, AppController(made))
     window.resize(1280, 800)
     window.show()
     return window

@@ -1172,6 +1172,10 @@ class MemoryEngine:
         """Pending review items, oldest first."""
         return self._ingest_pipeline().review.items()
 
+    def pending_review_count(self) -> int:
+        """How many review items wait for a decision (the GUI's Review count)."""
+        return self._ingest_pipeline().review.pending_count()
+
     def approve_review(self, review_id: str) -> IngestResult:
         """Apply a deferred merge (idempotent)."""
         return self._ingest_pipeline().approve(review_id)

@@ -38,13 +38,30 @@ from ui.importing import ACTIONS, DECISIONS, ImportSummary
 from ui.wording import count_of
 
 __all__ = [
+    "MESSAGE_LINES",
     "AddMemoryDialog",
     "AttachDialog",
     "CollectionDialog",
     "ConnectDialog",
     "ExportOptionsDialog",
     "ImportProgressDialog",
+    "reserve_message_area",
 ]
+
+MESSAGE_LINES = 3
+"""Lines of room a dialog keeps for its message (an error, "Connecting…"), shown or not."""
+
+
+def reserve_message_area(label: QLabel, lines: int = MESSAGE_LINES) -> None:
+    """Keep room for ``lines`` wrapped lines of ``label`` whether it says something or not.
+
+    Issue 20: the dialogs grew (and their buttons jumped) when an error appeared and shrank when
+    it went, because an empty label takes no height. A message longer than the room still shows
+    whole (the dialog grows then, rather than cut it).
+    """
+    label.setWordWrap(True)
+    label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+    label.setMinimumHeight(label.fontMetrics().lineSpacing() * lines)
 
 
 class ConnectDialog(QDialog):
@@ -53,6 +70,7 @@ class ConnectDialog(QDialog):
     def __init__(self, parent: QWidget | None = None, url: str = "http://localhost:8000") -> None:
         super().__init__(parent)
         self.setWindowTitle("Connect to a Chroma server")
+        self.setMinimumWidth(480)  # a fixed width: the message wraps instead of widening it
         form = QFormLayout(self)
         self.url = QLineEdit(url, self)
         self.token = QLineEdit(self)
@@ -62,6 +80,7 @@ class ConnectDialog(QDialog):
         self.read_only = QCheckBox("Open read-only", self)
         self.error = QLabel("", self)
         self.error.setStyleSheet("color: #d1242f;")
+        reserve_message_area(self.error)
         form.addRow("Server URL", self.url)
         form.addRow("Token", self.token)
         form.addRow("Collection", self.collection)
@@ -116,9 +135,9 @@ class AttachDialog(QDialog):
         self.token.setEchoMode(QLineEdit.EchoMode.Password)
         self.token.setPlaceholderText("the token `mnemoscope serve` printed")
         self.error = QLabel("", self)
-        self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error.setStyleSheet("color: #d1242f;")
+        reserve_message_area(self.error)
         form.addRow(intro)
         form.addRow("API URL", self.url)
         form.addRow("Token", self.token)
@@ -228,8 +247,8 @@ class AddMemoryDialog(QDialog):
         self.tags.setPlaceholderText("comma-separated")
         self.error = QLabel("", self)
         self.error.setObjectName("error")
-        self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #d1242f;")
+        reserve_message_area(self.error)
         for label, widget in (("Content", self.content), ("Agent", self.agent),
                               ("Layer", self.layer), ("Category", self.category),
                               ("Privacy", self.privacy), ("Importance", self.importance),

@@ -4,7 +4,7 @@ The ingest pipeline decides every line (``MemoryEngine.import_jsonl`` /
 ``import_conversation``: inserted / updated / merged / deferred / skipped / error, with line
 numbers); these jobs only turn its :class:`~engine.ingest.ImportReport` into the frozen
 :class:`ImportSummary` the import dialogs show (and that crosses the process boundary of
-:mod:`ui.import_process` as JSON). Cancelling drops the pipeline's chunk in progress — nothing of
+:mod:`app.import_process` as JSON). Cancelling drops the pipeline's chunk in progress — nothing of
 it is written — and the summary lists the lines written before the cancel.
 
 A conversation import is previewed first (issue 20): :func:`detect_conversation` names the

@@ -52,6 +52,7 @@ from engine.llm import (
     key_lookup,
     preset_name,
 )
+from ui.dialogs import reserve_message_area
 from ui.tasks import CancelFlag, RequestTokens, TaskRunner, spawn
 
 __all__ = ["FIELD_NAMES", "LLMServices", "ProviderSettingsDialog"]
@@ -186,7 +187,7 @@ class ProviderSettingsDialog(QDialog):
         self.elapsed = QLabel("", self)
         self.result_label = QLabel("Test connection sends one short request (a few tokens) "
                                    "with the settings above, saved or not.", self)
-        self.result_label.setWordWrap(True)
+        reserve_message_area(self.result_label)
         self.result_label.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse)
         self._timer = QTimer(self)

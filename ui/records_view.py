@@ -70,6 +70,7 @@ ROW_HEIGHT = 24
 _ANY = "Any"
 _SCAN_PAGE = 500  # the introspection API's largest page
 _SCAN_LIMIT = 20_000
+_ID_PAGE = 10_000  # the engine's largest page of rows
 CONTENT_SHARE = 0.45
 """The Content column takes the table's spare width, and at least this share of it (the
 other columns then scroll), so the text a person reads is never a fixed sliver (issue 19)."""
@@ -167,14 +168,23 @@ class FilterBar(QWidget):
         return spin
 
     def set_agents(self, agents: Sequence[tuple[str, int]]) -> None:
-        """Offer these agents (keeping the current choice when still present)."""
-        current = self.agent.currentText()
+        """Offer these agents, keeping the current choice.
+
+        The choice is kept by the agent's id (the item's data), not its text, which carries a
+        count that changes with every write. An agent chosen as a filter whose records are all
+        gone stays listed with 0: the combo always shows the filter the table applies (a
+        silent fall back to "Any" left the table filtered under an "Any" label, and the next
+        filter change dropped the agent).
+        """
+        current = self.agent.currentData()
         self.agent.blockSignals(True)
         self.agent.clear()
         self.agent.addItem(_ANY)
         for agent, count in agents:
             self.agent.addItem(f"{agent} ({count:,})", agent)
-        index = self.agent.findData(current) if current != _ANY else 0
+        if isinstance(current, str) and self.agent.findData(current) < 0:
+            self.agent.addItem(f"{current} (0)", current)
+        index = self.agent.findData(current) if isinstance(current, str) else 0
         self.agent.setCurrentIndex(max(0, index))
         self.agent.blockSignals(False)
 
@@ -242,6 +252,26 @@ def _scan_rows(reader: MemoryReader, query: RecordQuery, record_id: str) -> int 
         if offset >= page.total:
             return None
     return None
+
+
+def _ids_in_spans(reader: MemoryReader, query: RecordQuery,
+                  spans: Sequence[tuple[int, int]]) -> list[str]:
+    """Worker: the ids of the rows ``spans`` (first, last; inclusive) of ``query``'s result.
+
+    What a selection means when it reaches past the loaded pages (Ctrl+A selects every row
+    matching the filters, not the page shown).
+    """
+    ids: list[str] = []
+    for first, last in spans:
+        offset = first
+        while offset <= last:
+            limit = min(_ID_PAGE, last - offset + 1)
+            page = reader.list_rows(dataclasses.replace(query, offset=offset, limit=limit))
+            ids.extend(row.id for row in page.rows)
+            if len(page.rows) < limit:
+                break
+            offset += limit
+    return ids
 
 
 def _locator(session: DataSession) -> Callable[[RecordQuery, str], int | None]:
@@ -418,10 +448,12 @@ class RecordsView(QWidget):
     def _update_actions(self) -> None:
         writable = self._writable is not None
         self.detail.set_read_only(not writable)
-        selected = bool(self.selected_ids())
+        selected = self.selected_count() > 0
         self.add_action.setEnabled(writable)
-        for made in (self.delete_action, self.tag_action):
+        for made in (self.delete_action, self.tag_action, *self.layer_actions):
             made.setEnabled(writable and selected)
+        # the menu is also the Edit menu's "Move to layer": its entry follows the selection
+        self.layer_menu.setEnabled(writable and selected)
         self.layer_button.setEnabled(writable and selected)
         self.refresh_action.setEnabled(self._session is not None)
 
@@ -452,8 +484,35 @@ class RecordsView(QWidget):
 
     # -- table -----------------------------------------------------------------------------
 
+    def selected_spans(self) -> list[tuple[int, int]]:
+        """The selected rows as (first, last) spans, merged and in order (no row indexes are
+        made: Ctrl+A over 100K rows is one span)."""
+        selection = self.table.selectionModel().selection()
+        spans = sorted((selection.at(i).top(), selection.at(i).bottom())
+                       for i in range(selection.size()))
+        merged: list[tuple[int, int]] = []
+        for first, last in spans:
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            else:
+                merged.append((first, last))
+        return merged
+
+    def selected_count(self) -> int:
+        """How many rows are selected, loaded or not: the count every confirmation states."""
+        return sum(last - first + 1 for first, last in self.selected_spans())
+
+    async def selection_ids(self) -> list[str]:
+        """The ids of every selected row: the loaded ones at once, else read on a worker."""
+        loaded = self.selected_ids()
+        session = self._session
+        if len(loaded) == self.selected_count() or session is None:
+            return loaded
+        return await self._runner.run(_ids_in_spans, session.reader, self.model.query,
+                                      self.selected_spans())
+
     def selected_ids(self) -> list[str]:
-        """Ids of the selected rows whose records are loaded."""
+        """Ids of the selected rows whose records are loaded (see :meth:`selection_ids`)."""
         rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
         ids = []
         for row in rows:
@@ -734,17 +793,36 @@ class RecordsView(QWidget):
         self._pending_select = record.id
         self.message.emit("Memory added")
 
-    def _on_delete_triggered(self) -> None:
-        ids = self.selected_ids()
-        if not ids or self._writable is None:
-            return
-        noun = "this record" if len(ids) == 1 else f"these {len(ids):,} records"
+    def _selection_noun(self, count: int) -> str:
+        """"this record", "these 12 records", or "all 1,035 records matching the filters"."""
+        if count == 1:
+            return "this record"
+        if count == self.model.total:
+            return f"all {count:,} records matching the filters" \
+                if self.filters.query() != RecordQuery() else f"all {count:,} records"
+        return f"these {count:,} records"
+
+    def _confirm(self, title: str, question: str) -> bool:
         answer = QMessageBox.question(
-            self, "Delete", f"Delete {noun}? You can undo this (Edit → Undo).",
+            self, title, f"{question} You can undo this (Edit → Undo).",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
             QMessageBox.StandardButton.No)
-        if answer == QMessageBox.StandardButton.Yes:
-            spawn(self.delete_records(ids))
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _on_delete_triggered(self) -> None:
+        count = self.selected_count()
+        if not count or self._writable is None:
+            return
+        if self._confirm("Delete", f"Delete {self._selection_noun(count)}?"):
+            spawn(self._delete_selection())
+
+    async def _delete_selection(self) -> None:
+        try:
+            ids = await self.selection_ids()
+        except EngineError as exc:
+            QMessageBox.warning(self, "Delete", f"Not deleted: {exc}")
+            return
+        await self.delete_records(ids)
 
     async def delete_records(self, ids: Sequence[str]) -> None:
         """Delete ``ids`` (after confirmation by the caller); undoable."""
@@ -760,31 +838,40 @@ class RecordsView(QWidget):
         self.message.emit(f"Deleted {count_of(len(deleted), 'record')}")
 
     def _on_relayer(self, layer: Layer) -> None:
-        ids = self.selected_ids()
+        count = self.selected_count()
         session = self._writable
-        if ids and session is not None:
-            spawn(self._bulk(session.relayer(ids, layer), f"Moved to {layer.value}"))
+        if not count or session is None:
+            return
+        # one record moves at once; a bulk move says how many first
+        if count > 1 and not self._confirm(
+                "Move to layer", f"Move {self._selection_noun(count)} to {layer.value}?"):
+            return
+        spawn(self._bulk(lambda ids: session.relayer(ids, layer),
+                         lambda n: f"Moved {count_of(n, 'record')} to {layer.value}"))
 
     def _on_tag_triggered(self) -> None:
-        ids = self.selected_ids()
+        count = self.selected_count()
         session = self._writable
-        if not ids or session is None:
+        if not count or session is None:
             return
         text, ok = QInputDialog.getText(
-            self, "Tag records", f"Tags to add to {count_of(len(ids), 'record')} "
+            self, "Tag records", f"Tags to add to {count_of(count, 'record')} "
             "(comma-separated):")
         tags = [t.strip() for t in text.split(",") if t.strip()]
         if ok and tags:
-            spawn(self._bulk(session.add_tags(ids, tags),
-                             f"Tagged {count_of(len(ids), 'record')}"))
+            spawn(self._bulk(lambda ids: session.add_tags(ids, tags),
+                             lambda n: f"Tagged {count_of(n, 'record')}"))
 
-    async def _bulk(self, work: Coroutine[Any, Any, None], done: str) -> None:
+    async def _bulk(self, work: Callable[[list[str]], Coroutine[Any, Any, None]],
+                    done: Callable[[int], str]) -> None:
+        """Run ``work`` on the ids of the whole selection; ``done(n)`` is the status message."""
         try:
-            await work
+            ids = await self.selection_ids()
+            await work(ids)
         except EngineError as exc:
             QMessageBox.warning(self, "Records", f"Not changed: {exc}")
             return
-        self.message.emit(done)
+        self.message.emit(done(len(ids)))
 
     def focus_search(self) -> None:
         """Put the cursor in the content search box (the window's Search, Ctrl+F)."""

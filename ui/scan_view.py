@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -174,7 +175,18 @@ class ScanView(QWidget):
             self.open_record.emit(ids[0])
 
     def _on_redact_clicked(self) -> None:
-        spawn(self.redact_selected())
+        count = len(self.selected_ids())
+        if not count:
+            return
+        # a bulk write: the confirmation states how many records it changes (issue 20)
+        what = "this record" if count == 1 else f"these {count:,} records"
+        answer = QMessageBox.question(
+            self, "Redact in place", f"Replace the secrets of {what} by placeholders? You "
+            "can undo this (Edit → Undo).",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        if answer == QMessageBox.StandardButton.Yes:
+            spawn(self.redact_selected())
 
     async def redact_selected(self) -> int:
         """Redact the selected records in place (one undo step); returns how many."""
@@ -186,5 +198,5 @@ class ScanView(QWidget):
         except EngineError as exc:
             self.message.emit(f"Redaction failed: {exc}")
             return 0
-        self.message.emit(f"Redacted {len(done)} record(s) in place (Ctrl+Z undoes)")
+        self.message.emit(f"Redacted {count_of(len(done), 'record')} in place (Ctrl+Z undoes)")
         return len(done)

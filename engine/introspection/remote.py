@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.browse import Facets, LinkedRecord, RecordDetail, link_preview
+from engine.connection_errors import unreachable
 from engine.decay import decayed_importance
 from engine.errors import RecordNotFound, ValidationError
 from engine.events import Event
@@ -77,8 +78,9 @@ def _explain(url: str, exc: ApiError) -> ApiError:
             "start, or the value of $MNEMOSCOPE_API_TOKEN it was started with.",
             status=401, api_code=exc.api_code)
     if exc.status == 0:
-        return ApiError(f"Cannot reach {url}: {exc.__cause__ or exc}. Is `mnemoscope serve` "
-                        "running there, on this host and port?")
+        return ApiError(unreachable("the agent's Mnemoscope API", url, exc,
+                                    "Is `mnemoscope serve` running there, on this host and "
+                                    "port?"))
     if exc.status == 429:
         wait = f" in {exc.retry_after:.0f} s" if exc.retry_after else ""
         return ApiError(f"{url} is rate-limiting this client; try again{wait}.", status=429,

@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 import numpy as np
 import numpy.typing as npt
 
+from engine.connection_errors import unreachable
 from engine.errors import (
     Cancelled,
     RecordNotFound,
@@ -182,10 +183,10 @@ def _connect(spec: StoreSpec) -> Any:
             failure = _failure(spec, action, exc)
             if isinstance(failure, StoreTimeout):
                 raise failure from exc
-            raise StoreUnavailable(
-                f"cannot reach the Chroma server at {spec.location}: {_short(exc)}. "
-                "Is `chroma run` up, and is the URL (and token) right?"
-            ) from exc
+            raise StoreUnavailable(unreachable(
+                "the Chroma server", spec.location, exc,
+                "Is `chroma run` running, and are the URL and token right?",
+                default_port=port)) from exc
         return client
     path = Path(spec.location).expanduser()
     if spec.read_only and not spec.exists:

@@ -1,7 +1,7 @@
 """The GUI thread never blocks: event-loop gaps while a 10K-record import runs.
 
 chromadb's Rust bindings keep the GIL for the whole of an insert, so the app imports into an
-embedded store in a child process (:mod:`ui.import_process`) and reopens the store after. The
+embedded store in a child process (:mod:`app.import_process`) and reopens the store after. The
 test times a 5 ms QTimer across the whole import with :class:`ui.loop_probe.LoopProbe` (the same
 code ``mnemoscope bench`` uses through ``benchmarks/bench_gui.py``) and splits the gaps by phase:
 idle (baseline), import (the child writes while the GUI shows progress) and reopen (the store

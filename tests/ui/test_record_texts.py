@@ -169,7 +169,8 @@ def test_no_view_names_a_record_by_its_id_alone(qtbot: QtBot, demo_window: MainW
     folder = tmp_path / "shots"
     folder.mkdir()
     run(qtbot, _select_row(window, 2), timeout=60)
-    run(qtbot, _prepare_steer_views(window, folder), timeout=120)
+    run(qtbot, _prepare_steer_views(window, window.controller, session.runner, folder),
+        timeout=120)
     found: list[str] = []
     walked: dict[str, int] = {}
     for view, name in SHOTS:

@@ -249,10 +249,10 @@ def test_demo_data_is_offered_on_any_empty_store_after_the_first_launch(
     # Emptied again: offered again. Dismissed: not again for this store in this run.
     window.records.table.selectAll()
     run(qtbot, window.records.delete_records(window.records.selected_ids()))
-    qtbot.waitUntil(lambda: window.banner.isVisible() and window._count == 0)
+    qtbot.waitUntil(lambda: window.banner.isVisible() and window.controller.count == 0)
     assert window.banner_button.text() == "Load demo data"
     window.banner_dismiss.click()
-    run(qtbot, window._refresh_count())
+    run(qtbot, window.controller.refresh_counts())
     assert not window.banner.isVisible()
     # The Records view still offers it.
     assert window.records.empty_state.buttons[0].text() == "Load Demo Data"

@@ -3,8 +3,10 @@
 Why a process and not a thread: chromadb's Rust bindings keep the GIL for the whole of an insert
 (chroma PR #3873 released it for reads only), so an in-process bulk write freezes the GUI thread
 for as long as each batch takes — measured 0.4–4 s per 500-record batch at 10K records. The
-window closes its engine (releasing the store lock), this module runs the import in
-``python -m ui.import_process`` against the same store, and the window reopens the store after.
+application controller (:mod:`app.controller`) closes its engine (releasing the store lock), this
+module runs the import in ``python -m app.import_process`` against the same store, and the
+controller reopens the store after. It lives in ``app`` because the child builds the engine it
+imports into: ``ui`` never builds an engine (issue 20).
 Progress comes back as JSON lines on the child's stdout; Cancel is a line on its stdin. The child
 runs at a lower CPU priority (nice 5 where the OS has it): on a busy machine the GUI thread then
 wins the CPU over the import. Measured with two CPU burners beside a 5K-record import (load 5-7):
@@ -83,7 +85,7 @@ def run_in_child(spec: StoreSpec, path: Path, *, conversation_agent: str | None 
         EngineError: what the child reported (e.g. the store is locked or the file unreadable).
         StoreUnavailable: the child died without a result.
     """
-    command = [sys.executable, "-m", "ui.import_process", "--store", spec.location,
+    command = [sys.executable, "-m", "app.import_process", "--store", spec.location,
                "--collection", spec.collection, "--path", str(path)]
     if conversation_agent is not None:
         command += ["--conversation-agent", conversation_agent]
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     """The child: import one file into one embedded store, reporting on stdout."""
     from engine import MemoryEngine, redact_text
 
-    parser = argparse.ArgumentParser(prog="python -m ui.import_process")
+    parser = argparse.ArgumentParser(prog="python -m app.import_process")
     parser.add_argument("--store", required=True)
     parser.add_argument("--collection", required=True)
     parser.add_argument("--path", required=True)
