@@ -54,6 +54,7 @@ from PySide6.QtWidgets import (
 
 from engine.browse import Facets, RecordDetail
 from engine.errors import EngineError, RecordNotFound, ValidationError
+from engine.exits import Masking
 from engine.query import RecordQuery
 from engine.reader import MemoryReader
 from engine.records import Layer, Privacy
@@ -246,10 +247,12 @@ def _scan_rows(reader: MemoryReader, query: RecordQuery, record_id: str) -> int 
     return None
 
 
-def _locator(session: DataSession) -> Callable[[RecordQuery, str], int | None]:
-    """Where a record is in a query: the engine's answer, or a scan of an agent's pages."""
+def _locator(session: DataSession, shown: Masking | None
+             ) -> Callable[[RecordQuery, str], int | None]:
+    """Where a record is in a query: the engine's answer (its filters matching what the table
+    shows, ``shown``), or a scan of an agent's pages."""
     if isinstance(session, StoreSession):
-        return session.engine.locate_row
+        return partial(session.engine.locate_row, shown=shown)
     return partial(_scan_rows, session.reader)
 
 
@@ -622,11 +625,12 @@ class RecordsView(QWidget):
         query = self.model.query
         everything = RecordQuery(sort_by=query.sort_by, descending=query.descending,
                                  limit=query.limit)
+        locate = _locator(session, self.model.shown)
         try:
-            position = await self._runner.run(_locator(session), query, record_id)
+            position = await self._runner.run(locate, query, record_id)
             widen = position is None and query != everything
             if widen:
-                position = await self._runner.run(_locator(session), everything, record_id)
+                position = await self._runner.run(locate, everything, record_id)
         except EngineError as exc:
             self.message.emit(f"Could not find the record in the table: {exc}")
             return
