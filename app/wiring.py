@@ -32,6 +32,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.log_masking import ToggledLogMasking, masked_log_handlers
 from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
 from engine.config import MemoryConfig, memory_config_from_env
 from engine.embedding import (
@@ -219,6 +220,15 @@ def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], No
     return save
 
 
+def window_log_masking(window: MainWindow, redactor: Callable[[str], str]) -> ToggledLogMasking:
+    """The app's log filter, masking while the window's redaction mode is on (DESIGN
+    decision 8: logs are an exit too). Install it with
+    :func:`app.log_masking.masked_log_handlers`."""
+    masking = ToggledLogMasking(redactor, enabled=window.redaction.enabled)
+    window.redaction.changed.connect(masking.set_enabled)
+    return masking
+
+
 def _app() -> QApplication:
     from PySide6.QtWidgets import QApplication
 
@@ -322,7 +332,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         await closed.wait()
 
     try:
-        with loop:
+        with masked_log_handlers(window_log_masking(window, _redact), sys.stderr), loop:
             loop.run_until_complete(main())
             loop.run_until_complete(window.close_store())
     finally:
