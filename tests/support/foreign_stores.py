@@ -128,13 +128,16 @@ def write_llamaindex(path: Path, name: str = "llamaindex", dimension: int = 384)
 
 def write_custom(path: Path, name: str = "notes") -> list[str]:
     """A collection of no known tool: text under ``memory``, agent ``who``, time ``when``,
-    importance ``weight``; no documents."""
+    last change ``changed`` (epoch seconds), importance ``weight``, session ``thread``; no
+    documents."""
     client = _client(path)
     collection = client.get_or_create_collection(name=name, embedding_function=None)
-    rows = [("Prefers aisle seats", "frank", "2024-02-01T10:00:00Z", 0.9),
-            ("Works from Lisbon in winter", "grace", "2024-02-02T11:00:00Z", 0.3)]
+    rows = [("Prefers aisle seats", "frank", "2024-02-01T10:00:00Z", 1706868000, 0.9, "t-1"),
+            ("Works from Lisbon in winter", "grace", "2024-02-02T11:00:00Z", 1706958000, 0.3,
+             "t-2")]
     ids = [f"note-{i}" for i in range(len(rows))]
     collection.add(ids=ids, embeddings=_vectors([r[0] for r in rows], 384, 4),
-                   metadatas=[{"memory": text, "who": who, "when": when, "weight": weight}
-                              for text, who, when, weight in rows])
+                   metadatas=[{"memory": text, "who": who, "when": when, "changed": changed,
+                               "weight": weight, "thread": thread}
+                              for text, who, when, changed, weight, thread in rows])
     return ids
