@@ -63,6 +63,7 @@ from engine.llm import LLMGateway, LLMSettings
 from engine.memory_engine import MemoryEngine
 from engine.reader import MemoryReader
 from engine.store import CollectionInfo, StoreSpec
+from engine.store.foreign import FieldMapping
 from ui.budget_view import BudgetView
 from ui.dialogs import (
     AttachDialog,
@@ -73,6 +74,7 @@ from ui.dialogs import (
 )
 from ui.empty_state import EmptyState
 from ui.fate_view import FateView
+from ui.foreign_dialogs import adopt_collection, edit_field_mapping, foreign_banner
 from ui.icons import themed_icon
 from ui.import_dialogs import (
     ConversationPreviewDialog,
@@ -193,6 +195,11 @@ class WindowServices:
     """Issue 9: the LLM provider settings, their saving, and the gateway factory."""
     attach: Attach | None = None
     """Issue 10: connects to an agent's introspection API (worker)."""
+    save_mapping: Callable[[str, str, FieldMapping | None], None] | None = None
+    """Issue 22: saves (None: forgets) the field mapping of a store's collection (worker);
+    ``open_engine`` reads collections through the saved mappings."""
+    open_target: Callable[[StoreSpec], MemoryEngine] | None = None
+    """Issue 22: opens the store an adoption copies into, beside the open one (worker)."""
 
 
 class MainWindow(QMainWindow):
@@ -517,6 +524,17 @@ class MainWindow(QMainWindow):
             made.triggered.connect(lambda _checked=False, chosen=theme: self.set_theme(chosen))
             self.theme_actions.addAction(made)
 
+        store_menu = bar.addMenu("S&tore")  # issue 22: collections of other tools
+        self.mapping_action = self._action("&Field Mapping…", self._on_field_mapping_triggered)
+        self.mapping_action.setToolTip("Which metadata keys of this collection (written by "
+                                       "another tool) hold the text, agent, time, importance")
+        self.adopt_action = self._action("&Adopt into a Mnemoscope Store…",
+                                         self._on_adopt_triggered)
+        self.adopt_action.setToolTip("Copy this collection (written by another tool) into a "
+                                     "Mnemoscope store through the ingest pipeline")
+        store_menu.addAction(self.mapping_action)
+        store_menu.addAction(self.adopt_action)
+
         settings_menu = bar.addMenu("&Settings")
         self.provider_action = self._action("LLM &Provider…", self._on_provider_triggered)
         self.provider_action.setEnabled(self._services.llm is not None)
@@ -616,6 +634,10 @@ class MainWindow(QMainWindow):
                      self.imports_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
+        foreign = session is not None and session.engine.store.foreign
+        self.mapping_action.setEnabled(foreign and self._services.save_mapping is not None)
+        self.adopt_action.setEnabled(foreign and indexed
+                                     and self._services.open_target is not None)
         self.links.set_available(engine=indexed, writable=writable)
         self.detach_action.setEnabled(self._attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
@@ -803,9 +825,9 @@ class MainWindow(QMainWindow):
             self.show_banner(f"Could not open {spec.location}: {exc}")
             self.store_failed.emit(str(exc))
             return None
-        if engine.store.foreign:
-            notes.append("Read-only: this collection was written by another tool. Its documents "
-                         "and metadata are shown; Mnemoscope's own fields have default values.")
+        foreign = engine.store.foreign_info
+        if foreign is not None:
+            notes.append(foreign_banner(foreign, spec.collection))
         elif spec.read_only and not notes:
             notes.append("Opened read-only, as asked.")
         session = StoreSession(engine, self._runner, spec, banner=" ".join(notes), parent=self)
@@ -820,7 +842,10 @@ class MainWindow(QMainWindow):
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
-        if notes:
+        if foreign is not None and self._services.open_target is not None:
+            self.show_banner(" ".join(notes), "Adopt…", self._on_adopt_triggered,
+                             warning=False)
+        elif notes:
             self.show_banner(" ".join(notes))
         else:
             self.banner.hide()
@@ -1111,6 +1136,54 @@ class MainWindow(QMainWindow):
         if chosen:
             await self.open_store(StoreSpec(location, read_only=dialog.read_only.isChecked(),
                                             collection=chosen))
+
+    # -- collections of other tools (issue 22; ui/foreign_dialogs.py) ----------------------
+
+    def _on_field_mapping_triggered(self) -> None:
+        spawn(self.edit_field_mapping())
+
+    async def edit_field_mapping(
+            self, opened: Callable[[QWidget], None] | None = None) -> StoreSession | None:
+        """Map the open foreign collection's fields, save the mapping, open it again with it.
+
+        Returns:
+            The reopened session, or None when nothing was saved.
+        """
+        session = self._session
+        save = self._services.save_mapping
+        if session is None or save is None or not session.engine.store.foreign:
+            return None
+        try:
+            choice = await edit_field_mapping(self, session, self._runner,
+                                              show=self.redaction.show, opened=opened)
+        except EngineError as exc:
+            QMessageBox.warning(self, "Field mapping", f"Cannot read the collection: {exc}")
+            return None
+        if choice is None or session is not self._session:
+            return None
+        spec = session.spec
+        try:
+            await self._runner.run(save, spec.location, spec.collection, choice.mapping)
+        except (OSError, EngineError) as exc:
+            QMessageBox.warning(self, "Field mapping", f"The mapping was not saved: {exc}")
+            return None
+        return await self.open_store(spec)  # read again through the saved mapping
+
+    def _on_adopt_triggered(self) -> None:
+        spawn(self.adopt_collection())
+
+    async def adopt_collection(self, target: str | None = None,
+                               opened: Callable[[QWidget], None] | None = None
+                               ) -> ImportSummary | None:
+        """Adopt the open foreign collection into a Mnemoscope store (``target``, or asked)."""
+        session = self._session
+        open_target = self._services.open_target
+        if session is None or open_target is None or not session.engine.store.foreign:
+            return None
+        if not await session.wait_indexed():  # the records to copy are read from the view
+            return None
+        return await adopt_collection(self, session, self._runner, open_target,
+                                      show=self.redaction.show, target=target, opened=opened)
 
     # -- attaching to a running agent (issue 10) -------------------------------------------
 
