@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
-from PySide6.QtWidgets import QApplication, QDialog, QTableWidget
+from PySide6.QtWidgets import QApplication, QDialog, QTableWidget, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.settings import SettingsFile, load_settings
@@ -235,3 +235,56 @@ def test_adopt_from_the_window_reports_its_decisions(
         assert all(r.metadata["adopted_from"]["collection"] == "mem0" for r in records)
     finally:
         adopted.close()
+
+
+def test_adopt_cancelled_before_its_first_batch_writes_nothing(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    foreign_stores.write_mem0(tmp_path / "mem0-store")
+    window = _window(make_window, _settings_file(tmp_path))
+    open_store(qtbot, window, tmp_path / "mem0-store", collection="mem0")
+
+    def cancel_at_once(dialog: QWidget) -> None:
+        if isinstance(dialog, ImportProgressDialog):
+            dialog.button.click()  # Cancel, before the worker reads its first record
+
+    target = tmp_path / "ours"
+    summary = run(qtbot, window.adopt_collection(str(target), opened=cancel_at_once))
+    assert summary is not None and summary.cancelled and summary.written == 0
+    progress = _dialog(qtbot, window, ImportProgressDialog)
+    assert isinstance(progress, ImportProgressDialog)
+    assert progress.label.text().startswith("Import cancelled")
+    assert progress.button.text() == "Close"
+    progress.accept()
+    adopted = MemoryEngine.open(StoreSpec(str(target)))
+    try:
+        assert adopted.count() == 0
+    finally:
+        adopted.close()
+
+
+def test_mapping_dialog_masks_sample_values_and_previews_while_redaction_is_on(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    client = chromadb.PersistentClient(path=str(tmp_path / "store"),
+                                       settings=ChromaSettings(anonymized_telemetry=False))
+    client.get_or_create_collection(name="notes", embedding_function=None).add(
+        ids=["n-1"], embeddings=[[1.0, 0.0, 0.0]],
+        metadatas=[{"memory": f"backup key {secret}", "who": "ops"}])
+    window = _window(make_window, _settings_file(tmp_path))
+    window.redaction.set_enabled(True)
+    open_store(qtbot, window, tmp_path / "store", collection="notes")
+    task = spawn(window.edit_field_mapping())
+    dialog = _dialog(qtbot, window, FieldMappingDialog)
+    assert isinstance(dialog, FieldMappingDialog)
+    combo = dialog.combos["text"]
+    combo.setCurrentIndex(combo.findData("memory"))
+    cells = [_cell(table, r, c) for table in (dialog.keys, dialog.preview)
+             for r in range(table.rowCount()) for c in range(table.columnCount())]
+    assert any(cell.startswith("backup key <REDACT:") for cell in cells), cells
+    assert not any(secret in cell for cell in cells)
+    dialog.reject()
+    qtbot.waitUntil(task.done, timeout=10_000)
+    assert task.result() is None  # cancelled: nothing saved, the store stays open as it was
