@@ -5,7 +5,7 @@ decisions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -270,8 +270,9 @@ def test_mapping_dialog_masks_sample_values_and_previews_while_redaction_is_on(
     secret = "AKIAIOSFODNN7EXAMPLE"
     client = chromadb.PersistentClient(path=str(tmp_path / "store"),
                                        settings=ChromaSettings(anonymized_telemetry=False))
+    vectors: list[Sequence[float]] = [[1.0, 0.0, 0.0]]
     client.get_or_create_collection(name="notes", embedding_function=None).add(
-        ids=["n-1"], embeddings=[[1.0, 0.0, 0.0]],
+        ids=["n-1"], embeddings=vectors,
         metadatas=[{"memory": f"backup key {secret}", "who": "ops"}])
     window = _window(make_window, _settings_file(tmp_path))
     window.redaction.set_enabled(True)
