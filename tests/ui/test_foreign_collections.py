@@ -289,3 +289,39 @@ def test_mapping_dialog_masks_sample_values_and_previews_while_redaction_is_on(
     dialog.reject()
     qtbot.waitUntil(task.done, timeout=10_000)
     assert task.result() is None  # cancelled: nothing saved, the store stays open as it was
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_collection_on_a_chroma_server_is_mapped_and_adopted_from_the_window(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow],
+        chroma_server_url: str, unique_collection: str) -> None:
+    """The sample is read from a real `chroma run` (on a worker), the mapping is saved under the
+    server's URL, and the server collection is adopted into a local folder."""
+    foreign_stores.write_custom(chroma_server_url, name=unique_collection)
+    window = _window(make_window, _settings_file(tmp_path))
+    open_store(qtbot, window, chroma_server_url, collection=unique_collection)
+    assert f"Plain Chroma collection '{unique_collection}'" in window.banner_label.text()
+    task = spawn(window.edit_field_mapping())
+    dialog = _dialog(qtbot, window, FieldMappingDialog)
+    assert isinstance(dialog, FieldMappingDialog)
+    for field, key in (("text", "memory"), ("agent", "who"), ("time", "when")):
+        combo = dialog.combos[field]
+        combo.setCurrentIndex(combo.findData(key))
+    dialog.save_button.click()
+    qtbot.waitUntil(task.done, timeout=60_000)
+    assert task.result() is not None
+    qtbot.waitUntil(lambda: window.records.model.settled, timeout=30_000)
+    assert {(r.content, r.agent_id) for r in _rows(window.records.model)} == {
+        ("Prefers aisle seats", "frank"), ("Works from Lisbon in winter", "grace")}
+    saved = load_settings({"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config")})
+    assert saved.mapping_for(chroma_server_url, unique_collection) is not None
+
+    summary = run(qtbot, window.adopt_collection(str(tmp_path / "ours")), timeout=60)
+    assert summary is not None and summary.counts["inserted"] == 2
+    adopted = MemoryEngine.open(StoreSpec(str(tmp_path / "ours")))
+    try:
+        assert {(r.content, r.agent_id) for r in adopted.list_records().records} == {
+            ("Prefers aisle seats", "frank"), ("Works from Lisbon in winter", "grace")}
+    finally:
+        adopted.close()
