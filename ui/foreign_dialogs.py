@@ -360,7 +360,8 @@ async def adopt_collection(
         if not await waiting:
             return None
         target = ask.target
-    dialog = ImportProgressDialog(f"Adopt '{collection}' into {target}", parent, show=show)
+    dialog = ImportProgressDialog(f"Adopt '{collection}' into {target}", parent, show=show,
+                                  action="Adoption", unit="record")
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     flag = CancelFlag()
     dialog.cancel_requested.connect(flag.set)

@@ -200,6 +200,7 @@ def test_mapping_dialog_maps_a_plain_collection_and_the_mapping_persists(
     assert dialog.combos["agent"].currentData() == "who"  # the saved choice, preselected
     dialog.forget_button.click()
     qtbot.waitUntil(task.done, timeout=30_000)
+    qtbot.waitUntil(lambda: again.settled, timeout=10_000)  # the reopened store's first page
     assert {row.content for row in _rows(again)} == {"(no document)"}
 
 
@@ -252,7 +253,7 @@ def test_adopt_cancelled_before_its_first_batch_writes_nothing(
     assert summary is not None and summary.cancelled and summary.written == 0
     progress = _dialog(qtbot, window, ImportProgressDialog)
     assert isinstance(progress, ImportProgressDialog)
-    assert progress.label.text().startswith("Import cancelled")
+    assert progress.label.text().startswith("Adoption cancelled: 0 records decided")
     assert progress.button.text() == "Close"
     progress.accept()
     adopted = MemoryEngine.open(StoreSpec(str(target)))
