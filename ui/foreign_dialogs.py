@@ -45,7 +45,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import EngineError
+from engine import EngineError
 from engine.memory_engine import MemoryEngine
 from engine.store import StoreSpec
 from engine.store.foreign import (
