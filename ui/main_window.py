@@ -63,7 +63,7 @@ from engine.llm import LLMGateway, LLMSettings
 from engine.memory_engine import MemoryEngine
 from engine.reader import MemoryReader
 from engine.store import CollectionInfo, StoreSpec
-from engine.store.foreign import FieldMapping
+from engine.store.foreign import FieldMapping, ForeignLayout
 from ui.budget_view import BudgetView
 from ui.dialogs import (
     AttachDialog,
@@ -842,7 +842,12 @@ class MainWindow(QMainWindow):
         self.store_label.setText(self._store_text(session))
         self.store_label.setToolTip(spec.location)
         self.show_model_state(engine.embedding_status())
-        if foreign is not None and self._services.open_target is not None:
+        if foreign is not None and foreign.layout is ForeignLayout.PLAIN \
+                and self._services.save_mapping is not None:
+            # no known tool's layout: which key holds what is the first question
+            self.show_banner(" ".join(notes), "Map Fields…", self._on_field_mapping_triggered,
+                             warning=False)
+        elif foreign is not None and self._services.open_target is not None:
             self.show_banner(" ".join(notes), "Adopt…", self._on_adopt_triggered,
                              warning=False)
         elif notes:
