@@ -42,6 +42,7 @@ from PySide6.QtCore import QObject, Signal
 from engine import MemoryEngine, SalienceCut, StoreSpec
 from engine.errors import EngineError, StoreLocked
 from engine.llm import LLMGateway, LLMSettings
+from ui.foreign_dialogs import foreign_banner
 from ui.importing import ImportSummary, import_conversation, import_jsonl
 from ui.main_window import WindowServices
 from ui.session import AttachedSession, ConnectionRelay, StoreSession
@@ -188,9 +189,9 @@ class AppController(QObject):
             self.session_changed.emit(None)
             self.error.emit(f"Could not open {spec.location}: {exc}")
             return None
-        if engine.store.foreign:
-            notes.append("Read-only: this collection was written by another tool. Its documents "
-                         "and metadata are shown; Mnemoscope's own fields have default values.")
+        foreign = engine.store.foreign_info
+        if foreign is not None:  # the banner names the layout and the next step
+            notes.append(foreign_banner(foreign, spec.collection))
         elif spec.read_only and not notes:
             notes.append("Opened read-only, as asked.")
         session = StoreSession(engine, self._runner, spec, banner=" ".join(notes), parent=self)

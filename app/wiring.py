@@ -33,6 +33,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.log_masking import ToggledLogMasking, masked_log_handlers
 from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
 from engine import (
     DEFAULT_COLLECTION,
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication, QMenu
 
     from app.controller import AppController
-    from engine import MemoryReader, SalienceCut
+    from engine import FieldMapping, MemoryReader, SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
     from ui.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences, WindowServices
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from ui.tasks import TaskRunner
 
 __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
-           "open_engine"]
+           "open_engine", "save_mapping", "window_log_masking"]
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
@@ -145,14 +146,18 @@ def forget_embedded_clients() -> None:
 
 
 def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None,
-                spec: StoreSpec) -> MemoryEngine:
+                spec: StoreSpec, *, beside: bool = False) -> MemoryEngine:
     """Open the engine for ``spec`` (blocking: run it on a worker).
 
     The columnar view is deferred when it must be read from Chroma: the window shows the first
     page at once and indexes the store in the background (``StoreSession.start_indexing``).
+
+    Args:
+        beside: Open a second store while the window's is open (the target of an adoption):
+            Chroma's client cache is kept, since the open store's client lives in it.
     """
     spec = settings.with_store_timeouts(spec)
-    if not spec.is_remote:
+    if not spec.is_remote and not beside:
         forget_embedded_clients()
     ledger = server_ledger_path(settings, spec.location, spec.collection) \
         if spec.is_remote else None
@@ -180,6 +185,18 @@ def attach_remote(url: str, token: str,
     from engine import RemoteReader
 
     return RemoteReader.connect(url, token, on_follow_state=on_state)
+
+
+def save_mapping(settings_file: SettingsFile, location: str, collection: str,
+                 mapping: FieldMapping | None) -> None:
+    """Issue 22: save (None: forget) a collection's field mapping in the settings file, as
+    ``mnemoscope map-collection`` does; the next open of the collection reads through it.
+
+    Raises:
+        OSError: the settings file could not be written.
+    """
+    settings_file.update(foreign_mappings=settings_file.current.with_mapping(
+        location, collection, mapping).foreign_mappings)
 
 
 def _list_collections(settings: Settings, spec: StoreSpec) -> Sequence[CollectionInfo]:
@@ -224,6 +241,15 @@ def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], No
                   file=sys.stderr)
 
     return save
+
+
+def window_log_masking(window: MainWindow, redactor: Callable[[str], str]) -> ToggledLogMasking:
+    """The app's log filter, masking while the window's redaction mode is on (DESIGN
+    decision 8: logs are an exit too). Install it with
+    :func:`app.log_masking.masked_log_handlers`."""
+    masking = ToggledLogMasking(redactor, enabled=window.redaction.enabled)
+    window.redaction.changed.connect(masking.set_enabled)
+    return masking
 
 
 def _app() -> QApplication:
@@ -273,7 +299,8 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
     settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,
-        open_engine=lambda spec: open_engine(settings, embedder, spec),
+        # the current settings: a mapping saved from the window applies to the next open
+        open_engine=lambda spec: open_engine(settings_file.current, embedder, spec),
         list_collections=lambda spec: _list_collections(settings, spec),
         save_preferences=_preference_saver(settings_file),
         redactor=_redact,
@@ -285,6 +312,9 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         bulk_import=partial(_bulk_import, settings.model_spec() if load_model else None),
         llm=_llm_services(settings_file),
         attach=attach_remote,
+        save_mapping=partial(save_mapping, settings_file),
+        open_target=lambda spec: open_engine(settings_file.current, embedder, spec,
+                                             beside=True),
     )
     controller = AppController(services)
     window = MainWindow(services, controller)
@@ -332,7 +362,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         await closed.wait()
 
     try:
-        with loop:
+        with masked_log_handlers(window_log_masking(window, _redact), sys.stderr), loop:
             loop.run_until_complete(main())
             loop.run_until_complete(controller.close_store())
     finally:

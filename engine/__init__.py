@@ -126,7 +126,7 @@ if TYPE_CHECKING:
         SentenceTransformerEmbedder,
     )
     from engine.events import Event, EventBus, EventFilter
-    from engine.exits import ExitPolicy, RedactingLogFilter
+    from engine.exits import ExitPolicy, Masker, Masking, RedactingLogFilter
     from engine.fate import DEFAULT_MASS_LIMIT, FateStep, RecordFate, mass_retirements, record_fate
     from engine.ingest import (
         STAGES,
@@ -199,12 +199,23 @@ if TYPE_CHECKING:
         StoreSpec,
         list_collections,
     )
-    from engine.store.foreign import FieldMapping, ForeignInfo
+    from engine.store.foreign import (
+        MAPPED_FIELDS,
+        FieldMapping,
+        ForeignInfo,
+        ForeignLayout,
+        ForeignSample,
+    )
     from engine.whatif import PairChange, WhatIf, threshold_what_if
 
 # Names imported on first use, by the module that defines them: keeps ``import engine`` from
 # loading numpy, the store, the pipeline and the retriever (tests/engine/test_public_api.py).
 _LAZY: dict[str, str] = {
+    "ForeignLayout": "engine.store.foreign",
+    "ForeignSample": "engine.store.foreign",
+    "MAPPED_FIELDS": "engine.store.foreign",
+    "Masker": "engine.exits",
+    "Masking": "engine.exits",
     "LifecycleRun": "engine.scheduler",
     "LifecycleScheduler": "engine.scheduler",
     "Action": "engine.ingest.kinds",
@@ -278,6 +289,7 @@ __all__ = [
     "DEFAULT_MASS_LIMIT",
     "DEFAULT_READ_TIMEOUT_S",
     "LEDGER_FILENAME",
+    "MAPPED_FIELDS",
     "RNG",
     "SHOWN_STATES",
     "SPLITS",
@@ -320,6 +332,8 @@ __all__ = [
     "FateStep",
     "FieldMapping",
     "ForeignInfo",
+    "ForeignLayout",
+    "ForeignSample",
     "ImportEntry",
     "ImportReport",
     "ImportStopped",
@@ -336,6 +350,8 @@ __all__ = [
     "LinkedRecord",
     "LocalReader",
     "MapPoints",
+    "Masker",
+    "Masking",
     "MemoryConfig",
     "MemoryEngine",
     "MemoryReader",

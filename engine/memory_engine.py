@@ -434,32 +434,42 @@ class MemoryEngine:
             np.asarray([r.access_count for r in records]), now, half_life)
         return RecordPage(records, len(rows), query.offset, [float(d) for d in decayed])
 
-    def list_rows(self, query: RecordQuery | None = None) -> RowPage:
+    def list_rows(self, query: RecordQuery | None = None, *,
+                  shown: Masking | None = None) -> RowPage:
         """One page of table rows matching ``query``, entirely from the columnar view.
 
         What the records browser shows: no Chroma read, so a store opened from its view cache
         shows its first page without waiting for Chroma to load the collection.
+
+        Args:
+            shown: The masking function of the view showing the rows while redaction is on:
+                filters then match the masked text, as :meth:`list_records`' do.
         """
         query = query or RecordQuery()
         now = self._clock.now()
         half_life = self._config.memory.importance_decay_half_life_days
         snapshot = self._store.view.snapshot()
-        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life)
+        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life, shown=shown)
         page = rows[query.offset:query.offset + query.limit]
         decayed = decayed_importance(snapshot.importance[page], snapshot.created_at[page],
                                      snapshot.access_count[page], now, half_life)
         return RowPage(page_rows(snapshot, page), len(rows), query.offset,
                        [float(d) for d in np.atleast_1d(decayed)])
 
-    def locate_row(self, query: RecordQuery, record_id: str) -> int | None:
+    def locate_row(self, query: RecordQuery, record_id: str, *,
+                   shown: Masking | None = None) -> int | None:
         """Where ``record_id`` is in ``query``'s order (offset and limit ignored).
+
+        Args:
+            shown: As for :meth:`list_rows` (the same rows, so the same position).
 
         Returns:
             Its position, or None when the record does not exist or the filters hide it.
         """
         return locate_row(self._store.view.snapshot(), query, record_id,
                           now_ms=self._clock.now(),
-                          half_life_days=self._config.memory.importance_decay_half_life_days)
+                          half_life_days=self._config.memory.importance_decay_half_life_days,
+                          shown=shown)
 
     def preview_rows(self, offset: int = 0, limit: int = 100) -> RowPage:
         """A page of rows newest-written first, straight from Chroma (no view needed).

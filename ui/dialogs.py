@@ -320,9 +320,12 @@ class ImportProgressDialog(QDialog):
     cancel_requested = QtSignal()
 
     def __init__(self, title: str, parent: QWidget | None = None, *,
-                 show: Callable[[str], str] | None = None) -> None:
+                 show: Callable[[str], str] | None = None, action: str = "Import",
+                 unit: str = "line") -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
+        # what the words name: "Import" of lines, or (issue 22) "Adoption" of records
+        self._action, self._unit = action, unit
         # an explicit minimum: the layout then never raises it (nor resizes the window) as
         # texts and table contents change (QLayout.SetDefaultConstraint)
         self.setMinimumSize(520, 360)
@@ -361,7 +364,9 @@ class ImportProgressDialog(QDialog):
         self.bar.setRange(0, max(1, total))
         self.bar.setValue(done)
         if not self._cancelling:
-            self.label.setText(f"Imported {done:,} of {count_of(total, 'line')}…")
+            self.label.setText(f"{done:,} of {count_of(total, self._unit)} decided…"
+                               if self._unit != "line" else
+                               f"Imported {done:,} of {count_of(total, 'line')}…")
 
     def finish(self, summary: ImportSummary) -> None:
         """Show the summary: counts per decision and every line with its text."""
@@ -373,8 +378,9 @@ class ImportProgressDialog(QDialog):
                 self.bar.setRange(0, 1)
                 self.bar.setValue(0)
             self.label.setText(
-                f"Import cancelled: {count_of(len(summary.outcomes), 'line')} decided and "
-                "stored before the cancel; nothing of the batch in progress was written.")
+                f"{self._action} cancelled: {count_of(len(summary.outcomes), self._unit)} "
+                "decided and stored before the cancel; nothing of the batch in progress was "
+                "written.")
         else:
             self.bar.setRange(0, 1)
             self.bar.setValue(1)
@@ -399,7 +405,7 @@ class ImportProgressDialog(QDialog):
         if self.bar.maximum() == 0:
             self.bar.setRange(0, 1)
             self.bar.setValue(0)
-        self.label.setText(f"Import failed: {message}")
+        self.label.setText(f"{self._action} failed: {message}")
 
     def _stopped(self) -> None:
         self._running = False

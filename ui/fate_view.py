@@ -140,7 +140,8 @@ class FateView(QWidget):
         self.show_button = QPushButton("Show fate", self)
         self.show_button.clicked.connect(self._on_show_clicked)
         self.picker = QListWidget(self)
-        self.finder = RecordSearch(runner, self.id_edit, self.picker, redaction.show, self)
+        self.finder = RecordSearch(runner, self.id_edit, self.picker, redaction.show, self,
+                                   masking=redaction.masking)
         self.finder.picked.connect(self.show_fate)
         self.finder.failed.connect(self._on_search_failed)
         self.status_label = QLabel("Type words of a memory above, or right-click a record in "

@@ -26,6 +26,7 @@ from engine import (
     ImportReport,
     MemoryEngine,
     SalienceCut,
+    StoreSpec,
     read_conversation,
 )
 from engine.errors import EngineError
@@ -36,6 +37,7 @@ __all__ = [
     "ConversationInfo",
     "ImportSummary",
     "LineOutcome",
+    "adopt_collection_into",
     "decision_of",
     "detect_conversation",
     "export_records",
@@ -245,15 +247,21 @@ def _line_texts(path: str | Path, numbers: set[int]) -> dict[int, str]:
     return found
 
 
-def summary_from_report(report: ImportReport, *, conversation: bool = False) -> ImportSummary:
+def summary_from_report(report: ImportReport, *, conversation: bool = False,
+                        from_file: bool = True) -> ImportSummary:
     """The pipeline's per-line report as an :class:`ImportSummary`.
 
     Every line carries its text and the text of the stored record it concerns (merged into,
     updated, skipped against, held for review against), so the summary names memories, not
-    only line numbers.
+    only line numbers. ``from_file=False``: the report's source is no file (an adopted
+    collection); its lines carry their texts themselves.
     """
-    texts = _conversation_texts(report.path) if conversation else \
-        _line_texts(report.path, {o.line for o in report.lines})
+    if not from_file:
+        texts: dict[int, str] = {}
+    elif conversation:
+        texts = _conversation_texts(report.path)
+    else:
+        texts = _line_texts(report.path, {o.line for o in report.lines})
     outcomes = []
     for o in report.lines:
         action = o.action if o.action in ACTIONS else "error"
@@ -303,6 +311,27 @@ def preview_conversation(engine: MemoryEngine, path: str | Path, *, agent_id: st
     return summary_from_report(engine.import_conversation(
         path, agent_id=agent_id, keep=keep, dry_run=True, progress=progress,
         cancelled=cancelled), conversation=True)
+
+
+def adopt_collection_into(open_target: Callable[[StoreSpec], MemoryEngine],
+                          source: MemoryEngine, target: StoreSpec, *,
+                          progress: ProgressFn | None = None,
+                          cancelled: CancelFn | None = None) -> ImportSummary:
+    """Copy the records of ``source`` (another tool's collection, open read-only) into the
+    store ``target`` through its ingest pipeline (``MemoryEngine.adopt``, as ``mnemoscope adopt
+    --into`` does); the target is opened with ``open_target``, its view read, and closed.
+
+    Raises:
+        EngineError: the target could not be opened, is the source itself, or a write failed
+            (``ImportStopped``: what was committed stays, and is in the target's import log).
+    """
+    engine = open_target(target)
+    try:
+        engine.load_view()
+        return summary_from_report(engine.adopt(source, progress=progress, cancelled=cancelled),
+                                   from_file=False)
+    finally:
+        engine.close()
 
 
 def export_records(engine: MemoryEngine, path: str | Path, *,

@@ -63,6 +63,8 @@ from engine import (
     CollectionInfo,
     EmbedderState,
     EmbedderStatus,
+    FieldMapping,
+    ForeignLayout,
     LifecycleRun,
     MemoryEngine,
     MemoryReader,
@@ -81,6 +83,7 @@ from ui.dialogs import (
 )
 from ui.empty_state import EmptyState
 from ui.fate_view import FateView
+from ui.foreign_dialogs import adopt_collection, edit_field_mapping
 from ui.icons import themed_icon
 from ui.import_dialogs import (
     ConversationPreviewDialog,
@@ -190,6 +193,11 @@ class WindowServices:
     """Issue 9: the LLM provider settings, their saving, and the gateway factory."""
     attach: Attach | None = None
     """Issue 10: connects to an agent's introspection API (worker)."""
+    save_mapping: Callable[[str, str, FieldMapping | None], None] | None = None
+    """Issue 22: saves (None: forgets) the field mapping of a store's collection (worker);
+    ``open_engine`` reads collections through the saved mappings."""
+    open_target: Callable[[StoreSpec], MemoryEngine] | None = None
+    """Issue 22: opens the store an adoption copies into, beside the open one (worker)."""
 
 
 class MainWindow(QMainWindow):
@@ -544,6 +552,17 @@ class MainWindow(QMainWindow):
             made.triggered.connect(lambda _checked=False, chosen=theme: self.set_theme(chosen))
             self.theme_actions.addAction(made)
 
+        store_menu = bar.addMenu("S&tore")  # issue 22: collections of other tools
+        self.mapping_action = self._action("&Field Mapping…", self._on_field_mapping_triggered)
+        self.mapping_action.setToolTip("Which metadata keys of this collection (written by "
+                                       "another tool) hold the text, agent, time, importance")
+        self.adopt_action = self._action("&Adopt into a Mnemoscope Store…",
+                                         self._on_adopt_triggered)
+        self.adopt_action.setToolTip("Copy this collection (written by another tool) into a "
+                                     "Mnemoscope store through the ingest pipeline")
+        store_menu.addAction(self.mapping_action)
+        store_menu.addAction(self.adopt_action)
+
         settings_menu = bar.addMenu("&Settings")
         self.provider_action = self._action("LLM &Provider…", self._on_provider_triggered)
         self.provider_action.setEnabled(self._services.llm is not None)
@@ -646,6 +665,10 @@ class MainWindow(QMainWindow):
                      self.imports_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
+        foreign = session is not None and session.engine.store.foreign
+        self.mapping_action.setEnabled(foreign and self._services.save_mapping is not None)
+        self.adopt_action.setEnabled(foreign and indexed
+                                     and self._services.open_target is not None)
         self.links.set_available(engine=indexed, writable=writable)
         self.detach_action.setEnabled(attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
@@ -845,10 +868,7 @@ class MainWindow(QMainWindow):
                 self.undo_group.setActiveStack(store.undo_stack)
                 store.failed.connect(self._on_session_failed)
                 store.indexing_progress.connect(self._on_indexing_progress)
-                if store.banner:
-                    self.show_banner(store.banner)
-                else:
-                    self.banner.hide()  # the demo offer comes back if this store is empty
+                self._show_store_banner(store)
                 self.show_model_state(store.engine.embedding_status())
                 self.store_label.setToolTip(store.spec.location)
                 self._remember_store(store.spec.location)
@@ -860,6 +880,22 @@ class MainWindow(QMainWindow):
             if self._banner_kind == "attached":
                 self.banner.hide()
         self._update_actions()
+
+    def _show_store_banner(self, store: StoreSession) -> None:
+        """What the banner says about a store just shown: another tool's collection offers
+        its next step (map its fields when no layout was recognised, else adopt it)."""
+        foreign = store.engine.store.foreign_info
+        if foreign is not None and foreign.layout is ForeignLayout.PLAIN \
+                and self._services.save_mapping is not None:
+            # no known tool's layout: which key holds what is the first question
+            self.show_banner(store.banner, "Map Fields…", self._on_field_mapping_triggered,
+                             warning=False)
+        elif foreign is not None and self._services.open_target is not None:
+            self.show_banner(store.banner, "Adopt…", self._on_adopt_triggered, warning=False)
+        elif store.banner:
+            self.show_banner(store.banner)
+        else:
+            self.banner.hide()  # the demo offer comes back if this store is empty
 
     def _remember_store(self, location: str) -> None:
         """Put ``location`` first in File → Recent Stores."""
@@ -1084,6 +1120,54 @@ class MainWindow(QMainWindow):
         if chosen:
             await self.open_store(StoreSpec(location, read_only=dialog.read_only.isChecked(),
                                             collection=chosen))
+
+    # -- collections of other tools (issue 22; ui/foreign_dialogs.py) ----------------------
+
+    def _on_field_mapping_triggered(self) -> None:
+        spawn(self.edit_field_mapping())
+
+    async def edit_field_mapping(
+            self, opened: Callable[[QWidget], None] | None = None) -> StoreSession | None:
+        """Map the open foreign collection's fields, save the mapping, open it again with it.
+
+        Returns:
+            The reopened session, or None when nothing was saved.
+        """
+        session = self._controller.session
+        save = self._services.save_mapping
+        if session is None or save is None or not session.engine.store.foreign:
+            return None
+        try:
+            choice = await edit_field_mapping(self, session, self._runner,
+                                              show=self.redaction.show, opened=opened)
+        except EngineError as exc:
+            QMessageBox.warning(self, "Field mapping", f"Cannot read the collection: {exc}")
+            return None
+        if choice is None or session is not self._controller.session:
+            return None
+        spec = session.spec
+        try:
+            await self._runner.run(save, spec.location, spec.collection, choice.mapping)
+        except (OSError, EngineError) as exc:
+            QMessageBox.warning(self, "Field mapping", f"The mapping was not saved: {exc}")
+            return None
+        return await self.open_store(spec)  # read again through the saved mapping
+
+    def _on_adopt_triggered(self) -> None:
+        spawn(self.adopt_collection())
+
+    async def adopt_collection(self, target: str | None = None,
+                               opened: Callable[[QWidget], None] | None = None
+                               ) -> ImportSummary | None:
+        """Adopt the open foreign collection into a Mnemoscope store (``target``, or asked)."""
+        session = self._controller.session
+        open_target = self._services.open_target
+        if session is None or open_target is None or not session.engine.store.foreign:
+            return None
+        if not await session.wait_indexed():  # the records to copy are read from the view
+            return None
+        return await adopt_collection(self, session, self._runner, open_target,
+                                      show=self.redaction.show, target=target, opened=opened)
 
     # -- attaching to a running agent (issue 10) -------------------------------------------
 

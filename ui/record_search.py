@@ -11,12 +11,13 @@ record can only be named by its id).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtWidgets import QLineEdit, QListWidget, QListWidgetItem
 
-from engine import MemoryReader, RecordQuery, RecordRow
+from engine import Masking, MemoryReader, RecordQuery, RecordRow
 from engine.errors import EngineError
 from ui.record_links import RECORD_ID, elide, record_tooltip
 from ui.tasks import RequestTokens, TaskRunner, spawn
@@ -27,18 +28,23 @@ PICKER_LIMIT = 20
 _CANDIDATES = 500  # rows the engine returns for the longest word; the other words narrow them
 
 
-def find_records(reader: MemoryReader, words: str, limit: int = PICKER_LIMIT
-                 ) -> list[RecordRow]:
+def find_records(reader: MemoryReader, words: str, limit: int = PICKER_LIMIT, *,
+                 shown: Masking | None = None) -> list[RecordRow]:
     """Worker: stored records containing every word of ``words`` (case-insensitive).
 
     The engine filters by the longest word (a substring of the content); the other words
-    narrow that here, over at most 500 rows.
+    narrow that here, over at most 500 rows. ``shown``: the masking while redaction is on;
+    the words must then be in the masked text (the exit policy's rule: a search never
+    confirms text the list masks).
     """
     terms = [w.casefold() for w in words.split() if w.strip()]
     if not terms:
         return []
-    rows = reader.list_rows(RecordQuery(text=max(terms, key=len), limit=_CANDIDATES)).rows
-    return [row for row in rows if all(t in row.content.casefold() for t in terms)][:limit]
+    rows = reader.list_rows(RecordQuery(text=max(terms, key=len), limit=_CANDIDATES),
+                            shown=shown).rows
+    return [row for row in rows
+            if all(t in (row.content if shown is None else shown(row.content)).casefold()
+                   for t in terms)][:limit]
 
 
 class RecordSearch(QObject):
@@ -46,6 +52,8 @@ class RecordSearch(QObject):
 
     Args:
         show: Renders a record's text for display (the redaction state's ``show``).
+        masking: What the search matches against while redaction is on (None: the stored
+            text), asked at each search.
 
     Signals:
         picked(str): The id of the record chosen in the list.
@@ -56,8 +64,10 @@ class RecordSearch(QObject):
     failed = QtSignal(str)
 
     def __init__(self, runner: TaskRunner, edit: QLineEdit, results: QListWidget,
-                 show: Callable[[str], str], parent: QObject | None = None) -> None:
+                 show: Callable[[str], str], parent: QObject | None = None, *,
+                 masking: Callable[[], Masking | None] | None = None) -> None:
         super().__init__(parent)
+        self._masking = masking
         self._runner = runner
         self._edit = edit
         self._results = results
@@ -110,7 +120,8 @@ class RecordSearch(QObject):
             self._results.hide()
             return []
         try:
-            rows = await self._runner.run(find_records, reader, words)
+            masking = self._masking() if self._masking is not None else None
+            rows = await self._runner.run(partial(find_records, shown=masking), reader, words)
         except EngineError as exc:
             if self._tokens.is_current(token):
                 self.failed.emit(f"Cannot search the memories: {exc}")

@@ -20,13 +20,14 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor
 
-from engine import MemoryReader, RecordQuery, RecordRow, RowPage, SortKey
+from engine import ExitPolicy, Masking, MemoryReader, RecordQuery, RecordRow, RowPage, SortKey
 from engine.errors import EngineError
 from ui.format import exact_time, relative_time
 from ui.tasks import RequestTokens, TaskRunner
@@ -139,6 +140,7 @@ class RecordTableModel(QAbstractTableModel):
         self._tokens = RequestTokens()
         self._token = self._tokens.next_token()
         self._redact: Callable[[str], str] | None = None
+        self._shown: Masking | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._resetting = False
         self._placeholder = QColor(128, 128, 128)
@@ -190,10 +192,24 @@ class RecordTableModel(QAbstractTableModel):
         self.reload()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
-        """Mask content previews with ``redact`` (None: show content as stored)."""
+        """Mask content previews with ``redact`` (None: show content as stored).
+
+        The filters follow: while masking, the text, agent and tag filters match the masked
+        text the table shows (the exit policy's rule, :mod:`engine.exits`), so typing part of
+        a secret finds nothing; a filtered table is queried again.
+        """
         self._redact = redact
-        if self._total:
+        self._shown = None if redact is None else ExitPolicy(redact).shown
+        query = self._query
+        if query.text or query.agent_id is not None or query.tags:
+            self.reload()
+        elif self._total:
             self.dataChanged.emit(self.index(0, 0), self.index(self._total - 1, 0))
+
+    @property
+    def shown(self) -> Masking | None:
+        """What the filters match against while masking (None: the stored text)."""
+        return self._shown
 
     @property
     def settled(self) -> bool:
@@ -263,7 +279,7 @@ class RecordTableModel(QAbstractTableModel):
         if index is None or not index.indexing:
             if reset:
                 self._set_index_state(preview=False, waiting=False)
-            return await self._runner.run(reader.list_rows, query)
+            return await self._runner.run(partial(reader.list_rows, shown=self._shown), query)
         if dataclasses.replace(query, offset=0) == RecordQuery(limit=PAGE_SIZE):
             if reset:
                 self._set_index_state(preview=True, waiting=False)
@@ -277,7 +293,7 @@ class RecordTableModel(QAbstractTableModel):
         self._set_index_state(preview=False, waiting=False)
         if not ready:
             return None  # never indexed: the window closes the store and says why
-        return await self._runner.run(reader.list_rows, query)
+        return await self._runner.run(partial(reader.list_rows, shown=self._shown), query)
 
     async def _fetch(self, page: int, token: int, *, reset: bool) -> None:
         reader = self._reader

@@ -52,7 +52,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import Facets, MemoryReader, RecordDetail, RecordQuery
+from engine import Facets, Masking, MemoryReader, RecordDetail, RecordQuery
 from engine.errors import EngineError, RecordNotFound, ValidationError
 from engine.records import Layer, Privacy
 from ui.dialogs import AddMemoryDialog
@@ -274,10 +274,12 @@ def _ids_in_spans(reader: MemoryReader, query: RecordQuery,
     return ids
 
 
-def _locator(session: DataSession) -> Callable[[RecordQuery, str], int | None]:
-    """Where a record is in a query: the engine's answer, or a scan of an agent's pages."""
+def _locator(session: DataSession, shown: Masking | None
+             ) -> Callable[[RecordQuery, str], int | None]:
+    """Where a record is in a query: the engine's answer (its filters matching what the table
+    shows, ``shown``), or a scan of an agent's pages."""
     if isinstance(session, StoreSession):
-        return session.engine.locate_row
+        return partial(session.engine.locate_row, shown=shown)
     return partial(_scan_rows, session.reader)
 
 
@@ -679,11 +681,12 @@ class RecordsView(QWidget):
         query = self.model.query
         everything = RecordQuery(sort_by=query.sort_by, descending=query.descending,
                                  limit=query.limit)
+        locate = _locator(session, self.model.shown)
         try:
-            position = await self._runner.run(_locator(session), query, record_id)
+            position = await self._runner.run(locate, query, record_id)
             widen = position is None and query != everything
             if widen:
-                position = await self._runner.run(_locator(session), everything, record_id)
+                position = await self._runner.run(locate, everything, record_id)
         except EngineError as exc:
             self.message.emit(f"Could not find the record in the table: {exc}")
             return

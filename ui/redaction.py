@@ -19,7 +19,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication
 
-from engine import redact_text
+from engine import ExitPolicy, Masking, redact_text
 
 __all__ = ["Redaction"]
 
@@ -39,6 +39,7 @@ class Redaction(QObject):
         super().__init__(parent)
         self._enabled = enabled
         self._redactor = redactor
+        self._masking = ExitPolicy(redactor).shown
 
     @property
     def enabled(self) -> bool:
@@ -79,6 +80,11 @@ class Redaction(QObject):
     def current(self) -> Callable[[str], str] | None:
         """The redactor while on, None while off (for APIs that take an optional redactor)."""
         return self._redactor if self._enabled else None
+
+    def masking(self) -> Masking | None:
+        """What text filters match against while on (the exit policy's ``shown``: one per
+        window, its remembered masks shared by the views that search), None while off."""
+        return self._masking if self._enabled else None
 
     def export_redactor(self, asked: bool) -> Callable[[str], str] | None:
         """The redactor for an export: always while on, else only when the user ``asked``."""

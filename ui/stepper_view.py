@@ -68,6 +68,8 @@ from engine import (
     DecisionDetail,
     EmbedDetail,
     EventsDetail,
+    ExitPolicy,
+    Masking,
     NormalizeDetail,
     PersistDetail,
     Stage,
@@ -353,6 +355,7 @@ class StepperView(QWidget):
         self._runner = runner
         self._session: StoreSession | None = None
         self._redact: Callable[[str], str] | None = None
+        self._shown: Masking | None = None
         self.run: SteppedRun | None = None
         self.threshold = 0.85
         self.floor = 0.70
@@ -375,7 +378,7 @@ class StepperView(QWidget):
         self.load_record_button = QPushButton("Load", self)
         self.record_results = QListWidget(self)  # issue 19: stored memories by their words
         self.record_finder = RecordSearch(runner, self.record_edit, self.record_results,
-                                          self._text, self)
+                                          self._text, self, masking=self._search_masking)
         self.record_finder.picked.connect(self._on_record_picked)
         self.record_finder.failed.connect(self._on_record_search_failed)
         self.file_button = QPushButton("Open file…", self)
@@ -534,11 +537,16 @@ class StepperView(QWidget):
         """Mask shown content with ``redact`` (None: as stored); the stages shown so far are
         drawn again, so no unmasked text stays on screen."""
         self._redact = redact
+        self._shown = None if redact is None else ExitPolicy(redact).shown
         if self.run is not None and self.run.reports:
             current = self.stage_list.currentRow()
             for report in self.run.reports:
                 self.show_report(report)
             self.stage_list.setCurrentRow(current)
+
+    def _search_masking(self) -> Masking | None:
+        """What the stored-record search matches against (the masked text while masking)."""
+        return self._shown
 
     def _text(self, value: str) -> str:
         return self._redact(value) if self._redact is not None else value

@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from engine.browse import Facets, LinkedRecord, RecordDetail, link_preview
@@ -42,6 +42,9 @@ from engine.layers import (
 )
 from engine.query import SHOWN_STATES, RecordPage, RecordQuery, RecordRow, RowPage
 from engine.records import MemoryRecord
+
+if TYPE_CHECKING:
+    from engine.exits import Masking
 
 __all__ = ["REMOTE_HISTORY_LIMIT", "EventFollower", "RemoteReader", "check_url"]
 
@@ -289,8 +292,12 @@ class RemoteReader:
         return RecordPage([_record(r) for r in rows], int(page["total"]), int(page["offset"]),
                           [float(r.get("decayed_importance", r["importance"])) for r in rows])
 
-    def list_rows(self, query: RecordQuery) -> RowPage:
-        """The page of :meth:`list_records` as table rows."""
+    def list_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+        """The page of :meth:`list_records` as table rows.
+
+        ``shown`` is not used: the agent's API filters and masks with its own server's
+        redaction policy (``mnemoscope serve --redact``), which the app cannot change.
+        """
         page = self.list_records(query)
         return RowPage([RecordRow.of(r) for r in page.records], page.total, page.offset,
                        page.decayed_importance)

@@ -47,6 +47,7 @@ from engine.store.foreign import (
     ForeignInfo,
     ForeignLayout,
     ForeignReader,
+    ForeignSample,
     detect_layout,
 )
 from engine.store.lock import StoreLock, read_lock_holder
@@ -489,6 +490,27 @@ class MemoryStore:
         width = None if vectors is None or len(vectors) == 0 else len(vectors[0])
         self._foreign_info = ForeignInfo(layout, mapping, width,
                                          width is None or width == dimension)
+
+    def foreign_sample(self, limit: int = DETECT_SAMPLE) -> ForeignSample:
+        """The first ``limit`` records of this foreign collection as Chroma holds them (what
+        a mapping is chosen from; the GUI's field-mapping dialog).
+
+        Raises:
+            ValidationError: this is a Mnemoscope collection (no mapping applies).
+            StoreUnavailable: Chroma could not be read.
+        """
+        if self._reader is None or self._collection is None:
+            raise ValidationError("collection", self._spec.collection,
+                                  "is a Mnemoscope collection; mappings are for other tools' ones")
+        try:
+            got = self._collection.get(limit=limit, include=["documents", "metadatas"])
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+        ids = tuple(str(i) for i in got["ids"])
+        documents = tuple(got["documents"] or [None] * len(ids))
+        metadatas = tuple(dict(m or {}) for m in (got["metadatas"] or [None] * len(ids)))
+        return ForeignSample(self._spec.collection, self._reader.layout, ids, documents,
+                             metadatas)
 
     def _decode(self, record_id: str, document: str | None, metadata: Any,
                 now_ms: float) -> MemoryRecord:

@@ -19,7 +19,8 @@ OPEN = {"MemoryEngine", "StoreSpec", "EngineConfig", "engine_config_from_env", "
         "ModelSpec", "Embedder", "EmbedBackend", "EmbedderState", "EmbedderStatus",
         "SentenceTransformerEmbedder", "CollectionInfo", "list_collections",
         "DEFAULT_COLLECTION", "DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_READ_TIMEOUT_S",
-        "FieldMapping", "ForeignInfo", "Ledger", "LEDGER_FILENAME", "StoreStats",
+        "FieldMapping", "ForeignInfo", "ForeignLayout", "ForeignSample", "MAPPED_FIELDS",
+        "Ledger", "LEDGER_FILENAME", "StoreStats",
         "ProgressFn", "CancelFn", "Clock", "SystemClock", "DeterministicClock", "RNG",
         "SystemRNG", "DeterministicRNG"}
 RECORDS = {"MemoryRecord", "NewMemory", "Category", "Layer", "Privacy", "ProvenanceEntry",
@@ -43,6 +44,7 @@ REVIEW_AND_LIFECYCLE = {"ReviewItem", "LifecycleReport", "LifecycleScheduler", "
                         "SummarizationTask", "record_fate", "RecordFate", "FateStep",
                         "mass_retirements", "DEFAULT_MASS_LIMIT"}
 EVENTS_AND_EXITS = {"Event", "EventBus", "EventFilter", "ExitPolicy", "RedactingLogFilter",
+                    "Masking", "Masker",
                     "Redactor", "RedactionHit", "redact_text", "placeholder_for"}
 ERRORS = {"EngineError", "Cancelled", "ConfigInvalid", "CycleDetected", "EditConflict",
           "EmbeddingFailed", "EmbeddingUnavailable", "InputFormatError", "RecordNotFound",

@@ -52,7 +52,8 @@ def test_foreign_collection_opens_read_only_with_its_documents(
     assert model.total == 3
     contents = {model.record_at(r).content for r in range(3)}  # type: ignore[union-attr]
     assert contents == {"buy milk", "call the plumber on Monday", "the wifi is slow"}
-    assert window.banner.isVisible() and "another tool" in window.banner_label.text()
+    assert window.banner.isVisible()
+    assert "Plain Chroma collection 'notes' — read-only" in window.banner_label.text()
     assert "read-only" in window.store_label.text()
     assert not window.records.add_action.isEnabled()
     assert not window.import_action.isEnabled()
