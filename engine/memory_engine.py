@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         IngestPolicy,
         IngestResult,
         ReviewItem,
+        RunWrites,
         SteppedRun,
     )
     from engine.ingest.consolidate import ConsolidationReport
@@ -1206,9 +1207,36 @@ class MemoryEngine:
 
         return export_records(records(), path, redact=redact)
 
-    def stepped(self, new: NewMemory) -> SteppedRun:
-        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper)."""
-        return self._ingest_pipeline().stepped(new)
+    def stepped(self, new: NewMemory, *, simulate: bool = False) -> SteppedRun:
+        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper).
+
+        Args:
+            simulate: A dry run: every stage with the same numbers, nothing written or
+                emitted (see :meth:`IngestPipeline.stepped`).
+        """
+        return self._ingest_pipeline().stepped(new, simulate=simulate)
+
+    def undo_run(self, written: RunWrites) -> None:
+        """Take back what one stepped run wrote (the GUI's undo of a Pipeline ingest).
+
+        Deletes the record it inserted, writes back the records it merged into, updated or
+        linked to (as they were before), withdraws the review item it queued (while still
+        pending) and forgets its merge aliases: the store and the review queue are as before
+        the run. Both steps are in the edit history (``delete`` / ``restore``), so the undo is
+        itself visible in a record's history.
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write.
+        """
+        review = self._ingest_pipeline().review
+        with self._write_lock:
+            inserted = [after.id for before, after in written.pairs
+                        if before is None and after.id in self._store.view]
+            self.delete(inserted, actor="undo", reason="undo")
+            self.restore([before for before, _ in written.pairs if before is not None],
+                         actor="undo")
+            review.withdraw([] if written.review_id is None else [written.review_id],
+                            written.aliases)
 
     def review_queue(self) -> list[ReviewItem]:
         """Pending review items, oldest first."""

@@ -16,6 +16,13 @@ implementation for the GUI.
 Events of a run are collected and emitted in the ``events`` stage, after ``persist`` wrote
 the records: an event never describes a write that did not happen, and a cancelled batch chunk
 leaves neither records nor events behind.
+
+A **simulated** run (``stepped(new, simulate=True)``, the GUI pipeline's default, and
+:meth:`IngestPipeline.simulate_batch`) runs every stage with the same numbers but stages its
+writes into a write set that is never flushed: ``persist`` reports what it would write and
+``events`` what it would emit, and nothing reaches the store, the ledger or the event bus.
+A real stepped run keeps what its ``persist`` wrote (:attr:`SteppedRun.written`) so a caller
+can take the write back (``MemoryEngine.undo_run``).
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ __all__ = [
     "EditRecorder",
     "IngestPipeline",
     "IngestResult",
+    "RunWrites",
     "StageReport",
     "SteppedRun",
 ]
@@ -197,6 +205,32 @@ class BatchResult:
         return counts
 
 
+@dataclass(frozen=True, slots=True)
+class RunWrites:
+    """What the ``persist`` stage of one stepped run wrote: enough to take it back.
+
+    Attributes:
+        incoming_id: The run's incoming id.
+        batch_id: The edit-history batch id of its writes.
+        pairs: ``(before, after)`` of every record written (``before`` None: it created the
+            record). Besides the run's own record this holds the stored records that got a
+            symmetric ``related`` back-link.
+        review_id: The review item a deferral queued, if any.
+        aliases: ``(content_hash, record_id)`` merge aliases it added.
+    """
+
+    incoming_id: str
+    batch_id: str
+    pairs: tuple[tuple[MemoryRecord | None, MemoryRecord], ...]
+    review_id: str | None = None
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """True when the run wrote nothing (a skip without a new source, a failure)."""
+        return not self.pairs and self.review_id is None and not self.aliases
+
+
 # -- the unit of work ---------------------------------------------------------------------------
 
 
@@ -317,7 +351,10 @@ class _Run:
         self.new = new
         self.incoming_id = str(uuid.uuid4())
         self.batched = writes is not None
+        # a dry run: stages into a write set that is never flushed, emits nothing
+        self.simulated = writes is not None and writes.simulated
         self.writes = writes
+        self.written: RunWrites | None = None  # what a stepped run's persist wrote
         self.vector = vector
         self.precomputed = precomputed
         self.index = 0
@@ -569,6 +606,10 @@ class _Run:
         if self.batched:
             assert self.writes is not None
             self._stage_into(self.writes)
+            if self.simulated:  # what a real run would write: nothing is
+                return {"written": [], "staged": self._staged_ids(), "batched": False,
+                        "simulated": True, "would_write": list(self.writes.writes),
+                        "would_queue_review": self._review_spec is not None}
             return {"written": [], "staged": self._staged_ids(), "batched": True}
         with pipeline.write_lock:
             if self.before is not None and self.after is not None:
@@ -578,6 +619,10 @@ class _Run:
             writes = _WriteSet(pipeline, None)
             self._stage_into(writes)
             writes.flush()
+        written = [(writes.befores.get(i), record) for i, record in writes.writes.items()]
+        self.written = RunWrites(
+            self.incoming_id, writes.batch_id, tuple(written),
+            None if self.review_item is None else self.review_item.id, tuple(writes.aliases))
         return {"written": list(writes.writes), "staged": self._staged_ids(), "batched": False,
                 "review_id": None if self.review_item is None else self.review_item.id}
 
@@ -615,6 +660,8 @@ class _Run:
     def _events(self) -> dict[str, Any]:
         self._queue_outcome()
         kinds = [str(q.kind) for q in self.queued]
+        if self.simulated:  # what a real run would emit: nothing is
+            return {"events": kinds, "emitted": 0, "batched": False, "simulated": True}
         if not self.batched:
             self.emit_events()
         return {"events": kinds, "emitted": len(self.emitted), "batched": self.batched}
@@ -791,6 +838,16 @@ class SteppedRun:
         return self._run.incoming_id
 
     @property
+    def simulated(self) -> bool:
+        """True for a dry run: every stage, nothing written or emitted."""
+        return self._run.simulated
+
+    @property
+    def written(self) -> RunWrites | None:
+        """What ``persist`` wrote (None before it ran, and always for a simulated run)."""
+        return self._run.written
+
+    @property
     def state(self) -> dict[str, Any]:
         """Everything known so far, merged from the stage reports (JSON-compatible)."""
         merged: dict[str, Any] = {"incoming_id": self._run.incoming_id,
@@ -872,9 +929,18 @@ class IngestPipeline:
 
     # -- single ------------------------------------------------------------------------------
 
-    def stepped(self, new: NewMemory, *, vector: F32 | None = None) -> SteppedRun:
-        """A run of ``new`` that the caller advances stage by stage."""
-        run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=None)
+    def stepped(self, new: NewMemory, *, vector: F32 | None = None,
+                simulate: bool = False) -> SteppedRun:
+        """A run of ``new`` that the caller advances stage by stage.
+
+        Args:
+            vector: A precomputed embedding (else the ``embed`` stage runs the model).
+            simulate: A dry run: the same stages and numbers as a real run (the same
+                candidate search, thresholds and merge rules, the target read from the store),
+                but ``persist`` and ``events`` only report what they would write and emit.
+        """
+        writes = _WriteSet(self, None, simulated=True) if simulate else None
+        run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=writes)
         return SteppedRun(run, sleep=self._sleep)
 
     def ingest(self, new: NewMemory, *, vector: F32 | None = None) -> IngestResult:
