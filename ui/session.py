@@ -366,17 +366,26 @@ class StoreSession(DataSession):
     def schedule_apply(self, restore: Sequence[MemoryRecord], delete: Sequence[str],
                        what: str) -> None:
         """Write ``restore`` back and delete ``delete`` on a worker, after earlier writes."""
-        task = asyncio.ensure_future(self._apply(list(restore), list(delete), what))
+        restore, delete = list(restore), list(delete)
+        # the engine when the write runs (an out-of-process import may have replaced it)
+        self.schedule_write(lambda: _apply(self.engine, restore, delete),
+                            [r.id for r in restore] + delete, what)
+
+    def schedule_write(self, write: Callable[[], object], changed: Sequence[str],
+                       what: str) -> None:
+        """Run ``write`` on a worker after earlier writes (an undo or redo), then announce
+        ``changed`` records; a failure is reported through ``failed`` as "``what`` failed"."""
+        task = asyncio.ensure_future(self._write(write, list(changed), what))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _apply(self, restore: list[MemoryRecord], delete: list[str], what: str) -> None:
+    async def _write(self, write: Callable[[], object], changed: list[str], what: str) -> None:
         try:
-            await self.run_write(_apply, self.engine, restore, delete)
+            await self.run_write(write)
         except EngineError as exc:
             self.failed.emit(f"{what} failed: {exc}")
             return
-        self.records_changed.emit([r.id for r in restore] + delete)
+        self.records_changed.emit(changed)
 
     async def drain(self) -> None:
         """Wait for scheduled undo/redo writes (before closing the store)."""
