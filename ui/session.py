@@ -38,7 +38,7 @@ from engine.events import Event
 from engine.memory_engine import MemoryEngine
 from engine.query import RowPage
 from engine.reader import LocalReader, MemoryReader
-from engine.records import Layer, MemoryRecord, NewMemory
+from engine.records import Layer, MemoryRecord, NewMemory, RecordState
 from engine.store import StoreSpec
 from ui.event_tail import EventTail
 from ui.tasks import CancelFlag, TaskRunner, spawn
@@ -334,6 +334,21 @@ class StoreSession(DataSession):
         self._push(f"Delete {len(deleted)} {noun}", [(r, None) for r in deleted])
         return deleted
 
+    async def set_state(self, record_ids: Sequence[str], state: RecordState) -> list[EditPair]:
+        """Pause, archive or resume records (issue 20 soft states; undoable as one step).
+
+        Records already in ``state`` are left as they are and are not part of the step.
+
+        Returns:
+            The ``(before, after)`` pairs of the records that changed.
+        """
+        pairs: list[EditPair] = await self.run_write(_set_state, self.engine,
+                                                     list(record_ids), state)
+        verb = _STATE_VERBS[state]
+        noun = "record" if len(pairs) == 1 else "records"
+        self._push(f"{verb} {len(pairs)} {noun}", pairs)
+        return pairs
+
     async def relayer(self, record_ids: Sequence[str], layer: Layer) -> None:
         """Move records to ``layer`` (undoable as one step)."""
         pairs = await self.run_write(_update_many, self.engine, list(record_ids),
@@ -395,6 +410,20 @@ class StoreSession(DataSession):
     def pending(self) -> int:
         """Undo/redo writes still running."""
         return len(self._tasks)
+
+
+_STATE_VERBS = {RecordState.PAUSED: "Pause", RecordState.ARCHIVED: "Archive",
+                RecordState.ACTIVE: "Resume"}
+
+
+def _set_state(engine: MemoryEngine, record_ids: list[str],
+               state: RecordState) -> list[EditPair]:
+    """Worker: the engine's pause / archive / resume, with the pairs that changed (for undo)."""
+    before = {r.id: r for r in engine.get_many(record_ids)}
+    change = {RecordState.PAUSED: engine.pause, RecordState.ARCHIVED: engine.archive,
+              RecordState.ACTIVE: engine.resume}[state]
+    return [(before[after.id], after) for after in change(record_ids)
+            if before[after.id].state is not after.state]
 
 
 def _redact_many(engine: MemoryEngine, record_ids: list[str],
