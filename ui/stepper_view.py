@@ -1000,8 +1000,16 @@ class StepperView(QWidget):
                         item.setBackground(changed)
                     panel.diff.setItem(r, c, item)
             panel.diff.resizeColumnToContents(0)
+        elif report.stage is Stage.PERSIST and data.get("simulated"):
+            would = len(data.get("would_write") or [])
+            headline += (" · simulated: nothing written (an ingest would write "
+                         f"{count_of(would, 'record')}"
+                         + (" and queue a review item)" if data.get("would_queue_review")
+                            else ")"))
         elif report.stage is Stage.EVENTS:
             headline += f" · {', '.join(phrase(str(k)) for k in data.get('events') or [])}"
+            if data.get("simulated"):
+                headline += " · simulated: none emitted"
         show = self._text if self._redact is not None else str
         panel.show_data(headline, stage_fields(report.stage.value, data, texts, show=show,
                                                tier=self._tier.value),

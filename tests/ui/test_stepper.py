@@ -265,6 +265,9 @@ def test_simulate_is_the_default_writes_nothing_and_decides_as_ingest(
     shown = {stage: stepper.panels[stage].headline.text().split(" · ", 2)[-1]
              for stage in (Stage.DECISION, Stage.APPLY)}
     assert "simulated: nothing was written" in stepper.status_label.text()
+    assert "simulated: nothing written (an ingest would write 1 record)" in \
+        stepper.panels[Stage.PERSIST].headline.text()
+    assert stepper.panels[Stage.EVENTS].headline.text().endswith("simulated: none emitted")
     assert _store_state(session) == before  # no record, history row, review item or event
     assert session.engine.get(base.id).confidence == base.confidence
     assert session.undo_stack.count() == 0

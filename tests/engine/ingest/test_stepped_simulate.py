@@ -113,3 +113,22 @@ def test_undo_run_takes_a_stepped_run_back(
     # the same memory decides as it did the first time: nothing of the run is left behind
     again = engine.stepped(NewMemory(text, **fields), simulate=True).run()
     assert (again.action, again.reason) == (result.action, result.reason)
+
+
+def test_a_read_only_store_can_be_simulated_but_not_ingested(
+        make_engine: Any, table: TableEmbedder, tmp_path: Any, clock: Any) -> None:
+    from engine.errors import StoreReadOnly
+    from engine.store import StoreSpec
+
+    engine = make_engine()
+    _stored(engine, table, CASES[0][0], CASES[0][1])
+    engine.close()
+    reader = MemoryEngine.open(StoreSpec(str(tmp_path / "store"), read_only=True),
+                               embedder=table, clock=clock)
+    try:
+        result = reader.stepped(NewMemory(CASES[0][0]), simulate=True).run()
+        assert result.action is Action.MERGED
+        with pytest.raises(StoreReadOnly):
+            reader.stepped(NewMemory(CASES[0][0])).run()
+    finally:
+        reader.close()
