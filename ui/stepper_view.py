@@ -840,7 +840,9 @@ class StepperView(QWidget):
         self._update_buttons()
         stage = run.next_stage
         try:
-            if stage is Stage.PERSIST:  # the only writing stage: queue behind other writes
+            # persist is the only writing stage: it queues behind the window's other writes
+            # (a simulation's persist writes nothing and need not wait)
+            if stage is Stage.PERSIST and not run.simulated:
                 report = await session.run_write(run.step)
             else:
                 report = await self._runner.run(run.step)
