@@ -386,21 +386,25 @@ class StoreSession(DataSession):
         self.schedule_write(lambda: _apply(self.engine, restore, delete),
                             [r.id for r in restore] + delete, what)
 
-    def schedule_write(self, write: Callable[[], object], changed: Sequence[str],
-                       what: str) -> None:
+    def schedule_write(self, write: Callable[[], T], changed: Sequence[str], what: str,
+                       done: Callable[[T], None] | None = None) -> None:
         """Run ``write`` on a worker after earlier writes (an undo or redo), then announce
-        ``changed`` records; a failure is reported through ``failed`` as "``what`` failed"."""
-        task = asyncio.ensure_future(self._write(write, list(changed), what))
+        ``changed`` records and hand its result to ``done``; a failure is reported through
+        ``failed`` as "``what`` failed: …"."""
+        task = asyncio.ensure_future(self._write(write, list(changed), what, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, write: Callable[[], object], changed: list[str], what: str) -> None:
+    async def _write(self, write: Callable[[], T], changed: list[str], what: str,
+                     done: Callable[[T], None] | None) -> None:
         try:
-            await self.run_write(write)
+            result = await self.run_write(write)
         except EngineError as exc:
             self.failed.emit(f"{what} failed: {exc}")
             return
         self.records_changed.emit(changed)
+        if done is not None:
+            done(result)
 
     async def drain(self) -> None:
         """Wait for scheduled undo/redo writes (before closing the store)."""

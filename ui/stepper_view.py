@@ -182,9 +182,16 @@ class IngestCommand(QUndoCommand):
         self._applied = False
         self.setObsolete(True)  # the stack drops it: nothing to redo
         session, written = self._session, self._written
+        what = f"Undo {self.text()}"
+
+        def left_alone(conflicts: list[tuple[str, str]]) -> None:
+            if conflicts:  # changed since the run: kept, and the person is told
+                session.failed.emit(f"{what} left {count_of(len(conflicts), 'record')} alone: "
+                                    + "; ".join(why for _, why in conflicts))
+
         # the engine when the write runs (an out-of-process import may have replaced it)
         session.schedule_write(lambda: session.engine.undo_run(written),
-                               [after.id for _, after in written.pairs], f"Undo {self.text()}")
+                               [after.id for _, after in written.pairs], what, left_alone)
 
     def redo(self) -> None:
         # the first redo (push) finds the run's write already done; after an undo the command

@@ -331,3 +331,18 @@ def test_run_through_pipeline_fills_every_field_of_the_record(
     assert (memory.content, memory.agent_id, memory.layer, memory.category, memory.privacy,
             memory.source_tier) == (record.content, "travel", Layer.EPISODIC,
                                     Category.PREFERENCE, Privacy.PUBLIC, TrustTier.AGENT)
+
+
+def test_undo_of_an_ingest_keeps_a_later_edit_and_says_so(
+        qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:
+    with qtbot.waitSignal(session.records_changed, timeout=20_000):
+        step_all(qtbot, stepper, PARAPHRASE)  # merges into BASE
+    result = stepper.run.result if stepper.run is not None else None
+    assert result is not None and result.record_id is not None
+    edited = session.engine.update(result.record_id, {"importance": 0.9})
+    with qtbot.waitSignal(session.failed, timeout=20_000) as failed:
+        session.undo_stack.undo()
+    assert failed.args is not None and "left 1 record alone: changed since the run" in \
+        failed.args[0]
+    run(qtbot, session.drain())
+    assert session.engine.get(result.record_id) == edited

@@ -132,3 +132,17 @@ def test_a_read_only_store_can_be_simulated_but_not_ingested(
             reader.stepped(NewMemory(CASES[0][0])).run()
     finally:
         reader.close()
+
+
+def test_undo_run_leaves_a_record_changed_since_alone(make_engine: Any,
+                                                      table: TableEmbedder) -> None:
+    engine = make_engine()
+    text, cosine, fields, _ = CASES[0]
+    target = _stored(engine, table, text, cosine)
+    run = engine.stepped(NewMemory(text, **fields))
+    assert run.run().action is Action.MERGED and run.written is not None
+    edited = engine.update(target, {"importance": 0.9})  # a person's edit after the merge
+    conflicts = engine.undo_run(run.written)
+    assert [record_id for record_id, _ in conflicts] == [target]
+    assert "changed since the run" in conflicts[0][1]
+    assert engine.get(target) == edited  # the later edit is kept
