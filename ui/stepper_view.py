@@ -36,10 +36,12 @@ from typing import Any
 from PySide6.QtCore import QEvent, QRectF, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import (
+    QAction,
     QBrush,
     QColor,
     QHelpEvent,
     QKeyEvent,
+    QKeySequence,
     QMouseEvent,
     QPainter,
     QPaintEvent,
@@ -171,7 +173,6 @@ class IngestCommand(QUndoCommand):
         super().__init__(text)
         self._session = session
         self._written = written
-        self._applied = True
 
     @property
     def written(self) -> RunWrites:
@@ -179,7 +180,6 @@ class IngestCommand(QUndoCommand):
         return self._written
 
     def undo(self) -> None:
-        self._applied = False
         self.setObsolete(True)  # the stack drops it: nothing to redo
         session, written = self._session, self._written
         what = f"Undo {self.text()}"
@@ -196,7 +196,7 @@ class IngestCommand(QUndoCommand):
     def redo(self) -> None:
         # the first redo (push) finds the run's write already done; after an undo the command
         # is obsolete and removed, so this is never asked to write
-        self._applied = True
+        return
 
 
 class SimilarityBars(QWidget):
@@ -486,12 +486,19 @@ class StepperView(QWidget):
         fields.addStretch(1)
 
         # -- controls --------------------------------------------------------------------
-        # Simulate is the default (Enter): trying a memory never writes unless asked to
+        # Simulate is the default (drawn as such; Ctrl+Shift+Return): trying a memory never
+        # writes unless asked to. (Not Enter: a default button answers Enter only in dialogs,
+        # and Enter types a new line in the memory's text.)
         self.simulate_button = QPushButton("Simulate", self)
         self.simulate_button.setDefault(True)
         self.simulate_button.setToolTip(
             "Run the memory through every stage with the same numbers as an ingest; "
-            "nothing is written")
+            "nothing is written (Ctrl+Shift+Return)")
+        self.simulate_action = QAction("Simulate", self)
+        self.simulate_action.setShortcut(QKeySequence("Ctrl+Shift+Return"))
+        self.simulate_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.simulate_action.triggered.connect(self._on_simulate_shortcut)
+        self.addAction(self.simulate_action)
         self.ingest_button = QPushButton("Ingest", self)
         self.ingest_button.setToolTip("Run the memory through the stages and store the "
                                       "outcome (Edit → Undo takes it back)")
@@ -787,6 +794,10 @@ class StepperView(QWidget):
 
     def _on_simulate_clicked(self) -> None:
         spawn(self.start(simulate=True))
+
+    def _on_simulate_shortcut(self) -> None:
+        if self.simulate_button.isEnabled():
+            self._on_simulate_clicked()
 
     def _on_ingest_clicked(self) -> None:
         spawn(self.start(simulate=False))

@@ -250,6 +250,7 @@ def _store_state(session: StoreSession) -> dict[str, Any]:
             "events": engine.ledger.query("SELECT COUNT(*) AS n FROM events")[0]["n"]}
 
 
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")  # shown
 def test_simulate_is_the_default_writes_nothing_and_decides_as_ingest(
         qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:
     """Issue 20: Simulate runs every stage with the same numbers; nothing is written."""
@@ -271,6 +272,20 @@ def test_simulate_is_the_default_writes_nothing_and_decides_as_ingest(
     assert _store_state(session) == before  # no record, history row, review item or event
     assert session.engine.get(base.id).confidence == base.confidence
     assert session.undo_stack.count() == 0
+
+    # Ctrl+Shift+Return simulates too, from the memory's text box
+    stepper.show()
+    qtbot.waitExposed(stepper)
+    stepper.activateWindow()
+    stepper.content_edit.setFocus()
+    qtbot.waitUntil(stepper.content_edit.hasFocus, timeout=5_000)
+    first = stepper.run
+    QTest.keyClick(stepper.content_edit, Qt.Key.Key_Return,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: stepper.run is not first and stepper.run is not None,
+                    timeout=10_000)
+    assert stepper.run is not None and stepper.run.simulated
+    assert stepper.content_edit.toPlainText() == PARAPHRASE
 
     with qtbot.waitSignal(stepper.run_finished, timeout=20_000):
         step_all(qtbot, stepper, PARAPHRASE)  # a real ingest of the same memory
