@@ -54,7 +54,7 @@ from engine.store.foreign import (
     detect_layout,
 )
 from engine.store.lock import StoreLock, read_lock_holder
-from engine.store.view import ColumnarView
+from engine.store.view import STATES, ColumnarView
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -429,6 +429,8 @@ class MemoryStore:
                 store._view_ready.clear()
             else:
                 store._view = store._read_view(now_ms, progress)
+            if store._view_ready.is_set():
+                store._mark_held_states()
             return store
         except BaseException:
             if lock is not None:
@@ -587,6 +589,7 @@ class MemoryStore:
                 return
             try:
                 self._view = self._read_view(now_ms, progress, cancelled)
+                self._mark_held_states()
             except BaseException as exc:
                 self._view_failure = (f"the records of {self.location} were not indexed: "
                                       f"{_short(exc)}")
@@ -872,6 +875,17 @@ class MemoryStore:
         """The collection's ``schema_version`` (see :mod:`engine.store.codec`)."""
         return self._schema_version
 
+    def _mark_held_states(self) -> None:
+        """Mark a writable version-1 store that already holds paused or archived records
+        (written by a build that kept states within version 1) as version 2, on opening."""
+        if self._read_only or self._foreign or self._collection is None \
+                or self._schema_version >= SCHEMA_VERSION:
+            return
+        snapshot = self._view.snapshot()
+        active = STATES.index(RecordState.ACTIVE)
+        if bool(np.any(snapshot.alive & (snapshot.state != active))):
+            self._mark_schema(SCHEMA_VERSION)
+
     def _mark_schema(self, version: int) -> None:
         """Raise the collection's ``schema_version`` to ``version`` before writing records that
         need it, so an older build refuses the store instead of misreading it.
@@ -975,9 +989,6 @@ class MemoryStore:
             StoreUnavailable: Chroma failed (nothing was changed in the view).
         """
         self._check_writable()
-        if self._schema_version < SCHEMA_VERSION and any(
-                record.state is not RecordState.ACTIVE for record in records):
-            self._mark_schema(SCHEMA_VERSION)  # a store given states within version 1 earlier
         view = self.view
         for record in records:
             if record.id not in view:

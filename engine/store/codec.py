@@ -15,7 +15,9 @@ is written to it (a pause, an archive, an import of a paused record), and is the
 (:data:`SCHEMA_VERSION`) before that record is written. An older build, which would ignore the
 key and retrieve paused records, refuses a version-2 store (``SchemaMismatch``, "upgrade
 Mnemoscope"); stores that never held a soft state keep opening in older builds. The mark is
-never lowered (resuming every record leaves it at 2). An unknown value (a newer build's state)
+never lowered (resuming every record leaves it at 2). A version-1 store that already holds
+paused or archived records (written by a build that kept states within version 1) is marked 2
+when this build opens it for writing. An unknown value (a newer build's state)
 reads as paused: the record is kept and shown, and is not retrieved until someone resumes it.
 
 Schema (collection metadata ``schema_version`` = :data:`SCHEMA_VERSION`)::

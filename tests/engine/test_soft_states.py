@@ -422,3 +422,35 @@ def test_a_store_holding_soft_states_is_refused_by_an_older_build(
         assert engine.get(records[0].id).state is RecordState.ACTIVE
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["open", "deferred-view"])
+def test_a_store_given_states_within_version_1_is_marked_when_opened(
+        store_dir: Path, clock: DeterministicClock, fake_embedder: HashingEmbedder,
+        monkeypatch: pytest.MonkeyPatch, deferred: bool) -> None:
+    """A build that kept states within schema version 1 left paused records in a version-1
+    store: this build marks it 2 when it opens it for writing (not when it only reads it)."""
+    from engine.store import chroma_store
+
+    monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", 1)  # the build before the bump
+    engine = _open(store_dir, clock, fake_embedder)
+    records = _fill(engine, 2)
+    engine.pause([records[0].id])
+    assert engine.store.schema_version == 1
+    engine.close()
+    monkeypatch.undo()
+    reader = MemoryEngine.open(StoreSpec(str(store_dir), read_only=True),
+                               embedder=fake_embedder, clock=clock)
+    assert reader.store.schema_version == 1  # a read-only open changes nothing
+    reader.close()
+    if deferred:
+        (store_dir / CACHE_META).unlink()
+    engine = MemoryEngine.open(StoreSpec(str(store_dir)), embedder=fake_embedder, clock=clock,
+                               defer_view=deferred)
+    try:
+        if deferred:
+            assert engine.store.schema_version == 1  # the view is not read yet
+            engine.load_view()
+        assert engine.store.schema_version == 2
+    finally:
+        engine.close()
