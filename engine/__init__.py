@@ -145,6 +145,7 @@ if TYPE_CHECKING:
     from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, UndoPlan
     from engine.ingest.kinds import Action
+    from engine.ingest.pipeline import RunWrites
     from engine.ingest.stages import (
         ApplyDetail,
         CandidatesDetail,
@@ -177,11 +178,20 @@ if TYPE_CHECKING:
         StoreStats,
     )
     from engine.projection import Projection, umap_available
-    from engine.query import SHOWN_STATES, RecordQuery, RecordRow, RowPage, SortKey, parse_states
+    from engine.query import (
+        ALL_STATES,
+        SHOWN_STATES,
+        RecordQuery,
+        RecordRow,
+        RowPage,
+        SortKey,
+        parse_states,
+    )
     from engine.reader import EventFeed, LocalReader, MemoryReader
     from engine.redaction import Redactor, placeholder_for, redact_text
     from engine.retrieval import (
         COMPONENTS,
+        DropReason,
         PressureState,
         Purpose,
         RetrievalDiagnostics,
@@ -211,6 +221,9 @@ if TYPE_CHECKING:
 # Names imported on first use, by the module that defines them: keeps ``import engine`` from
 # loading numpy, the store, the pipeline and the retriever (tests/engine/test_public_api.py).
 _LAZY: dict[str, str] = {
+    "ALL_STATES": "engine.query",
+    "RunWrites": "engine.ingest.pipeline",
+    "DropReason": "engine.retrieval",
     "ForeignLayout": "engine.store.foreign",
     "ForeignSample": "engine.store.foreign",
     "MAPPED_FIELDS": "engine.store.foreign",
@@ -283,6 +296,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ALL_STATES",
     "COMPONENTS",
     "DEFAULT_COLLECTION",
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -310,6 +324,7 @@ __all__ = [
     "DedupConfig",
     "DeterministicClock",
     "DeterministicRNG",
+    "DropReason",
     "EditConflict",
     "EditEntry",
     "EmbedBackend",
@@ -389,6 +404,7 @@ __all__ = [
     "RetrievedBundle",
     "ReviewItem",
     "RowPage",
+    "RunWrites",
     "SalienceCut",
     "SchemaMismatch",
     "ScoringWeights",

@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         IngestPolicy,
         IngestResult,
         ReviewItem,
+        RunWrites,
         SteppedRun,
     )
     from engine.ingest.consolidate import ConsolidationReport
@@ -1174,9 +1175,56 @@ class MemoryEngine:
 
         return export_records(records(), path, redact=redact)
 
-    def stepped(self, new: NewMemory) -> SteppedRun:
-        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper)."""
-        return self._ingest_pipeline().stepped(new)
+    def stepped(self, new: NewMemory, *, simulate: bool = False) -> SteppedRun:
+        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper).
+
+        Args:
+            simulate: A dry run: every stage with the same numbers, nothing written or
+                emitted (see :meth:`IngestPipeline.stepped`).
+        """
+        return self._ingest_pipeline().stepped(new, simulate=simulate)
+
+    def undo_run(self, written: RunWrites) -> list[tuple[str, str]]:
+        """Take back what one stepped run wrote (the GUI's undo of a Pipeline ingest).
+
+        Deletes the record it inserted, writes back the records it merged into, updated or
+        linked to (as they were before), withdraws the review item it queued (while still
+        pending) and forgets its merge aliases: the store and the review queue are as before
+        the run. Both steps are in the edit history (``delete`` / ``restore``), so the undo is
+        itself visible in a record's history. A record changed or deleted since the run (by
+        another writer, an import) is left alone, as an import's undo leaves it
+        (:func:`engine.ingest.imports.plan_undo`): undo never overwrites later work.
+
+        Returns:
+            ``(record_id, why)`` of the records left alone.
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write.
+        """
+        review = self._ingest_pipeline().review
+        with self._write_lock:
+            ids = [after.id for _, after in written.pairs]
+            current = {r.id: r for r in self._store.get_many(
+                [i for i in ids if i in self._store.view])}
+            delete: list[str] = []
+            restore: list[MemoryRecord] = []
+            conflicts: list[tuple[str, str]] = []
+            for before, after in written.pairs:
+                now = current.get(after.id)
+                if now is None:
+                    conflicts.append((after.id, "deleted since the run"))
+                elif now.version != after.version or now.content_hash != after.content_hash:
+                    conflicts.append((after.id, f"changed since the run (version {now.version}, "
+                                                f"the run left version {after.version})"))
+                elif before is None:
+                    delete.append(after.id)
+                else:
+                    restore.append(before)
+            self.delete(delete, actor="undo", reason="undo")
+            self.restore(restore, actor="undo")
+            review.withdraw([] if written.review_id is None else [written.review_id],
+                            written.aliases)
+        return conflicts
 
     def review_queue(self) -> list[ReviewItem]:
         """Pending review items, oldest first."""

@@ -521,6 +521,7 @@ class MainWindow(QMainWindow):
                      self.records.tag_action):
             edit_menu.addAction(made)
         edit_menu.addMenu(self.records.layer_menu)
+        edit_menu.addMenu(self.records.state_menu)  # Pause / Archive / Resume (issue 20)
         self.search_action = self._action("&Search Records", self._on_search_triggered,
                                           QKeySequence.StandardKey.Find)
         edit_menu.addSeparator()

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import LinkedRecord, RecordDetail
-from engine.records import Layer, MemoryRecord, Privacy
+from engine.records import Layer, MemoryRecord, Privacy, RecordState
 from ui.format import diff_value, elide, label_for, local_time, phrase
 from ui.record_links import quoted, record_tooltip
 
@@ -209,7 +209,9 @@ class RecordDetailPanel(QWidget):
             self._update_enabled()
             return
         shown = self._show(record.content)  # issue 19: by its text; the id secondary
-        self._title.setText(f"{quoted(shown, 70)} · {record.id[:8]}")
+        # issue 20: a paused or archived record says so where its name is
+        badge = "" if record.state is RecordState.ACTIVE else f" · {record.state.value}"
+        self._title.setText(f"{quoted(shown, 70)} · {record.id[:8]}{badge}")
         self._title.setToolTip(record_tooltip(shown, record.id))
         self._fill_form(record)
         self.fields_view.setHtml(self._fields_html(detail))
@@ -388,7 +390,7 @@ class RecordDetailPanel(QWidget):
 
 
 HISTORY_FIELDS = ("content", "layer", "importance", "confidence", "tags", "privacy", "expires_at",
-                  "category", "agent_id", "metadata")
+                  "category", "agent_id", "metadata", "state")
 """The fields the History tab compares between an edit's before and after."""
 _HISTORY_TEXT = 120
 

@@ -29,6 +29,7 @@ from PySide6.QtGui import QColor
 
 from engine import ExitPolicy, Masking, MemoryReader, RecordQuery, RecordRow, RowPage, SortKey
 from engine.errors import EngineError
+from engine.records import RecordState
 from ui.format import exact_time, relative_time
 from ui.tasks import RequestTokens, TaskRunner
 
@@ -53,6 +54,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("content", "Content", SortKey.CONTENT, 320),
     Column("layer", "Layer", SortKey.LAYER, 90),
     Column("agent_id", "Agent", SortKey.AGENT, 110),
+    # issue 20: active, paused or archived (paused and archived rows are also drawn muted)
+    Column("state", "State", None, 74),
     Column("importance", "Importance", SortKey.IMPORTANCE, 84, numeric=True),
     Column("decayed", "Decayed", SortKey.DECAYED_IMPORTANCE, 74, numeric=True),
     Column("confidence", "Confidence", SortKey.CONFIDENCE, 84, numeric=True),
@@ -64,6 +67,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("source", "Source", SortKey.SOURCE, 130),
 )
 _PREVIEW = 160
+_WITHHELD = QColor(140, 149, 159)  # paused / archived rows: kept, not retrieved
+_STATE_TIPS = {
+    RecordState.PAUSED: "Paused: kept and listed, never retrieved until resumed",
+    RecordState.ARCHIVED: "Archived: kept, hidden by default, never retrieved until resumed",
+}
 _TIMES = ("created_at", "last_accessed")  # shown relative, exact time in the tool tip
 ROLE_RECORD_ID = Qt.ItemDataRole.UserRole + 1
 
@@ -396,6 +404,10 @@ class RecordTableModel(QAbstractTableModel):
             return text[:2000]
         if role == Qt.ItemDataRole.ToolTipRole and column.key in _TIMES:
             return exact_time(getattr(item.record, column.key))
+        if role == Qt.ItemDataRole.ForegroundRole and item.record.state is not RecordState.ACTIVE:
+            return _WITHHELD
+        if role == Qt.ItemDataRole.ToolTipRole and column.key == "state":
+            return _STATE_TIPS.get(item.record.state, "Active: retrieved")
         if role == Qt.ItemDataRole.TextAlignmentRole and column.numeric:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == ROLE_RECORD_ID:

@@ -52,9 +52,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import Facets, Masking, MemoryReader, RecordDetail, RecordQuery
+from engine import (
+    ALL_STATES,
+    SHOWN_STATES,
+    Facets,
+    Masking,
+    MemoryReader,
+    RecordDetail,
+    RecordQuery,
+    RecordRow,
+)
 from engine.errors import EngineError, RecordNotFound, ValidationError
-from engine.records import Layer, Privacy
+from engine.records import Layer, Privacy, RecordState
 from ui.dialogs import AddMemoryDialog
 from ui.empty_state import EmptyState
 from ui.record_detail import RecordDetailPanel
@@ -74,6 +83,25 @@ _ID_PAGE = 10_000  # the engine's largest page of rows
 CONTENT_SHARE = 0.45
 """The Content column takes the table's spare width, and at least this share of it (the
 other columns then scroll), so the text a person reads is never a fixed sliver (issue 19)."""
+
+
+STATE_CHOICES: tuple[tuple[str, frozenset[RecordState]], ...] = (
+    ("Active and paused", SHOWN_STATES),  # the default: archived records are hidden
+    ("Active", frozenset({RecordState.ACTIVE})),
+    ("Paused", frozenset({RecordState.PAUSED})),
+    ("Archived", frozenset({RecordState.ARCHIVED})),
+    (_ANY, ALL_STATES),
+)
+"""The State filter's choices (issue 20 soft states) and the states each one shows."""
+_STATE_WORDS = {
+    RecordState.PAUSED: ("Pause", "paused", "Paused records stay stored and listed but are not "
+                         "retrieved until resumed."),
+    RecordState.ARCHIVED: ("Archive", "archived", "Archived records stay stored but are hidden "
+                           "from this list (the State filter shows them) and are not retrieved "
+                           "until resumed."),
+    RecordState.ACTIVE: ("Resume", "active", "Resumed records are retrieved again."),
+}
+"""Per target state: the verb, the state's word and what it means (confirmations)."""
 
 
 def _day_start_ms(date: QDate) -> float:
@@ -109,9 +137,13 @@ class FilterBar(QWidget):
         self.layer.addItems([_ANY, *(layer.value for layer in Layer)])
         self.privacy = QComboBox(self)
         self.privacy.addItems([_ANY, *(p.value for p in Privacy)])
+        self.state = QComboBox(self)
+        self.state.addItems([label for label, _ in STATE_CHOICES])
+        self.state.setToolTip("Paused records are kept and listed but never retrieved; archived "
+                              "ones are also hidden here unless this filter shows them")
         top.addWidget(self.text, 3)
         for label, widget in (("Agent", self.agent), ("Layer", self.layer),
-                              ("Privacy", self.privacy)):
+                              ("Privacy", self.privacy), ("State", self.state)):
             top.addWidget(QLabel(label, self))
             top.addWidget(widget, 1)
         bottom = QHBoxLayout()
@@ -150,7 +182,7 @@ class FilterBar(QWidget):
         layout.addLayout(bottom)
         self.text.textChanged.connect(self._debounce.start)
         self.tags.textChanged.connect(self._debounce.start)
-        for combo in (self.agent, self.layer, self.privacy):
+        for combo in (self.agent, self.layer, self.privacy, self.state):
             combo.currentIndexChanged.connect(self._emit)
         for spin in (self.importance_min, self.importance_max):
             spin.valueChanged.connect(self._debounce.start)
@@ -205,18 +237,25 @@ class FilterBar(QWidget):
             importance_max=high if high < 1.0 else None,
             created_from=_day_start_ms(self.date_from.date()) if dated else None,
             created_to=_day_start_ms(self.date_to.date().addDays(1)) - 1 if dated else None,
+            states=STATE_CHOICES[max(0, self.state.currentIndex())][1],
         )
 
-    def clear(self) -> None:
-        """Reset every filter (one query, not one per widget)."""
-        widgets = (self.text, self.tags, self.agent, self.layer, self.privacy,
+    def clear(self, *, every_state: bool = False) -> None:
+        """Reset every filter (one query, not one per widget).
+
+        Args:
+            every_state: Show records of every state (archived too) instead of the default.
+        """
+        widgets = (self.text, self.tags, self.agent, self.layer, self.privacy, self.state,
                    self.importance_min, self.importance_max, self.dates)
         for widget in widgets:
             widget.blockSignals(True)
         self.text.clear()
         self.tags.clear()
-        for combo in (self.agent, self.layer, self.privacy):
+        for combo in (self.agent, self.layer, self.privacy, self.state):
             combo.setCurrentIndex(0)
+        if every_state:
+            self.state.setCurrentIndex(len(STATE_CHOICES) - 1)
         self.importance_min.setValue(0.0)
         self.importance_max.setValue(1.0)
         self.dates.setChecked(False)
@@ -395,6 +434,20 @@ class RecordsView(QWidget):
             made = self.layer_menu.addAction(layer.value)
             made.triggered.connect(lambda _checked=False, chosen=layer: self._on_relayer(chosen))
             self.layer_actions.append(made)
+        # issue 20 soft states: keep a memory without it being retrieved
+        self.pause_action = action(
+            "Pause", lambda: self._on_state_triggered(RecordState.PAUSED), "Ctrl+Alt+P",
+            "Pause the selected records: kept and listed, not retrieved (Ctrl+Alt+P)")
+        self.archive_action = action(
+            "Archive", lambda: self._on_state_triggered(RecordState.ARCHIVED), "Ctrl+Alt+A",
+            "Archive the selected records: kept, hidden by default, not retrieved (Ctrl+Alt+A)")
+        self.resume_action = action(
+            "Resume", lambda: self._on_state_triggered(RecordState.ACTIVE), "Ctrl+Alt+R",
+            "Resume the selected records: retrieved again (Ctrl+Alt+R)")
+        self.state_actions = (self.pause_action, self.archive_action, self.resume_action)
+        self.state_menu = QMenu("State", self)
+        for made in self.state_actions:
+            self.state_menu.addAction(made)
         layer_button = QToolButton(self)
         layer_button.setText("Move to layer")
         layer_button.setMenu(self.layer_menu)
@@ -403,6 +456,8 @@ class RecordsView(QWidget):
         for made in (self.add_action, self.delete_action, self.tag_action):
             self.toolbar.addAction(made)
         self.toolbar.addWidget(layer_button)
+        for made in self.state_actions:
+            self.toolbar.addAction(made)
         self.toolbar.addSeparator()
         self.toolbar.addAction(self.refresh_action)
 
@@ -456,6 +511,11 @@ class RecordsView(QWidget):
             made.setEnabled(writable and selected)
         # the menu is also the Edit menu's "Move to layer": its entry follows the selection
         self.layer_menu.setEnabled(writable and selected)
+        states = {row.state for row in self.selected_rows()}
+        for made, state in zip(self.state_actions, (RecordState.PAUSED, RecordState.ARCHIVED,
+                                                    RecordState.ACTIVE), strict=True):
+            # on when some selected record would change
+            made.setEnabled(writable and bool(states - {state}))
         self.layer_button.setEnabled(writable and selected)
         self.refresh_action.setEnabled(self._session is not None)
 
@@ -515,13 +575,12 @@ class RecordsView(QWidget):
 
     def selected_ids(self) -> list[str]:
         """Ids of the selected rows whose records are loaded (see :meth:`selection_ids`)."""
+        return [row.id for row in self.selected_rows()]
+
+    def selected_rows(self) -> list[RecordRow]:
+        """The selected rows whose records are loaded (their table columns)."""
         rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
-        ids = []
-        for row in rows:
-            record = self.model.record_at(row)
-            if record is not None:
-                ids.append(record.id)
-        return ids
+        return [record for row in rows if (record := self.model.record_at(row)) is not None]
 
     def current_record(self) -> RecordRef | None:
         """The record of the table's current row (the context menu's and shortcuts' target)."""
@@ -532,12 +591,8 @@ class RecordsView(QWidget):
     def _on_query_changed(self, query: RecordQuery) -> None:
         self._filter_changed = True
         current = self.model.query
-        self.model.set_query(RecordQuery(
-            agent_id=query.agent_id, layer=query.layer, privacy=query.privacy, tags=query.tags,
-            text=query.text, importance_min=query.importance_min,
-            importance_max=query.importance_max, created_from=query.created_from,
-            created_to=query.created_to, sort_by=current.sort_by,
-            descending=current.descending))
+        self.model.set_query(dataclasses.replace(query, sort_by=current.sort_by,
+                                                 descending=current.descending))
 
     def _on_total_changed(self, total: int) -> None:
         self._show_count()
@@ -679,8 +734,9 @@ class RecordsView(QWidget):
         if self._pending_select != record_id or session is not self._session:
             return  # another link was followed meanwhile, or the store changed
         query = self.model.query
+        # every state: a link may name an archived record, which the default filter hides
         everything = RecordQuery(sort_by=query.sort_by, descending=query.descending,
-                                 limit=query.limit)
+                                 limit=query.limit, states=ALL_STATES)
         locate = _locator(session, self.model.shown)
         try:
             position = await self._runner.run(locate, query, record_id)
@@ -702,7 +758,8 @@ class RecordsView(QWidget):
             return
         self._pending_row = position
         if widen:
-            self.filters.clear()  # reloads; the row is revealed when the first page is in
+            # reloads; the row is revealed when the first page is in
+            self.filters.clear(every_state=True)
             self.message.emit("Filters cleared: they hid the record you opened.")
         elif self.model.settled:
             self._reveal_row(position)
@@ -839,6 +896,46 @@ class RecordsView(QWidget):
             return
         self.detail.show_detail(None)
         self.message.emit(f"Deleted {count_of(len(deleted), 'record')}")
+
+    def _on_state_triggered(self, state: RecordState) -> None:
+        rows = self.selected_rows()
+        if not rows or self._writable is None:
+            return
+        verb, word, meaning = _STATE_WORDS[state]
+        changing = [row.id for row in rows if row.state is not state]
+        if not changing:
+            self.message.emit(f"The selected records are {word} already")
+            return
+        noun = "this record" if len(changing) == 1 else f"these {len(changing):,} records"
+        already = len(rows) - len(changing)
+        extra = f" ({already:,} of the {len(rows):,} selected {'is' if already == 1 else 'are'}" \
+            f" {word} already.)" if already else ""
+        answer = QMessageBox.question(
+            self, verb, f"{verb} {noun}? {meaning}{extra} You can undo this (Edit → Undo).",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        if answer == QMessageBox.StandardButton.Yes:
+            spawn(self.set_state(changing, state))
+
+    async def set_state(self, ids: Sequence[str], state: RecordState) -> int:
+        """Pause, archive or resume ``ids`` (after confirmation by the caller); undoable.
+
+        Returns:
+            How many records changed.
+        """
+        session = self._writable
+        if session is None:
+            return 0
+        verb = _STATE_WORDS[state][0]
+        try:
+            pairs = await session.set_state(ids, state)
+        except EngineError as exc:
+            QMessageBox.warning(self, verb, f"Not changed: {exc}")
+            return 0
+        done = {"Pause": "Paused", "Archive": "Archived", "Resume": "Resumed"}[verb]
+        self.message.emit(f"{done} {count_of(len(pairs), 'record')} (Edit → Undo takes it "
+                          "back)")
+        return len(pairs)
 
     def _on_relayer(self, layer: Layer) -> None:
         count = self.selected_count()

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 
 from engine import (
     COMPONENTS,
+    DropReason,
     PressureState,
     Purpose,
     RetrievalDiagnostics,
@@ -75,6 +76,9 @@ def component_color(name: str) -> str:
     return _EXTRA_COLORS[index % len(_EXTRA_COLORS)]
 
 
+_WITHHELD = frozenset({DropReason.PAUSED, DropReason.ARCHIVED})
+
+
 @dataclass(frozen=True, slots=True)
 class RankRow:
     """One candidate line: its weighted component parts, score, cost and fate."""
@@ -98,13 +102,19 @@ def _parts(diag: RetrievalDiagnostics, row: int, weights: Sequence[float],
 
 
 def rows_from_bundle(bundle: RetrievedBundle, texts: dict[str, str]) -> list[RankRow]:
-    """The engine's own ranking (eligible candidates first, in rank order)."""
+    """The engine's own ranking (eligible candidates first, in rank order).
+
+    Paused and archived records are left out (issue 20): they are never retrieved, so they
+    are no candidate lines; the summary counts them among the dropped.
+    """
     diag = bundle.diagnostics
     weights = [diag.weights.get(name, 0.0) for name in COMPONENTS]
     rows: list[RankRow] = []
     for row in diag.order.tolist():
         code = int(diag.drop_codes[row])
         line = diag.candidate(row)
+        if line.drop_reason in _WITHHELD:
+            continue
         rows.append(RankRow(line.id, texts.get(line.id, ""),
                             _parts(diag, row, weights, line.score), line.score, line.tokens,
                             code < 0, line.drop_reason.value if line.drop_reason else None))

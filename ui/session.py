@@ -35,7 +35,7 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from engine import Event, LocalReader, MemoryEngine, MemoryReader, RowPage, StoreSpec
 from engine.errors import EngineError
-from engine.records import Layer, MemoryRecord, NewMemory
+from engine.records import Layer, MemoryRecord, NewMemory, RecordState
 from ui.event_tail import EventTail
 from ui.tasks import CancelFlag, TaskRunner, spawn
 
@@ -336,6 +336,21 @@ class StoreSession(DataSession):
         self._push(f"Delete {len(deleted)} {noun}", [(r, None) for r in deleted])
         return deleted
 
+    async def set_state(self, record_ids: Sequence[str], state: RecordState) -> list[EditPair]:
+        """Pause, archive or resume records (issue 20 soft states; undoable as one step).
+
+        Records already in ``state`` are left as they are and are not part of the step.
+
+        Returns:
+            The ``(before, after)`` pairs of the records that changed.
+        """
+        pairs: list[EditPair] = await self.run_write(_set_state, self.engine,
+                                                     list(record_ids), state)
+        verb = _STATE_VERBS[state]
+        noun = "record" if len(pairs) == 1 else "records"
+        self._push(f"{verb} {len(pairs)} {noun}", pairs)
+        return pairs
+
     async def relayer(self, record_ids: Sequence[str], layer: Layer) -> None:
         """Move records to ``layer`` (undoable as one step)."""
         pairs = await self.run_write(_update_many, self.engine, list(record_ids),
@@ -368,17 +383,30 @@ class StoreSession(DataSession):
     def schedule_apply(self, restore: Sequence[MemoryRecord], delete: Sequence[str],
                        what: str) -> None:
         """Write ``restore`` back and delete ``delete`` on a worker, after earlier writes."""
-        task = asyncio.ensure_future(self._apply(list(restore), list(delete), what))
+        restore, delete = list(restore), list(delete)
+        # the engine when the write runs (an out-of-process import may have replaced it)
+        self.schedule_write(lambda: _apply(self.engine, restore, delete),
+                            [r.id for r in restore] + delete, what)
+
+    def schedule_write(self, write: Callable[[], T], changed: Sequence[str], what: str,
+                       done: Callable[[T], None] | None = None) -> None:
+        """Run ``write`` on a worker after earlier writes (an undo or redo), then announce
+        ``changed`` records and hand its result to ``done``; a failure is reported through
+        ``failed`` as "``what`` failed: …"."""
+        task = asyncio.ensure_future(self._write(write, list(changed), what, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _apply(self, restore: list[MemoryRecord], delete: list[str], what: str) -> None:
+    async def _write(self, write: Callable[[], T], changed: list[str], what: str,
+                     done: Callable[[T], None] | None) -> None:
         try:
-            await self.run_write(_apply, self.engine, restore, delete)
+            result = await self.run_write(write)
         except EngineError as exc:
             self.failed.emit(f"{what} failed: {exc}")
             return
-        self.records_changed.emit([r.id for r in restore] + delete)
+        self.records_changed.emit(changed)
+        if done is not None:
+            done(result)
 
     async def drain(self) -> None:
         """Wait for scheduled undo/redo writes (before closing the store)."""
@@ -388,6 +416,20 @@ class StoreSession(DataSession):
     def pending(self) -> int:
         """Undo/redo writes still running."""
         return len(self._tasks)
+
+
+_STATE_VERBS = {RecordState.PAUSED: "Pause", RecordState.ARCHIVED: "Archive",
+                RecordState.ACTIVE: "Resume"}
+
+
+def _set_state(engine: MemoryEngine, record_ids: list[str],
+               state: RecordState) -> list[EditPair]:
+    """Worker: the engine's pause / archive / resume, with the pairs that changed (for undo)."""
+    before = {r.id: r for r in engine.get_many(record_ids)}
+    change = {RecordState.PAUSED: engine.pause, RecordState.ARCHIVED: engine.archive,
+              RecordState.ACTIVE: engine.resume}[state]
+    return [(before[after.id], after) for after in change(record_ids)
+            if before[after.id].state is not after.state]
 
 
 def _redact_many(engine: MemoryEngine, record_ids: list[str],

@@ -1,8 +1,15 @@
 """The slow-motion merge stepper: one memory through the stepped ingest pipeline, stage by stage.
 
-The memory comes from the form (type it), a stored record (its content and fields, by id) or
-the next line of a JSONL import file. ``engine.stepped(new)`` gives a
-:class:`~engine.ingest.pipeline.SteppedRun`; **Step** runs its next stage on a worker,
+The memory comes from the form (type it), a stored record (its content, agent, layer,
+category, privacy and trust tier) or the next line of a JSONL import file. **Simulate** (the
+default button) starts a dry run, ``engine.stepped(new, simulate=True)``: every stage with the
+same numbers as a real ingest, from the same code, and nothing written or emitted. **Ingest**
+starts a real run, whose write is one undoable step (Edit → Undo takes it back through
+``MemoryEngine.undo_run``: the insert deleted, the merged or updated record restored, the
+review item withdrawn). Either gives a :class:`~engine.ingest.pipeline.SteppedRun`; the
+candidate-search panel says which partition was searched (agent, layer, privacy and its
+size), so a paraphrase stored under another layer or agent is seen to be out of reach.
+**Step** runs its next stage on a worker,
 **Continue** runs the remaining stages with the speed control's delay between them
 (``asyncio.sleep`` on the GUI loop) and **Pause** stops between stages. The driver holds no lock
 between steps (docs/ingest.md): only ``persist`` takes the engine's write lock, briefly, and
@@ -29,14 +36,17 @@ from typing import Any
 from PySide6.QtCore import QEvent, QRectF, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import (
+    QAction,
     QBrush,
     QColor,
     QHelpEvent,
     QKeyEvent,
+    QKeySequence,
     QMouseEvent,
     QPainter,
     QPaintEvent,
     QPen,
+    QUndoCommand,
 )
 from PySide6.QtWidgets import (
     QComboBox,
@@ -72,6 +82,7 @@ from engine import (
     Masking,
     NormalizeDetail,
     PersistDetail,
+    RunWrites,
     Stage,
     StageReport,
     SteppedRun,
@@ -103,7 +114,8 @@ from ui.session import StoreSession
 from ui.tasks import TaskRunner, spawn
 from ui.wording import count_of
 
-__all__ = ["SimilarityBars", "StagePanel", "StepperView", "memory_from_json"]
+__all__ = ["IngestCommand", "SimilarityBars", "StagePanel", "StepperView", "memory_from_json",
+           "partition_sentence"]
 
 STAGES: tuple[Stage, ...] = tuple(Stage)
 _SOURCES = ("Type a new memory", "A stored memory", "Next line of an import file")
@@ -131,6 +143,74 @@ def memory_from_json(line: str, source: str) -> NewMemory:
     if isinstance(data.get("tags"), list):
         fields["tags"] = tuple(str(t) for t in data["tags"])
     return NewMemory(**fields)
+
+
+def partition_sentence(start: Mapping[str, Any], candidates: Mapping[str, Any],
+                       cross_category: float | None = None) -> str:
+    """Where the candidate search looked, in words (the Candidates panel's note).
+
+    Merge candidates come only from records of the same agent, layer and privacy (DESIGN 3);
+    the surprise score looks at the agent's records of that privacy in every layer. Naming
+    the partition and its size shows why a paraphrase stored under another layer, category or
+    agent came out as new.
+
+    Args:
+        start: The ``ingest-start`` stage data (the incoming memory's fields).
+        candidates: The ``candidate-search`` stage data.
+        cross_category: The similarity another category must reach to merge, if known.
+    """
+    size = int(candidates.get("partition_size") or 0)
+    wider = int(candidates.get("surprise_partition_size") or 0)
+    agent, layer = start.get("agent_id", ""), start.get("layer", "")
+    privacy, category = start.get("privacy", ""), start.get("category", "")
+    text = (f"Candidates searched among {count_of(size, 'record')} in layer ‘{layer}’, "
+            f"privacy ‘{privacy}’, agent ‘{agent}’.")
+    if wider > size:
+        text += (f" {count_of(wider - size, 'more record')} of this agent and privacy in "
+                 "other layers: compared for novelty only, never merge candidates.")
+    if cross_category is not None:
+        text += (f" Records of a category other than ‘{category}’ merge only at similarity "
+                 f"{cross_category:.2f} or above.")
+    return text
+
+
+class IngestCommand(QUndoCommand):
+    """An Ingest from the Pipeline view, undoable: undo takes the run's write back.
+
+    ``MemoryEngine.undo_run`` deletes the record the run inserted, restores the records it
+    merged into, updated or linked, and withdraws its review item and merge aliases. Redo is
+    not offered (the command is obsolete once undone): a memory is ingested again by running
+    it again, which decides afresh against the store as it is then.
+    """
+
+    def __init__(self, session: StoreSession, text: str, written: RunWrites) -> None:
+        super().__init__(text)
+        self._session = session
+        self._written = written
+
+    @property
+    def written(self) -> RunWrites:
+        """What the run wrote."""
+        return self._written
+
+    def undo(self) -> None:
+        self.setObsolete(True)  # the stack drops it: nothing to redo
+        session, written = self._session, self._written
+        what = f"Undo {self.text()}"
+
+        def left_alone(conflicts: list[tuple[str, str]]) -> None:
+            if conflicts:  # changed since the run: kept, and the person is told
+                session.failed.emit(f"{what} left {count_of(len(conflicts), 'record')} alone: "
+                                    + "; ".join(why for _, why in conflicts))
+
+        # the engine when the write runs (an out-of-process import may have replaced it)
+        session.schedule_write(lambda: session.engine.undo_run(written),
+                               [after.id for _, after in written.pairs], what, left_alone)
+
+    def redo(self) -> None:
+        # the first redo (push) finds the run's write already done; after an undo the command
+        # is obsolete and removed, so this is never asked to write
+        return
 
 
 class SimilarityBars(QWidget):
@@ -281,6 +361,10 @@ class StagePanel(QWidget):
         layout.addWidget(self.headline)
         self.bars: SimilarityBars | None = None
         self.diff: QTableWidget | None = None
+        self.note = QLabel("", self)  # the candidate search's partition, in words
+        self.note.setWordWrap(True)
+        self.note.setVisible(False)
+        layout.addWidget(self.note)
         if stage is Stage.CANDIDATES:
             self.bars = SimilarityBars(self)
             layout.addWidget(self.bars)
@@ -295,6 +379,8 @@ class StagePanel(QWidget):
     def clear(self) -> None:
         """Back to "not run yet"."""
         self.headline.setText(f"{stage_title(self.stage.value)}: not run yet")
+        self.note.clear()
+        self.note.setVisible(False)
         self.fields.clear()
         if self.bars is not None:
             self.bars.set_data([], self.bars.threshold, self.bars.floor)
@@ -415,7 +501,22 @@ class StepperView(QWidget):
         fields.addStretch(1)
 
         # -- controls --------------------------------------------------------------------
-        self.start_button = QPushButton("Start", self)
+        # Simulate is the default (drawn as such; Ctrl+Shift+Return): trying a memory never
+        # writes unless asked to. (Not Enter: a default button answers Enter only in dialogs,
+        # and Enter types a new line in the memory's text.)
+        self.simulate_button = QPushButton("Simulate", self)
+        self.simulate_button.setDefault(True)
+        self.simulate_button.setToolTip(
+            "Run the memory through every stage with the same numbers as an ingest; "
+            "nothing is written (Ctrl+Shift+Return)")
+        self.simulate_action = QAction("Simulate", self)
+        self.simulate_action.setShortcut(QKeySequence("Ctrl+Shift+Return"))
+        self.simulate_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.simulate_action.triggered.connect(self._on_simulate_shortcut)
+        self.addAction(self.simulate_action)
+        self.ingest_button = QPushButton("Ingest", self)
+        self.ingest_button.setToolTip("Run the memory through the stages and store the "
+                                      "outcome (Edit → Undo takes it back)")
         self.step_button = QPushButton("Step", self)
         self.continue_button = QPushButton("Continue", self)
         self.pause_button = QPushButton("Pause", self)
@@ -424,10 +525,11 @@ class StepperView(QWidget):
         self.speed.setValue(400)
         self.speed.setMaximumWidth(180)
         self.speed_label = QLabel("", self)
-        self.status_label = QLabel("Pick a memory and press Start.", self)
+        self.status_label = QLabel("Pick a memory and press Simulate (nothing is written) "
+                                   "or Ingest.", self)
         controls = QHBoxLayout()
-        for button in (self.start_button, self.step_button, self.continue_button,
-                       self.pause_button):
+        for button in (self.simulate_button, self.ingest_button, self.step_button,
+                       self.continue_button, self.pause_button):
             controls.addWidget(button)
         controls.addWidget(QLabel("delay", self))
         controls.addWidget(self.speed)
@@ -501,7 +603,8 @@ class StepperView(QWidget):
         self.load_record_button.clicked.connect(self._on_load_record_clicked)
         self.file_button.clicked.connect(self._on_file_clicked)
         self.next_line_button.clicked.connect(self._on_next_line_clicked)
-        self.start_button.clicked.connect(self._on_start_clicked)
+        self.simulate_button.clicked.connect(self._on_simulate_clicked)
+        self.ingest_button.clicked.connect(self._on_ingest_clicked)
         self.step_button.clicked.connect(self._on_step_clicked)
         self.continue_button.clicked.connect(self._on_continue_clicked)
         self.pause_button.clicked.connect(self.pause)
@@ -529,9 +632,10 @@ class StepperView(QWidget):
         """Until a run starts, say how to start one where its stages will show."""
         self.empty_state.show_message(
             "Step a memory through the pipeline", "Type a memory above (or load a stored "
-            "record, or a line of a JSONL file) and press Start, then Step: each stage's data "
-            "shows here as it happens — the hash, the embedding, the candidates and their "
-            "similarity, the decision and why.")
+            "record, or a line of a JSONL file) and press Simulate, then Step: each stage's "
+            "data shows here as it happens — the hash, the embedding, the candidates and their "
+            "similarity, the decision and why. Simulate writes nothing; Ingest stores the "
+            "outcome, and Edit → Undo takes it back.")
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask shown content with ``redact`` (None: as stored); the stages shown so far are
@@ -582,7 +686,8 @@ class StepperView(QWidget):
     def _update_buttons(self) -> None:
         has = self._session is not None
         running = self.run is not None and not self.run.done
-        self.start_button.setEnabled(has and not self._busy and (
+        self.simulate_button.setEnabled(has and not self._busy)  # read-only stores too
+        self.ingest_button.setEnabled(has and not self._busy and (
             self._session is not None and not self._session.read_only))
         self.step_button.setEnabled(running and not self._busy and self._paused)
         self.continue_button.setEnabled(running and self._paused)
@@ -707,11 +812,23 @@ class StepperView(QWidget):
 
     # -- running ---------------------------------------------------------------------------
 
-    def _on_start_clicked(self) -> None:
-        spawn(self.start())
+    def _on_simulate_clicked(self) -> None:
+        spawn(self.start(simulate=True))
 
-    async def start(self, new: NewMemory | None = None) -> bool:
-        """Begin a stepped run of ``new`` (default: the form's memory)."""
+    def _on_simulate_shortcut(self) -> None:
+        if self.simulate_button.isEnabled():
+            self._on_simulate_clicked()
+
+    def _on_ingest_clicked(self) -> None:
+        spawn(self.start(simulate=False))
+
+    async def start(self, new: NewMemory | None = None, *, simulate: bool = True) -> bool:
+        """Begin a stepped run of ``new`` (default: the form's memory).
+
+        Args:
+            simulate: A dry run (the default): every stage, nothing written. False: a real
+                ingest, pushed on the undo stack once its ``persist`` stage wrote.
+        """
         session = self._session
         if session is None:
             return False
@@ -725,7 +842,7 @@ class StepperView(QWidget):
         self._busy = True
         self._update_buttons()
         try:
-            run, policy = await self._runner.run(_begin, session, memory)
+            run, policy = await self._runner.run(_begin, session, memory, simulate)
         except EngineError as exc:
             self.status_label.setText(f"Could not start: {exc}")
             return False
@@ -742,7 +859,8 @@ class StepperView(QWidget):
         for panel in self.panels.values():
             panel.clear()
         self._mark_stages()
-        self.status_label.setText(f"{self._run_name(run)}: next stage "
+        kind = "simulated, nothing will be written" if run.simulated else "ingest"
+        self.status_label.setText(f"{self._run_name(run)} ({kind}): next stage "
                                   f"{self._next_title(run)}")
         self._update_buttons()
         self.run_started.emit(run.incoming_id)
@@ -760,7 +878,9 @@ class StepperView(QWidget):
         self._update_buttons()
         stage = run.next_stage
         try:
-            if stage is Stage.PERSIST:  # the only writing stage: queue behind other writes
+            # persist is the only writing stage: it queues behind the window's other writes
+            # (a simulation's persist writes nothing and need not wait)
+            if stage is Stage.PERSIST and not run.simulated:
                 report = await session.run_write(run.step)
             else:
                 report = await self._runner.run(run.step)
@@ -777,8 +897,8 @@ class StepperView(QWidget):
         if run is not self.run:
             return None
         self.show_report(report)
-        if isinstance(report.detail, PersistDetail) and report.detail.written:
-            session.records_changed.emit(list(report.detail.written))
+        if report.stage is Stage.PERSIST and run.written is not None and not run.written.empty:
+            self._push_undo(session, run, run.written)
         if run.next_stage is None:
             self._paused = True
             result = run.result
@@ -786,15 +906,26 @@ class StepperView(QWidget):
                 result.reason.value, target=result.target_id,
                 conflicts=[c.to_json() for c in result.conflicts], texts=self._shown_texts())
             ) if result else "done"
+            if run.simulated:
+                outcome += " — simulated: nothing was written. Press Ingest to store it."
             self.status_label.setText(f"{self._run_name(run)}: {outcome}")
             self.status_label.setToolTip(
                 f"{result.action.value} ({result.reason.value})" if result else "")
-            self.run_finished.emit(run.incoming_id)
+            if not run.simulated:  # a dry run emitted no events to highlight
+                self.run_finished.emit(run.incoming_id)
         else:
             self.status_label.setText(f"Next stage: {self._next_title(run)}")
         self._update_buttons()
         self.stage_done.emit(report)
         return report
+
+    def _push_undo(self, session: StoreSession, run: SteppedRun, written: RunWrites) -> None:
+        """Make the run's write one undo step and tell the views what changed."""
+        content = self._texts.get(run.incoming_id, "")
+        session.undo_stack.push(IngestCommand(
+            session, f"Ingest ‘{elide(content, 30)}’" if content else "Ingest", written))
+        session.records_changed.emit([after.id for _, after in written.pairs])
+        self.message.emit("Ingested from the Pipeline view (Edit → Undo takes it back)")
 
     def _on_continue_clicked(self) -> None:
         spawn(self.continue_run())
@@ -866,6 +997,12 @@ class StepperView(QWidget):
             headline += (f" · {hit} · {count_of(len(search.candidates), 'candidate')} · "
                          f"{phrase(search.method)} search")
             assert panel.bars is not None
+            start = self.run.reports[0].data if self.run is not None and self.run.reports \
+                and self.run.reports[0].stage is Stage.START else {}
+            cross = None if self._policy is None else \
+                float(self._policy.dedup.cross_category_threshold)
+            panel.note.setText(partition_sentence(start, data, cross))
+            panel.note.setVisible(True)
             shown = search.candidates[:8]
             panel.bars.set_data(
                 [(texts.get(c.id, "(no longer stored)"), c.similarity) for c in shown],
@@ -901,8 +1038,14 @@ class StepperView(QWidget):
                         item.setBackground(changed)
                     panel.diff.setItem(r, c, item)
             panel.diff.resizeColumnToContents(0)
+        elif isinstance(detail, PersistDetail) and detail.simulated:
+            headline += (" · simulated: nothing written (an ingest would write "
+                         f"{count_of(len(detail.would_write), 'record')}"
+                         + (" and queue a review item)" if detail.would_queue_review else ")"))
         elif isinstance(detail, EventsDetail):
             headline += f" · {', '.join(phrase(k) for k in detail.kinds)}"
+            if data.get("simulated"):
+                headline += " · simulated: none emitted"
         show = self._text if self._redact is not None else str
         panel.show_data(headline, stage_fields(report.stage.value, data, texts, show=show,
                                                tier=self._tier.value),
@@ -941,9 +1084,10 @@ class StepperView(QWidget):
         return result
 
 
-def _begin(session: StoreSession, memory: NewMemory) -> tuple[SteppedRun, Any]:
+def _begin(session: StoreSession, memory: NewMemory,
+           simulate: bool) -> tuple[SteppedRun, Any]:
     engine = session.engine
-    return engine.stepped(memory), engine.ingest_policy
+    return engine.stepped(memory, simulate=simulate), engine.ingest_policy
 
 
 def _what_if(session: StoreSession, tier: TrustTier, new: float) -> WhatIf:

@@ -38,9 +38,14 @@ from engine.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from engine.records import MemoryRecord
+from engine.records import MemoryRecord, RecordState
 from engine.store import view_cache
-from engine.store.codec import SCHEMA_VERSION, record_from_chroma, record_to_chroma
+from engine.store.codec import (
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_BASE,
+    record_from_chroma,
+    record_to_chroma,
+)
 from engine.store.foreign import (
     DETECT_SAMPLE,
     FieldMapping,
@@ -51,7 +56,7 @@ from engine.store.foreign import (
     detect_layout,
 )
 from engine.store.lock import StoreLock, read_lock_holder
-from engine.store.view import ColumnarView
+from engine.store.view import STATES, ColumnarView
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -372,6 +377,9 @@ class MemoryStore:
         self._reader: ForeignReader | None = None  # a foreign collection's field mapping
         self._foreign_info: ForeignInfo | None = None
         self._opened_at = 0.0  # the created time of foreign records without one
+        meta = (collection.metadata or {}) if collection is not None else {}
+        version = meta.get("schema_version")
+        self._schema_version = version if isinstance(version, int) else SCHEMA_VERSION_BASE
         if client is not None:
             try:
                 self._max_batch = max(1, int(client.get_max_batch_size()))
@@ -427,6 +435,8 @@ class MemoryStore:
                 store._view_ready.clear()
             else:
                 store._view = store._read_view(now_ms, progress)
+            if store._view_ready.is_set():
+                store._mark_held_states()
             return store
         except BaseException:
             if lock is not None:
@@ -444,7 +454,8 @@ class MemoryStore:
             else:
                 collection = client.create_collection(
                     spec.collection,
-                    metadata={"schema_version": SCHEMA_VERSION, "dimension": dimension,
+                    # marked SCHEMA_VERSION by the first soft state written (codec docstring)
+                    metadata={"schema_version": SCHEMA_VERSION_BASE, "dimension": dimension,
                               "created_by": "mnemoscope"},
                     configuration={"hnsw": {"space": "cosine"}},
                     embedding_function=None,
@@ -605,6 +616,7 @@ class MemoryStore:
                 return
             try:
                 self._view = self._read_view(now_ms, progress, cancelled)
+                self._mark_held_states()
             except BaseException as exc:
                 self._view_failure = (f"the records of {self.location} were not indexed: "
                                       f"{_short(exc)}")
@@ -624,14 +636,29 @@ class MemoryStore:
 
         What the records browser shows while a deferred view loads: Chroma's own order
         (insertion order), reversed, so the first page is the most recently written records.
+        Archived records are left out, as the browser's default filter leaves them out
+        (``engine.query.SHOWN_STATES``). Only a store marked schema version 2 can hold them
+        (:mod:`engine.store.codec`), so only such a store pays for the two ``where``-filtered
+        Chroma reads this takes (the archived ids for the total, then the page).
         """
+        where: dict[str, Any] | None = None
         total = self.count()
+        if self._schema_version >= SCHEMA_VERSION and self._collection is not None:
+            try:
+                archived = self._collection.get(
+                    where={"state": RecordState.ARCHIVED.value}, include=[])["ids"]
+            except Exception as exc:
+                raise _failure(self._spec, f"reading {self.location}", exc) from exc
+            if archived:
+                total = max(0, total - len(archived))
+                # $ne also matches records written before states existed (no key): active
+                where = {"state": {"$ne": RecordState.ARCHIVED.value}}
         stop = max(0, total - offset)
         start = max(0, stop - limit)
         if self._collection is None or stop == start:
             return [], total
         try:
-            page = self._collection.get(limit=stop - start, offset=start,
+            page = self._collection.get(limit=stop - start, offset=start, where=where,
                                         include=["documents", "metadatas"])
         except Exception as exc:
             raise _failure(self._spec, f"reading {self.location}", exc) from exc
@@ -870,6 +897,38 @@ class MemoryStore:
             view_cache.invalidate(self._cache_dir)  # before the store changes: crash-safe
         self._dirty = True
 
+    @property
+    def schema_version(self) -> int:
+        """The collection's ``schema_version`` (see :mod:`engine.store.codec`)."""
+        return self._schema_version
+
+    def _mark_held_states(self) -> None:
+        """Mark a writable version-1 store that already holds paused or archived records
+        (written by a build that kept states within version 1) as version 2, on opening."""
+        if self._read_only or self._foreign or self._collection is None \
+                or self._schema_version >= SCHEMA_VERSION:
+            return
+        snapshot = self._view.snapshot()
+        active = STATES.index(RecordState.ACTIVE)
+        if bool(np.any(snapshot.alive & (snapshot.state != active))):
+            self._mark_schema(SCHEMA_VERSION)
+
+    def _mark_schema(self, version: int) -> None:
+        """Raise the collection's ``schema_version`` to ``version`` before writing records that
+        need it, so an older build refuses the store instead of misreading it.
+
+        Raises:
+            StoreUnavailable: Chroma refused the change (nothing was written).
+        """
+        meta = dict(self._collection.metadata or {})
+        meta["schema_version"] = version
+        try:
+            self._collection.modify(metadata=meta)
+        except Exception as exc:
+            raise _failure(self._spec, f"marking {self.location} schema version {version}",
+                           exc) from exc
+        self._schema_version = version
+
     def write(self, records: Sequence[MemoryRecord],
               vectors: npt.NDArray[np.float32] | None = None, *,
               batch_size: int | None = None) -> None:
@@ -898,6 +957,9 @@ class MemoryStore:
         self._check_writable()
         if not records:
             return
+        if self._schema_version < SCHEMA_VERSION and any(
+                record.state is not RecordState.ACTIVE for record in records):
+            self._mark_schema(SCHEMA_VERSION)
         size = self._max_batch if batch_size is None else max(1, min(batch_size, self._max_batch))
         view = self.view
         dim = view.dimension

@@ -30,11 +30,12 @@ INGEST = {"IngestResult", "IngestPolicy", "ImportReport", "ImportStopped", "Line
           "STAGES", "threshold_what_if", "WhatIf", "PairChange", "evaluate_dedup", "read_sts",
           "StageDetail", "StartDetail", "NormalizeDetail", "EmbedDetail", "CandidatesDetail",
           "DecisionDetail", "ApplyDetail", "PersistDetail", "EventsDetail", "FailedDetail",
-          "Action", "read_conversation", "ImportEntry", "UndoPlan"}
-RETRIEVE = {"RetrievalRequest", "RetrievedBundle", "RetrievalDiagnostics", "Purpose",
+          "Action", "read_conversation", "ImportEntry", "UndoPlan", "RunWrites"}
+RETRIEVE = {"DropReason", "RetrievalRequest", "RetrievedBundle", "RetrievalDiagnostics", "Purpose",
             "Strategy", "PressureState", "ScoringWeights", "COMPONENTS", "inspect_retrieval",
             "RetrievalInspection", "evaluate_locomo", "SPLITS"}
-BROWSE = {"RecordQuery", "RecordRow", "RowPage", "SortKey", "SHOWN_STATES", "parse_states",
+BROWSE = {"ALL_STATES", "RecordQuery", "RecordRow", "RowPage", "SortKey", "SHOWN_STATES",
+          "parse_states",
           "MemoryReader", "LocalReader", "RemoteReader", "EventFeed", "Facets", "LinkedRecord",
           "RecordDetail",
           "EditEntry", "map_points", "MapPoints", "Projection", "umap_available",
