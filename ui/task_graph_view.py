@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import networkx as nx
+import shiboken6
 from PySide6.QtCore import (
     QEasingCurve,
     QEvent,
@@ -901,13 +902,13 @@ class TaskGraphView(QWidget):
         try:
             scene = await self._on_owner(build_scene, workspace, card_id, budget)
         except EngineError as exc:
-            if self._scene_tokens.is_current(token):
+            if self._scene_tokens.is_current(token) and shiboken6.isValid(self.budget_label):
                 self.budget_label.setText(f"No scene for {card_id}: {exc}")
                 self.included.clear()
                 self.pruned.clear()
             return None
-        if not self._scene_tokens.is_current(token):
-            return None
+        if not self._scene_tokens.is_current(token) or not shiboken6.isValid(self.budget_label):
+            return None  # another card or budget was asked for, or the view was closed meanwhile
         self._scene_result = scene
         show = self._redaction.show
         self.budget_label.setText(f"{scene.used_tokens:,} of {budget:,} tokens · "

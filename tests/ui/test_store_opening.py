@@ -58,7 +58,7 @@ def test_foreign_collection_opens_read_only_with_its_documents(
     assert not window.records.add_action.isEnabled()
     assert not window.import_action.isEnabled()
     window.records.table.selectRow(0)
-    qtbot.waitUntil(lambda: window.records.detail.record is not None)
+    qtbot.waitUntil(lambda: window.records.detail.record is not None, timeout=30_000)
     assert not window.records.detail.save_button.isEnabled()
     assert "author" in window.records.detail.fields_view.toPlainText()
 
