@@ -68,6 +68,7 @@ from engine import (
 from engine.errors import EngineError, StoreLocked
 from engine.llm import LLMGateway, LLMSettings
 from ui.budget_view import BudgetView
+from ui.consolidate_view import ConsolidateDialog
 from ui.dialogs import (
     AttachDialog,
     CollectionDialog,
@@ -495,6 +496,13 @@ class MainWindow(QMainWindow):
         edit_menu.addSeparator()
         edit_menu.addAction(self.search_action)
 
+        store_menu = bar.addMenu("&Store")
+        self.consolidate_action = self._action("&Consolidate Duplicates…",
+                                               self._on_consolidate_triggered)
+        self.consolidate_action.setToolTip("Find stored near-duplicates, see what merging them "
+                                           "would do, then merge them pair by pair or at once")
+        store_menu.addAction(self.consolidate_action)
+
         view_menu = bar.addMenu("&View")
         self.view_actions: dict[str, QAction] = {}
         for number, name in enumerate(self.views):  # Ctrl+1 … Ctrl+9, Ctrl+0
@@ -617,7 +625,7 @@ class MainWindow(QMainWindow):
         indexed = session is not None and not session.indexing
         writable = indexed and session is not None and not session.read_only
         for made in (self.import_action, self.conversation_action, self.demo_action,
-                     self.imports_action):
+                     self.imports_action, self.consolidate_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
         self.links.set_available(engine=indexed, writable=writable)
@@ -1272,6 +1280,14 @@ class MainWindow(QMainWindow):
             dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             dialog.open()
             dialog.refresh()
+
+    def _on_consolidate_triggered(self) -> None:
+        if self._session is not None and not self._session.read_only:
+            dialog = ConsolidateDialog(self._session, self._runner, self,
+                                       show=self.redaction.show)
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            dialog.open()
+            dialog.start()
 
     def _push_import(self, session: StoreSession, path: Path, summary: ImportSummary) -> None:
         """Edit → Undo takes a finished import back as one step (:class:`ImportCommand`)."""
