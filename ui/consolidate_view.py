@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
@@ -227,8 +228,14 @@ class ConsolidateDialog(QDialog):
         self.table.setUniformRowHeights(True)
         self.table.setAlternatingRowColors(True)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        for column, width in enumerate((150, 330, 330, 150)):
-            self.table.setColumnWidth(column, width)
+        header = self.table.header()
+        header.setStretchLastSection(False)
+        for column, mode in enumerate((QHeaderView.ResizeMode.ResizeToContents,
+                                       QHeaderView.ResizeMode.Stretch,
+                                       QHeaderView.ResizeMode.Stretch,
+                                       QHeaderView.ResizeMode.ResizeToContents,
+                                       QHeaderView.ResizeMode.ResizeToContents)):
+            header.setSectionResizeMode(column, mode)  # both texts share the room; all fit
         self.table.currentItemChanged.connect(self._on_current_changed)
         self.empty_state = EmptyState(self.table)
         self.detail = QLabel("", self)
@@ -383,13 +390,17 @@ class ConsolidateDialog(QDialog):
             self.empty_state.show_message(
                 f"No near-duplicates among {count_of(scanned, 'record')}",
                 "No two stored records of the same agent, privacy and layer are close enough "
-                "to merge or to hold for review. Records stored while the model was loading "
-                "are compared by their meaning too.")
+                "to merge or to hold for review (pairs already waiting in the review queue, "
+                "or that a person rejected there, are left out).")
             self.detail.setText("")
         self._update_buttons()
 
     def _refresh_summary(self) -> None:
         if self.report is None:
+            return
+        if not self.rows:
+            self.summary.setText(f"Dry run over {count_of(self.report.scanned, 'record')}: "
+                                 "nothing to consolidate.")
             return
         merges = sum(r.step.action is Action.MERGED for r in self.rows)
         reviews = len(self.rows) - merges
@@ -505,10 +516,10 @@ class ConsolidateDialog(QDialog):
         session.undo_stack.push(command)  # its index change refreshes the Status column
         session.records_changed.emit(_touched(report))
         counts = report.counts
-        self.status.setText(
-            f"Merged {count_of(counts['merged'], 'pair')}, sent "
-            f"{count_of(counts['deferred'], 'pair')} to the review queue. Edit → Undo takes "
-            "it back.")
+        done = ([f"merged {count_of(counts['merged'], 'pair')}"] if counts["merged"] else []) \
+            + ([f"sent {count_of(counts['deferred'], 'pair')} to the review queue"]
+               if counts["deferred"] else [])
+        self.status.setText(sentence(" and ".join(done)) + ". Edit → Undo takes it back.")
         self._select(self._next_pending(indexes[-1]))
         self._update_buttons()
         self.applied.emit(report)

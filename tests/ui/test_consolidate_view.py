@@ -234,6 +234,7 @@ def test_nothing_to_consolidate_is_an_empty_state(qtbot: QtBot, tmp_path: Path,
         dialog = _dialog(qtbot, session, runner)
         assert dialog.rows == [] and dialog.empty_state.is_shown()
         assert dialog.empty_state.title() == "No near-duplicates among 3 records"
+        assert dialog.summary.text() == "Dry run over 3 records: nothing to consolidate."
         assert not dialog.apply_all_button.isEnabled()
     finally:
         _close(qtbot, session)
