@@ -288,8 +288,9 @@ class ConsolidateDialog(QDialog):
         layout.addWidget(self.detail)
         layout.addWidget(self.status)
         layout.addLayout(buttons)
-        # a slot of this dialog: Qt disconnects it when the dialog is deleted
+        # slots of this dialog: Qt disconnects them when the dialog is deleted
         session.undo_stack.indexChanged.connect(self._on_undo_index_changed)
+        session.destroyed.connect(self._on_session_destroyed)  # the store was closed
         self._set_progress_visible(False)
         self._update_buttons()
 
@@ -355,6 +356,9 @@ class ConsolidateDialog(QDialog):
     def _set_progress_visible(self, visible: bool) -> None:
         self.progress.setVisible(visible)
         self.cancel_button.setVisible(visible)
+
+    def _on_session_destroyed(self) -> None:
+        self.reject()
 
     def done(self, result: int) -> None:
         """Closing stops a dry run still reading (its result would have nowhere to go)."""

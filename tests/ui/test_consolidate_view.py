@@ -269,4 +269,6 @@ def test_the_store_menu_opens_it(qtbot: QtBot, tmp_path: Path,
     assert dialog is not None
     qtbot.waitUntil(lambda: len(dialog.rows) == 1, timeout=20_000)
     assert dialog.rows[0].step.kept.content == BASE and not dialog.rows[0].step.semantic
-    dialog.reject()
+    run(qtbot, window.close_store())  # the dialog goes with its store
+    qtbot.waitUntil(lambda: not shiboken6.isValid(dialog) or not dialog.isVisible(),
+                    timeout=10_000)
