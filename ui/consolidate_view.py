@@ -59,6 +59,7 @@ from ui.format import (
     tag,
     thresholds_phrase,
 )
+from ui.redaction import Redaction
 from ui.session import StoreSession
 from ui.tasks import CancelFlag, RequestTokens, TaskRunner, spawn
 from ui.wording import count_of
@@ -193,14 +194,14 @@ class ConsolidateDialog(QDialog):
 
     def __init__(self, session: StoreSession, runner: TaskRunner,
                  parent: QWidget | None = None, *,
-                 show: Callable[[str], str] = str) -> None:
+                 redaction: Redaction | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Consolidate Duplicates")
         self.setMinimumSize(640, 360)  # explicit: the layout never grows the window
         self.resize(980, 480)
         self._session = session
         self._runner = runner
-        self._show = show
+        self._show: Callable[[str], str] = redaction.show if redaction is not None else str
         self._tokens = RequestTokens()
         self._flag: CancelFlag | None = None
         self._busy = False
@@ -291,6 +292,8 @@ class ConsolidateDialog(QDialog):
         # slots of this dialog: Qt disconnects them when the dialog is deleted
         session.undo_stack.indexChanged.connect(self._on_undo_index_changed)
         session.destroyed.connect(self._on_session_destroyed)  # the store was closed
+        if redaction is not None:
+            redaction.changed.connect(self._on_redaction_changed)
         self._set_progress_visible(False)
         self._update_buttons()
 
@@ -356,6 +359,12 @@ class ConsolidateDialog(QDialog):
     def _set_progress_visible(self, visible: bool) -> None:
         self.progress.setVisible(visible)
         self.cancel_button.setVisible(visible)
+
+    def _on_redaction_changed(self, _on: bool) -> None:
+        """Texts are shown through the redaction: render them again, keeping the selection."""
+        index = self.current_index()
+        self._fill()
+        self._select(index)
 
     def _on_session_destroyed(self) -> None:
         self.reject()

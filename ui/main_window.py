@@ -1284,7 +1284,7 @@ class MainWindow(QMainWindow):
     def _on_consolidate_triggered(self) -> None:
         if self._session is not None and not self._session.read_only:
             dialog = ConsolidateDialog(self._session, self._runner, self,
-                                       show=self.redaction.show)
+                                       redaction=self.redaction)
             dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             dialog.open()
             dialog.start()

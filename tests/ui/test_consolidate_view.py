@@ -21,6 +21,7 @@ from tests.ui.conftest import open_fresh, open_store, run
 from tests.ui.observe_fixtures import BASE, PARAPHRASE
 from ui.consolidate_view import MERGED, PENDING, SKIPPED, ConsolidateDialog
 from ui.main_window import MainWindow
+from ui.redaction import Redaction
 from ui.review_view import ReviewView
 from ui.session import StoreSession
 from ui.tasks import TaskRunner, pending_tasks
@@ -32,8 +33,8 @@ EARLY, LATE = "Standup is at 3pm", "Standup is at 5pm"
 OTHER = "The build server lives in Frankfurt"
 
 
-def _open(path: Path) -> MemoryEngine:
-    return MemoryEngine.open(StoreSpec(str(path)), embedder=_table(),
+def _open(path: Path, table: TableEmbedder | None = None) -> MemoryEngine:
+    return MemoryEngine.open(StoreSpec(str(path)), embedder=table or _table(),
                              clock=DeterministicClock(T0))
 
 
@@ -236,6 +237,34 @@ def test_nothing_to_consolidate_is_an_empty_state(qtbot: QtBot, tmp_path: Path,
         assert dialog.empty_state.title() == "No near-duplicates among 3 records"
         assert dialog.summary.text() == "Dry run over 3 records: nothing to consolidate."
         assert not dialog.apply_all_button.isEnabled()
+    finally:
+        _close(qtbot, session)
+
+
+def test_texts_follow_the_redaction_toggle(qtbot: QtBot, tmp_path: Path,
+                                           qloop: qasync.QEventLoop,
+                                           runner: TaskRunner) -> None:
+    mail, again = "Write to bob@example.com about lunch", "Email bob@example.com about lunch"
+    table = TableEmbedder()
+    table.pair(mail, again, 0.95)
+    engine = _open(tmp_path / "store", table)
+    engine.add(NewMemory(mail, importance=0.6))
+    engine.add(NewMemory(again, importance=0.3))
+    session = StoreSession(engine, runner, StoreSpec(str(tmp_path / "store")))
+    redaction = Redaction(enabled=True)
+    try:
+        dialog = ConsolidateDialog(session, runner, redaction=redaction)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        _wait(qtbot, dialog.start())
+        item = dialog.table.topLevelItem(0)
+        assert item is not None
+        shown = item.text(1) + item.toolTip(1) + item.toolTip(0) + dialog.detail.text()
+        assert "bob@example.com" not in shown and "<REDACT:" in item.text(1)
+        redaction.set_enabled(False)  # shown as stored again, the same pair still selected
+        item = dialog.table.topLevelItem(0)
+        assert item is not None and item.text(1) == mail and item.text(2) == again
+        assert dialog.current_index() == 0 and "bob@example.com" in dialog.detail.text()
     finally:
         _close(qtbot, session)
 
