@@ -96,9 +96,12 @@ def decision_sentence(step: ConsolidationStep, show: Callable[[str], str] = str)
         why = (f"its importance {number(step.kept.importance, decimals=2)} is higher than "
                f"{number(step.other.importance, decimals=2)} (the more important text "
                "survives a merge)")
-    else:
+    elif step.kept.created_at < step.other.created_at:
         why = (f"both have importance {number(step.kept.importance, decimals=2)}: the older "
                "record is kept")
+    else:
+        why = (f"both have importance {number(step.kept.importance, decimals=2)} and the same "
+               "age: either could be kept")
     return (f"Merge: keeps {kept} — {why}. {other} is folded into it (tags, sources, access "
             "counts) and removed.")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,25 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
-from engine import Action, DeterministicClock, MemoryEngine, NewMemory, StoreSpec
+from engine import (
+    Action,
+    ConsolidationStep,
+    DeterministicClock,
+    MemoryEngine,
+    NewMemory,
+    StoreSpec,
+)
+from engine.ingest import Reason
 from tests.engine.ingest.conftest import T0, TableEmbedder
 from tests.ui.conftest import open_fresh, open_store, run
 from tests.ui.observe_fixtures import BASE, PARAPHRASE
-from ui.consolidate_view import MERGED, PENDING, SKIPPED, ConsolidateDialog
+from ui.consolidate_view import (
+    MERGED,
+    PENDING,
+    SKIPPED,
+    ConsolidateDialog,
+    decision_sentence,
+)
 from ui.main_window import MainWindow
 from ui.redaction import Redaction
 from ui.review_view import ReviewView
@@ -301,3 +316,17 @@ def test_the_store_menu_opens_it(qtbot: QtBot, tmp_path: Path,
     run(qtbot, window.close_store())  # the dialog goes with its store
     qtbot.waitUntil(lambda: not shiboken6.isValid(dialog) or not dialog.isVisible(),
                     timeout=10_000)
+
+
+
+def test_a_tie_in_importance_is_said_as_such(planted: StoreSession) -> None:
+    """seed 004 keeps the higher importance; on a tie the older record, else either."""
+    records = {r.content: r for r in planted.engine.list_records().records}
+    kept = records[EARLY]
+    other = replace(records[LATE], importance=kept.importance, created_at=kept.created_at)
+    step = ConsolidationStep(Action.MERGED, Reason.NEAR_DUPLICATE, kept, other, 0.97, True)
+    assert "both have importance 0.60 and the same age: either could be kept" in \
+        decision_sentence(step)
+    older = replace(kept, created_at=kept.created_at - 1)
+    assert "both have importance 0.60: the older record is kept" in \
+        decision_sentence(replace(step, kept=older))
