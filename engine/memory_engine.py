@@ -1081,7 +1081,8 @@ class MemoryEngine:
             agent_id: The agent the dry run consolidated (recorded in the import log).
 
         Raises:
-            ValidationError: ``steps`` is empty, names a pair twice or a record on both sides.
+            ValidationError: ``steps`` is empty, merges away or defers a record twice, or
+                merges away a record that absorbs another (the plan never does).
             RecordNotFound: a record of a step is no longer stored (merged or deleted since).
             EditConflict: the text, importance, category, trust tier or partition of a record
                 changed since the dry run (its decision may differ: run the dry run again).
@@ -1098,11 +1099,15 @@ class MemoryEngine:
         if not steps:
             raise ValidationError("steps", [], "no step to apply")
         others = [s.other.id for s in steps]
+        merges = [s for s in steps if s.action is Action.MERGED]
+        # as in the plan: a record is merged away or deferred once, and a record that absorbs
+        # another is not merged away in the same pass
         twice = sorted({i for i, n in Counter(others).items() if n > 1}
-                       | ({s.kept.id for s in steps} & set(others)))
+                       | ({s.kept.id for s in merges} & {s.other.id for s in merges}))
         if twice:
-            raise ValidationError("steps", twice[0], "a record is merged away twice, or both "
-                                  "kept and merged away; apply the steps of one dry run")
+            raise ValidationError("steps", twice[0], "a record is merged away or deferred "
+                                  "twice, or both absorbs a record and is merged away; apply "
+                                  "the steps of one dry run")
         policy = self._ingest_pipeline().policy
         with self._write_lock:
             wanted = list(dict.fromkeys(i for s in steps for i in (s.kept.id, s.other.id)))

@@ -212,6 +212,27 @@ def test_a_step_whose_records_changed_since_the_dry_run_is_refused(
     assert engine.get(merge.kept.id).merged_from == () and engine.imports() == []
 
 
+def test_a_whole_plan_applied_at_once_is_the_pass(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    plan = engine.consolidate(dry_run=True)
+    report = engine.apply_consolidation(plan.steps)
+    assert report.counts == plan.counts == {"merged": 1, "deferred": 1}
+    assert engine.count() == 4 and len(engine.review_queue()) == 1
+    assert engine.consolidate(dry_run=True).steps == ()
+
+
+def test_steps_the_plan_would_never_make_are_refused(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    merge = _by_action(engine.consolidate(dry_run=True))[Action.MERGED]
+    chained = replace(merge, kept=planted[OTHER], other=merge.kept)  # the absorber merged away
+    with pytest.raises(ValidationError, match=merge.kept.id):
+        engine.apply_consolidation([merge, chained])
+    # a deferral against a record another step merges away is what the pass itself may plan
+    held = replace(merge, action=Action.DEFERRED, kept=merge.other, other=planted[OTHER])
+    report = engine.apply_consolidation([held, merge])
+    assert report.counts == {"merged": 1, "deferred": 1}
+
+
 def test_the_dry_run_reports_progress_and_can_be_cancelled(
         engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
     seen: list[tuple[int, int]] = []
