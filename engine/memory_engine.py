@@ -1030,7 +1030,9 @@ class MemoryEngine:
                     agents.index(agent_id) if agent_id in agents else -1))
             ids = [str(snapshot.id_array[row]) for row in np.nonzero(alive)[0].tolist()]
             records: list[MemoryRecord] = []
-            page = max(1, self._store.max_batch_size)
+            # pages of at most 1,000: reading is most of a dry run's time (10K records: 7.7 of
+            # 11.3 s), so progress and cancel come every 1,000 records
+            page = max(1, min(self._store.max_batch_size, 1000))
             for start in range(0, len(ids), page):
                 if cancelled is not None and cancelled():
                     raise Cancelled(f"consolidation stopped after reading {len(records)} of "

@@ -345,6 +345,11 @@ class ConsolidateDialog(QDialog):
         self._fill()
 
     def _on_progress(self, done: int, total: int) -> None:
+        if done >= total:  # every record read: the pairs are compared next (no count of it)
+            self.progress.setRange(0, 0)
+            self.summary.setText(f"Comparing {count_of(total, 'record')} pair by pair "
+                                 "(nothing is written)…")
+            return
         self.progress.setRange(0, max(1, total))
         self.progress.setValue(done)
         self.progress.setFormat(f"read {done:,} of {count_of(total, 'record')}")
