@@ -50,6 +50,9 @@ What is here, by task:
   with :class:`RecordQuery`, :class:`RecordRow`, :class:`RowPage`;
 * review: ``MemoryEngine.review_queue`` / ``approve_review`` / ``reject_review``
   (:class:`ReviewItem`);
+* consolidation: ``MemoryEngine.consolidate`` (``dry_run=True`` plans) and
+  ``apply_consolidation`` (chosen steps of a plan) (:class:`ConsolidationReport`,
+  :class:`ConsolidationStep`);
 * lifecycle: ``MemoryEngine.expire`` / ``prune`` / ``enforce_retention`` / ``compact``
   (:class:`LifecycleReport`, :class:`PruneMode`), a record's story (:func:`record_fate`);
 * events: :class:`Event`, :class:`EventBus` (``MemoryEngine.events``), :class:`EventFilter`;
@@ -140,6 +143,7 @@ if TYPE_CHECKING:
         StageReport,
         SteppedRun,
     )
+    from engine.ingest.consolidate import ConsolidationReport, ConsolidationStep
     from engine.ingest.conversations import ConversationFormat, read_conversation
     from engine.ingest.evaluation import evaluate_dedup, read_sts
     from engine.ingest.importer import LineFn, SalienceCut
@@ -248,6 +252,7 @@ _LAZY: dict[str, str] = {
                      "LineOutcome", "ReviewItem", "Stage", "StageReport", "SteppedRun"),
                     "engine.ingest"),
     "ConversationFormat": "engine.ingest.conversations",
+    **dict.fromkeys(("ConsolidationReport", "ConsolidationStep"), "engine.ingest.consolidate"),
     **dict.fromkeys(("evaluate_dedup", "read_sts"), "engine.ingest.evaluation"),
     **dict.fromkeys(("LineFn", "SalienceCut"), "engine.ingest.importer"),
     **dict.fromkeys(("ApplyDetail", "CandidatesDetail", "DecisionDetail", "EmbedDetail",
@@ -318,6 +323,8 @@ __all__ = [
     "CollectionInfo",
     "CompactionReport",
     "ConfigInvalid",
+    "ConsolidationReport",
+    "ConsolidationStep",
     "ConversationFormat",
     "CycleDetected",
     "DecisionDetail",

@@ -74,6 +74,7 @@ from engine import (
 from engine.errors import EngineError
 from engine.llm import LLMGateway, LLMSettings
 from ui.budget_view import BudgetView
+from ui.consolidate_view import ConsolidateDialog
 from ui.dialogs import (
     AttachDialog,
     CollectionDialog,
@@ -527,6 +528,13 @@ class MainWindow(QMainWindow):
         edit_menu.addSeparator()
         edit_menu.addAction(self.search_action)
 
+        store_menu = bar.addMenu("&Store")
+        self.consolidate_action = self._action("&Consolidate Duplicates…",
+                                               self._on_consolidate_triggered)
+        self.consolidate_action.setToolTip("Find stored near-duplicates, see what merging them "
+                                           "would do, then merge them pair by pair or at once")
+        store_menu.addAction(self.consolidate_action)
+
         view_menu = bar.addMenu("&View")
         self.view_actions: dict[str, QAction] = {}
         for number, name in enumerate(self.views):  # Ctrl+1 … Ctrl+9, Ctrl+0
@@ -553,7 +561,7 @@ class MainWindow(QMainWindow):
             made.triggered.connect(lambda _checked=False, chosen=theme: self.set_theme(chosen))
             self.theme_actions.addAction(made)
 
-        store_menu = bar.addMenu("S&tore")  # issue 22: collections of other tools
+        store_menu.addSeparator()  # issue 22: collections of other tools
         self.mapping_action = self._action("&Field Mapping…", self._on_field_mapping_triggered)
         self.mapping_action.setToolTip("Which metadata keys of this collection (written by "
                                        "another tool) hold the text, agent, time, importance")
@@ -663,7 +671,7 @@ class MainWindow(QMainWindow):
         indexed = session is not None and not session.indexing
         writable = indexed and session is not None and not session.read_only
         for made in (self.import_action, self.conversation_action, self.demo_action,
-                     self.imports_action):
+                     self.imports_action, self.consolidate_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
         foreign = session is not None and session.engine.store.foreign
@@ -1306,6 +1314,14 @@ class MainWindow(QMainWindow):
             dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             dialog.open()
             dialog.refresh()
+
+    def _on_consolidate_triggered(self) -> None:
+        if self._controller.session is not None and not self._controller.session.read_only:
+            dialog = ConsolidateDialog(self._controller.session, self._runner, self,
+                                       redaction=self.redaction)
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            dialog.open()
+            dialog.start()
 
     def _push_import(self, session: StoreSession, path: Path, summary: ImportSummary) -> None:
         """Edit → Undo takes a finished import back as one step (:class:`ImportCommand`)."""

@@ -30,7 +30,8 @@ INGEST = {"IngestResult", "IngestPolicy", "ImportReport", "ImportStopped", "Line
           "STAGES", "threshold_what_if", "WhatIf", "PairChange", "evaluate_dedup", "read_sts",
           "StageDetail", "StartDetail", "NormalizeDetail", "EmbedDetail", "CandidatesDetail",
           "DecisionDetail", "ApplyDetail", "PersistDetail", "EventsDetail", "FailedDetail",
-          "Action", "read_conversation", "ImportEntry", "UndoPlan", "RunWrites"}
+          "Action", "read_conversation", "ImportEntry", "UndoPlan", "RunWrites",
+          "ConsolidationReport", "ConsolidationStep"}
 RETRIEVE = {"DropReason", "RetrievalRequest", "RetrievedBundle", "RetrievalDiagnostics", "Purpose",
             "Strategy", "PressureState", "ScoringWeights", "COMPONENTS", "inspect_retrieval",
             "RetrievalInspection", "evaluate_locomo", "SPLITS"}
