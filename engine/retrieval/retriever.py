@@ -105,7 +105,7 @@ NOT_CANDIDATE = np.int8(-2)
 PACKED = np.int8(-1)
 SKIP_LIMIT = 256
 _FIRST_SLICE = 256
-WIDEN_LIMIT = 16  # most the candidate path multiplies its sources by before it settles
+WIDEN_LIMIT = 16  # most the candidate path multiplies its sources by before it scores all
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,10 +331,11 @@ class Retriever:
             scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
             budget, max_records, smallest)
         widen = 1
-        while picked is not None and stopped and widen < WIDEN_LIMIT and not _proven(
-                scored.scores, packed, picked.bound, config.proven_records):
-            # a row outside the candidates could outrank one of the first packed records:
-            # take more from every source (each widening halves what the sources leave out)
+        while picked is not None and widen < WIDEN_LIMIT and len(picked.rows) < \
+                candidates.count and not (stopped and _proven(
+                    scored.scores, packed, picked.bound, config.proven_records)):
+            # packing ran through the candidates, or a row outside them could outrank one of
+            # the first packed records: take twice as many from every source
             widen *= 2
             compressed.clear()
             compressed_tokens.clear()
@@ -344,9 +345,11 @@ class Retriever:
             packed, used, stopped = self._pack_ranked(
                 scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
                 budget, max_records, smallest)
-        if picked is not None and not stopped and len(picked.rows) < candidates.count:
-            # the candidates ran out before the budget did: records outside them would have
-            # been packed, so score every row (exhaustive) as the reference does
+        if picked is not None and len(picked.rows) < candidates.count and not (
+                stopped and _proven(scored.scores, packed, picked.bound,
+                                    config.proven_records)):
+            # even widened, the candidates ran out before the budget did or do not prove the
+            # first packed records: score every row (exhaustive), as the reference does
             compressed.clear()
             compressed_tokens.clear()
             scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
@@ -607,10 +610,13 @@ class Retriever:
         """The (centred) cosine of ``rows`` (None: every row) with ``query``, clipped at 0.
 
         A subset is computed with the same operations as every row (the centring's per-row
-        terms taken at those rows), from the view's float32 vectors.
+        terms taken at those rows), from the view's float32 vectors: a row's dot product is
+        summed row by row (``einsum``, as fast as the BLAS product here), so it has the same
+        bits on the candidate path as in exhaustive scoring (a BLAS matrix-vector product
+        sums the last rows of a call in another order, see ``scoring._mean_dots``).
         """
         vectors = snapshot.vectors[:snapshot.n]
-        cosine: F32 = vectors @ query if rows is None else vectors[rows] @ query
+        cosine: F32 = np.einsum("ij,j->i", vectors if rows is None else vectors[rows], query)
         strength = self.config.semantic_centering
         if strength <= 0:
             return np.maximum(cosine, 0.0, dtype=np.float64)
