@@ -666,7 +666,7 @@ class Retriever:
         config = self.config
         eligible = candidates.eligible
         static_k = config.static_candidates * widen
-        probed = self._dense_index(snapshot).probe(query_vector, config.dense_probes * widen)
+        probed = self.dense_index(snapshot).probe(query_vector, config.dense_probes * widen)
         probed = probed[eligible[probed]]
         cosine = self._cosine(snapshot, query_vector, candidates, probed)
         dense = _top(cosine, probed, config.dense_candidates * widen)
@@ -701,8 +701,10 @@ class Retriever:
         return Picked(rows, need.astype(np.intp),
                       {name: len(found) for name, found in sources.items()}, bound)
 
-    def _dense_index(self, snapshot: ViewSnapshot) -> IvfIndex:
-        """The view state's dense index (built on first use, extended on appends)."""
+    def dense_index(self, snapshot: ViewSnapshot) -> IvfIndex:
+        """The view state's dense index (built on first use, extended on appends); its
+        :attr:`~engine.retrieval.dense.IvfIndex.nbytes` is what the candidate path adds to
+        the view's resident memory."""
         n = snapshot.n
 
         def build() -> IvfIndex:
