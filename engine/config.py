@@ -530,6 +530,7 @@ _RETRIEVAL_SCALARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETRIEVAL_CONTEXT_WINDOW_MS": "context_window_ms",
     "MEMORY_RETRIEVAL_SEMANTIC_CENTERING": "semantic_centering",
     "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "date_tolerance_ms",
+    "MEMORY_RETRIEVAL_CANDIDATE_THRESHOLD": "candidate_threshold",
 })
 
 
