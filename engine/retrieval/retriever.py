@@ -512,6 +512,10 @@ class Retriever:
         if config.context_neighbours:
             neighbours, with_neighbours, their_neighbours = self._neighbours(snapshot)
             relevance_weight = weights.semantic + weights.lexical
+            if picked is not None and len(with_neighbours):
+                # only the scored rows' lift is read: gather the neighbours of those alone
+                keep = _scored_mask(picked.rows, n)[with_neighbours]
+                with_neighbours, their_neighbours = with_neighbours[keep], their_neighbours[keep]
             if len(with_neighbours) and relevance_weight > 0:
                 # what a neighbour lends: its relevance, 0 for non-candidates and for "no
                 # neighbour" (index -1 reads the extra last slot)
