@@ -199,3 +199,21 @@ def test_the_dense_index_holds_every_vector_once_through_appends() -> None:
     assert index.n == 3000 and index.nbytes > 0
     nearest = index.probe(vectors[2500], 4)
     assert 2500 in nearest.tolist()
+
+
+def test_stores_up_to_the_threshold_and_requests_without_a_vector_score_every_row() -> None:
+    work = Workload(400)
+    vector = work.query_near(1)
+    default = _retrieve(RetrievalConfig(), work, "w1 w3", vector)  # threshold 50,000
+    assert default.diagnostics.candidate_sources == {}
+    assert default.diagnostics.scored_count == 400
+    at_threshold = RetrievalConfig(candidate_threshold=400)
+    assert _retrieve(at_threshold, work, "w1 w3", vector).diagnostics.candidate_sources == {}
+    just_under = RetrievalConfig(candidate_threshold=399)
+    assert _retrieve(just_under, work, "w1 w3", vector).diagnostics.candidate_sources
+    retriever = Retriever(FORCED)  # the Jaccard path (model not ready): no dense index to ask
+    jaccard = retriever.retrieve(work.view.snapshot(), RetrievalRequest(max_tokens=300,
+                                                                        query="w1 w3"),
+                                 now_ms=NOW, memory=MemoryConfig(), query_vector=None,
+                                 fetch=lambda ids: [])
+    assert jaccard.diagnostics.candidate_sources == {}
