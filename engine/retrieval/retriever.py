@@ -688,11 +688,14 @@ class Retriever:
             sources["speaker"] = _top(partial[speaking], speaking, static_k)
             cut += weights.speaker if len(speaking) > static_k else 0.0
         matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
+        n = snapshot.n
         if matrix is not None:
-            near = _neighbours_of(matrix, np.union1d(sources["dense"], sources["lexical"]))
+            near = _neighbours_of(matrix, np.concatenate((sources["dense"], sources["lexical"])),
+                                  n)
             sources["context"] = near[eligible[near]]
-        rows = np.unique(np.concatenate(list(sources.values()))).astype(np.intp)
-        need = rows if matrix is None else np.union1d(rows, _neighbours_of(matrix, rows))
+        rows = _distinct(np.concatenate(list(sources.values())), n)
+        need = rows if matrix is None else _distinct(
+            np.concatenate((rows, _neighbours_of(matrix, rows, n))), n)
         bound = -math.inf
         if len(rows) < candidates.count:
             relevance = weights.semantic * _least(cosine[np.isin(probed, dense)]) + \
@@ -975,14 +978,18 @@ def _top(values: F64, rows: Rows, k: int) -> Rows:
     return rows[np.argpartition(-values, k - 1)[:k]]
 
 
-def _neighbours_of(matrix: npt.NDArray[np.int32], rows: Rows) -> Rows:
+def _distinct(rows: npt.NDArray[np.integer[Any]], n: int) -> Rows:
+    """``rows`` (of ``n``) without repeats, ascending: a mask, cheaper than sorting them."""
+    return np.flatnonzero(_scored_mask(rows, n))
+
+
+def _neighbours_of(matrix: npt.NDArray[np.int32], rows: Rows, n: int) -> Rows:
     """The distinct time neighbours of ``rows`` (lines of the neighbour matrix, -1 = none)."""
     near = matrix[rows].ravel()
-    found: Rows = np.unique(near[near >= 0]).astype(np.intp)
-    return found
+    return _distinct(near[near >= 0], n)
 
 
-def _scored_mask(rows: Rows, n: int) -> B:
+def _scored_mask(rows: npt.NDArray[np.integer[Any]], n: int) -> B:
     mask = np.zeros(n, dtype=np.bool_)
     mask[rows] = True
     return mask
