@@ -27,6 +27,11 @@ Flow (seed 002 §9):
    ``exhausted``: only the top ``exhausted_records`` record(s), compressed.
 6. The engine emits ``memory:retrieval`` and counts accesses (not in inspection mode).
 
+Past ``RetrievalConfig.candidate_threshold`` live records, step 2 computes the query's
+components for a candidate set only (:meth:`Retriever._pick`: dense, lexical, static, date,
+speaker and context sources), which is widened until no row outside it can outrank the first
+packed records, else every row is scored (docs/retrieval.md "How candidates are found").
+
 What does not depend on the query — candidate masks, the importance and recency bases, the
 layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
 computed once per view version and kept with the snapshot, which the view shares with every
