@@ -196,6 +196,7 @@ PHRASES: Mapping[str, str] = {
     "privacy": "another privacy partition",
     "paused": "paused by the user (kept, not retrieved)",
     "archived": "archived by the user (kept, not retrieved)",
+    "unscored": "not among the candidates (no candidate source proposed it)",
     # layers, LLM gateway
     "layer-cap": "over the layer's cap",
     "ok": "ok",
