@@ -5,8 +5,8 @@ and how it opens, closes and changes lives here (issue 20). The window is handed
 typed as :class:`ui.session_views.AppControl` (``ui`` may not import ``app``) and reacts to
 its signals:
 
-* ``session_changed(object)`` — the session shown: a :class:`~ui.session.StoreSession`, an
-  :class:`~ui.session.AttachedSession`, or None. Emitted after the views were given it.
+* ``session_changed(object)`` — the session shown: a :class:`~ui.shared.session.StoreSession`, an
+  :class:`~ui.shared.session.AttachedSession`, or None. Emitted after the views were given it.
 * ``store_state_changed(str)`` — what the status bar says about the store ("Opening …",
   "Importing into …", "embedded: /path", "No store").
 * ``count_changed(int)`` / ``review_count_changed(int)`` — records in the store shown and review
@@ -42,12 +42,12 @@ from PySide6.QtCore import QObject, Signal
 from engine import MemoryEngine, SalienceCut, StoreSpec
 from engine.errors import EngineError, StoreLocked
 from engine.llm import LLMGateway, LLMSettings
-from ui.foreign_dialogs import foreign_banner
-from ui.importing import ImportSummary, import_conversation, import_jsonl
+from ui.imports.foreign_dialogs import foreign_banner
+from ui.imports.importing import ImportSummary, import_conversation, import_jsonl
 from ui.main_window import WindowServices
-from ui.session import AttachedSession, ConnectionRelay, StoreSession
 from ui.session_views import EngineService, SessionViews
-from ui.tasks import RequestTokens, spawn
+from ui.shared.session import AttachedSession, ConnectionRelay, StoreSession
+from ui.shared.tasks import RequestTokens, spawn
 
 __all__ = ["AppController", "store_text"]
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from engine import EmbedBackend, ModelSpec, SalienceCut, StoreSpec
 from engine.errors import EngineError, StoreUnavailable
-from ui.importing import (
+from ui.imports.importing import (
     ImportSummary,
     LineOutcome,
     import_conversation,

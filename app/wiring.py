@@ -57,11 +57,11 @@ if TYPE_CHECKING:
     from app.controller import AppController
     from engine import FieldMapping, MemoryReader, SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
-    from ui.importing import ImportSummary
+    from ui.imports.importing import ImportSummary
     from ui.main_window import MainWindow, Preferences, WindowServices
-    from ui.provider_dialog import LLMServices
     from ui.session_views import AppControl
-    from ui.tasks import TaskRunner
+    from ui.settings.provider_dialog import LLMServices
+    from ui.shared.tasks import TaskRunner
 
 __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
            "open_engine", "save_mapping", "window_log_masking"]
@@ -98,7 +98,7 @@ def _llm_services(settings_file: SettingsFile) -> LLMServices:
     view says what is wrong.
     """
     from engine.llm import KeyringStore, LLMSettings, env_overrides, llm_settings_to_json
-    from ui.provider_dialog import LLMServices
+    from ui.settings.provider_dialog import LLMServices
 
     problem = ""
     try:
@@ -275,8 +275,8 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
 
     from app.controller import AppController
     from ui.main_window import MainWindow, WindowServices
-    from ui.tasks import TaskRunner
-    from ui.theme import apply_theme
+    from ui.shared.tasks import TaskRunner
+    from ui.shared.theme import apply_theme
 
     app = _app()
     loop = qasync.QEventLoop(app)
@@ -440,7 +440,7 @@ async def _provider_dialog_shots(app: QApplication, window: MainWindow, out: Pat
     (a port just closed on 127.0.0.1, so the shot is the same on every machine)."""
     import socket
 
-    from ui.theme import apply_theme
+    from ui.shared.theme import apply_theme
 
     dialog = window.open_provider_settings()
     if dialog is None:
@@ -593,7 +593,7 @@ async def _workflow_shots(window: MainWindow, out: Path) -> list[str]:
 
 async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants: bool) -> None:
     """``stem.png``; with ``variants`` also -light, -dark, -small-dark and -small."""
-    from ui.theme import apply_theme
+    from ui.shared.theme import apply_theme
 
     await asyncio.sleep(0.2)
     window.grab().save(f"{stem}.png")
@@ -645,7 +645,7 @@ async def _self_test(window: MainWindow, controller: AppController, runner: Task
 
     from engine import RecordRow, SortKey
     from engine.records import Layer
-    from ui.records_model import COLUMNS
+    from ui.records.records_model import COLUMNS
 
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-selftest-"))
     results: list[tuple[str, bool, str]] = []

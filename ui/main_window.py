@@ -11,8 +11,8 @@ closes stores, attaches, imports and runs the LLM gateway. The window keeps the 
 banner and the status bar, registers its views with the controller's registry, and reacts to the
 controller's signals (issue 20).
 
-It shows either a store it opened (:class:`~ui.session.StoreSession`) or an agent it attached
-to over ``mnemoscope serve`` (:class:`~ui.session.AttachedSession`, read-only): the records,
+It shows either a store it opened (:class:`~ui.shared.session.StoreSession`) or an agent it attached
+to over ``mnemoscope serve`` (:class:`~ui.shared.session.AttachedSession`, read-only): the records,
 timeline and layers views read either through the session's reader; the views that run the
 engine itself are greyed out in the navigation while attached.
 """
@@ -73,40 +73,40 @@ from engine import (
 )
 from engine.errors import EngineError
 from engine.llm import LLMGateway, LLMSettings
-from ui.budget_view import BudgetView
-from ui.consolidate_view import ConsolidateDialog
-from ui.dialogs import (
+from ui.imports.foreign_dialogs import adopt_collection, edit_field_mapping
+from ui.imports.import_dialogs import (
+    ConversationPreviewDialog,
+    ImportCommand,
+    ImportsDialog,
+    preview_conversation_import,
+)
+from ui.imports.importing import ImportSummary, export_records
+from ui.layers.layers_view import LayersView
+from ui.observe.budget_view import BudgetView
+from ui.observe.fate_view import FateView
+from ui.observe.observe import ObserveViews
+from ui.records.consolidate_view import ConsolidateDialog
+from ui.records.record_links import RecordLinks, RecordRef, quoted, tree_record
+from ui.records.records_view import RecordsView
+from ui.records.scan_view import ScanView
+from ui.session_views import AppControl
+from ui.settings.lifecycle_status import LifecycleStatus
+from ui.settings.provider_dialog import LLMServices, ProviderSettingsDialog
+from ui.shared.dialogs import (
     AttachDialog,
     CollectionDialog,
     ConnectDialog,
     ExportOptionsDialog,
     ImportProgressDialog,
 )
-from ui.empty_state import EmptyState
-from ui.fate_view import FateView
-from ui.foreign_dialogs import adopt_collection, edit_field_mapping
-from ui.icons import themed_icon
-from ui.import_dialogs import (
-    ConversationPreviewDialog,
-    ImportCommand,
-    ImportsDialog,
-    preview_conversation_import,
-)
-from ui.importing import ImportSummary, export_records
-from ui.layers_view import LayersView
-from ui.lifecycle_status import LifecycleStatus
-from ui.observe import ObserveViews
-from ui.provider_dialog import LLMServices, ProviderSettingsDialog
-from ui.record_links import RecordLinks, RecordRef, quoted, tree_record
-from ui.records_view import RecordsView
-from ui.redaction import Redaction
-from ui.scan_view import ScanView
-from ui.session import AttachedSession, DataSession, StoreSession
-from ui.session_views import AppControl
-from ui.task_graph_view import TaskGraphView
-from ui.tasks import CancelFlag, TaskRunner, spawn
-from ui.theme import THEMES, apply_theme
-from ui.wording import count_of
+from ui.shared.empty_state import EmptyState
+from ui.shared.icons import themed_icon
+from ui.shared.redaction import Redaction
+from ui.shared.session import AttachedSession, DataSession, StoreSession
+from ui.shared.tasks import CancelFlag, TaskRunner, spawn
+from ui.shared.theme import THEMES, apply_theme
+from ui.shared.wording import count_of
+from ui.tasks.task_graph_view import TaskGraphView
 
 __all__ = ["MainWindow", "Preferences", "WindowServices"]
 
@@ -385,7 +385,7 @@ class MainWindow(QMainWindow):
     # -- links between views and records (issue 19) -----------------------------------------
 
     def _link_views(self) -> None:
-        """Give every widget that shows records the record actions (ui/record_links.py)."""
+        """Give every widget that shows records the record actions (ui/records/record_links.py)."""
         links = self.links
         links.open_requested.connect(self.show_record)
         links.fate_requested.connect(self.show_fate)
@@ -1130,7 +1130,7 @@ class MainWindow(QMainWindow):
             await self.open_store(StoreSpec(location, read_only=dialog.read_only.isChecked(),
                                             collection=chosen))
 
-    # -- collections of other tools (issue 22; ui/foreign_dialogs.py) ----------------------
+    # -- collections of other tools (issue 22; ui/imports/foreign_dialogs.py) ----------------------
 
     def _on_field_mapping_triggered(self) -> None:
         spawn(self.edit_field_mapping())
@@ -1293,7 +1293,7 @@ class MainWindow(QMainWindow):
             opened: Callable[[ConversationPreviewDialog], None] | None = None,
     ) -> ImportSummary | None:
         """Issue 20: name the file's format, preview the import (nothing written), and import
-        with the agent and salience cut the user confirmed (:mod:`ui.import_dialogs`).
+        with the agent and salience cut the user confirmed (:mod:`ui.imports.import_dialogs`).
 
         Returns:
             The summary, or None when nothing was imported.

@@ -1,9 +1,11 @@
 """The one registry of the views that show a session, and the controller's interface.
 
 Every view that reads the open store or the attached agent is registered here once, with what it
-needs: a *reader* view (records, timeline, layers) shows any :class:`~ui.session.DataSession`,
+needs: a *reader* view (records, timeline, layers) shows any
+:class:`~ui.shared.session.DataSession`,
 a *store* view (pipeline, review, retrieval, map, secrets, fate) runs the engine itself and is
-given only a :class:`~ui.session.StoreSession` (None while attached). The application controller
+given only a :class:`~ui.shared.session.StoreSession` (None while attached). The application
+controller
 (``app/controller.py``) owns the registry and hands sessions to it; before issue 20 the window
 kept two hand-written lists of these views that had drifted apart (an import let go of five of
 them and left the Fate and Secrets views holding the engine it closed).
@@ -24,8 +26,8 @@ from PySide6.QtCore import SignalInstance
 
 from engine import MemoryEngine, SalienceCut, StoreSpec
 from engine.llm import LLMGateway, LLMSettings
-from ui.importing import ImportSummary
-from ui.session import AttachedSession, DataSession, StoreSession
+from ui.imports.importing import ImportSummary
+from ui.shared.session import AttachedSession, DataSession, StoreSession
 
 EngineService = Callable[[MemoryEngine | None], Awaitable[None]]
 """Started on a writable store's engine, stopped (called with None) before it closes."""

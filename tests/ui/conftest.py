@@ -22,9 +22,9 @@ from engine import SalienceCut
 from engine.memory_engine import MemoryEngine
 from engine.redaction import redact_text
 from engine.store import StoreSpec, list_collections
-from ui.importing import ImportSummary
+from ui.imports.importing import ImportSummary
 from ui.main_window import MainWindow, Preferences, WindowServices
-from ui.tasks import TaskRunner, pending_tasks, spawn
+from ui.shared.tasks import TaskRunner, pending_tasks, spawn
 
 T = TypeVar("T")
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo" / "memories.jsonl"

@@ -24,8 +24,8 @@ from engine.store import StoreSpec
 from tests.support.chroma_server import free_port
 from tests.support.serve_process import cli_env, serve_process
 from tests.ui.conftest import open_fresh, run
-from ui.dialogs import AttachDialog
 from ui.main_window import MainWindow
+from ui.shared.dialogs import AttachDialog
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]

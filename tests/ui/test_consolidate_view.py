@@ -28,18 +28,18 @@ from engine.ingest import Reason
 from tests.engine.ingest.conftest import T0, TableEmbedder
 from tests.ui.conftest import open_fresh, open_store, run
 from tests.ui.observe_fixtures import BASE, PARAPHRASE
-from ui.consolidate_view import (
+from ui.main_window import MainWindow
+from ui.observe.review_view import ReviewView
+from ui.records.consolidate_view import (
     MERGED,
     PENDING,
     SKIPPED,
     ConsolidateDialog,
     decision_sentence,
 )
-from ui.main_window import MainWindow
-from ui.redaction import Redaction
-from ui.review_view import ReviewView
-from ui.session import StoreSession
-from ui.tasks import TaskRunner, pending_tasks
+from ui.shared.redaction import Redaction
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner, pending_tasks
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

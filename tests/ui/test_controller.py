@@ -20,7 +20,7 @@ from engine.store import StoreSpec
 from tests.ui.conftest import open_fresh, open_store, run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY
 from ui.main_window import MainWindow
-from ui.session import StoreSession
+from ui.shared.session import StoreSession
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtWidgets import QDialog, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
-from ui.dialogs import AddMemoryDialog, AttachDialog, ConnectDialog
+from ui.shared.dialogs import AddMemoryDialog, AttachDialog, ConnectDialog
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

@@ -23,11 +23,11 @@ from engine.query import RecordRow
 from engine.store import StoreSpec
 from tests.support import foreign_stores
 from tests.ui.conftest import open_store, run
-from ui.dialogs import ImportProgressDialog
-from ui.foreign_dialogs import FieldMappingDialog, TargetDialog
+from ui.imports.foreign_dialogs import FieldMappingDialog, TargetDialog
 from ui.main_window import MainWindow
-from ui.records_model import RecordTableModel
-from ui.tasks import spawn
+from ui.records.records_model import RecordTableModel
+from ui.shared.dialogs import ImportProgressDialog
+from ui.shared.tasks import spawn
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

@@ -16,9 +16,9 @@ from pytestqt.qtbot import QtBot
 
 from engine.store import StoreSpec
 from tests.ui.conftest import DEMO, child_import, distinct_text, open_store, run
-from ui.dialogs import ImportProgressDialog
-from ui.import_dialogs import OutcomeTable
+from ui.imports.import_dialogs import OutcomeTable
 from ui.main_window import MainWindow
+from ui.shared.dialogs import ImportProgressDialog
 
 # The offscreen platform cannot size native dialog windows and says so; nothing to fix here.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")

@@ -21,12 +21,12 @@ from pytestqt.qtbot import QtBot
 from engine.query import RecordQuery
 from tests.support.conversations import locomo_sample
 from tests.ui.conftest import child_import, open_store, run
-from ui.dialogs import ImportProgressDialog
-from ui.import_dialogs import ConversationPreviewDialog, ImportsDialog
-from ui.importing import ImportSummary, LineOutcome
+from ui.imports.import_dialogs import ConversationPreviewDialog, ImportsDialog
+from ui.imports.importing import ImportSummary, LineOutcome
 from ui.main_window import MainWindow
-from ui.session import StoreSession
-from ui.tasks import spawn
+from ui.shared.dialogs import ImportProgressDialog
+from ui.shared.session import StoreSession
+from ui.shared.tasks import spawn
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

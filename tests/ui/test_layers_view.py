@@ -20,8 +20,8 @@ from engine.layers import SpatialHit
 from engine.records import Layer, NewMemory
 from engine.store import StoreSpec
 from tests.ui.conftest import open_fresh, open_store
+from ui.layers.social_view import edge_width, sentiment_color
 from ui.main_window import MainWindow
-from ui.social_view import edge_width, sentiment_color
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

@@ -36,8 +36,8 @@ from app.wiring import SHOTS, VIEW_NAMES, _prepare_steer_views, _select_row, _wo
 from engine.query import RecordQuery
 from tests.ui.conftest import DEMO, open_store, run
 from ui.main_window import MainWindow
-from ui.retrieval_view import ScoreBars
-from ui.stepper_view import SimilarityBars
+from ui.observe.retrieval_view import ScoreBars
+from ui.observe.stepper_view import SimilarityBars
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]

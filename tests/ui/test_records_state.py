@@ -17,7 +17,7 @@ from engine.records import Layer
 from tests.ui.bigstore import AGENTS, build_store
 from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
-from ui.records_model import PAGE_SIZE
+from ui.records.records_model import PAGE_SIZE
 
 MANY = 1035  # more than one page of the table
 

@@ -16,8 +16,8 @@ from engine.records import Layer
 from tests.ui.bigstore import AGENTS, build_store
 from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
-from ui.records_model import COLUMNS, PAGE_SIZE
-from ui.session import UNDO_BATCH
+from ui.records.records_model import COLUMNS, PAGE_SIZE
+from ui.shared.session import UNDO_BATCH
 
 SMALL = 600
 
@@ -253,7 +253,7 @@ def test_pause_archive_resume_a_multi_selection(
     from PySide6.QtWidgets import QMessageBox
 
     from engine.records import RecordState
-    from ui.records_view import STATE_CHOICES
+    from ui.records.records_view import STATE_CHOICES
 
     window = make_window()
     open_store(qtbot, window, small_store)

@@ -13,9 +13,9 @@ from engine.retrieval import DropReason
 from engine.retrieval.types import COMPONENTS
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import session
-from ui.retrieval_view import RetrievalView, cut_index
-from ui.session import StoreSession
-from ui.tasks import TaskRunner
+from ui.observe.retrieval_view import RetrievalView, cut_index
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 __all__ = ["session"]
 

@@ -26,12 +26,12 @@ from tests.support.llm_server import LLMTestServer
 from tests.ui.bigstore import build_store
 from tests.ui.conftest import open_store, run, write_import_file
 from tests.ui.observe_fixtures import BASE, CONTRADICTION
-from ui.budget_view import BudgetView
 from ui.main_window import MainWindow, Preferences
-from ui.records_model import COLUMNS
-from ui.tasks import TaskRunner
-from ui.theme import apply_theme
-from ui.wording import count_of
+from ui.observe.budget_view import BudgetView
+from ui.records.records_model import COLUMNS
+from ui.shared.tasks import TaskRunner
+from ui.shared.theme import apply_theme
+from ui.shared.wording import count_of
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -390,7 +390,7 @@ def test_detail_pane_follows_the_filter(
 def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     from PySide6.QtWidgets import QLabel, QWidget
 
-    from ui.empty_state import EmptyState
+    from ui.shared.empty_state import EmptyState
 
     host = QWidget()
     qtbot.addWidget(host)

@@ -17,10 +17,10 @@ from engine.ingest.kinds import Stage
 from engine.redaction import redact_text
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
-from ui.session import StoreSession
-from ui.stepper_view import StepperView, memory_from_json
-from ui.tasks import TaskRunner
-from ui.timeline_view import TimelineView
+from ui.observe.stepper_view import StepperView, memory_from_json
+from ui.observe.timeline_view import TimelineView
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 __all__ = ["session"]
 
@@ -157,7 +157,7 @@ def test_continue_pause_and_speed(qtbot: QtBot, stepper: StepperView) -> None:
         await stepper.continue_run()
         task_done.append(True)
 
-    from ui.tasks import spawn
+    from ui.shared.tasks import spawn
 
     spawn(go())
     qtbot.waitUntil(lambda: stepper.pause_button.isEnabled(), timeout=5000)

@@ -16,8 +16,8 @@ from engine.records import NewMemory
 from engine.store import CollectionInfo, StoreSpec, list_collections
 from tests.ui.bigstore import build_store
 from tests.ui.conftest import open_store, run
-from ui.dialogs import CollectionDialog
 from ui.main_window import MainWindow
+from ui.shared.dialogs import CollectionDialog
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
