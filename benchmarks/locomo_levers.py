@@ -2,7 +2,8 @@
 
 * ``context``: embed each memory with its context as well as alone — the record's vector is
   ``norm((1 - alpha) * v(text) + alpha * v(context text))``, where the context text adds the
-  session date (``On 8 May 2023, Caroline: …``), the previous turn of the session (turns) or
+  session date (``On 8 May 2023, Caroline: …``), the previous turn of the session (turns: with
+  this one on two lines, or alone — ``previous vector``, its own vector mixed in) or
   the previous fact about the same speaker in the session (observations), or the speaker an
   observation is about (``About Caroline: …``). The query side is unchanged, and
   the stored content (so BM25, speaker and every other component) stays the plain text. The
@@ -62,7 +63,7 @@ SESSION_GAP_MS = 3_600_000.0
 CONTEXT_RUNS = {
     "turns": (("date", 0.5), ("date", 1.0), ("previous", 0.3), ("previous", 0.5),
               ("previous", 0.7), ("previous", 1.0), ("previous+date", 0.5),
-              ("previous+date", 0.7)),
+              ("previous+date", 0.7), ("previous vector", 0.3), ("previous vector", 0.5)),
     "observations": (("date", 0.5), ("date", 1.0), ("about", 0.5), ("about+date", 0.5),
                      ("previous", 0.5)),
 }
@@ -113,6 +114,8 @@ def context_texts(samples: Sequence[Any], unit: str, form: str) -> dict[str, str
                 for turn in turns:
                     text = f"{turn['speaker']}: {turn['text']}"
                     context = f"{previous}\n{text}" if previous and "previous" in form else text
+                    if form == "previous vector":  # the previous turn's own vector mixed in
+                        context = previous or text
                     if "date" in form:
                         context = f"On {day}, {context}"
                     out.setdefault(text, context)
