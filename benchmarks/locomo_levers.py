@@ -9,6 +9,9 @@
   the stored content (so BM25, speaker and every other component) stays the plain text. The
   vectors enter through the :class:`~engine.embedding.Embedder` protocol, so ingest (dedup,
   merges, review) and retrieval run unchanged through :func:`engine.locomo.evaluate_locomo`.
+* ``blend``: the cheaper form of the previous-turn context — after ingest, each turn's stored
+  vector blended with the previous turn's (what the retriever could do at query time; dedup
+  compared the plain vectors).
 * ``sessions``: session-level retrieval before turn-level. Records are grouped into sessions
   (created within an hour of each other: LoCoMo's sessions are days apart, turns one second);
   each session is scored for the query (the cosine of its mean vector, its best record's
@@ -23,6 +26,7 @@ Vectors are cached by text under ``/tmp/mnemoscope-quality`` (``tune_quality.Vec
 Usage::
 
     python benchmarks/locomo_levers.py context  [--locomo FILE]
+    python benchmarks/locomo_levers.py blend    [--locomo FILE]
     python benchmarks/locomo_levers.py sessions [--locomo FILE]
 """
 
@@ -159,6 +163,43 @@ def print_context_table(path: Path) -> None:
             print(f"{unit}, {form}, alpha {alpha}: {_summary(per)}", flush=True)
 
 
+def print_blend_table(path: Path) -> None:
+    """hit@5 per fold with each turn's vector blended with the previous turn's stored vector
+    after ingest (so dedup compared the plain vectors): what the retriever would do at query
+    time, ``norm((1 - alpha) * v + alpha * v_previous)`` for a record created within an hour
+    of the one before it."""
+    import engine.locomo as locomo
+
+    ask = locomo._ask
+
+    def blended_ask(engine: Any, *args: Any, **kwargs: Any) -> None:
+        # evaluate_locomo has no hook between ingest and the questions: blend the view's
+        # vectors in place here, before the first retrieval derives anything from them
+        view = engine.store.view
+        snapshot = view.snapshot()
+        n = snapshot.n
+        created = np.asarray(snapshot.created_at[:n])
+        rows = np.flatnonzero(np.asarray(snapshot.alive[:n] & snapshot.has_vector[:n]))
+        order = rows[np.argsort(created[rows], kind="stable")]
+        plain = np.asarray(snapshot.vectors[:n]).copy()
+        for before, row in zip(order[:-1].tolist(), order[1:].tolist(), strict=True):
+            if created[row] - created[before] <= SESSION_GAP_MS:
+                mixed = (1.0 - alpha) * plain[row] + alpha * plain[before]
+                view._vectors[row] = mixed / np.linalg.norm(mixed)
+        ask(engine, *args, **kwargs)
+
+    locomo._ask = blended_ask  # type: ignore[assignment]
+    try:
+        for alpha in (0.0, 0.3, 0.5):
+            result = evaluate_locomo(path, unit="turns",
+                                     embedder=MixedEmbedder(VectorCache(), {}, 0.0))
+            per = {k: v["ours_hit@5"] for k, v in result.to_json()["by_conversation"].items()}
+            print(f"turns, previous vector at query time, alpha {alpha}: {_summary(per)}",
+                  flush=True)
+    finally:
+        locomo._ask = ask
+
+
 def session_rows(path: Path, unit: str) -> list[tuple[str, list[Any]]]:
     """Per conversation, per question: the engine's scores of the eligible records, whether each
     holds evidence, their ids, creation times and vectors, and the query vector."""
@@ -260,11 +301,13 @@ def print_sessions_table(path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("table", choices=["context", "sessions"])
+    parser.add_argument("table", choices=["context", "blend", "sessions"])
     parser.add_argument("--locomo", type=Path, default=DATA / "locomo" / "locomo_dev.json")
     args = parser.parse_args(argv)
     if args.table == "context":
         print_context_table(args.locomo)
+    elif args.table == "blend":
+        print_blend_table(args.locomo)
     else:
         print_sessions_table(args.locomo)
     return 0
