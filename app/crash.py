@@ -10,7 +10,8 @@ The report holds the traceback and the command's name, not its arguments or the 
 can be private memories (the user attaches the input themselves if they choose to).
 
 The desktop app runs inside :func:`crash_reports`: an exception that escapes a slot or a task
-(``ui.tasks.spawn`` hands those to ``sys.excepthook``) is written the same way, then passed on
+(``ui.shared.tasks.spawn`` hands those to ``sys.excepthook``) is written the same way, then passed
+on
 to the previous hook.
 """
 

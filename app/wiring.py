@@ -33,6 +33,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.log_masking import ToggledLogMasking, masked_log_handlers
 from app.settings import Settings, SettingsFile, default_config_dir, server_ledger_path
 from engine import (
     DEFAULT_COLLECTION,
@@ -53,15 +54,17 @@ from engine.errors import ConfigInvalid, EngineError
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication, QMenu
 
-    from engine import MemoryReader, SalienceCut
+    from app.controller import AppController
+    from engine import FieldMapping, MemoryReader, SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
-    from ui.importing import ImportSummary
-    from ui.main_window import MainWindow, Preferences
-    from ui.provider_dialog import LLMServices
-    from ui.tasks import TaskRunner
+    from ui.imports.importing import ImportSummary
+    from ui.main_window import MainWindow, Preferences, WindowServices
+    from ui.session_views import AppControl
+    from ui.settings.provider_dialog import LLMServices
+    from ui.shared.tasks import TaskRunner
 
 __all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
-           "open_engine"]
+           "open_engine", "save_mapping", "window_log_masking"]
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
@@ -95,7 +98,7 @@ def _llm_services(settings_file: SettingsFile) -> LLMServices:
     view says what is wrong.
     """
     from engine.llm import KeyringStore, LLMSettings, env_overrides, llm_settings_to_json
-    from ui.provider_dialog import LLMServices
+    from ui.settings.provider_dialog import LLMServices
 
     problem = ""
     try:
@@ -134,7 +137,7 @@ def forget_embedded_clients() -> None:
     """Drop Chroma's in-process client cache before (re)opening an embedded store.
 
     Chroma keeps one system per path per process; after a child process wrote to the store
-    (:mod:`ui.import_process`) that cached system is stale ("Error finding id"). The window holds
+    (:mod:`app.import_process`) that cached system is stale ("Error finding id"). The window holds
     one store at a time and closes it before opening the next, so clearing is safe here.
     """
     from chromadb.api.shared_system_client import SharedSystemClient
@@ -143,14 +146,18 @@ def forget_embedded_clients() -> None:
 
 
 def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None,
-                spec: StoreSpec) -> MemoryEngine:
+                spec: StoreSpec, *, beside: bool = False) -> MemoryEngine:
     """Open the engine for ``spec`` (blocking: run it on a worker).
 
     The columnar view is deferred when it must be read from Chroma: the window shows the first
     page at once and indexes the store in the background (``StoreSession.start_indexing``).
+
+    Args:
+        beside: Open a second store while the window's is open (the target of an adoption):
+            Chroma's client cache is kept, since the open store's client lives in it.
     """
     spec = settings.with_store_timeouts(spec)
-    if not spec.is_remote:
+    if not spec.is_remote and not beside:
         forget_embedded_clients()
     ledger = server_ledger_path(settings, spec.location, spec.collection) \
         if spec.is_remote else None
@@ -166,7 +173,7 @@ def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
                  conversation_agent: str | None, progress: Callable[[int, int], None],
                  cancelled: Callable[[], bool], /, *,
                  keep: SalienceCut | None = None) -> ImportSummary:
-    from ui.import_process import run_in_child
+    from app.import_process import run_in_child
 
     return run_in_child(spec, path, conversation_agent=conversation_agent, keep=keep,
                         model=model, progress=progress, cancelled=cancelled)
@@ -178,6 +185,18 @@ def attach_remote(url: str, token: str,
     from engine import RemoteReader
 
     return RemoteReader.connect(url, token, on_follow_state=on_state)
+
+
+def save_mapping(settings_file: SettingsFile, location: str, collection: str,
+                 mapping: FieldMapping | None) -> None:
+    """Issue 22: save (None: forget) a collection's field mapping in the settings file, as
+    ``mnemoscope map-collection`` does; the next open of the collection reads through it.
+
+    Raises:
+        OSError: the settings file could not be written.
+    """
+    settings_file.update(foreign_mappings=settings_file.current.with_mapping(
+        location, collection, mapping).foreign_mappings)
 
 
 def _list_collections(settings: Settings, spec: StoreSpec) -> Sequence[CollectionInfo]:
@@ -224,6 +243,15 @@ def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], No
     return save
 
 
+def window_log_masking(window: MainWindow, redactor: Callable[[str], str]) -> ToggledLogMasking:
+    """The app's log filter, masking while the window's redaction mode is on (DESIGN
+    decision 8: logs are an exit too). Install it with
+    :func:`app.log_masking.masked_log_handlers`."""
+    masking = ToggledLogMasking(redactor, enabled=window.redaction.enabled)
+    window.redaction.changed.connect(masking.set_enabled)
+    return masking
+
+
 def _app() -> QApplication:
     from PySide6.QtWidgets import QApplication
 
@@ -245,9 +273,10 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
     import qasync
 
+    from app.controller import AppController
     from ui.main_window import MainWindow, WindowServices
-    from ui.tasks import TaskRunner
-    from ui.theme import apply_theme
+    from ui.shared.tasks import TaskRunner
+    from ui.shared.theme import apply_theme
 
     app = _app()
     loop = qasync.QEventLoop(app)
@@ -270,7 +299,8 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
     settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,
-        open_engine=lambda spec: open_engine(settings, embedder, spec),
+        # the current settings: a mapping saved from the window applies to the next open
+        open_engine=lambda spec: open_engine(settings_file.current, embedder, spec),
         list_collections=lambda spec: _list_collections(settings, spec),
         save_preferences=_preference_saver(settings_file),
         redactor=_redact,
@@ -282,8 +312,12 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         bulk_import=partial(_bulk_import, settings.model_spec() if load_model else None),
         llm=_llm_services(settings_file),
         attach=attach_remote,
+        save_mapping=partial(save_mapping, settings_file),
+        open_target=lambda spec: open_engine(settings_file.current, embedder, spec,
+                                             beside=True),
     )
-    window = MainWindow(services)
+    controller = AppController(services)
+    window = MainWindow(services, controller)
     windows.append(window)
     hints = app.styleHints()
     hints.colorSchemeChanged.connect(lambda _scheme: window.on_system_scheme_changed())
@@ -291,10 +325,11 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
 
     async def main() -> None:
         if args.screenshot:
-            result[0] = await _screenshots(app, window, Path(args.screenshot), embedder)
+            result[0] = await _screenshots(app, window, controller, services,
+                                           Path(args.screenshot), embedder)
             return
         if args.self_test:
-            result[0] = await _self_test(window, runner, settings.model_spec())
+            result[0] = await _self_test(window, controller, runner, settings.model_spec())
             return
         shown = asyncio.Event()
         window.first_shown.connect(shown.set)
@@ -313,7 +348,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
             window.show_model_state(EmbedderStatus(
                 EmbedderState.FAILED, "none", 384, "model loading is off (--no-model)"))
         collection = getattr(args, "collection", None) or DEFAULT_COLLECTION
-        await window.open_store(StoreSpec(settings.store, token=settings.store_token,
+        await controller.open_store(StoreSpec(settings.store, token=settings.store_token,
                                           read_only=bool(getattr(args, "read_only", False)),
                                           collection=collection))
         if os.environ.get("MNEMOSCOPE_BENCHMARK_STARTUP") == "first-page":
@@ -327,9 +362,9 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         await closed.wait()
 
     try:
-        with loop:
+        with masked_log_handlers(window_log_masking(window, _redact), sys.stderr), loop:
             loop.run_until_complete(main())
-            loop.run_until_complete(window.close_store())
+            loop.run_until_complete(controller.close_store())
     finally:
         runner.shutdown()
     return result[0]
@@ -343,17 +378,15 @@ async def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) ->
         await asyncio.sleep(0.02)
 
 
-async def _demo_store(window: MainWindow, folder: Path) -> None:
+async def _demo_store(window: MainWindow, controller: AppController, folder: Path) -> None:
     """Open a fresh store in ``folder`` and import the demo data set into it."""
-    session = await window.open_store(StoreSpec(str(folder / "store")))
+    session = await controller.open_store(StoreSpec(str(folder / "store")))
     if session is None:
         raise RuntimeError("could not open a temporary store")
-    from ui.dialogs import ImportProgressDialog
-
-    dialog = ImportProgressDialog("Import demo data", window)
-    summary = await window.run_import(DEMO_MEMORIES, dialog=dialog)
-    dialog.accept()
-    if summary is None or summary.written == 0:
+    summary = await controller.run_import(DEMO_MEMORIES, conversation_agent=None,
+                                          progress=lambda _done, _total: None,
+                                          cancelled=lambda: False)
+    if summary.written == 0:
         raise RuntimeError("the demo import wrote nothing")
     await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
                     30, "the first page")
@@ -366,12 +399,13 @@ async def _select_row(window: MainWindow, row: int) -> None:
                     and window.records.detail.record.id == record.id, 30, "the record detail")
 
 
-async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
+async def _prepare_steer_views(window: MainWindow, controller: AppControl,
+                               runner: TaskRunner, folder: Path) -> None:
     """Fill the issue 9 views for screenshots: a scan, a merged record's fate, the demo
     workspace with a task selected."""
     from engine import EventFilter
 
-    session = window.session
+    session = controller.session
     if session is None:
         return
     hits = await window.scan.scan()
@@ -379,8 +413,8 @@ async def _prepare_steer_views(window: MainWindow, folder: Path) -> None:
         item = window.scan.table.topLevelItem(0)
         if item is not None:
             item.setSelected(True)
-    merges = await window._runner.run(session.engine.events.query,
-                                      EventFilter(kinds=["merge-applied"], limit=200))
+    merges = await runner.run(session.engine.events.query,
+                              EventFilter(kinds=["merge-applied"], limit=200))
     # a paraphrase (the least similar merge), so the two texts of the story differ
     merge = min(merges, key=lambda e: 2.0 if e.similarity is None else e.similarity,
                 default=None)
@@ -406,7 +440,7 @@ async def _provider_dialog_shots(app: QApplication, window: MainWindow, out: Pat
     (a port just closed on 127.0.0.1, so the shot is the same on every machine)."""
     import socket
 
-    from ui.theme import apply_theme
+    from ui.shared.theme import apply_theme
 
     dialog = window.open_provider_settings()
     if dialog is None:
@@ -435,7 +469,8 @@ async def _provider_dialog_shots(app: QApplication, window: MainWindow, out: Pat
     dialog.reject()
 
 
-async def _screenshots(app: QApplication, window: MainWindow, out: Path,
+async def _screenshots(app: QApplication, window: MainWindow, controller: AppController,
+                       services: WindowServices, out: Path,
                        embedder: SentenceTransformerEmbedder | None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-shots-"))
@@ -447,11 +482,11 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             window.show_model_state(embedder.status())
         window.resize(1280, 800)
         window.show()
-        await _demo_store(window, folder)
+        await _demo_store(window, controller, folder)
         window.banner.hide()
         await _select_row(window, 2)
         variants = bool(os.environ.get("MNEMOSCOPE_SCREENSHOT_VARIANTS"))
-        await _prepare_steer_views(window, folder)
+        await _prepare_steer_views(window, controller, services.runner, folder)
         # first: its test request is recorded, so the Budget view lists a call
         await _provider_dialog_shots(app, window, out, variants)
         await window.budget.refresh()
@@ -464,7 +499,7 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
             await _save_shot(app, window, out / name, variants)
         window.resize(1280, 800)
         workflow = await _workflow_shots(window, out)
-        await _attached_shot(app, window, folder, out, variants)
+        await _attached_shot(app, window, controller, services, folder, out, variants)
         print(f"wrote {', '.join(f'{n}.png' for _v, n in SHOTS)}, provider-settings.png, "
               f"{', '.join(workflow)}, attached.png to {out}")
         return 0
@@ -472,7 +507,7 @@ async def _screenshots(app: QApplication, window: MainWindow, out: Path,
         print(f"screenshot failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        await window.close_store()
+        await controller.close_store()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -558,7 +593,7 @@ async def _workflow_shots(window: MainWindow, out: Path) -> list[str]:
 
 async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants: bool) -> None:
     """``stem.png``; with ``variants`` also -light, -dark, -small-dark and -small."""
-    from ui.theme import apply_theme
+    from ui.shared.theme import apply_theme
 
     await asyncio.sleep(0.2)
     window.grab().save(f"{stem}.png")
@@ -577,18 +612,19 @@ async def _save_shot(app: QApplication, window: MainWindow, stem: Path, variants
     window.resize(1280, 800)
 
 
-async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, out: Path,
+async def _attached_shot(app: QApplication, window: MainWindow, controller: AppController,
+                         services: WindowServices, folder: Path, out: Path,
                          variants: bool) -> None:
     """Issue 10: the window attached (read-only) to an API served over the demo store."""
     from engine.introspection import serve_in_thread
 
-    await window.close_store()
-    runner = window._runner
-    engine = await runner.run(window._services.open_engine,
+    await controller.close_store()
+    runner = services.runner
+    engine = await runner.run(services.open_engine,
                               StoreSpec(str(folder / "store"), read_only=True))
     server = await runner.run(partial(serve_in_thread, engine, port=0))
     try:
-        if await window.attach(server.url, server.token) is None:
+        if await controller.attach(server.url, server.token) is None:
             raise RuntimeError(f"could not attach to {server.url}")
         window.nav.setCurrentRow(0)
         await _wait_for(lambda: window.records.model.settled and window.records.model.total > 0,
@@ -596,19 +632,20 @@ async def _attached_shot(app: QApplication, window: MainWindow, folder: Path, ou
         await _select_row(window, 0)
         await _save_shot(app, window, out / "attached", variants)
     finally:
-        await window.detach()
+        await controller.detach()
         await runner.run(server.stop)
         await runner.run(engine.close)
 
 
-async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSpec) -> int:
+async def _self_test(window: MainWindow, controller: AppController, runner: TaskRunner,
+                     model_spec: ModelSpec) -> int:
     """Exercise each view on a temporary store and load the embedding model the way the app
     does; print one line per check."""
     from PySide6.QtCore import Qt
 
     from engine import RecordRow, SortKey
     from engine.records import Layer
-    from ui.records_model import COLUMNS
+    from ui.records.records_model import COLUMNS
 
     folder = Path(tempfile.mkdtemp(prefix="mnemoscope-selftest-"))
     results: list[tuple[str, bool, str]] = []
@@ -632,7 +669,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
 
     async def open_and_import() -> str:
         window.show()
-        await _demo_store(window, folder)
+        await _demo_store(window, controller, folder)
         return f"{model.total} records after the demo import"
 
     async def filter_layer() -> str:
@@ -658,14 +695,16 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
         return f"first importance {values[0]:.2f}, 50th {values[-1]:.2f}"
 
     async def edit_undo() -> str:
-        session = window.session
+        session = controller.session
         assert session is not None
         await _select_row(window, 0)
         record = view.detail.record
         assert record is not None
+        # the demo import may already be on the undo stack (an import is one undo step)
+        steps = session.undo_stack.count()
         view.detail.importance.setValue(0.987 if record.importance != 0.987 else 0.5)
         view.detail.save_button.click()
-        await _wait_for(lambda: session.undo_stack.count() == 1, 15, "the save")
+        await _wait_for(lambda: session.undo_stack.count() == steps + 1, 15, "the save")
         saved = await session.runner.run(session.engine.get, record.id)
         window.undo_action.trigger()
         await _wait_for(lambda: session.pending() == 0, 15, "the undo")
@@ -675,7 +714,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
         return f"importance {record.importance} → {saved.importance} → {restored.importance}"
 
     async def delete_undo() -> str:
-        session = window.session
+        session = controller.session
         assert session is not None
         before = model.total
         record = model.record_at(0)
@@ -722,7 +761,7 @@ async def _self_test(window: MainWindow, runner: TaskRunner, model_spec: ModelSp
             await check("records: delete, undo", delete_undo)
             await check("export with redaction", export_redacted)
     finally:
-        await window.close_store()
+        await controller.close_store()
         shutil.rmtree(folder, ignore_errors=True)
     for name, ok, detail in results:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")

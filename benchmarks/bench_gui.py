@@ -16,7 +16,8 @@ Run from the repository root::
   timing (a store was opened before in the process). Baseline: ``engine.list_records`` first
   page. :func:`bench_process_first_page` adds the cold case: process start → first page of the
   store, with the model loading. Goals: window <= 1.5 s, first page <= 1 s (DESIGN).
-* stall (:func:`bench_ingest_stall`) — event-loop gaps (5 ms QTimer, :mod:`ui.loop_probe`, the
+* stall (:func:`bench_ingest_stall`) — event-loop gaps (5 ms QTimer, :mod:`ui.shared.loop_probe`,
+the
   same code as tests/ui/test_event_loop_stalls.py) while the window imports N JSONL records
   into an embedded store (child process, then reopen), offscreen, without the model. Goal:
   max gap <= 50 ms. ``--stall N --json`` prints ``{"gaps": [...], "phases": {...}}`` (what
@@ -142,10 +143,12 @@ def _qt() -> tuple[Any, Any]:
 
 def _window(runner: Any, **changes: Any) -> Any:
     """A main window on the test suite's services (real stores, no model, no settings file)."""
+    from app.controller import AppController
     from tests.ui.conftest import services
     from ui.main_window import MainWindow
 
-    window = MainWindow(services(runner, **changes))
+    made = services(runner, **changes)
+    window = MainWindow(made, AppController(made))
     window.resize(1280, 800)
     window.show()
     return window
@@ -171,7 +174,7 @@ async def _open_until_first_page(window: Any, runner: Any,
     Then closes it and waits until ``runner`` is idle (the views' loads after the open).
     """
     from engine.store import StoreSpec
-    from ui.tasks import spawn
+    from ui.shared.tasks import spawn
 
     model = window.records.model
     began = time.perf_counter()
@@ -204,7 +207,7 @@ def bench_first_page(store: Path, runs: int) -> list[Row]:
     from engine.query import RecordQuery
     from engine.store import StoreSpec
     from tests.ui.bigstore import view_cache_aside
-    from ui.tasks import TaskRunner
+    from ui.shared.tasks import TaskRunner
 
     wrote = ensure_view_cache(store)
     _app, loop = _qt()
@@ -264,8 +267,8 @@ def ingest_stall_probe(records: int, *, watch: bool = False) -> Any:
     """
     from engine.store import StoreSpec
     from tests.ui.conftest import child_import, write_import_file
-    from ui.loop_probe import LoopProbe, probe_import
-    from ui.tasks import TaskRunner
+    from ui.shared.loop_probe import LoopProbe, probe_import
+    from ui.shared.tasks import TaskRunner
 
     _app, loop = _qt()
     runner = TaskRunner()
@@ -295,7 +298,7 @@ def ingest_stall_probe(records: int, *, watch: bool = False) -> Any:
 def bench_ingest_stall(records: int) -> list[float]:
     """Event-loop gaps (ms) while the window imports ``records`` records and reopens the store.
 
-    The import and reopen phases of :func:`ui.loop_probe.probe_import`, in tick order.
+    The import and reopen phases of :func:`ui.shared.loop_probe.probe_import`, in tick order.
     """
     return list(ingest_stall_probe(records).gaps(("import", "reopen")))
 
@@ -327,7 +330,7 @@ async def _idle() -> None:
 
 async def _stall_store(window: Any, folder: Path, source: Path) -> None:
     from engine.store import StoreSpec
-    from ui.dialogs import ImportProgressDialog
+    from ui.shared.dialogs import ImportProgressDialog
 
     if await window.open_store(StoreSpec(str(folder / "store"))) is None:
         raise RuntimeError(f"could not open a store: {window.banner_label.text()}")
@@ -409,8 +412,8 @@ def situation_stall_probe(situation: str, *, model_cache: Path | None = None,
     """
     from app.wiring import DEMO_MEMORIES
     from tests.ui.conftest import write_import_file
-    from ui.loop_probe import LoopProbe
-    from ui.tasks import TaskRunner
+    from ui.shared.loop_probe import LoopProbe
+    from ui.shared.tasks import TaskRunner
 
     if situation not in SITUATIONS:
         raise ValueError(f"--gui-stall: unknown situation {situation!r} "

@@ -27,6 +27,18 @@ Each size is measured in three states (``--after``; :data:`STATES`):
     python benchmarks/bench_retrieval.py [--sizes 2000,10000,100000] [--runs 200]
                                          [--after steady,access,append]
 
+``--candidates`` instead compares the candidate path with exhaustive scoring
+(docs/retrieval.md "How candidates are found") on a generated store whose data look like real
+memories — vectors around 200 topics (unit vectors near a topic's centre), texts over a Zipf
+vocabulary of 5,000 words, queries near one record's vector with 5 words — and prints per size:
+exhaustive and candidate retrieval p50/p95 (wall clock and CPU), top-5 agreement of the packed
+records, how many requests fell back to every row, the view's resident vector memory and the
+dense index's, and a plain Chroma HNSW query (documents and metadata included, top 10) on a
+Chroma store of the same records and vectors in the same run. The Chroma stores are built once
+and kept under ``$MNEMOSCOPE_BENCH_CACHE`` (default ``/tmp/mnemoscope-bench``):
+
+    python benchmarks/bench_retrieval.py --candidates [--sizes 10000,100000] [--runs 200]
+
 BLAS runs single-threaded when this runs as a script (``OPENBLAS_NUM_THREADS=1`` etc., set
 before numpy loads unless already set): on a shared 2-core machine a multi-threaded BLAS matvec
 of 2K × 384 took 6-15 ms waiting for its threads, single-threaded 0.05 ms. Set
@@ -39,9 +51,10 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __name__ == "__main__":  # not when imported: `mnemoscope bench` loads the model later, and
     # OMP_NUM_THREADS=1 would leave torch one thread for the ingest suite (numpy is loaded by then)
@@ -52,7 +65,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.config import MemoryConfig
+from engine.config import MemoryConfig, RetrievalConfig
 from engine.metrics import LatencySummary, PercentileSummary
 from engine.records import Layer, MemoryRecord, NewMemory
 from engine.retrieval import RetrievalRequest, Retriever
@@ -195,5 +208,143 @@ def main() -> None:
                   f"{m_.p95:>6.2f}", flush=True)
 
 
+TOPICS = 200
+VOCABULARY = [f"w{i}" for i in range(5000)]
+_ZIPF = 1.0 / np.arange(1, len(VOCABULARY) + 1)
+_ZIPF /= _ZIPF.sum()
+AGREEMENT_DEPTH = 5
+
+
+@dataclass
+class Corpus:
+    """The ``--candidates`` workload: records, their unit vectors, and the view of them."""
+
+    records: list[MemoryRecord]
+    vectors: np.ndarray
+    view: ColumnarView
+
+
+def build_topical(n: int, seed: int = 7) -> Corpus:
+    """``n`` records around :data:`TOPICS` topics, texts of 12 Zipf-distributed words."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((TOPICS, 384)).astype(np.float32)
+    vectors = centres[rng.integers(0, TOPICS, n)]
+    vectors += 0.9 * rng.standard_normal((n, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    records = []
+    for i in range(n):
+        new = NewMemory(" ".join(rng.choice(VOCABULARY, size=12, p=_ZIPF)) + f" {i}",
+                        agent_id=f"agent{i % 4}", layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
+                        importance=float(rng.random()),
+                        created_at=NOW - float(rng.random()) * 90 * 86_400_000.0)
+        records.append(MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:07d}"))
+    view = ColumnarView(384, capacity=n)
+    for start in range(0, n, 5000):
+        view.upsert(records[start:start + 5000], vectors[start:start + 5000])
+    return Corpus(records, vectors, view)
+
+
+def chroma_peer(corpus: Corpus, seed: int) -> object:
+    """A Chroma collection (cosine HNSW) of ``corpus``, built once and cached on disk."""
+    import chromadb  # only this mode needs it (a slow import)
+    from chromadb.config import Settings
+
+    n = len(corpus.records)
+    root = Path(os.environ.get("MNEMOSCOPE_BENCH_CACHE", "/tmp/mnemoscope-bench"))
+    client = chromadb.PersistentClient(str(root / f"chroma-topical-{n}-{seed}"),
+                                       settings=Settings(anonymized_telemetry=False))
+    collection = client.get_or_create_collection("bench", metadata={"hnsw:space": "cosine"})
+    if collection.count() != n:
+        client.delete_collection("bench")
+        collection = client.create_collection("bench", metadata={"hnsw:space": "cosine"})
+        step = min(5000, client.get_max_batch_size())
+        for start in range(0, n, step):
+            chunk = corpus.records[start:start + step]
+            collection.add(ids=[r.id for r in chunk], documents=[r.content for r in chunk],
+                           metadatas=[{"agent": r.agent_id, "importance": r.importance}
+                                      for r in chunk],
+                           embeddings=corpus.vectors[start:start + step])
+    return collection
+
+
+def compare(n: int, runs: int, seed: int = 7) -> None:
+    """One ``--candidates`` row: candidate path vs exhaustive vs Chroma on ``n`` records."""
+    corpus = build_topical(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    queries = [" ".join(rng.choice(VOCABULARY, size=5, p=_ZIPF)) for _ in range(runs + WARMUP)]
+    near = corpus.vectors[rng.integers(0, n, len(queries))]
+    near = near + 0.03 * rng.standard_normal(near.shape).astype(np.float32)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    exhaustive = Retriever(RetrievalConfig(candidate_threshold=n + 1))
+    candidate = Retriever(RetrievalConfig(candidate_threshold=0))
+    memory = MemoryConfig()
+    snapshot = corpus.view.snapshot()
+    collection: Any = chroma_peer(corpus, seed)
+    index_started = time.perf_counter()
+    index = candidate.dense_index(snapshot)  # built lazily on the first candidate request
+    index_s = time.perf_counter() - index_started
+    wall: dict[str, list[float]] = {"exhaustive": [], "candidate": [], "chroma": []}
+    cpu: dict[str, list[float]] = {"exhaustive": [], "candidate": []}
+    agreement: list[float] = []
+    fallbacks = 0
+    packed: dict[str, list[str]] = {}
+
+    def fetch_for(name: str) -> Callable[[Sequence[str]], list[MemoryRecord]]:
+        def fetch(ids: Sequence[str]) -> list[MemoryRecord]:
+            packed[name] = list(ids)
+            return []
+        return fetch
+
+    for i, (query, vector) in enumerate(zip(queries, near, strict=True)):
+        request = RetrievalRequest(max_tokens=BUDGET, query=query)
+        packed.clear()
+        for name, retriever in (("exhaustive", exhaustive), ("candidate", candidate)):
+            fetch = fetch_for(name)
+            started, cpu_started = time.perf_counter(), time.thread_time()
+            bundle = retriever.retrieve(snapshot, request, now_ms=NOW, memory=memory,
+                                        query_vector=vector, fetch=fetch)
+            if i >= WARMUP:
+                wall[name].append((time.perf_counter() - started) * 1000.0)
+                cpu[name].append((time.thread_time() - cpu_started) * 1000.0)
+                if name == "candidate" and not bundle.diagnostics.candidate_sources:
+                    fallbacks += 1
+        started = time.perf_counter()
+        collection.query(query_embeddings=[vector.tolist()], n_results=10,
+                         include=["documents", "metadatas", "distances"])
+        if i >= WARMUP:
+            wall["chroma"].append((time.perf_counter() - started) * 1000.0)
+            top = packed.get("exhaustive", [])[:AGREEMENT_DEPTH]
+            if top:
+                found = set(packed.get("candidate", [])[:AGREEMENT_DEPTH])
+                agreement.append(len(found & set(top)) / len(top))
+    e, c, h = (summary(wall[k]) for k in ("exhaustive", "candidate", "chroma"))
+    ec, cc = (summary(cpu[k]) for k in ("exhaustive", "candidate"))
+    resident = corpus.view.resident_bytes()
+    print(f"{n:>8} {_load():>5.1f} | {e.p50:>7.2f} {e.p95:>6.2f} {ec.p50:>6.2f} | "
+          f"{c.p50:>7.2f} {c.p95:>6.2f} {cc.p50:>6.2f} | {float(np.mean(agreement)):>6.3f} "
+          f"{fallbacks:>4} | {resident['vectors'] / 2**20:>8.1f} {index.nbytes / 2**20:>6.1f} "
+          f"{index_s:>6.1f} | {h.p50:>7.2f} {h.p95:>6.2f}", flush=True)
+
+
+def main_candidates(sizes: Sequence[int], runs: int) -> None:
+    """``--candidates``: :func:`compare` for each size."""
+    print(f"BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS')}, {os.cpu_count()} cores; "
+          f"ms (wall p50/p95, cpu p50); budget {BUDGET} tokens; top-{AGREEMENT_DEPTH} "
+          f"agreement with exhaustive; MiB; index build s")
+    print(f"{'records':>8} {'load':>5} | {'exh p50':>7} {'p95':>6} {'cpu':>6} | "
+          f"{'cand p50':>7} {'p95':>6} {'cpu':>6} | {'agree':>6} {'all':>4} | "
+          f"{'vectors':>8} {'index':>6} {'build':>6} | {'chroma':>7} {'p95':>6}")
+    for n in sizes:
+        compare(n, runs)
+
+
 if __name__ == "__main__":
-    main()
+    if "--candidates" in sys.argv:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--candidates", action="store_true")
+        parser.add_argument("--sizes", default="10000,100000")
+        parser.add_argument("--runs", type=int, default=200)
+        options = parser.parse_args()
+        main_candidates([int(s) for s in options.sizes.split(",")], options.runs)
+    else:
+        main()

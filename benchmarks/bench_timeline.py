@@ -5,7 +5,8 @@ Run from the repository root::
     python benchmarks/bench_timeline.py [--events 100000] [--steps 120]
 
 Builds N synthetic events over 15 lanes (a day of bursty ingest: most events in a few busy
-hours), loads them into ``ui.timeline_view.TimelineView`` offscreen at 1280×720, and replays a
+hours), loads them into ``ui.observe.timeline_view.TimelineView`` offscreen at 1280×720, and
+replays a
 sequence of pan and zoom steps (zoom in ×0.8 toward the busiest hour, pan left and right, zoom
 out). One *frame* = set the X range + recount the bins (``TimelineView.rebin``, what the
 debounced range-change handler runs) + render the plot to an image (``QWidget.grab``, a full
@@ -30,10 +31,10 @@ import numpy as np
 from PySide6.QtWidgets import QApplication
 
 from engine.events import Event
-from ui.tasks import TaskRunner
-from ui.theme import apply_theme
-from ui.timeline_data import LANES
-from ui.timeline_view import TimelineView
+from ui.observe.timeline_data import LANES
+from ui.observe.timeline_view import TimelineView
+from ui.shared.tasks import TaskRunner
+from ui.shared.theme import apply_theme
 
 
 def synthetic(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray, list[Event]]:

@@ -96,7 +96,7 @@ def locomo_candidates(cache: VectorCache, path: Path) -> tuple[list[Any], int]:
     """Each LoCoMo turn with its 16 most similar earlier turns of the conversation, most similar
     first (what the pipeline's candidate search finds when every earlier turn was kept), and
     the number of turns."""
-    from engine.retrieval.evaluation import locomo_memories
+    from engine.locomo import locomo_memories
 
     out: list[Any] = []
     turns = 0
@@ -119,9 +119,8 @@ def review_load(path: Path, tier: TrustTier) -> list[dict[str, Any]]:
     conversation: turns, actions and the reasons of the deferrals."""
     import tempfile
 
-    from engine.retrieval.evaluation import locomo_memories
-
     from engine.clock import DeterministicClock
+    from engine.locomo import locomo_memories
     from engine.memory_engine import MemoryEngine
     from engine.store import StoreSpec
 
@@ -225,15 +224,8 @@ def locomo_components(path: Path, unit: str) -> list[tuple[str, list[Any]]]:
     not applied), whether it holds evidence, the engine's final score and the ids."""
     import tempfile
 
-    from engine.retrieval.evaluation import (
-        ADVERSARIAL,
-        _evidence,
-        _record_dia_ids,
-        ingest,
-        locomo_memories,
-    )
-
     from engine.clock import DeterministicClock
+    from engine.locomo import ADVERSARIAL, _evidence, _record_dia_ids, ingest, locomo_memories
     from engine.memory_engine import MemoryEngine
     from engine.retrieval.types import RetrievalRequest
     from engine.store import StoreSpec

@@ -50,6 +50,9 @@ What is here, by task:
   with :class:`RecordQuery`, :class:`RecordRow`, :class:`RowPage`;
 * review: ``MemoryEngine.review_queue`` / ``approve_review`` / ``reject_review``
   (:class:`ReviewItem`);
+* consolidation: ``MemoryEngine.consolidate`` (``dry_run=True`` plans) and
+  ``apply_consolidation`` (chosen steps of a plan) (:class:`ConsolidationReport`,
+  :class:`ConsolidationStep`);
 * lifecycle: ``MemoryEngine.expire`` / ``prune`` / ``enforce_retention`` / ``compact``
   (:class:`LifecycleReport`, :class:`PruneMode`), a record's story (:func:`record_fate`);
 * events: :class:`Event`, :class:`EventBus` (``MemoryEngine.events``), :class:`EventFilter`;
@@ -126,7 +129,7 @@ if TYPE_CHECKING:
         SentenceTransformerEmbedder,
     )
     from engine.events import Event, EventBus, EventFilter
-    from engine.exits import ExitPolicy, RedactingLogFilter
+    from engine.exits import ExitPolicy, Masker, Masking, RedactingLogFilter
     from engine.fate import DEFAULT_MASS_LIMIT, FateStep, RecordFate, mass_retirements, record_fate
     from engine.ingest import (
         STAGES,
@@ -140,11 +143,13 @@ if TYPE_CHECKING:
         StageReport,
         SteppedRun,
     )
+    from engine.ingest.consolidate import ConsolidationReport, ConsolidationStep
     from engine.ingest.conversations import ConversationFormat, read_conversation
     from engine.ingest.evaluation import evaluate_dedup, read_sts
     from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, UndoPlan
     from engine.ingest.kinds import Action
+    from engine.ingest.pipeline import RunWrites
     from engine.ingest.stages import (
         ApplyDetail,
         CandidatesDetail,
@@ -177,11 +182,20 @@ if TYPE_CHECKING:
         StoreStats,
     )
     from engine.projection import Projection, umap_available
-    from engine.query import SHOWN_STATES, RecordQuery, RecordRow, RowPage, SortKey, parse_states
+    from engine.query import (
+        ALL_STATES,
+        SHOWN_STATES,
+        RecordQuery,
+        RecordRow,
+        RowPage,
+        SortKey,
+        parse_states,
+    )
     from engine.reader import EventFeed, LocalReader, MemoryReader
     from engine.redaction import Redactor, placeholder_for, redact_text
     from engine.retrieval import (
         COMPONENTS,
+        DropReason,
         PressureState,
         Purpose,
         RetrievalDiagnostics,
@@ -199,12 +213,26 @@ if TYPE_CHECKING:
         StoreSpec,
         list_collections,
     )
-    from engine.store.foreign import FieldMapping, ForeignInfo
+    from engine.store.foreign import (
+        MAPPED_FIELDS,
+        FieldMapping,
+        ForeignInfo,
+        ForeignLayout,
+        ForeignSample,
+    )
     from engine.whatif import PairChange, WhatIf, threshold_what_if
 
 # Names imported on first use, by the module that defines them: keeps ``import engine`` from
 # loading numpy, the store, the pipeline and the retriever (tests/engine/test_public_api.py).
 _LAZY: dict[str, str] = {
+    "ALL_STATES": "engine.query",
+    "RunWrites": "engine.ingest.pipeline",
+    "DropReason": "engine.retrieval",
+    "ForeignLayout": "engine.store.foreign",
+    "ForeignSample": "engine.store.foreign",
+    "MAPPED_FIELDS": "engine.store.foreign",
+    "Masker": "engine.exits",
+    "Masking": "engine.exits",
     "LifecycleRun": "engine.scheduler",
     "LifecycleScheduler": "engine.scheduler",
     "Action": "engine.ingest.kinds",
@@ -224,6 +252,7 @@ _LAZY: dict[str, str] = {
                      "LineOutcome", "ReviewItem", "Stage", "StageReport", "SteppedRun"),
                     "engine.ingest"),
     "ConversationFormat": "engine.ingest.conversations",
+    **dict.fromkeys(("ConsolidationReport", "ConsolidationStep"), "engine.ingest.consolidate"),
     **dict.fromkeys(("evaluate_dedup", "read_sts"), "engine.ingest.evaluation"),
     **dict.fromkeys(("LineFn", "SalienceCut"), "engine.ingest.importer"),
     **dict.fromkeys(("ApplyDetail", "CandidatesDetail", "DecisionDetail", "EmbedDetail",
@@ -272,12 +301,14 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ALL_STATES",
     "COMPONENTS",
     "DEFAULT_COLLECTION",
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_MASS_LIMIT",
     "DEFAULT_READ_TIMEOUT_S",
     "LEDGER_FILENAME",
+    "MAPPED_FIELDS",
     "RNG",
     "SHOWN_STATES",
     "SPLITS",
@@ -292,12 +323,15 @@ __all__ = [
     "CollectionInfo",
     "CompactionReport",
     "ConfigInvalid",
+    "ConsolidationReport",
+    "ConsolidationStep",
     "ConversationFormat",
     "CycleDetected",
     "DecisionDetail",
     "DedupConfig",
     "DeterministicClock",
     "DeterministicRNG",
+    "DropReason",
     "EditConflict",
     "EditEntry",
     "EmbedBackend",
@@ -320,6 +354,8 @@ __all__ = [
     "FateStep",
     "FieldMapping",
     "ForeignInfo",
+    "ForeignLayout",
+    "ForeignSample",
     "ImportEntry",
     "ImportReport",
     "ImportStopped",
@@ -336,6 +372,8 @@ __all__ = [
     "LinkedRecord",
     "LocalReader",
     "MapPoints",
+    "Masker",
+    "Masking",
     "MemoryConfig",
     "MemoryEngine",
     "MemoryReader",
@@ -373,6 +411,7 @@ __all__ = [
     "RetrievedBundle",
     "ReviewItem",
     "RowPage",
+    "RunWrites",
     "SalienceCut",
     "SchemaMismatch",
     "ScoringWeights",

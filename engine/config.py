@@ -232,6 +232,18 @@ class RetrievalConfig:
             been created and still match it (the ``date`` component; time zones, notes
             written the day after).
         partition_min: Candidate count above which packing ranks a top slice first.
+        candidate_threshold: Live records above which a query is scored on a candidate set
+            (dense, lexical, static, date, speaker and context candidates) instead of every
+            row (docs/retrieval.md "How candidates are found"). 0 always uses candidates.
+        dense_candidates: Rows the dense index proposes (nearest by centred cosine).
+        lexical_candidates: Rows the inverted index proposes (best BM25).
+        static_candidates: Rows proposed by the query-independent part of the score
+            (importance, recency, layer, access) and, among the rows a query's date or
+            speaker matches, by the score before relevance.
+        dense_probes: Lists of the dense index a query probes.
+        proven_records: Packed records the candidate path makes sure no row outside its
+            candidates could outrank (it widens its sources up to 16× until they score
+            above the bound).
     """
 
     purpose_weights: Mapping[Purpose, ScoringWeights] = field(
@@ -251,6 +263,12 @@ class RetrievalConfig:
     semantic_centering: float = 0.5
     date_tolerance_ms: float = 86_400_000.0
     partition_min: int = 4096
+    candidate_threshold: int = 50_000
+    dense_candidates: int = 512
+    lexical_candidates: int = 512
+    static_candidates: int = 256
+    dense_probes: int = 24
+    proven_records: int = 10
 
     def __post_init__(self) -> None:
         self._check_tables()
@@ -267,7 +285,10 @@ class RetrievalConfig:
             raise ConfigInvalid("date_tolerance_ms", self.date_tolerance_ms,
                                 "must be a number >= 0")
         for name, least in (("context_neighbours", 0), ("exhausted_records", 1),
-                            ("partition_min", 1)):
+                            ("partition_min", 1), ("candidate_threshold", 0),
+                            ("dense_candidates", 1), ("lexical_candidates", 1),
+                            ("static_candidates", 1), ("dense_probes", 1),
+                            ("proven_records", 0)):
             value = getattr(self, name)
             if not _is_int(value) or value < least:
                 raise ConfigInvalid(name, value, f"must be an integer >= {least}")
@@ -550,6 +571,7 @@ _RETRIEVAL_SCALARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETRIEVAL_CONTEXT_WINDOW_MS": "context_window_ms",
     "MEMORY_RETRIEVAL_SEMANTIC_CENTERING": "semantic_centering",
     "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "date_tolerance_ms",
+    "MEMORY_RETRIEVAL_CANDIDATE_THRESHOLD": "candidate_threshold",
 })
 
 

@@ -80,9 +80,10 @@ if TYPE_CHECKING:  # engine/ingest block below; imported lazily at run time
         IngestPolicy,
         IngestResult,
         ReviewItem,
+        RunWrites,
         SteppedRun,
     )
-    from engine.ingest.consolidate import ConsolidationReport
+    from engine.ingest.consolidate import ConsolidationReport, ConsolidationStep
     from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, ImportLog, UndoPlan
     from engine.layers import LayerService, SpatialHit
@@ -436,32 +437,42 @@ class MemoryEngine:
             np.asarray([r.access_count for r in records]), now, half_life)
         return RecordPage(records, len(rows), query.offset, [float(d) for d in decayed])
 
-    def list_rows(self, query: RecordQuery | None = None) -> RowPage:
+    def list_rows(self, query: RecordQuery | None = None, *,
+                  shown: Masking | None = None) -> RowPage:
         """One page of table rows matching ``query``, entirely from the columnar view.
 
         What the records browser shows: no Chroma read, so a store opened from its view cache
         shows its first page without waiting for Chroma to load the collection.
+
+        Args:
+            shown: The masking function of the view showing the rows while redaction is on:
+                filters then match the masked text, as :meth:`list_records`' do.
         """
         query = query or RecordQuery()
         now = self._clock.now()
         half_life = self._config.memory.importance_decay_half_life_days
         snapshot = self._store.view.snapshot()
-        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life)
+        rows = select_rows(snapshot, query, now_ms=now, half_life_days=half_life, shown=shown)
         page = rows[query.offset:query.offset + query.limit]
         decayed = decayed_importance(snapshot.importance[page], snapshot.created_at[page],
                                      snapshot.access_count[page], now, half_life)
         return RowPage(page_rows(snapshot, page), len(rows), query.offset,
                        [float(d) for d in np.atleast_1d(decayed)])
 
-    def locate_row(self, query: RecordQuery, record_id: str) -> int | None:
+    def locate_row(self, query: RecordQuery, record_id: str, *,
+                   shown: Masking | None = None) -> int | None:
         """Where ``record_id`` is in ``query``'s order (offset and limit ignored).
+
+        Args:
+            shown: As for :meth:`list_rows` (the same rows, so the same position).
 
         Returns:
             Its position, or None when the record does not exist or the filters hide it.
         """
         return locate_row(self._store.view.snapshot(), query, record_id,
                           now_ms=self._clock.now(),
-                          half_life_days=self._config.memory.importance_decay_half_life_days)
+                          half_life_days=self._config.memory.importance_decay_half_life_days,
+                          shown=shown)
 
     def preview_rows(self, offset: int = 0, limit: int = 100) -> RowPage:
         """A page of rows newest-written first, straight from Chroma (no view needed).
@@ -1077,8 +1088,9 @@ class MemoryEngine:
                           payload={"import_id": import_id, "path": entry.path, **plan.counts})
         return plan
 
-    def consolidate(self, agent_id: str | None = None, *,
-                    dry_run: bool = False) -> ConsolidationReport:
+    def consolidate(self, agent_id: str | None = None, *, dry_run: bool = False,
+                    progress: ProgressFn | None = None,
+                    cancelled: CancelFn | None = None) -> ConsolidationReport:
         """Merge stored near-duplicates by the ingest rules (see :mod:`engine.ingest.consolidate`).
 
         The pass is one undoable step: its writes share one edit-history batch id, which is also
@@ -1089,8 +1101,12 @@ class MemoryEngine:
         Args:
             agent_id: Only this agent's records (default: every agent).
             dry_run: Only plan: return what would be merged and deferred; write nothing.
+            progress: Called with ``(records read, records to compare)`` while the records
+                are read, page by page.
+            cancelled: Polled between pages and before the plan is written.
 
         Raises:
+            Cancelled: ``cancelled()`` turned true; nothing was written.
             StoreReadOnly, StoreUnavailable: the store refused a write.
         """
         from engine.ingest.consolidate import ConsolidationReport, plan_consolidation, relink
@@ -1105,15 +1121,18 @@ class MemoryEngine:
                 alive = alive & (np.asarray(snapshot.agent[:snapshot.n]) == (
                     agents.index(agent_id) if agent_id in agents else -1))
             ids = [str(snapshot.id_array[row]) for row in np.nonzero(alive)[0].tolist()]
-            records = self._store.get_many(ids) if ids else []
-            vectors = [self._store.view.vector(r.id, content_hash=r.content_hash)
-                       for r in records]
-            missing = [i for i, v in enumerate(vectors) if v is None]
-            # records stored while the model was loading are compared by their embeddings too
-            embedded = self.embed_texts([records[i].content for i in missing])
-            if embedded is not None:
-                for i, vector in zip(missing, embedded, strict=True):
-                    vectors[i] = vector
+            records: list[MemoryRecord] = []
+            # pages of at most 1,000: reading is most of a dry run's time (10K records: 7.7 of
+            # 11.3 s), so progress and cancel come every 1,000 records
+            page = max(1, min(self._store.max_batch_size, 1000))
+            for start in range(0, len(ids), page):
+                if cancelled is not None and cancelled():
+                    raise Cancelled(f"consolidation stopped after reading {len(records)} of "
+                                    f"{len(ids)} records; nothing was written")
+                records.extend(self._store.get_many(ids[start:start + page]))
+                if progress is not None:
+                    progress(len(records), len(ids))
+            vectors = self._consolidation_vectors(records)
             now = self._clock.now()
             steps = plan_consolidation(records, vectors, policy=pipeline.policy, now_ms=now,
                                        rejected=review.rejected_targets,
@@ -1122,7 +1141,95 @@ class MemoryEngine:
                                          tuple(relink(records, steps)))
             if dry_run or not steps:
                 return report
+            if cancelled is not None and cancelled():
+                raise Cancelled("consolidation cancelled before writing; nothing was written")
             report = self._apply_consolidation(report, dict(zip(ids, vectors, strict=True)))
+        self._emit_consolidation(report)
+        return report
+
+    def _consolidation_vectors(self, records: Sequence[MemoryRecord]
+                               ) -> list[npt.NDArray[np.float32] | None]:
+        """The stored unit embedding of each record; records stored while the model was loading
+        are embedded now when it is ready (else None: the pair is compared by token Jaccard)."""
+        vectors = [self._store.view.vector(r.id, content_hash=r.content_hash) for r in records]
+        missing = [i for i, v in enumerate(vectors) if v is None]
+        embedded = self.embed_texts([records[i].content for i in missing])
+        if embedded is not None:
+            for i, vector in zip(missing, embedded, strict=True):
+                vectors[i] = vector
+        return vectors
+
+    def apply_consolidation(self, steps: Sequence[ConsolidationStep], *,
+                            agent_id: str | None = None) -> ConsolidationReport:
+        """Write chosen steps of a dry run as one undoable pass (the GUI steps through a plan).
+
+        Each step is written against the records as they are now, not as the dry run read
+        them: the kept record absorbs the other one again (:func:`merge_step`), so applying the
+        steps of one kept record one at a time, or after skipping some, never writes a merge the
+        person did not apply. A ``merged`` step whose action was changed to ``deferred``
+        (``dataclasses.replace``) is held for review instead, like a deferral of the plan.
+        Like :meth:`consolidate`, the writes share one edit-history batch id, which is the
+        report's id (``undo_import(report.id)`` takes them back), and each step emits its event.
+
+        Args:
+            steps: Steps of ``consolidate(dry_run=True)`` (each pair at most once).
+            agent_id: The agent the dry run consolidated (recorded in the import log).
+
+        Raises:
+            ValidationError: ``steps`` is empty, merges away or defers a record twice, or
+                merges away a record that absorbs another (the plan never does).
+            RecordNotFound: a record of a step is no longer stored (merged or deleted since).
+            EditConflict: the text, importance, category, trust tier or partition of a record
+                changed since the dry run (its decision may differ: run the dry run again).
+            StoreReadOnly, StoreUnavailable: the store refused a write.
+        """
+        from engine.errors import RecordNotFound
+        from engine.ingest.consolidate import (
+            ConsolidationReport,
+            ConsolidationStep,
+            merge_step,
+        )
+        from engine.ingest.kinds import Action
+
+        if not steps:
+            raise ValidationError("steps", [], "no step to apply")
+        others = [s.other.id for s in steps]
+        merges = [s for s in steps if s.action is Action.MERGED]
+        # as in the plan: a record is merged away or deferred once, and a record that absorbs
+        # another is not merged away in the same pass
+        twice = sorted({i for i, n in Counter(others).items() if n > 1}
+                       | ({s.kept.id for s in merges} & {s.other.id for s in merges}))
+        if twice:
+            raise ValidationError("steps", twice[0], "a record is merged away or deferred "
+                                  "twice, or both absorbs a record and is merged away; apply "
+                                  "the steps of one dry run")
+        policy = self._ingest_pipeline().policy
+        with self._write_lock:
+            wanted = list(dict.fromkeys(i for s in steps for i in (s.kept.id, s.other.id)))
+            current = {r.id: r for r in self._store.get_many(wanted)}
+            for step in steps:
+                for planned in (step.kept, step.other):
+                    now_record = current.get(planned.id)
+                    if now_record is None:
+                        raise RecordNotFound(planned.id)
+                    if _decided_on(now_record) != _decided_on(planned):
+                        raise EditConflict(planned.id, planned.version, now_record.version)
+            now = self._clock.now()
+            merged: dict[str, MemoryRecord] = {}
+            for step in steps:
+                if step.action is Action.MERGED:
+                    merged[step.kept.id] = merge_step(
+                        merged.get(step.kept.id, current[step.kept.id]),
+                        current[step.other.id], now_ms=now, policy=policy)
+            # a kept record that absorbs several carries them all (as in the plan)
+            fresh = [ConsolidationStep(
+                s.action, s.reason, current[s.kept.id], current[s.other.id], s.similarity,
+                s.semantic, merged[s.kept.id] if s.action is Action.MERGED else None,
+                s.thresholds, s.conflicts) for s in steps]
+            records = [current[i] for i in wanted]
+            vectors = dict(zip(wanted, self._consolidation_vectors(records), strict=True))
+            report = self._apply_consolidation(
+                ConsolidationReport(None, False, agent_id, len(records), tuple(fresh)), vectors)
         self._emit_consolidation(report)
         return report
 
@@ -1207,13 +1314,64 @@ class MemoryEngine:
 
         return export_records(records(), path, redact=redact)
 
-    def stepped(self, new: NewMemory) -> SteppedRun:
-        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper)."""
-        return self._ingest_pipeline().stepped(new)
+    def stepped(self, new: NewMemory, *, simulate: bool = False) -> SteppedRun:
+        """The stepped driver for one memory: call ``step()`` per stage (the GUI stepper).
+
+        Args:
+            simulate: A dry run: every stage with the same numbers, nothing written or
+                emitted (see :meth:`IngestPipeline.stepped`).
+        """
+        return self._ingest_pipeline().stepped(new, simulate=simulate)
+
+    def undo_run(self, written: RunWrites) -> list[tuple[str, str]]:
+        """Take back what one stepped run wrote (the GUI's undo of a Pipeline ingest).
+
+        Deletes the record it inserted, writes back the records it merged into, updated or
+        linked to (as they were before), withdraws the review item it queued (while still
+        pending) and forgets its merge aliases: the store and the review queue are as before
+        the run. Both steps are in the edit history (``delete`` / ``restore``), so the undo is
+        itself visible in a record's history. A record changed or deleted since the run (by
+        another writer, an import) is left alone, as an import's undo leaves it
+        (:func:`engine.ingest.imports.plan_undo`): undo never overwrites later work.
+
+        Returns:
+            ``(record_id, why)`` of the records left alone.
+
+        Raises:
+            StoreReadOnly, StoreUnavailable: the store refused the write.
+        """
+        review = self._ingest_pipeline().review
+        with self._write_lock:
+            ids = [after.id for _, after in written.pairs]
+            current = {r.id: r for r in self._store.get_many(
+                [i for i in ids if i in self._store.view])}
+            delete: list[str] = []
+            restore: list[MemoryRecord] = []
+            conflicts: list[tuple[str, str]] = []
+            for before, after in written.pairs:
+                now = current.get(after.id)
+                if now is None:
+                    conflicts.append((after.id, "deleted since the run"))
+                elif now.version != after.version or now.content_hash != after.content_hash:
+                    conflicts.append((after.id, f"changed since the run (version {now.version}, "
+                                                f"the run left version {after.version})"))
+                elif before is None:
+                    delete.append(after.id)
+                else:
+                    restore.append(before)
+            self.delete(delete, actor="undo", reason="undo")
+            self.restore(restore, actor="undo")
+            review.withdraw([] if written.review_id is None else [written.review_id],
+                            written.aliases)
+        return conflicts
 
     def review_queue(self) -> list[ReviewItem]:
         """Pending review items, oldest first."""
         return self._ingest_pipeline().review.items()
+
+    def pending_review_count(self) -> int:
+        """How many review items wait for a decision (the GUI's Review count)."""
+        return self._ingest_pipeline().review.pending_count()
 
     def approve_review(self, review_id: str) -> IngestResult:
         """Apply a deferred merge (idempotent)."""
@@ -1407,6 +1565,13 @@ class MemoryEngine:
             llm = LLMGateway(LLMSettings(), ledger=self._ledger, clock=self._clock)
         report["llm"] = llm.metrics()
         return report
+
+
+def _decided_on(record: MemoryRecord) -> tuple[object, ...]:
+    """What a consolidation decision read from a record: its text, the importance that picks
+    the kept side, the category and trust tier the rules compare, and its merge partition."""
+    return (record.content_hash, record.importance, record.category, record.source_tier,
+            record.agent_id, record.privacy, record.layer)
 
 
 def _edit_id(before: MemoryRecord | None, after: MemoryRecord | None) -> str:

@@ -331,17 +331,19 @@ def server_filter(query: RecordQuery, *, now_ms: float) -> ServerFilter | str:
 
 
 def locate_row(snapshot: ViewSnapshot, query: RecordQuery, record_id: str, *, now_ms: float,
-               half_life_days: float = 30.0) -> int | None:
+               half_life_days: float = 30.0, shown: Masking | None = None) -> int | None:
     """Position of ``record_id`` among the rows :func:`select_rows` orders for ``query``.
 
     None when the record is not in ``snapshot`` or ``query``'s filters leave it out. The records
     browser uses this to page to a linked record, and to widen its filters when they hide it.
+    ``shown``: as for :func:`select_rows`.
     """
     ids = snapshot.id_array[: snapshot.n]
     found = np.flatnonzero(ids == record_id)
     if not len(found):
         return None
-    rows = select_rows(snapshot, query, now_ms=now_ms, half_life_days=half_life_days)
+    rows = select_rows(snapshot, query, now_ms=now_ms, half_life_days=half_life_days,
+                       shown=shown)
     position = np.flatnonzero(np.isin(rows, found))
     return int(position[0]) if len(position) else None
 

@@ -23,6 +23,7 @@ from engine.events import Event, EventFilter
 from engine.query import RecordPage, RecordQuery, RowPage
 
 if TYPE_CHECKING:
+    from engine.exits import Masking
     from engine.layers import LayerService, PatternDetail, SocialSummary, SpatialHit
     from engine.memory_engine import MemoryEngine
     from engine.records import MemoryRecord
@@ -64,8 +65,13 @@ class MemoryReader(Protocol):
         """One page of the records matching ``query`` (filtered and sorted by the engine)."""
         ...
 
-    def list_rows(self, query: RecordQuery) -> RowPage:
-        """The same page as table rows (what the records browser shows)."""
+    def list_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+        """The same page as table rows (what the records browser shows).
+
+        ``shown``: the view's masking while redaction is on; the text, agent and tag filters
+        then match the masked text (:attr:`engine.exits.ExitPolicy.shown`). An attached API
+        filters with its own server's policy instead.
+        """
         ...
 
     def facets(self) -> Facets:
@@ -147,9 +153,9 @@ class LocalReader:
         """One page of records (numpy over the columnar view)."""
         return self._engine.list_records(query)
 
-    def list_rows(self, query: RecordQuery) -> RowPage:
+    def list_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
         """One page of table rows straight from the columnar view (no Chroma read)."""
-        return self._engine.list_rows(query)
+        return self._engine.list_rows(query, shown=shown)
 
     def facets(self) -> Facets:
         """Agents, tags and sources with counts."""

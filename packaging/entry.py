@@ -1,7 +1,7 @@
 """Entry point of the frozen app (PyInstaller): the same ``mnemoscope`` command as the wheel's.
 
 The app starts some helpers as ``sys.executable -m <module> ...`` (e.g. bulk imports run
-``-m ui.import_process`` in a child process). In the frozen app ``sys.executable`` is this
+``-m app.import_process`` in a child process). In the frozen app ``sys.executable`` is this
 program, not a Python interpreter, so ``-m <module>`` is handled here: the module (one of ours,
 bundled in the archive) runs as ``__main__`` with the remaining arguments.
 """

@@ -4,11 +4,15 @@ Only views that work are shown (each issue adds its own to :attr:`MainWindow.vie
 are listed in a sidebar with icons, the common actions are in a toolbar, and until a store is
 open every view that needs one says so, with the ways to open one (issue 19: docs/gui.md,
 "The shell").
-The window never builds an engine itself: ``app`` hands it :class:`WindowServices` with the
-functions that do (run on workers through the task runner) and the preferences it restores.
+The window never builds an engine itself and does not decide what is open: ``app`` hands it
+:class:`WindowServices` (the runner, the preferences it restores) and the application controller
+(``app/controller.py``, typed here as :class:`~ui.session_views.AppControl`), which opens and
+closes stores, attaches, imports and runs the LLM gateway. The window keeps the menus, the
+banner and the status bar, registers its views with the controller's registry, and reacts to the
+controller's signals (issue 20).
 
-It shows either a store it opened (:class:`~ui.session.StoreSession`) or an agent it attached
-to over ``mnemoscope serve`` (:class:`~ui.session.AttachedSession`, read-only): the records,
+It shows either a store it opened (:class:`~ui.shared.session.StoreSession`) or an agent it attached
+to over ``mnemoscope serve`` (:class:`~ui.shared.session.AttachedSession`, read-only): the records,
 timeline and layers views read either through the session's reader; the views that run the
 engine itself are greyed out in the navigation while attached.
 """
@@ -18,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -60,46 +63,51 @@ from engine import (
     CollectionInfo,
     EmbedderState,
     EmbedderStatus,
+    FieldMapping,
+    ForeignLayout,
     LifecycleRun,
     MemoryEngine,
     MemoryReader,
     SalienceCut,
     StoreSpec,
 )
-from engine.errors import EngineError, StoreLocked
+from engine.errors import EngineError
 from engine.llm import LLMGateway, LLMSettings
-from ui.budget_view import BudgetView
-from ui.dialogs import (
+from ui.imports.foreign_dialogs import adopt_collection, edit_field_mapping
+from ui.imports.import_dialogs import (
+    ConversationPreviewDialog,
+    ImportCommand,
+    ImportsDialog,
+    preview_conversation_import,
+)
+from ui.imports.importing import ImportSummary, export_records
+from ui.layers.layers_view import LayersView
+from ui.observe.budget_view import BudgetView
+from ui.observe.fate_view import FateView
+from ui.observe.observe import ObserveViews
+from ui.records.consolidate_view import ConsolidateDialog
+from ui.records.record_links import RecordLinks, RecordRef, quoted, tree_record
+from ui.records.records_view import RecordsView
+from ui.records.scan_view import ScanView
+from ui.session_views import AppControl
+from ui.settings.lifecycle_status import LifecycleStatus
+from ui.settings.provider_dialog import LLMServices, ProviderSettingsDialog
+from ui.shared.dialogs import (
     AttachDialog,
     CollectionDialog,
     ConnectDialog,
     ExportOptionsDialog,
     ImportProgressDialog,
 )
-from ui.empty_state import EmptyState
-from ui.fate_view import FateView
-from ui.full_view import FULL_VIEW_FEATURES, loading_status, waiting_message
-from ui.icons import themed_icon
-from ui.import_dialogs import (
-    ConversationPreviewDialog,
-    ImportCommand,
-    ImportsDialog,
-    preview_conversation_import,
-)
-from ui.importing import ImportSummary, export_records, import_conversation, import_jsonl
-from ui.layers_view import LayersView
-from ui.lifecycle_status import LifecycleStatus
-from ui.observe import ObserveViews
-from ui.provider_dialog import LLMServices, ProviderSettingsDialog
-from ui.record_links import RecordLinks, RecordRef, quoted, tree_record
-from ui.records_view import RecordsView
-from ui.redaction import Redaction
-from ui.scan_view import ScanView
-from ui.session import AttachedSession, ConnectionRelay, StoreSession
-from ui.task_graph_view import TaskGraphView
-from ui.tasks import CancelFlag, TaskRunner, spawn
-from ui.theme import THEMES, apply_theme
-from ui.wording import count_of
+from ui.shared.empty_state import EmptyState
+from ui.shared.full_view import FULL_VIEW_FEATURES, loading_status, waiting_message
+from ui.shared.icons import themed_icon
+from ui.shared.redaction import Redaction
+from ui.shared.session import AttachedSession, DataSession, StoreSession
+from ui.shared.tasks import CancelFlag, TaskRunner, spawn
+from ui.shared.theme import THEMES, apply_theme
+from ui.shared.wording import count_of
+from ui.tasks.task_graph_view import TaskGraphView
 
 __all__ = ["MainWindow", "Preferences", "WindowServices"]
 
@@ -107,18 +115,6 @@ __all__ = ["MainWindow", "Preferences", "WindowServices"]
 def _is_open(dialog: QWidget) -> bool:
     """True while ``dialog`` exists and is shown (it may be deleted once closed)."""
     return shiboken6.isValid(dialog) and dialog.isVisible()
-
-
-def _freeze_long_lived_objects() -> None:
-    """Move every object alive now out of the cyclic GC's reach (``gc.freeze``).
-
-    A full collection over the objects of Chroma, the engine and the widgets took ~180 ms on the
-    GUI thread (measured), and the cyclic GC runs on whichever thread allocates; frozen objects
-    are never traversed again. Objects created later are collected as usual. No collection
-    first: it would itself be the stall this avoids (the little garbage frozen with the rest is
-    kept).
-    """
-    gc.freeze()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +145,7 @@ class Preferences:
 class BulkImport(Protocol):
     """Import into a closed embedded store out of process: (spec, path, conversation agent or
     None, progress, cancelled, the conversation's salience cut) → summary. See
-    :mod:`ui.import_process`."""
+    :mod:`app.import_process`."""
 
     def __call__(self, spec: StoreSpec, path: Path, conversation_agent: str | None,
                  progress: Callable[[int, int], None], cancelled: Callable[[], bool], /, *,
@@ -158,9 +154,6 @@ class BulkImport(Protocol):
 Attach = Callable[[str, str, Callable[[str | None], None]], MemoryReader]
 """Connect to a running ``mnemoscope serve``: (URL, token, follower-state callback) → a
 read-only reader. Raises ``EngineError`` with a message for the person attaching."""
-
-ENGINE_VIEWS = ("pipeline", "review", "retrieval", "map", "secrets", "fate", "budget")
-"""Views that run the engine itself: not available while attached to an agent's API."""
 
 NAVIGATION: dict[str, str] = {
     "records": "Browse, search and edit the memories",
@@ -202,6 +195,11 @@ class WindowServices:
     """Issue 9: the LLM provider settings, their saving, and the gateway factory."""
     attach: Attach | None = None
     """Issue 10: connects to an agent's introspection API (worker)."""
+    save_mapping: Callable[[str, str, FieldMapping | None], None] | None = None
+    """Issue 22: saves (None: forgets) the field mapping of a store's collection (worker);
+    ``open_engine`` reads collections through the saved mappings."""
+    open_target: Callable[[StoreSpec], MemoryEngine] | None = None
+    """Issue 22: opens the store an adoption copies into, beside the open one (worker)."""
 
 
 class MainWindow(QMainWindow):
@@ -221,15 +219,18 @@ class MainWindow(QMainWindow):
     attached = QtSignal(object)
     attach_failed = QtSignal(str)
 
-    def __init__(self, services: WindowServices) -> None:
+    def __init__(self, services: WindowServices, controller: AppControl) -> None:
         super().__init__()
         self._services = services
+        self._controller = controller
         self._runner = services.runner
         self._prefs = services.preferences
-        self._session: StoreSession | None = None
-        self._attached: AttachedSession | None = None
+        self._shown_store: StoreSession | None = None  # whose undo stack is in the group
+        self._indexing_shown: StoreSession | None = None
+        self._attach_dialog: AttachDialog | None = None
+        self._attaching = ""  # the URL being attached to, for the banner's words
+        self._last_error = ""
         self._painted = False
-        self._count = 0
         self.setWindowTitle("Mnemoscope")
         self.resize(1280, 800)
         self.setMinimumSize(760, 480)
@@ -254,16 +255,10 @@ class MainWindow(QMainWindow):
         self.tasks_view = TaskGraphView(self.redaction, self)
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
-        self._gateway: LLMGateway | None = None
-        # Gateway rebuilds run one at a time; each builds on the engine last asked for, so a
-        # rebuild still in flight when the store closes finishes before its ledger does.
-        self._gateway_lock = asyncio.Lock()
-        self._gateway_engine: MemoryEngine | None = None
-        self._llm_settings = services.llm.settings if services.llm is not None \
-            else LLMSettings()
         self.provider_dialog: ProviderSettingsDialog | None = None
         self.views.update({"secrets": self.scan, "fate": self.fate, "budget": self.budget,
                            "tasks": self.tasks_view})
+        self._register_session_views()
         self.nav = QListWidget(self)
         self.nav.setObjectName("navigation")
         self.nav.setFixedWidth(150)
@@ -325,6 +320,9 @@ class MainWindow(QMainWindow):
         self.count_label = QLabel("", self)
         self.model_label = QLabel("model: —", self)
         self.redaction_label = QLabel("", self)
+        self.review_label = QLabel("", self)  # review items pending (hidden when none)
+        self.review_label.setToolTip("Memories held for your decision (the Review view)")
+        self.review_label.hide()
         # Indexing a store opened without a usable view cache: progress and Cancel.
         self.index_label = QLabel("", self)
         self.index_bar = QProgressBar(self)
@@ -339,14 +337,16 @@ class MainWindow(QMainWindow):
                                          parent=self)
         self.lifecycle.toggled.connect(self._on_lifecycle_toggled)
         self.lifecycle.ran.connect(self._on_lifecycle_ran)
+        # its scheduler writes: the controller starts it on each engine and stops it before
+        # that engine closes (open, close, the reopen after an import)
+        self._controller.add_engine_service(self.lifecycle.set_engine)
         for widget in (self.index_label, self.index_bar, self.index_cancel, self.store_label,
-                       self.count_label, self.model_label, self.redaction_label,
-                       self.lifecycle.label):
+                       self.count_label, self.review_label, self.model_label,
+                       self.redaction_label, self.lifecycle.label):
             self.statusBar().addPermanentWidget(widget)
         self._show_indexing(None)
         self.show_redaction(self._prefs.redaction)
         self.records.message.connect(self._on_view_message)
-        self._attach_after_first_page: StoreSession | None = None
         self._view_loaded = (0, 0)  # the full view's load: records read, total (issue 24)
         self.records.model.reloaded.connect(self._on_records_first_page)
         self.records.model.load_failed.connect(self._on_records_first_page)
@@ -360,12 +360,34 @@ class MainWindow(QMainWindow):
         self.records.empty_actions = (self.demo_action, self.import_action,
                                       self.conversation_action)
         self.redaction.changed.connect(self._on_redaction_changed)
+        controller.session_changed.connect(self._on_session_changed)
+        controller.store_state_changed.connect(self._on_store_state_changed)
+        controller.count_changed.connect(self._on_count_changed)
+        controller.review_count_changed.connect(self._on_review_count_changed)
+        controller.busy.connect(self._on_busy)
+        controller.error.connect(self._on_controller_error)
+        controller.notice.connect(self._on_controller_notice)
+        controller.gateway_changed.connect(self._on_gateway_changed)
         self._restore_window()
+
+    def _register_session_views(self) -> None:
+        """Register every view that shows the session with the controller, once (Records
+        first: it gets a store at once, the others after its first page)."""
+        views = self._controller.views
+        views.add_reader_view("records", self.records)
+        views.add_reader_view("timeline", self.observe.timeline)
+        for name, view in (("pipeline", self.observe.pipeline), ("review", self.observe.review),
+                           ("retrieval", self.observe.retrieval), ("map", self.observe.map)):
+            views.add_store_view(name, view)
+        views.add_reader_view("layers", self.layers)
+        views.add_store_view("secrets", self.scan)
+        views.add_store_view("fate", self.fate)
+        views.add_store_view("budget", None)  # follows the store through the LLM gateway
 
     # -- links between views and records (issue 19) -----------------------------------------
 
     def _link_views(self) -> None:
-        """Give every widget that shows records the record actions (ui/record_links.py)."""
+        """Give every widget that shows records the record actions (ui/records/record_links.py)."""
         links = self.links
         links.open_requested.connect(self.show_record)
         links.fate_requested.connect(self.show_fate)
@@ -427,7 +449,7 @@ class MainWindow(QMainWindow):
 
     async def delete_record(self, ref: RecordRef) -> bool:
         """Delete ``ref`` through the store's undoable delete; False when not possible."""
-        session = self._session
+        session = self._controller.session
         if session is None or session.read_only or session.indexing:
             return False
         try:
@@ -502,10 +524,18 @@ class MainWindow(QMainWindow):
                      self.records.tag_action):
             edit_menu.addAction(made)
         edit_menu.addMenu(self.records.layer_menu)
+        edit_menu.addMenu(self.records.state_menu)  # Pause / Archive / Resume (issue 20)
         self.search_action = self._action("&Search Records", self._on_search_triggered,
                                           QKeySequence.StandardKey.Find)
         edit_menu.addSeparator()
         edit_menu.addAction(self.search_action)
+
+        store_menu = bar.addMenu("&Store")
+        self.consolidate_action = self._action("&Consolidate Duplicates…",
+                                               self._on_consolidate_triggered)
+        self.consolidate_action.setToolTip("Find stored near-duplicates, see what merging them "
+                                           "would do, then merge them pair by pair or at once")
+        store_menu.addAction(self.consolidate_action)
 
         view_menu = bar.addMenu("&View")
         self.view_actions: dict[str, QAction] = {}
@@ -532,6 +562,17 @@ class MainWindow(QMainWindow):
             made.setChecked(theme == self._prefs.theme)
             made.triggered.connect(lambda _checked=False, chosen=theme: self.set_theme(chosen))
             self.theme_actions.addAction(made)
+
+        store_menu.addSeparator()  # issue 22: collections of other tools
+        self.mapping_action = self._action("&Field Mapping…", self._on_field_mapping_triggered)
+        self.mapping_action.setToolTip("Which metadata keys of this collection (written by "
+                                       "another tool) hold the text, agent, time, importance")
+        self.adopt_action = self._action("&Adopt into a Mnemoscope Store…",
+                                         self._on_adopt_triggered)
+        self.adopt_action.setToolTip("Copy this collection (written by another tool) into a "
+                                     "Mnemoscope store through the ingest pipeline")
+        store_menu.addAction(self.mapping_action)
+        store_menu.addAction(self.adopt_action)
 
         settings_menu = bar.addMenu("&Settings")
         self.provider_action = self._action("LLM &Provider…", self._on_provider_triggered)
@@ -592,7 +633,7 @@ class MainWindow(QMainWindow):
     def _on_refresh_triggered(self) -> None:
         """F5: reload the records (the status bar's count with them) and the view shown."""
         self.records.refresh()
-        spawn(self._refresh_count())
+        spawn(self._controller.refresh_counts())
         current = self.stack.currentWidget()
         if current is self.observe.timeline:
             self.observe.timeline.reload()
@@ -626,18 +667,24 @@ class MainWindow(QMainWindow):
                                            and self._services.attach is not None)
 
     def _update_actions(self) -> None:
-        session = self._session
+        session = self._controller.session
+        attached = self._controller.attached
+        store_only = self._controller.views.store_only
         indexed = session is not None and not session.indexing
         writable = indexed and session is not None and not session.read_only
         for made in (self.import_action, self.conversation_action, self.demo_action,
-                     self.imports_action):
+                     self.imports_action, self.consolidate_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
+        foreign = session is not None and session.engine.store.foreign
+        self.mapping_action.setEnabled(foreign and self._services.save_mapping is not None)
+        self.adopt_action.setEnabled(foreign and indexed
+                                     and self._services.open_target is not None)
         self.links.set_available(engine=indexed, writable=writable)
-        self.detach_action.setEnabled(self._attached is not None)
+        self.detach_action.setEnabled(attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
             item = self.nav.item(number)
-            usable = self._attached is None or name not in ENGINE_VIEWS
+            usable = attached is None or name not in store_only
             flags = item.flags()
             item.setFlags(flags | Qt.ItemFlag.ItemIsEnabled if usable
                           else flags & ~Qt.ItemFlag.ItemIsEnabled)
@@ -646,16 +693,16 @@ class MainWindow(QMainWindow):
             tip = f"{NAVIGATION.get(name, name.capitalize())}" + (f" ({keys})" if keys else "")
             item.setToolTip(tip if usable else f"{tip}. Needs an open store: not available "
                                                "while attached to an agent's API")
-        if self._attached is not None and \
-                list(self.views)[self.nav.currentRow()] in ENGINE_VIEWS:
+        if attached is not None and list(self.views)[self.nav.currentRow()] in store_only:
             self.nav.setCurrentRow(0)
         self._show_no_store()
 
     def _show_no_store(self, opening: str = "") -> None:
         """Cover the views that need a store while none is open (or one is opening)."""
-        if self._session is not None or self._attached is not None:
+        session = self._controller.session
+        if session is not None or self._controller.attached is not None:
             # issue 24: while the full view loads, the views that need it say so.
-            loading = self._session is not None and self._session.indexing
+            loading = session is not None and session.indexing
             for name, empty in self.no_store.items():
                 if loading and name in FULL_VIEW_FEATURES:
                     empty.show_message(*waiting_message(name, *self._view_loaded))
@@ -740,8 +787,9 @@ class MainWindow(QMainWindow):
         self.banner.show()
 
     def _on_banner_dismissed(self) -> None:
-        if self._banner_kind == "demo" and self._session is not None:
-            self._demo_declined.add(self._session.spec.location)
+        session = self._controller.session
+        if self._banner_kind == "demo" and session is not None:
+            self._demo_declined.add(session.spec.location)
         self.banner.hide()
 
     def _on_banner_button_clicked(self) -> None:
@@ -788,12 +836,17 @@ class MainWindow(QMainWindow):
     def _on_view_message(self, text: str) -> None:
         self.statusBar().showMessage(text, 5000)
 
-    # -- stores ----------------------------------------------------------------------------
+    # -- stores: the controller opens and closes them; the window shows what it says --------
+
+    @property
+    def controller(self) -> AppControl:
+        """The application controller (``app/controller.py``) this window shows."""
+        return self._controller
 
     @property
     def session(self) -> StoreSession | None:
         """The open store."""
-        return self._session
+        return self._controller.session
 
     def open_location(self, location: str, *, read_only: bool = False,
                       token: str | None = None, collection: str | None = None) -> None:
@@ -803,97 +856,128 @@ class MainWindow(QMainWindow):
         spawn(self.open_store(spec))
 
     async def open_store(self, spec: StoreSpec) -> StoreSession | None:
-        """Open ``spec`` on a worker and show it; a locked store opens read-only with a banner.
+        """Open ``spec`` through the controller; a locked store opens read-only with a banner.
 
         Returns:
             The session, or None when the store could not be opened (the banner says why).
         """
-        self.store_label.setText(f"Opening {spec.location}…")
-        await self.close_store()
         self._show_no_store(opening=spec.location)
-        notes: list[str] = []
-        try:
-            try:
-                engine = await self._runner.run(self._services.open_engine, spec)
-            except StoreLocked as exc:
-                spec = dataclasses.replace(spec, read_only=True)
-                engine = await self._runner.run(self._services.open_engine, spec)
-                notes.append(f"Read-only: {exc}")
-        except EngineError as exc:
-            self.store_label.setText("No store")
-            self._show_no_store()
-            self.show_banner(f"Could not open {spec.location}: {exc}")
-            self.store_failed.emit(str(exc))
+        self._last_error = ""
+        session = await self._controller.open_store(spec)
+        if session is None:
+            if self._last_error:
+                self.store_failed.emit(self._last_error)
             return None
-        if engine.store.foreign:
-            notes.append("Read-only: this collection was written by another tool. Its documents "
-                         "and metadata are shown; Mnemoscope's own fields have default values.")
-        elif spec.read_only and not notes:
-            notes.append("Opened read-only, as asked.")
-        session = StoreSession(engine, self._runner, spec, banner=" ".join(notes), parent=self)
-        self._session = session
-        self.undo_group.addStack(session.undo_stack)
-        self.undo_group.setActiveStack(session.undo_stack)
-        session.failed.connect(self._on_session_failed)
-        session.records_changed.connect(self._on_records_changed)
-        session.indexing_progress.connect(self._on_indexing_progress)
-        session.indexing_finished.connect(self._on_indexing_finished)
-        self._show_session(session)
-        self.store_label.setText(self._store_text(session))
-        self.store_label.setToolTip(spec.location)
-        self.show_model_state(engine.embedding_status())
-        if notes:
-            self.show_banner(" ".join(notes))
-        else:
-            self.banner.hide()
-        self._update_actions()
-        self._store_prefs(dataclasses.replace(
-            self._prefs, recent_stores=tuple(
-                [spec.location, *[r for r in self._prefs.recent_stores
-                                  if r != spec.location]][:10])))
-        self._rebuild_recent_menu()
-        await self._attach_gateway(session.engine)
-        if session is self._session:
-            await self.lifecycle.set_engine(session.engine)
-        if session is self._session:
-            await self._refresh_count()
-        if session is not self._session:
-            return None  # closed meanwhile (indexing cancelled or failed; the banner says)
-        _freeze_long_lived_objects()
         self.store_opened.emit(session)
         return session
 
-    def _show_session(self, session: StoreSession) -> None:
-        """Records at once (a preview while indexing); the other views after its first page
-        (their loads would compete with it for the workers and the GIL), or once indexed."""
-        self._attach_after_first_page = None if session.indexing else session
-        self.records.set_session(session)
-        if session.indexing:
-            self._show_indexing(session)
-            session.start_indexing()
+    def _on_session_changed(self, session: DataSession | None) -> None:
+        """The controller shows another session (or none): undo, labels, banner, actions."""
+        store = session if isinstance(session, StoreSession) else None
+        if store is not self._shown_store:
+            old, self._shown_store = self._shown_store, store
+            if old is not None and shiboken6.isValid(old):
+                self.undo_group.removeStack(old.undo_stack)
+                old.failed.disconnect(self._on_session_failed)
+                old.indexing_progress.disconnect(self._on_indexing_progress)
+            if store is not None:
+                self.undo_group.addStack(store.undo_stack)
+                self.undo_group.setActiveStack(store.undo_stack)
+                store.failed.connect(self._on_session_failed)
+                store.indexing_progress.connect(self._on_indexing_progress)
+                self._show_store_banner(store)
+                self.show_model_state(store.engine.embedding_status())
+                self.store_label.setToolTip(store.spec.location)
+                self._remember_store(store.spec.location)
+        self._show_indexing(store if store is not None and store.indexing else None)
+        if isinstance(session, AttachedSession):
+            self._on_attached(session)
+        elif session is None:
+            self.store_label.setToolTip("")
+            if self._banner_kind == "attached":
+                self.banner.hide()
+        self._update_actions()
+
+    def _show_store_banner(self, store: StoreSession) -> None:
+        """What the banner says about a store just shown: another tool's collection offers
+        its next step (map its fields when no layout was recognised, else adopt it)."""
+        foreign = store.engine.store.foreign_info
+        if foreign is not None and foreign.layout is ForeignLayout.PLAIN \
+                and self._services.save_mapping is not None:
+            # no known tool's layout: which key holds what is the first question
+            self.show_banner(store.banner, "Map Fields…", self._on_field_mapping_triggered,
+                             warning=False)
+        elif foreign is not None and self._services.open_target is not None:
+            self.show_banner(store.banner, "Adopt…", self._on_adopt_triggered, warning=False)
+        elif store.banner:
+            self.show_banner(store.banner)
+        else:
+            self.banner.hide()  # the demo offer comes back if this store is empty
+
+    def _remember_store(self, location: str) -> None:
+        """Put ``location`` first in File → Recent Stores."""
+        if self._prefs.recent_stores[:1] == (location,):
+            return
+        self._store_prefs(dataclasses.replace(
+            self._prefs, recent_stores=tuple(
+                [location, *[r for r in self._prefs.recent_stores if r != location]][:10])))
+        self._rebuild_recent_menu()
+
+    def _on_store_state_changed(self, text: str) -> None:
+        self.store_label.setText(text)
+
+    def _on_controller_error(self, message: str) -> None:
+        self._last_error = message
+        if self._attach_dialog is not None and _is_open(self._attach_dialog):
+            self._attach_dialog.show_error(message)  # the dialog asked: it shows the answer
+            return
+        if self._attaching:
+            message = f"Could not attach to {self._attaching}: {message}"
+        self.show_banner(message)
+
+    def _on_controller_notice(self, text: str) -> None:
+        self.show_banner(text, warning=False)
+
+    def _on_count_changed(self, count: int) -> None:
+        if count < 0:
+            self.count_label.setText("count unavailable")
+            return
+        session = self._controller.session or self._controller.attached
+        self.count_label.setText(count_of(count, "record") if session is not None else "")
+        self.count_label.setToolTip("")
+        if self._controller.session is not None:
+            self._maybe_offer_demo(self._controller.session)
+
+    def _on_review_count_changed(self, pending: int) -> None:
+        """The Review entry in the sidebar and the status bar follow the queue."""
+        item = self.nav.item(list(self.views).index("review"))
+        item.setText(f"Review ({pending:,})" if pending else "Review")
+        self.review_label.setText(f"{count_of(pending, 'review')} pending" if pending else "")
+        self.review_label.setVisible(bool(pending))
+        review = self.observe.review
+        if review.loads and len(review.items) != pending:
+            review.refresh()  # a write that changed no record (a deferral) changed the queue
+
+    def _on_busy(self, what: str) -> None:
+        if what:
+            self.statusBar().showMessage(what)
+        else:
+            self.statusBar().clearMessage()
 
     def _on_records_first_page(self, *_args: object) -> None:
-        """The table's first page arrived (or failed): attach the other views if waiting."""
-        session, self._attach_after_first_page = self._attach_after_first_page, None
-        if session is not None and session is self._session and not session.indexing:
-            self._set_view_sessions(session)
-
-    def _set_view_sessions(self, session: StoreSession | None) -> None:
-        """The views that need the store's columnar view (all but Records)."""
-        self.observe.set_session(session)
-        self.layers.set_session(session)
-        self.fate.set_session(session)
-        self.scan.set_session(session)
+        """The table's first page arrived (or failed): the controller attaches the others."""
+        self._controller.first_page_shown()
 
     def _show_indexing(self, session: StoreSession | None) -> None:
         """Show (or hide, None) the status bar's indexing progress and Cancel."""
         for widget in (self.index_label, self.index_bar, self.index_cancel):
             widget.setVisible(session is not None)
-        if session is not None:
+        if session is not None and self._indexing_shown is not session:
             self._view_loaded = (0, 0)
             self.index_label.setText(loading_status(0, 0))
             self.index_bar.setRange(0, 0)  # busy until the first progress report
             self.index_cancel.setEnabled(True)
+        self._indexing_shown = session
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
         self._view_loaded = (done, total)
@@ -903,71 +987,32 @@ class MainWindow(QMainWindow):
         self.index_bar.setValue(done)
 
     def _on_index_cancel_clicked(self) -> None:
-        if self._session is not None:
+        session = self._controller.session
+        if session is not None:
             self.index_cancel.setEnabled(False)
             self.index_label.setText("Cancelling…")
-            self._session.cancel_indexing()
+            session.cancel_indexing()
 
-    def _on_indexing_finished(self, ready: bool) -> None:
-        session = self._session
-        if session is None or self.sender() is not session:
-            return  # a store closed meanwhile (no lambda holding the session: it would leak)
-        self._show_indexing(None)
-        if ready:
-            self._set_view_sessions(session)
-            self._update_actions()
-            _freeze_long_lived_objects()
+    def _on_gateway_changed(self, gateway: LLMGateway | None, engine: MemoryEngine | None,
+                            problem: str) -> None:
+        if gateway is None or engine is None:
+            self.budget.set_gateway(None, None, None, None)
+            if problem:
+                self.budget.provider_label.setText(problem)
             return
-        spawn(self._abandon(session))
-
-    async def _abandon(self, session: StoreSession) -> None:
-        """Close a store whose indexing failed or was cancelled, and say so."""
-        location = session.spec.location
-        await self.close_store()
-        self.store_label.setText("No store")
-        self.count_label.setText("")
-        if session.indexing_cancelled:
-            self.show_banner(f"Opening {location} was cancelled before its records were "
-                             "indexed.", warning=False)
-        else:
-            self.show_banner(f"Could not index {location}: {session.indexing_error}")
-
-    async def _attach_gateway(self, engine: MemoryEngine | None) -> None:
-        """Build (worker) the LLM gateway on ``engine``'s ledger for the Budget view.
-
-        Calls are serialised; one superseded by a later call while it waited does nothing.
-        """
-        self._gateway_engine = engine
-        async with self._gateway_lock:
-            if engine is not self._gateway_engine:
-                return  # a later call asked for another engine (or none): it builds
-            old, self._gateway = self._gateway, None
-            if old is not None:
-                await self._runner.run(old.close)
-            llm = self._services.llm
-            if engine is None or llm is None:
-                self.budget.set_gateway(None, None, None, None)
-                return
-            try:
-                gateway = await self._runner.run(llm.make_gateway, engine, self._llm_settings)
-            except EngineError as exc:
-                self.budget.set_gateway(None, None, None, None)
-                self.budget.provider_label.setText(f"LLM provider not usable: {exc}")
-                return
-            self._gateway = gateway
-            self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
-            if llm.problem:
-                self.budget.set_problem(llm.problem)
+        self.budget.set_gateway(gateway, engine.ledger, engine.events, engine.clock)
+        if problem:
+            self.budget.set_problem(problem)
 
     @property
     def gateway(self) -> LLMGateway | None:
         """The running LLM gateway (None without a store or provider services)."""
-        return self._gateway
+        return self._controller.gateway
 
     @property
     def llm_settings(self) -> LLMSettings:
         """The LLM provider settings in effect."""
-        return self._llm_settings
+        return self._controller.llm_settings
 
     def open_provider_settings(self) -> ProviderSettingsDialog | None:
         """Settings → LLM Provider… (also the Budget view's button): the dialog, window-modal.
@@ -980,9 +1025,10 @@ class MainWindow(QMainWindow):
         if self.provider_dialog is not None:
             self.provider_dialog.raise_()
             return self.provider_dialog
-        engine = self._session.engine if self._session is not None else None
+        session = self._controller.session
+        engine = session.engine if session is not None else None
         dialog = ProviderSettingsDialog(
-            self._runner, self._llm_settings, llm.secrets,
+            self._runner, self._controller.llm_settings, llm.secrets,
             ledger=engine.ledger if engine is not None else None,
             events=engine.events if engine is not None else None,
             clock=engine.clock if engine is not None else None,
@@ -1005,83 +1051,30 @@ class MainWindow(QMainWindow):
             dialog.deleteLater()
 
     async def apply_llm_settings(self, settings: LLMSettings) -> bool:
-        """Persist ``settings`` (worker, atomic) and rebuild the running gateway with them.
+        """Persist ``settings`` and rebuild the running gateway (the controller's work).
 
         Returns:
             False when the settings file could not be written (the settings still apply to
-            this session; the status bar says so).
+            this session; the banner says so).
         """
-        llm = self._services.llm
-        if llm is None:
+        if self._services.llm is None:
             return False
-        self._llm_settings = settings
-        saved = True
-        try:
-            await self._runner.run(llm.save, settings)
-        except (OSError, EngineError) as exc:
-            saved = False
-            self.show_banner(f"LLM settings apply to this session but were not saved: {exc}")
-        await self._attach_gateway(self._gateway_engine)  # the current one (none while importing)
+        saved = await self._controller.apply_llm_settings(settings)
         what = f"{settings.provider} · {settings.model}" if settings.configured else "none"
         self._on_view_message(f"LLM provider settings {'saved' if saved else 'applied'}: "
                               f"{what}")
         return saved
 
-    @staticmethod
-    def _store_text(session: StoreSession) -> str:
-        spec = session.spec
-        kind = "server" if spec.is_remote else "embedded"
-        suffix = " · read-only" if session.read_only else ""
-        name = spec.location if spec.collection == "mnemoscope_memories" \
-            else f"{spec.location} [{spec.collection}]"
-        return f"{kind}: {name}{suffix}"
-
     async def close_store(self) -> None:
         """Close the open store (after its pending writes) on a worker, or detach."""
-        await self.detach()
-        session = self._session
-        if session is None:
-            return
-        self._session = None
-        self._show_indexing(None)
-        session.cancel_indexing()
-        self.records.set_session(None)
-        self._set_view_sessions(None)
-        await self._attach_gateway(None)
-        await self.lifecycle.set_engine(None)  # its thread writes: stopped before the close
-        await session.drain()
-        self.undo_group.removeStack(session.undo_stack)
-        await self._runner.run(session.engine.close)
-        session.deleteLater()
-        self._update_actions()
-
-    async def _refresh_count(self) -> None:
-        session = self._session or self._attached
-        if session is None:
-            self.count_label.setText("")
-            return
-        try:
-            count = await self._runner.run(session.reader.count)
-        except EngineError as exc:
-            self.count_label.setText("count unavailable")
-            self.count_label.setToolTip(str(exc))
-            return
-        if session is (self._session or self._attached):
-            self._count = count
-            self.count_label.setText(count_of(count, "record"))
-            self.count_label.setToolTip("")
-            if session is self._session:
-                self._maybe_offer_demo(session)
-
-    def _on_records_changed(self, _ids: list[str]) -> None:
-        spawn(self._refresh_count())
+        await self._controller.close_store()
 
     def _on_lifecycle_toggled(self, enabled: bool) -> None:
         self._store_prefs(dataclasses.replace(self._prefs, lifecycle=enabled))
 
     def _on_lifecycle_ran(self, run: LifecycleRun) -> None:
         """A scheduled run removed records: the count and the views follow."""
-        if self._session is not None and run.changed:
+        if self._controller.session is not None and run.changed:
             self._on_refresh_triggered()
 
     def _on_session_failed(self, message: str) -> None:
@@ -1094,7 +1087,7 @@ class MainWindow(QMainWindow):
         gets the offer, unless its banner was dismissed for that store in this run. The
         offer goes away by itself once the store has records.
         """
-        if self._count > 0:
+        if self._controller.count > 0:
             if self._banner_kind == "demo":
                 self.banner.hide()
             return
@@ -1148,12 +1141,60 @@ class MainWindow(QMainWindow):
             await self.open_store(StoreSpec(location, read_only=dialog.read_only.isChecked(),
                                             collection=chosen))
 
+    # -- collections of other tools (issue 22; ui/imports/foreign_dialogs.py) ----------------------
+
+    def _on_field_mapping_triggered(self) -> None:
+        spawn(self.edit_field_mapping())
+
+    async def edit_field_mapping(
+            self, opened: Callable[[QWidget], None] | None = None) -> StoreSession | None:
+        """Map the open foreign collection's fields, save the mapping, open it again with it.
+
+        Returns:
+            The reopened session, or None when nothing was saved.
+        """
+        session = self._controller.session
+        save = self._services.save_mapping
+        if session is None or save is None or not session.engine.store.foreign:
+            return None
+        try:
+            choice = await edit_field_mapping(self, session, self._runner,
+                                              show=self.redaction.show, opened=opened)
+        except EngineError as exc:
+            QMessageBox.warning(self, "Field mapping", f"Cannot read the collection: {exc}")
+            return None
+        if choice is None or session is not self._controller.session:
+            return None
+        spec = session.spec
+        try:
+            await self._runner.run(save, spec.location, spec.collection, choice.mapping)
+        except (OSError, EngineError) as exc:
+            QMessageBox.warning(self, "Field mapping", f"The mapping was not saved: {exc}")
+            return None
+        return await self.open_store(spec)  # read again through the saved mapping
+
+    def _on_adopt_triggered(self) -> None:
+        spawn(self.adopt_collection())
+
+    async def adopt_collection(self, target: str | None = None,
+                               opened: Callable[[QWidget], None] | None = None
+                               ) -> ImportSummary | None:
+        """Adopt the open foreign collection into a Mnemoscope store (``target``, or asked)."""
+        session = self._controller.session
+        open_target = self._services.open_target
+        if session is None or open_target is None or not session.engine.store.foreign:
+            return None
+        if not await session.wait_indexed():  # the records to copy are read from the view
+            return None
+        return await adopt_collection(self, session, self._runner, open_target,
+                                      show=self.redaction.show, target=target, opened=opened)
+
     # -- attaching to a running agent (issue 10) -------------------------------------------
 
     @property
     def attached_session(self) -> AttachedSession | None:
         """The agent attached to, if any."""
-        return self._attached
+        return self._controller.attached
 
     def _on_attach_triggered(self) -> None:
         self.open_attach_dialog()
@@ -1174,7 +1215,7 @@ class MainWindow(QMainWindow):
 
     async def attach(self, url: str, token: str, *,
                      dialog: AttachDialog | None = None) -> AttachedSession | None:
-        """Connect to ``url`` on a worker and show the agent read-only (closing what is open).
+        """Attach to ``url`` through the controller and show the agent read-only.
 
         Errors (wrong token, unreachable server, not an introspection API) are shown in
         ``dialog`` when given, else in the banner.
@@ -1182,55 +1223,47 @@ class MainWindow(QMainWindow):
         Returns:
             The session, or None when attaching failed.
         """
-        attach = self._services.attach
-        if attach is None:
+        if self._services.attach is None:
             return None
-        relay = ConnectionRelay()
         if dialog is not None:
             dialog.set_busy(True)
-        try:
-            reader = await self._runner.run(attach, url, token, relay.report)
-        except EngineError as exc:
-            relay.deleteLater()
-            if dialog is not None and _is_open(dialog):
-                dialog.show_error(str(exc))
-            elif dialog is None:
-                self.show_banner(f"Could not attach to {url}: {exc}")
-            self.attach_failed.emit(str(exc))
-            return None
-        if dialog is not None:
-            if not _is_open(dialog):  # cancelled while connecting
-                relay.deleteLater()
-                await self._runner.run(reader.close)
-                return None
+        self._attach_dialog, self._attaching = dialog, url
+        self._last_error = ""
+
+        def connected() -> bool:
+            """Connected: close the dialog, unless the person cancelled it meanwhile."""
+            if dialog is None:
+                return True
+            if not _is_open(dialog):
+                return False
             dialog.accept()
-        await self.close_store()
-        session = AttachedSession(reader, self._runner, relay, self)
-        self._attached = session
-        relay.changed.connect(self._on_connection_changed)
-        session.records_changed.connect(self._on_records_changed)
-        self.records.set_session(session)
-        self.observe.set_session(session)
-        self.layers.set_session(session)
-        self.fate.set_session(None)
-        self.scan.set_session(None)
-        await self._attach_gateway(None)
-        self.store_label.setText(f"attached: {reader.location} · read-only")
-        self.store_label.setToolTip(f"Introspection API of a running agent: {reader.location}")
-        self.model_label.setText("model: (the agent's)")
-        self.model_label.setToolTip("The embedding model runs in the agent's process")
-        self._show_attached_banner()
-        self._update_actions()
+            return True
+
+        try:
+            session = await self._controller.attach(url, token, still_wanted=connected)
+        finally:
+            self._attach_dialog, self._attaching = None, ""
+        if session is None:
+            if self._last_error:
+                self.attach_failed.emit(self._last_error)
+            return None
         self._store_prefs(dataclasses.replace(self._prefs, recent_attach=tuple(
-            [reader.location, *[u for u in self._prefs.recent_attach
-                                if u != reader.location]][:10])))
+            [session.location, *[u for u in self._prefs.recent_attach
+                                 if u != session.location]][:10])))
         self._rebuild_recent_menu()
-        await self._refresh_count()
         self.attached.emit(session)
         return session
 
+    def _on_attached(self, session: AttachedSession) -> None:
+        """The controller shows an attached agent: its labels and banner."""
+        session.relay.changed.connect(self._on_connection_changed)
+        self.store_label.setToolTip(f"Introspection API of a running agent: {session.location}")
+        self.model_label.setText("model: (the agent's)")
+        self.model_label.setToolTip("The embedding model runs in the agent's process")
+        self._show_attached_banner()
+
     def _show_attached_banner(self, problem: str = "") -> None:
-        session = self._attached
+        session = self._controller.attached
         if session is None:
             return
         text = f"Attached to {session.location} (read-only). Editing is off; the " \
@@ -1238,27 +1271,15 @@ class MainWindow(QMainWindow):
                "open store."
         if problem:
             text = f"Attached to {session.location} (read-only) — {problem}"
-        self.show_banner(text, "Detach", self._on_detach_triggered, warning=bool(problem))
+        self.show_banner(text, "Detach", self._on_detach_triggered, warning=bool(problem),
+                         kind="attached")
 
     def _on_connection_changed(self, problem: str) -> None:
         self._show_attached_banner(problem)
 
     async def detach(self) -> None:
-        """Stop showing the attached agent and close its connections (on a worker)."""
-        session = self._attached
-        if session is None:
-            return
-        self._attached = None
-        self.records.set_session(None)
-        self.observe.set_session(None)
-        self.layers.set_session(None)
-        await session.close()
-        session.deleteLater()
-        self.store_label.setText("No store")
-        self.store_label.setToolTip("")
-        self.count_label.setText("")
-        self.banner.hide()
-        self._update_actions()
+        """Stop showing the attached agent; the store shown before attaching comes back."""
+        await self._controller.detach()
 
     # -- import / export -------------------------------------------------------------------
 
@@ -1283,27 +1304,35 @@ class MainWindow(QMainWindow):
             opened: Callable[[ConversationPreviewDialog], None] | None = None,
     ) -> ImportSummary | None:
         """Issue 20: name the file's format, preview the import (nothing written), and import
-        with the agent and salience cut the user confirmed (:mod:`ui.import_dialogs`).
+        with the agent and salience cut the user confirmed (:mod:`ui.imports.import_dialogs`).
 
         Returns:
             The summary, or None when nothing was imported.
         """
-        session = self._session
+        session = self._controller.session
         if session is None or session.read_only:
             return None
         choice = await preview_conversation_import(self, session, self._runner, path,
                                                    show=self.redaction.show, opened=opened)
-        if choice is None or session is not self._session:
+        if choice is None or session is not self._controller.session:
             return None
         return await self.run_import(path, conversation_agent=choice.agent_id,
                                      keep=choice.keep)
 
     def _on_imports_triggered(self) -> None:
-        if self._session is not None:
-            dialog = ImportsDialog(self._session, self._runner, self)
+        if (session := self._controller.session) is not None:
+            dialog = ImportsDialog(session, self._runner, self)
             dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             dialog.open()
             dialog.refresh()
+
+    def _on_consolidate_triggered(self) -> None:
+        if self._controller.session is not None and not self._controller.session.read_only:
+            dialog = ConsolidateDialog(self._controller.session, self._runner, self,
+                                       redaction=self.redaction)
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            dialog.open()
+            dialog.start()
 
     def _push_import(self, session: StoreSession, path: Path, summary: ImportSummary) -> None:
         """Edit → Undo takes a finished import back as one step (:class:`ImportCommand`)."""
@@ -1315,14 +1344,15 @@ class MainWindow(QMainWindow):
     async def run_import(self, path: Path, *, conversation_agent: str | None = None,
                          keep: SalienceCut | None = None,
                          dialog: ImportProgressDialog | None = None) -> ImportSummary | None:
-        """Import ``path`` on a worker with a progress dialog (Cancel undoes the partial run).
+        """Import ``path`` through the controller with a progress dialog (Cancel undoes the
+        partial run).
 
         ``keep`` is a conversation's salience cut (default: the salient turns).
 
         Returns:
             The summary, or None when the import failed (the dialog says why).
         """
-        session = self._session
+        session = self._controller.session
         if session is None or session.read_only:
             return None
         dialog = dialog or ImportProgressDialog(f"Import {path.name}", self,
@@ -1332,74 +1362,19 @@ class MainWindow(QMainWindow):
         dialog.open()
         await asyncio.sleep(0)  # let the loop paint the dialog before the views are cleared
         progress = self._runner.progress_relay(dialog.set_progress)
-        if self._services.bulk_import is not None and not session.spec.is_remote:
-            return await self._import_out_of_process(session, path, conversation_agent,
-                                                     keep, dialog, progress, flag)
         try:
-            if conversation_agent is not None:
-                summary: ImportSummary = await session.run_write(
-                    import_conversation, session.engine, path, agent_id=conversation_agent,
-                    keep=keep, progress=progress, cancelled=flag.is_set)
-            else:
-                summary = await session.run_write(import_jsonl, session.engine, path,
-                                                  progress=progress, cancelled=flag.is_set)
+            summary = await self._controller.run_import(
+                path, conversation_agent=conversation_agent, progress=progress,
+                cancelled=flag.is_set, keep=keep)
         except EngineError as exc:
             dialog.fail(str(exc))
             return None
         dialog.finish(summary)
         self._push_import(session, path, summary)
-        session.records_changed.emit([o.record_id for o in summary.outcomes if o.record_id])
-        return summary
-
-    async def _import_out_of_process(self, session: StoreSession, path: Path,
-                                     conversation_agent: str | None,
-                                     keep: SalienceCut | None,
-                                     dialog: ImportProgressDialog,
-                                     progress: Callable[[int, int], None],
-                                     flag: CancelFlag) -> ImportSummary | None:
-        """Close the engine, import in a child process, reopen (see :mod:`ui.import_process`)."""
-        bulk_import = self._services.bulk_import
-        assert bulk_import is not None
-        # each view lets go of the session in its own turn of the event loop: together they
-        # took 40-180 ms of GUI-thread CPU in one tick (tests/ui/test_event_loop_stalls.py)
-        for view in (self.records, self.observe, self.layers):
-            view.set_session(None)
-            await asyncio.sleep(0)
-        await self._attach_gateway(None)  # the gateway writes to the ledger being closed
-        self.store_label.setText(f"Importing into {session.spec.location}…")
-        await session.drain()
-        await self._runner.run(session.engine.close)
-        summary: ImportSummary | None = None
-        try:
-            summary = await self._runner.run(bulk_import, session.spec, path,
-                                             conversation_agent, progress, flag.is_set,
-                                             keep=keep)
-        except EngineError as exc:
-            dialog.fail(str(exc))
-        try:
-            session.replace_engine(
-                await self._runner.run(self._services.open_engine, session.spec))
-        except EngineError as exc:
-            self._session = None
-            self.undo_group.removeStack(session.undo_stack)
-            self.store_label.setText("No store")
-            self.show_banner(f"Could not reopen {session.spec.location} after the import: {exc}")
-            self._update_actions()
-            return None
-        self._show_session(session)
-        await self._attach_gateway(session.engine)  # on the reopened engine's ledger
-        self.store_label.setText(self._store_text(session))
-        self._update_actions()
-        _freeze_long_lived_objects()
-        if summary is not None:
-            dialog.finish(summary)
-            self._push_import(session, path, summary)
-            session.records_changed.emit([o.record_id for o in summary.outcomes
-                                          if o.record_id])
         return summary
 
     def _on_export_triggered(self) -> None:
-        if self._session is None:
+        if self._controller.session is None:
             return
         options = ExportOptionsDialog(self)
         if not options.exec():
@@ -1412,7 +1387,7 @@ class MainWindow(QMainWindow):
 
     async def run_export(self, path: Path, *, redact: bool) -> int | None:
         """Export every record to ``path`` on a worker; returns the count (None on failure)."""
-        session = self._session
+        session = self._controller.session
         if session is None:
             return None
         redact = redact or self.redaction.enabled  # issue 9: redaction mode masks exports too

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from app.log_masking import masked_log_handlers
 from app.settings import Settings, server_ledger_path
 from engine import (
     ExitPolicy,
@@ -106,29 +106,13 @@ class CliContext:
 
     @contextlib.contextmanager
     def masked_logs(self) -> Iterator[None]:
-        """While a command runs with redaction on, log records reach stderr masked.
-
-        Python prints warnings of unconfigured loggers through a last-resort handler that no
-        filter can reach; a handler of the same level is installed in its place, and every
-        handler already on the root logger gets the masking filter too.
-        """
+        """While a command runs with redaction on, log records reach stderr masked
+        (:func:`app.log_masking.masked_log_handlers`)."""
         if not self.redacting:
             yield
             return
-        log_filter = RedactingLogFilter(self.policy)
-        root = logging.getLogger()
-        handler = logging.StreamHandler(self.stderr)
-        handler.setLevel(logging.WARNING)
-        handlers = [*root.handlers, handler]
-        root.addHandler(handler)
-        for each in handlers:
-            each.addFilter(log_filter)
-        try:
+        with masked_log_handlers(RedactingLogFilter(self.policy), self.stderr):
             yield
-        finally:
-            root.removeHandler(handler)
-            for each in handlers:
-                each.removeFilter(log_filter)
 
     def policy_for(self, *, redact: bool) -> ExitPolicy:
         """This run's policy, or a redacting one with the same patterns when ``redact`` asks

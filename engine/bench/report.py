@@ -133,7 +133,8 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "process start → first page. Baseline: `python -c pass` and the engine's "
         "`list_records` first page.",
         "* **GUI stall** — `benchmarks/bench_gui.py --stall N` (`bench_ingest_stall`, "
-        "`ui/loop_probe.py`, the same code as `tests/ui/test_event_loop_stalls.py`): gaps of a "
+        "`ui/shared/loop_probe.py`, the same code as `tests/ui/test_event_loop_stalls.py`): "
+        "gaps of a "
         "5 ms timer while the window imports N JSONL records into an embedded store (child "
         "process) and reopens it; offscreen, no model. Baseline: the idle loop's gaps just "
         "before. The note gives each phase's max raw and net of the GUI thread's run-queue "

@@ -24,6 +24,7 @@ from engine.ingest.pipeline import (
     BatchResult,
     IngestPipeline,
     IngestResult,
+    RunWrites,
     StageReport,
     SteppedRun,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "ReviewItem",
     "ReviewQueue",
     "ReviewStatus",
+    "RunWrites",
     "Stage",
     "StageReport",
     "SteppedRun",

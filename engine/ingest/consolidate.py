@@ -60,6 +60,7 @@ __all__ = [
     "ConsolidationReport",
     "ConsolidationStep",
     "as_new_memory",
+    "merge_step",
     "plan_consolidation",
     "redirect_links",
     "relink",
@@ -166,6 +167,20 @@ def as_new_memory(record: MemoryRecord) -> NewMemory:
                      metadata=record.metadata)
 
 
+def merge_step(kept: MemoryRecord, other: MemoryRecord, *, now_ms: float,
+               policy: IngestPolicy) -> MemoryRecord:
+    """``kept`` after absorbing ``other`` (``merge_records``), without a link to ``other``.
+
+    One place for the merge of a stored pair: the pass plans with it and
+    ``MemoryEngine.apply_consolidation`` merges with it again against the records as they are
+    when a person applies a step of a dry run.
+    """
+    merged = merge_records(kept, other, now_ms=now_ms, policy=policy)
+    # the merged-away record is deleted: the kept one must not link to it
+    return merged.replace(related=tuple(link for link in merged.related
+                                        if link.id != other.id))
+
+
 def _keeps(a: MemoryRecord, b: MemoryRecord) -> bool:
     """True when ``a`` is kept over ``b``: seed 004 keeps the higher importance version; ties
     keep the older record (other records more likely link to it), then the smaller id."""
@@ -259,11 +274,8 @@ def plan_consolidation(
                                   found_by="consolidate")],
             semantic=semantic, surprise=_STORED, policy=policy)
         if decision.action is Action.MERGED:
-            base = current.get(kept.id, kept)
-            merged = merge_records(base, other, now_ms=now_ms, policy=policy)
-            # the merged-away record is deleted: the kept one must not link to it
-            merged = merged.replace(related=tuple(link for link in merged.related
-                                                  if link.id != other.id))
+            merged = merge_step(current.get(kept.id, kept), other, now_ms=now_ms,
+                                policy=policy)
             current[kept.id] = merged
             absorbed.add(other.id)
             steps.append(ConsolidationStep(Action.MERGED, decision.reason, kept, other,

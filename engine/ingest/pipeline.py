@@ -16,6 +16,13 @@ implementation for the GUI.
 Events of a run are collected and emitted in the ``events`` stage, after ``persist`` wrote
 the records: an event never describes a write that did not happen, and a cancelled batch chunk
 leaves neither records nor events behind.
+
+A **simulated** run (``stepped(new, simulate=True)``, the GUI pipeline's default, and
+:meth:`IngestPipeline.simulate_batch`) runs every stage with the same numbers but stages its
+writes into a write set that is never flushed: ``persist`` reports what it would write and
+``events`` what it would emit, and nothing reaches the store, the ledger or the event bus.
+A real stepped run keeps what its ``persist`` wrote (:attr:`SteppedRun.written`) so a caller
+can take the write back (``MemoryEngine.undo_run``).
 """
 
 from __future__ import annotations
@@ -85,6 +92,7 @@ __all__ = [
     "EditRecorder",
     "IngestPipeline",
     "IngestResult",
+    "RunWrites",
     "StageReport",
     "SteppedRun",
 ]
@@ -219,6 +227,32 @@ class BatchResult:
         return counts
 
 
+@dataclass(frozen=True, slots=True)
+class RunWrites:
+    """What the ``persist`` stage of one stepped run wrote: enough to take it back.
+
+    Attributes:
+        incoming_id: The run's incoming id.
+        batch_id: The edit-history batch id of its writes.
+        pairs: ``(before, after)`` of every record written (``before`` None: it created the
+            record). Besides the run's own record this holds the stored records that got a
+            symmetric ``related`` back-link.
+        review_id: The review item a deferral queued, if any.
+        aliases: ``(content_hash, record_id)`` merge aliases it added.
+    """
+
+    incoming_id: str
+    batch_id: str
+    pairs: tuple[tuple[MemoryRecord | None, MemoryRecord], ...]
+    review_id: str | None = None
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """True when the run wrote nothing (a skip without a new source, a failure)."""
+        return not self.pairs and self.review_id is None and not self.aliases
+
+
 # -- the unit of work ---------------------------------------------------------------------------
 
 
@@ -348,7 +382,10 @@ class _Run:
         self.new = new
         self.incoming_id = str(uuid.uuid4())
         self.batched = writes is not None
+        # a dry run: stages into a write set that is never flushed, emits nothing
+        self.simulated = writes is not None and writes.simulated
         self.writes = writes
+        self.written: RunWrites | None = None  # what a stepped run's persist wrote
         self.vector = vector
         self.precomputed = precomputed
         self.index = 0
@@ -616,6 +653,14 @@ class _Run:
             assert self.writes is not None
             self._stage_into(self.writes)
             staged = self._staged_ids()
+            if self.simulated:  # what a real run would write: nothing is
+                would_write = list(self.writes.writes)
+                would_review = self._review_spec is not None
+                return ({"written": [], "staged": staged, "batched": False, "simulated": True,
+                         "would_write": would_write, "would_queue_review": would_review},
+                        PersistDetail((), tuple(staged), False, None, simulated=True,
+                                      would_write=tuple(would_write),
+                                      would_queue_review=would_review))
             return ({"written": [], "staged": staged, "batched": True},
                     PersistDetail((), tuple(staged), True, None))
         with pipeline.write_lock:
@@ -628,6 +673,10 @@ class _Run:
             writes.flush()
         written, staged = list(writes.writes), self._staged_ids()
         review_id = None if self.review_item is None else self.review_item.id
+        self.written = RunWrites(
+            self.incoming_id, writes.batch_id,
+            tuple((writes.befores.get(i), record) for i, record in writes.writes.items()),
+            review_id, tuple(writes.aliases))
         return ({"written": written, "staged": staged, "batched": False,
                  "review_id": review_id},
                 PersistDetail(tuple(written), tuple(staged), False, review_id))
@@ -666,6 +715,9 @@ class _Run:
     def _events(self) -> tuple[dict[str, Any], EventsDetail]:
         self._queue_outcome()
         kinds = [str(q.kind) for q in self.queued]
+        if self.simulated:  # what a real run would emit: nothing is
+            return ({"events": kinds, "emitted": 0, "batched": False, "simulated": True},
+                    EventsDetail(tuple(kinds), 0, False))
         if not self.batched:
             self.emit_events()
         return ({"events": kinds, "emitted": len(self.emitted), "batched": self.batched},
@@ -843,6 +895,16 @@ class SteppedRun:
         return self._run.incoming_id
 
     @property
+    def simulated(self) -> bool:
+        """True for a dry run: every stage, nothing written or emitted."""
+        return self._run.simulated
+
+    @property
+    def written(self) -> RunWrites | None:
+        """What ``persist`` wrote (None before it ran, and always for a simulated run)."""
+        return self._run.written
+
+    @property
     def state(self) -> dict[str, Any]:
         """Everything known so far, merged from the stage reports (JSON-compatible)."""
         merged: dict[str, Any] = {"incoming_id": self._run.incoming_id,
@@ -930,9 +992,18 @@ class IngestPipeline:
 
     # -- single ------------------------------------------------------------------------------
 
-    def stepped(self, new: NewMemory, *, vector: F32 | None = None) -> SteppedRun:
-        """A run of ``new`` that the caller advances stage by stage."""
-        run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=None)
+    def stepped(self, new: NewMemory, *, vector: F32 | None = None,
+                simulate: bool = False) -> SteppedRun:
+        """A run of ``new`` that the caller advances stage by stage.
+
+        Args:
+            vector: A precomputed embedding (else the ``embed`` stage runs the model).
+            simulate: A dry run: the same stages and numbers as a real run (the same
+                candidate search, thresholds and merge rules, the target read from the store),
+                but ``persist`` and ``events`` only report what they would write and emit.
+        """
+        writes = _WriteSet(self, None, simulated=True) if simulate else None
+        run = _Run(self, new, vector=vector, precomputed=vector is not None, writes=writes)
         return SteppedRun(run, sleep=self._sleep)
 
     def ingest(self, new: NewMemory, *, vector: F32 | None = None) -> IngestResult:

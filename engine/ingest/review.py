@@ -248,6 +248,15 @@ class ReviewQueue:
                 (status.value, limit))
         return [_row_to_item(row) for row in rows]
 
+    def pending_count(self) -> int:
+        """How many items wait for a decision (all of them, not a page)."""
+        if not self.available:
+            return 0
+        rows = self._ledger.query(
+            "SELECT COUNT(*) AS n FROM review_items WHERE status = ?",
+            (ReviewStatus.PENDING.value,))
+        return int(rows[0]["n"])
+
     def pending_targets(self, key: ReviewKey) -> set[str]:
         """Targets for which the memory of ``key`` (:func:`review_key`) already waits."""
         if not self.available:

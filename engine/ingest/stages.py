@@ -123,12 +123,18 @@ class PersistDetail:
         staged: Ids staged for writing.
         batched: Part of a batch (the chunk writes them).
         review_id: The review item a deferral queued.
+        simulated: A dry run (the Pipeline view's Simulate): nothing was written.
+        would_write: On a dry run, the ids a real run would have written.
+        would_queue_review: On a dry run, whether a real run would have queued a review item.
     """
 
     written: tuple[str, ...]
     staged: tuple[str, ...]
     batched: bool
     review_id: str | None
+    simulated: bool = False
+    would_write: tuple[str, ...] = ()
+    would_queue_review: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,10 +22,11 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from engine.browse import Facets, LinkedRecord, RecordDetail, link_preview
+from engine.connection_errors import unreachable
 from engine.decay import decayed_importance
 from engine.errors import RecordNotFound, ValidationError
 from engine.events import Event
@@ -41,6 +42,9 @@ from engine.layers import (
 )
 from engine.query import SHOWN_STATES, RecordPage, RecordQuery, RecordRow, RowPage
 from engine.records import MemoryRecord
+
+if TYPE_CHECKING:
+    from engine.exits import Masking
 
 __all__ = ["REMOTE_HISTORY_LIMIT", "EventFollower", "RemoteReader", "check_url"]
 
@@ -77,8 +81,9 @@ def _explain(url: str, exc: ApiError) -> ApiError:
             "start, or the value of $MNEMOSCOPE_API_TOKEN it was started with.",
             status=401, api_code=exc.api_code)
     if exc.status == 0:
-        return ApiError(f"Cannot reach {url}: {exc.__cause__ or exc}. Is `mnemoscope serve` "
-                        "running there, on this host and port?")
+        return ApiError(unreachable("the agent's Mnemoscope API", url, exc,
+                                    "Is `mnemoscope serve` running there, on this host and "
+                                    "port?"))
     if exc.status == 429:
         wait = f" in {exc.retry_after:.0f} s" if exc.retry_after else ""
         return ApiError(f"{url} is rate-limiting this client; try again{wait}.", status=429,
@@ -287,8 +292,12 @@ class RemoteReader:
         return RecordPage([_record(r) for r in rows], int(page["total"]), int(page["offset"]),
                           [float(r.get("decayed_importance", r["importance"])) for r in rows])
 
-    def list_rows(self, query: RecordQuery) -> RowPage:
-        """The page of :meth:`list_records` as table rows."""
+    def list_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+        """The page of :meth:`list_records` as table rows.
+
+        ``shown`` is not used: the agent's API filters and masks with its own server's
+        redaction policy (``mnemoscope serve --redact``), which the app cannot change.
+        """
         page = self.list_records(query)
         return RowPage([RecordRow.of(r) for r in page.records], page.total, page.offset,
                        page.decayed_importance)

@@ -19,6 +19,13 @@ Where things live (see ``docs/layers.md``):
 A deletion with reason ``deleted`` (a user's decision that the memory was wrong) removes its
 evidence; deletions by compaction, expiry or retention keep it (the interaction happened).
 
+Soft states (issue 20): a paused or archived record is withheld from the layers as it is from
+retrieval. Its evidence rows and spatial point are dropped while it is not active (it no longer
+counts towards summaries and patterns) and come back when it is resumed (the state-change
+events queue it like any other change); a derived summary or pattern record a person paused
+or archived is left out of the social and pattern lists and keeps its state when it is
+rewritten.
+
 Read-only engines (``mnemoscope serve`` beside a running agent) write nothing: they read the
 agent's evidence tables when the agent runs the service, else they derive the evidence from the
 records into an in-memory ledger.
@@ -54,9 +61,10 @@ from engine.records import (
     NewMemory,
     Privacy,
     ProvenanceEntry,
+    RecordState,
     TrustTier,
 )
-from engine.store import MemoryStore
+from engine.store import STATES, MemoryStore
 
 __all__ = [
     "EVENT_PATTERN",
@@ -73,7 +81,10 @@ EVENT_PATTERN = "memory:procedural:pattern"
 TRACKED_KINDS = frozenset({"memory:record:created", "memory:record:updated",
                            "memory:record:edited", "memory:record:restored",
                            "memory:record:redacted", "memory:record:deleted", "merge-applied",
-                           "memory:summarization:completed"})
+                           "memory:summarization:completed",
+                           # soft states (MemoryEngine.pause / archive / resume)
+                           "memory:record:paused", "memory:record:archived",
+                           "memory:record:resumed"})
 USER_DELETE_REASON = "deleted"
 
 EditPairs = Sequence[tuple[MemoryRecord | None, MemoryRecord | None]]
@@ -310,18 +321,21 @@ class LayerService:
     def _process(self, changes: Mapping[str, str | None], *, full: bool = False) -> None:
         changed = [i for i, reason in changes.items() if reason is None]
         deleted = {i: reason for i, reason in changes.items() if reason is not None}
-        records = self._fetch(changed)
-        found = {r.id for r in records}
+        fetched = self._fetch(changed)
+        found = {r.id for r in fetched}
         gone = [i for i in changed if i not in found]
         deleted.update({i: "vanished" for i in gone})
+        # paused and archived records are stored (seen) but withheld from the layers
+        records = [r for r in fetched if r.state is RecordState.ACTIVE]
+        withheld = [r.id for r in fetched if r.state is not RecordState.ACTIVE]
         self.spatial.update(records)
-        self.spatial.remove(deleted)
+        self.spatial.remove([*deleted, *withheld])
         self._seen.update(found)
         self._seen.difference_update(deleted)
         social_agents: set[str] = set()
         pattern_agents: set[str] = set()
         if self._owns_evidence:
-            social_agents, pattern_agents = self._update_evidence(records, deleted)
+            social_agents, pattern_agents = self._update_evidence(records, deleted, withheld)
         if full:
             social_agents = set(self._agents("layer_social_obs"))
             pattern_agents = set(self._agents("layer_episode_obs"))
@@ -332,13 +346,13 @@ class LayerService:
         return [row["agent_id"] for row in
                 self._evidence.query(f"SELECT DISTINCT agent_id FROM {table}")]
 
-    def _update_evidence(self, records: Sequence[MemoryRecord], deleted: Mapping[str, str]
-                         ) -> tuple[set[str], set[str]]:
+    def _update_evidence(self, records: Sequence[MemoryRecord], deleted: Mapping[str, str],
+                         withheld: Sequence[str] = ()) -> tuple[set[str], set[str]]:
         social_agents: set[str] = set()
         pattern_agents: set[str] = set()
         ids = [r.id for r in records]
         forget = [i for i, reason in deleted.items() if reason == USER_DELETE_REASON]
-        touched = ids + forget
+        touched = ids + forget + list(withheld)
         for table, agents in (("layer_social_obs", social_agents),
                               ("layer_episode_obs", pattern_agents)):
             for start in range(0, len(touched), 500):
@@ -392,7 +406,8 @@ class LayerService:
                                   self._ctx.retention.social_max)
         if counterpart is not None:
             summaries = [s for s in summaries if s.counterpart == counterpart]
-        return summaries
+        withheld = self._withheld([s.record_id for s in summaries])
+        return [s for s in summaries if s.record_id not in withheld]
 
     def episodes(self, agent_id: str | None = None) -> list[procedural.Episode]:
         """Assembled episodes (evidence of the miner)."""
@@ -407,12 +422,29 @@ class LayerService:
 
     def patterns(self, agent_id: str | None = None) -> list[procedural.Pattern]:
         """Mined patterns, ranked, capped at ``proceduralMax`` per agent."""
-        return self._mine(self.episodes(agent_id))
+        return self._shown(self._mine(self.episodes(agent_id)))
 
     def _mine(self, episodes: Sequence[procedural.Episode]) -> list[procedural.Pattern]:
         return procedural.mine_patterns(episodes, min_support=self._min_support,
                                         min_steps=self._min_steps, max_steps=self._max_steps,
                                         cap=self._ctx.retention.procedural_max)
+
+    def _shown(self, patterns: Sequence[procedural.Pattern]) -> list[procedural.Pattern]:
+        """``patterns`` without those whose derived record a person paused or archived."""
+        withheld = self._withheld([p.record_id for p in patterns])
+        return [p for p in patterns if p.record_id not in withheld]
+
+    def _withheld(self, record_ids: Sequence[str]) -> set[str]:
+        """Which of ``record_ids`` are stored paused or archived (read from the view)."""
+        view = self._ctx.store.view
+        snapshot = view.snapshot()
+        active = STATES.index(RecordState.ACTIVE)
+        out: set[str] = set()
+        for record_id in record_ids:
+            row = view.row_of(record_id)
+            if row is not None and row < snapshot.n and int(snapshot.state[row]) != active:
+                out.add(record_id)
+        return out
 
     def pattern_history(self, agent_id: str, pattern_id: str) -> list[PatternHistoryPoint]:
         """How a pattern's support and success rate changed, oldest first."""
@@ -426,7 +458,7 @@ class LayerService:
                         episodes: bool = True) -> list[PatternDetail]:
         """Every mined pattern (as :meth:`patterns`) with its history and supporting episodes."""
         assembled = self.episodes(agent_id)
-        mined = self._mine(assembled)
+        mined = self._shown(self._mine(assembled))
         by_id = {(e.agent_id, e.episode_id): e for e in assembled}
         return [PatternDetail(
             pattern,
@@ -549,9 +581,10 @@ class LayerService:
                             dict(before.metadata) == dict(record.metadata) and \
                             before.privacy == record.privacy:
                         continue
+                    # a person's pause or archive of the derived record stays
                     record = record.replace(created_at=before.created_at,
                                             access_count=before.access_count,
-                                            version=before.version + 1)
+                                            state=before.state, version=before.version + 1)
                 changed.append((before, record))
             if changed:
                 vectors = self._ctx.embed([after.content for _, after in changed])

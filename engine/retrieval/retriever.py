@@ -27,6 +27,11 @@ Flow (seed 002 §9):
    ``exhausted``: only the top ``exhausted_records`` record(s), compressed.
 6. The engine emits ``memory:retrieval`` and counts accesses (not in inspection mode).
 
+Past ``RetrievalConfig.candidate_threshold`` live records, step 2 computes the query's
+components for a candidate set only (:meth:`Retriever._pick`: dense, lexical, static, date,
+speaker and context sources), which is widened until no row outside it can outrank the first
+packed records, else every row is scored (docs/retrieval.md "How candidates are found").
+
 What does not depend on the query — candidate masks, the importance and recency bases, the
 layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
 computed once per view version and kept with the snapshot, which the view shares with every
@@ -57,6 +62,7 @@ from engine.config import MemoryConfig, RetrievalConfig, ScoringWeights
 from engine.errors import TokenBudgetUndefined
 from engine.records import MemoryRecord, Privacy
 from engine.retrieval.compression import compress
+from engine.retrieval.dense import IvfIndex
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
@@ -104,6 +110,7 @@ NOT_CANDIDATE = np.int8(-2)
 PACKED = np.int8(-1)
 SKIP_LIMIT = 256
 _FIRST_SLICE = 256
+WIDEN_LIMIT = 16  # most the candidate path multiplies its sources by before it scores all
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,14 +218,40 @@ class Candidates:
         return len(self.rows)
 
 
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """The candidate path's choice for one request (see ``Retriever._pick``).
+
+    Attributes:
+        rows: The union of the sources: the eligible rows whose exact score is ranked,
+            ascending.
+        need: ``rows`` and their time neighbours: the rows a cosine is computed for (a
+            neighbour's relevance is part of a row's ``context`` component).
+        sources: How many rows each source proposed.
+        bound: The highest score a row outside ``rows`` can have (-inf when none is
+            outside): the sum over the components of what the sources left out (see
+            ``Retriever._pick``).
+    """
+
+    rows: Rows
+    need: Rows
+    sources: dict[str, int]
+    bound: float
+
+
 @dataclass(slots=True)
 class Scored:
-    """One request's scores and the pieces its component matrix is built from on demand."""
+    """One request's scores and the pieces its component matrix is built from on demand.
+
+    ``picked`` is None when every row was scored; on the candidate path only its ``rows``
+    carry their exact score (the others lack the relevance parts).
+    """
 
     scores: F64
     mode: SemanticMode
     neighbours: npt.NDArray[np.int32]
     columns: dict[int, Callable[[], npt.ArrayLike]]
+    picked: Picked | None = None
 
     def components(self, n: int) -> F64:
         """The ``(n, len(COMPONENTS))`` matrix, column-major (each component contiguous)."""
@@ -270,8 +303,11 @@ class Retriever:
         live = snapshot.live_rows
         candidates = self._candidates(snapshot, request, now_ms)
         weights = config.weights_for(request.purpose, request.strategy, request.pressure_state)
+        # past the threshold, score a candidate set (docs/retrieval.md "How candidates are
+        # found"); without a query vector there is no dense index to ask and nothing to save
+        narrow = len(live) > config.candidate_threshold and query_vector is not None
         scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
-                             query_vector)
+                             query_vector, narrow=narrow)
 
         # 3-5. sort, compress, pack
         pressure = request.pressure_state
@@ -295,8 +331,37 @@ class Retriever:
 
         smallest = 1 if compressing else candidates.smallest
         ids = snapshot.id_column  # no list of every id: packing reads a few
-        packed, used = self._pack_ranked(scored.scores, ids, candidates.rows, cost,
-                                         budget, max_records, smallest)
+        picked = scored.picked
+        packed, used, stopped = self._pack_ranked(
+            scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
+            budget, max_records, smallest)
+        widen = 1
+        while picked is not None and widen < WIDEN_LIMIT and len(picked.rows) < \
+                candidates.count and not (stopped and _proven(
+                    scored.scores, packed, picked.bound, config.proven_records)):
+            # packing ran through the candidates, or a row outside them could outrank one of
+            # the first packed records: take twice as many from every source
+            widen *= 2
+            compressed.clear()
+            compressed_tokens.clear()
+            scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
+                                 query_vector, narrow=True, widen=widen)
+            picked = scored.picked
+            packed, used, stopped = self._pack_ranked(
+                scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
+                budget, max_records, smallest)
+        if picked is not None and len(picked.rows) < candidates.count and not (
+                stopped and _proven(scored.scores, packed, picked.bound,
+                                    config.proven_records)):
+            # even widened, the candidates ran out before the budget did or do not prove the
+            # first packed records: score every row (exhaustive), as the reference does
+            compressed.clear()
+            compressed_tokens.clear()
+            scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
+                                 query_vector)
+            picked = None
+            packed, used, _ = self._pack_ranked(scored.scores, ids, candidates.rows, cost,
+                                                budget, max_records, smallest)
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
         records = fetch([ids[r] for r in packed]) if packed else []
@@ -316,11 +381,15 @@ class Retriever:
                 compressed[r] != snapshot.content_array[r] for r in packed),
             semantic_mode=scored.mode, embed_ms=embed_ms, budget=budget,
             max_records=max_records, ids=ids, rows=live, scores=scored.scores,
-            eligible=candidates.eligible, neighbours=scored.neighbours,
+            eligible=candidates.eligible if picked is None else _scored_mask(picked.rows, n),
+            neighbours=scored.neighbours,
             build_components=lambda: scored.components(n),
             build_drop_codes=lambda: _drop_codes(snapshot.alive[:n], candidates, packed_rows,
-                                                 snapshot.state[:n]),
+                                                 snapshot.state[:n], picked),
             build_tokens=lambda: _token_costs(tokens, compressed_tokens),
+            candidate_sources={} if picked is None else picked.sources,
+            scored_count=candidates.count if picked is None else len(picked.rows),
+            candidate_bound=None if picked is None else picked.bound,
         )
         return RetrievedBundle(records=tuple(records), total_tokens=used,
                                truncated=len(packed) < candidates.count,
@@ -397,8 +466,14 @@ class Retriever:
 
     def _score(self, snapshot: ViewSnapshot, request: RetrievalRequest, candidates: Candidates,
                weights: ScoringWeights, now_ms: float, memory: MemoryConfig,
-               query_vector: npt.NDArray[np.float32] | None) -> Scored:
-        """Every row's score under ``weights``, and how to rebuild its components."""
+               query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
+               widen: int = 1) -> Scored:
+        """Every row's score under ``weights``, and how to rebuild its components.
+
+        With ``narrow`` (and a query), the relevance parts are computed for the rows
+        :meth:`_pick` chooses and their time neighbours only: those rows' scores are exact,
+        the other rows' lack their cosine and are not ranked (``Scored.picked``).
+        """
         config = self.config
         n = snapshot.n
         columns: dict[int, Callable[[], npt.ArrayLike]] = {}
@@ -418,18 +493,23 @@ class Retriever:
         if not query:
             return Scored(scores, SemanticMode.NONE, np.zeros((n, 0), dtype=np.int32), columns)
         query_terms = terms(query)
-        semantic, mode = self._semantic(snapshot, query_terms, query_vector, candidates)
         lexical = self._lexical(snapshot, query_terms, candidates)
         speakers = self.index.speaker_rows(query_terms, n)
+        spans = query_spans(query)
+        dated = date_match(snapshot.created_at[:n], spans, config.date_tolerance_ms) \
+            if spans else None
+        picked = self._pick(snapshot, candidates, weights, scores, lexical, speakers, dated,
+                            query_vector, widen) if narrow and query_vector is not None \
+            else None
+        semantic, mode = self._semantic(snapshot, query_terms, query_vector, candidates,
+                                        None if picked is None else picked.need)
         columns[COL.semantic] = _constant(semantic)
         columns[COL.lexical] = _constant(lexical)
         columns[COL.speaker] = lambda: _indicator(speakers, n)
         scores += weights.semantic * semantic
         scores += weights.lexical * lexical
         scores[speakers] += weights.speaker
-        spans = query_spans(query)
-        if spans:  # the query names a day or month: the records created then
-            dated = date_match(snapshot.created_at[:n], spans, config.date_tolerance_ms)
+        if dated is not None:  # the query names a day or month: the records created then
             columns[COL.date] = lambda: dated.astype(np.float64)
             scores += weights.date * dated  # a masked add is ~10x slower at 100K
 
@@ -437,6 +517,10 @@ class Retriever:
         if config.context_neighbours:
             neighbours, with_neighbours, their_neighbours = self._neighbours(snapshot)
             relevance_weight = weights.semantic + weights.lexical
+            if picked is not None and len(with_neighbours):
+                # only the scored rows' lift is read: gather the neighbours of those alone
+                keep = _scored_mask(picked.rows, n)[with_neighbours]
+                with_neighbours, their_neighbours = with_neighbours[keep], their_neighbours[keep]
             if len(with_neighbours) and relevance_weight > 0:
                 # what a neighbour lends: its relevance, 0 for non-candidates and for "no
                 # neighbour" (index -1 reads the extra last slot)
@@ -452,7 +536,7 @@ class Retriever:
                 context[with_neighbours] = np.maximum(best, 0.0)  # context_lift, on fewer rows
                 columns[COL.context] = _constant(context)
                 scores += weights.context * context
-        return Scored(scores, mode, neighbours, columns)
+        return Scored(scores, mode, neighbours, columns, picked)
 
     @staticmethod
     def _add_decaying(scores: F64, columns: dict[int, Callable[[], npt.ArrayLike]], column: int,
@@ -505,29 +589,23 @@ class Retriever:
                       lambda old, start: recency_base(snapshot, half_life, old, start))
 
     def _semantic(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
-                  query_vector: npt.NDArray[np.float32] | None, candidates: Candidates
-                  ) -> tuple[F64, SemanticMode]:
-        """Cosine clipped at 0 (Jaccard for records without a vector, or without a model)."""
+                  query_vector: npt.NDArray[np.float32] | None, candidates: Candidates,
+                  rows: Rows | None = None) -> tuple[F64, SemanticMode]:
+        """Cosine clipped at 0 (Jaccard for records without a vector, or without a model).
+
+        Args:
+            rows: Compute the cosine for these rows only (the candidate path; 0 elsewhere),
+                or None for every row.
+        """
         n = snapshot.n
         if query_vector is None:
             return self.index.jaccard(query_terms, n), SemanticMode.JACCARD
         query = query_vector.astype(np.float32, copy=False)
-        cosine: F32 = snapshot.vectors[:n] @ query
-        strength = self.config.semantic_centering
-        if strength > 0:
-            vectors = snapshot.vectors[:n]
-
-            def rows() -> B:  # the rows the centring is over
-                with_vectors: B = candidates.eligible & snapshot.has_vector[:n]
-                return with_vectors
-
-            centring = _grown(
-                snapshot, ("centring", candidates.key, strength),
-                lambda: Centring.of(vectors, rows(), strength),
-                lambda old, start: old.extended(vectors, rows(), start, strength))
-            semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
+        if rows is None:
+            semantic = self._cosine(snapshot, query, candidates, None)
         else:
-            semantic = np.maximum(cosine, 0.0, dtype=np.float64)
+            semantic = np.zeros(n, dtype=np.float64)
+            semantic[rows] = self._cosine(snapshot, query, candidates, rows)
         without = _appended(snapshot, "without_vectors", lambda start: np.flatnonzero(
             snapshot.alive[start:n] & ~snapshot.has_vector[start:n]) + start)
         if len(without) and candidates.eligible[without].any():
@@ -535,6 +613,119 @@ class Retriever:
             return semantic, SemanticMode.MIXED
         semantic[without] = 0.0
         return semantic, SemanticMode.COSINE
+
+    def _cosine(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
+                rows: Rows | None) -> F64:
+        """The (centred) cosine of ``rows`` (None: every row) with ``query``, clipped at 0.
+
+        A subset is computed with the same operations as every row (the centring's per-row
+        terms taken at those rows), from the view's float32 vectors: a row's dot product is
+        summed row by row (``einsum``, as fast as the BLAS product here), so it has the same
+        bits on the candidate path as in exhaustive scoring (a BLAS matrix-vector product
+        sums the last rows of a call in another order, see ``scoring._mean_dots``).
+        """
+        vectors = snapshot.vectors[:snapshot.n]
+        cosine: F32 = np.einsum("ij,j->i", vectors if rows is None else vectors[rows], query)
+        strength = self.config.semantic_centering
+        if strength <= 0:
+            return np.maximum(cosine, 0.0, dtype=np.float64)
+
+        def over() -> B:  # the rows the centring is over
+            with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
+            return with_vectors
+
+        centring = _grown(
+            snapshot, ("centring", candidates.key, strength),
+            lambda: Centring.of(vectors, over(), strength),
+            lambda old, start: old.extended(vectors, over(), start, strength))
+        if rows is not None:
+            centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
+                                           inverse_norm=centring.inverse_norm[rows])
+        semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
+        return semantic
+
+    def _pick(self, snapshot: ViewSnapshot, candidates: Candidates, weights: ScoringWeights,
+              partial: F64, lexical: F64, speakers: Rows, dated: B | None,
+              query_vector: F32, widen: int) -> Picked:
+        """The candidate path's rows: the union of the candidate sources (eligible rows).
+
+        * ``dense``: the :attr:`~RetrievalConfig.dense_candidates` best (centred) cosines among
+          the rows the dense index's probed lists hold;
+        * ``lexical``: the best BM25 (rows sharing a query term, from the inverted index);
+        * ``static``: the best query-independent part of the score (``partial``: importance,
+          recency, layer, access);
+        * ``date`` / ``speaker``: of the rows the query's day or speaker matches, the best by
+          ``partial`` (each such row gains the same weight);
+        * ``context``: the time neighbours of the dense and lexical rows (they may gain a
+          ``context`` lift from them).
+
+        A row outside the union scores at most ``bound``: its query-independent part is at
+        most the last static candidate's, its cosine at most the last dense candidate's (the
+        one approximation: the probed lists are taken to hold the best cosines), its BM25 at
+        most the last lexical candidate's (0 when every matching row is a candidate), the
+        date and speaker weights only if their sources were cut, and its relevance plus
+        ``context`` lift at most ``max(w_semantic + w_lexical, w_context)`` times the
+        relevance bound (its neighbours are not dense or lexical candidates either).
+
+        Args:
+            partial: Every row's score before the query-dependent components.
+            widen: Factor on every source's size (the retriever widens until the first
+                packed records score above the bound).
+        """
+        config = self.config
+        eligible = candidates.eligible
+        static_k = config.static_candidates * widen
+        probed = self.dense_index(snapshot).probe(query_vector, config.dense_probes * widen)
+        probed = probed[eligible[probed]]
+        cosine = self._cosine(snapshot, query_vector, candidates, probed)
+        dense = _top(cosine, probed, config.dense_candidates * widen)
+        matching = np.flatnonzero(lexical)  # BM25 is over eligible rows only
+        lexical_rows = _top(lexical[matching], matching, config.lexical_candidates * widen)
+        static = _top(partial[candidates.rows], candidates.rows, static_k)
+        sources: dict[str, Rows] = {"dense": dense, "lexical": lexical_rows, "static": static}
+        cut = 0.0  # weights of the date and speaker sources that left rows out
+        if dated is not None:
+            on_day = np.flatnonzero(dated & eligible)
+            sources["date"] = _top(partial[on_day], on_day, static_k)
+            cut += weights.date if len(on_day) > static_k else 0.0
+        speaking = speakers[eligible[speakers]]
+        if len(speaking):
+            sources["speaker"] = _top(partial[speaking], speaking, static_k)
+            cut += weights.speaker if len(speaking) > static_k else 0.0
+        matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
+        n = snapshot.n
+        if matrix is not None:
+            near = _neighbours_of(matrix, np.concatenate((sources["dense"], sources["lexical"])),
+                                  n)
+            sources["context"] = near[eligible[near]]
+        rows = _distinct(np.concatenate(list(sources.values())), n)
+        need = rows if matrix is None else _distinct(
+            np.concatenate((rows, _neighbours_of(matrix, rows, n))), n)
+        bound = -math.inf
+        if len(rows) < candidates.count:
+            relevance = weights.semantic * _least(cosine[np.isin(probed, dense)]) + \
+                weights.lexical * (_least(lexical[lexical_rows])
+                                   if len(lexical_rows) < len(matching) else 0.0)
+            lift = weights.context if matrix is not None and config.context_neighbours else 0.0
+            share = weights.semantic + weights.lexical
+            bound = _least(partial[static]) + cut + relevance * (
+                max(share, lift) / share if share > 0 else 1.0)
+        return Picked(rows, need.astype(np.intp),
+                      {name: len(found) for name, found in sources.items()}, bound)
+
+    def dense_index(self, snapshot: ViewSnapshot) -> IvfIndex:
+        """The view state's dense index (built on first use, extended on appends); its
+        :attr:`~engine.retrieval.dense.IvfIndex.nbytes` is what the candidate path adds to
+        the view's resident memory."""
+        n = snapshot.n
+
+        def build() -> IvfIndex:
+            return IvfIndex.build(snapshot.vectors[:n], snapshot.has_vector[:n])
+
+        def extend(old: IvfIndex, _: int) -> IvfIndex:
+            return old.extended(snapshot.vectors[:n], snapshot.has_vector[:n])
+
+        return _grown(snapshot, "dense index", build, extend)
 
     def _lexical(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
                  candidates: Candidates) -> F64:
@@ -649,15 +840,15 @@ class Retriever:
 
     def _pack_ranked(self, scores: F64, ids: Sequence[str], rows: Rows,
                      cost: Callable[[int], int], budget: int, max_records: int,
-                     smallest: int) -> tuple[list[int], int]:
+                     smallest: int) -> tuple[list[int], int, bool]:
         """Rank (score desc, id asc) and pack, ranking only a top slice when there are many.
 
         Returns:
-            (packed rows, tokens used).
+            (packed rows, tokens used, whether packing stopped before ``rows`` ran out).
         """
         count = len(rows)
         if count == 0:
-            return [], 0
+            return [], 0, False
         if count > self.config.partition_min:
             values = scores if count == len(scores) else scores[rows]
             size = _FIRST_SLICE
@@ -669,11 +860,10 @@ class Retriever:
                 packed, used, stopped = _pack(order.tolist(), cost, budget, max_records,
                                               smallest)
                 if stopped or len(top) >= count:
-                    return packed, used
+                    return packed, used, stopped
                 size *= 4
         order = lexsort_rank(scores, ids, rows)
-        packed, used, _ = _pack(order.tolist(), cost, budget, max_records, smallest)
-        return packed, used
+        return _pack(order.tolist(), cost, budget, max_records, smallest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -774,13 +964,53 @@ def _indicator(rows: Rows, n: int) -> F64:
     return out
 
 
+def _least(values: F64) -> float:
+    """The smallest of ``values`` (0 when there is none: a source with no rows adds 0)."""
+    return float(values.min()) if len(values) else 0.0
+
+
+def _proven(scores: F64, packed: Sequence[int], bound: float, count: int) -> bool:
+    """Whether the first ``count`` packed rows all score above ``bound`` (no row outside the
+    candidates can outrank them)."""
+    first = packed[:count]
+    return not first or float(scores[first[-1]]) > bound
+
+
+def _top(values: F64, rows: Rows, k: int) -> Rows:
+    """The ``k`` of ``rows`` with the largest ``values`` (``values[i]`` is ``rows[i]``'s)."""
+    if len(rows) <= k:
+        return rows
+    return rows[np.argpartition(-values, k - 1)[:k]]
+
+
+def _distinct(rows: npt.NDArray[np.integer[Any]], n: int) -> Rows:
+    """``rows`` (of ``n``) without repeats, ascending: a mask, cheaper than sorting them."""
+    return np.flatnonzero(_scored_mask(rows, n))
+
+
+def _neighbours_of(matrix: npt.NDArray[np.int32], rows: Rows, n: int) -> Rows:
+    """The distinct time neighbours of ``rows`` (lines of the neighbour matrix, -1 = none)."""
+    near = matrix[rows].ravel()
+    return _distinct(near[near >= 0], n)
+
+
+def _scored_mask(rows: npt.NDArray[np.integer[Any]], n: int) -> B:
+    mask = np.zeros(n, dtype=np.bool_)
+    mask[rows] = True
+    return mask
+
+
 def _drop_codes(alive: B, candidates: Candidates, packed: Rows,
-                state: npt.NDArray[np.int8]) -> npt.NDArray[np.int8]:
-    """By row: packed, why not (filter, paused/archived, TTL, privacy, budget), or not a
-    candidate. A paused or archived record of the request's scope says so before TTL and
+                state: npt.NDArray[np.int8], picked: Picked | None = None
+                ) -> npt.NDArray[np.int8]:
+    """By row: packed, why not (filter, paused/archived, TTL, privacy, budget, unscored), or
+    not a candidate. A paused or archived record of the request's scope says so before TTL and
     privacy: the user's choice is the reason it is withheld, whatever else holds."""
     drop = np.full(len(alive), NOT_CANDIDATE, dtype=np.int8)
     drop[alive] = _CODE[DropReason.BUDGET]
+    if picked is not None:  # eligible, but no candidate source proposed it
+        drop[candidates.eligible & ~_scored_mask(picked.rows, len(alive))] = \
+            _CODE[DropReason.UNSCORED]
     passes = alive & candidates.filter_ok
     drop[passes & candidates.ttl_ok & ~candidates.privacy_ok] = _CODE[DropReason.PRIVACY]
     drop[passes & ~candidates.ttl_ok] = _CODE[DropReason.TTL]

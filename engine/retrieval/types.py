@@ -53,6 +53,9 @@ class DropReason(StrEnum):
     PRIVACY = "privacy"  # a privacy partition the request excludes
     PAUSED = "paused"  # kept by the user but paused: never retrieved until resumed
     ARCHIVED = "archived"  # archived: kept, hidden by default, never retrieved until resumed
+    # passed the filters, but on the candidate path no candidate source proposed it: its
+    # exact score was not computed (docs/retrieval.md "How candidates are found")
+    UNSCORED = "unscored"
 
 
 class SemanticMode(StrEnum):
@@ -197,6 +200,14 @@ class RetrievalDiagnostics:
         components: ``(n, len(COMPONENTS))`` component values by row, weights not applied.
         drop_codes: By row: -1 packed, else an index into :class:`DropReason`.
         tokens: Tokens each row costs when packed (after compression, if any).
+        candidate_sources: On the candidate path, how many eligible rows each source proposed
+            (``dense``, ``lexical``, ``static``, ``date``, ``speaker``, ``context``; a row
+            may come from several); empty when every eligible row was scored (exhaustive).
+        scored_count: Eligible rows whose exact score was ranked (all of them when
+            exhaustive, the union of the sources on the candidate path).
+        candidate_bound: On the candidate path, the highest score a row outside the
+            candidates could have (records packed above it are in the exhaustive order);
+            None when exhaustive.
     """
 
     candidate_count: int
@@ -217,6 +228,9 @@ class RetrievalDiagnostics:
     build_components: Callable[[], F64] = _no_components
     build_drop_codes: Callable[[], npt.NDArray[np.int8]] = _no_drop_codes
     build_tokens: Callable[[], npt.NDArray[np.int64]] = _no_tokens
+    candidate_sources: Mapping[str, int] = field(default_factory=dict)
+    scored_count: int = 0
+    candidate_bound: float | None = None
     _built: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def _once(self, name: str, build: Callable[[], Any]) -> Any:
@@ -315,6 +329,10 @@ class RetrievalDiagnostics:
             "time_ms": round(self.time_ms, 6), "compression_applied": self.compression_applied,
             "semantic_mode": self.semantic_mode.value, "embed_ms": round(self.embed_ms, 6),
             "budget": self.budget, "drop_counts": self.drop_counts(),
+            "candidate_sources": dict(self.candidate_sources),
+            "scored_count": self.scored_count,
+            "candidate_bound": None if self.candidate_bound is None
+            else round(self.candidate_bound, 6),
         }
         if candidates:
             order = self.order if limit is None else self.order[:limit]

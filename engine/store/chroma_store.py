@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 import numpy as np
 import numpy.typing as npt
 
+from engine.connection_errors import unreachable
 from engine.errors import (
     Cancelled,
     RecordNotFound,
@@ -37,19 +38,25 @@ from engine.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from engine.records import MemoryRecord
+from engine.records import MemoryRecord, RecordState
 from engine.store import view_cache
-from engine.store.codec import SCHEMA_VERSION, record_from_chroma, record_to_chroma
+from engine.store.codec import (
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_BASE,
+    record_from_chroma,
+    record_to_chroma,
+)
 from engine.store.foreign import (
     DETECT_SAMPLE,
     FieldMapping,
     ForeignInfo,
     ForeignLayout,
     ForeignReader,
+    ForeignSample,
     detect_layout,
 )
 from engine.store.lock import StoreLock, read_lock_holder
-from engine.store.view import ColumnarView
+from engine.store.view import STATES, ColumnarView
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -182,10 +189,10 @@ def _connect(spec: StoreSpec) -> Any:
             failure = _failure(spec, action, exc)
             if isinstance(failure, StoreTimeout):
                 raise failure from exc
-            raise StoreUnavailable(
-                f"cannot reach the Chroma server at {spec.location}: {_short(exc)}. "
-                "Is `chroma run` up, and is the URL (and token) right?"
-            ) from exc
+            raise StoreUnavailable(unreachable(
+                "the Chroma server", spec.location, exc,
+                "Is `chroma run` running, and are the URL and token right?",
+                default_port=port)) from exc
         return client
     path = Path(spec.location).expanduser()
     if spec.read_only and not spec.exists:
@@ -370,6 +377,9 @@ class MemoryStore:
         self._reader: ForeignReader | None = None  # a foreign collection's field mapping
         self._foreign_info: ForeignInfo | None = None
         self._opened_at = 0.0  # the created time of foreign records without one
+        meta = (collection.metadata or {}) if collection is not None else {}
+        version = meta.get("schema_version")
+        self._schema_version = version if isinstance(version, int) else SCHEMA_VERSION_BASE
         # server_page's ids of the last filter: (filters, ids in Chroma's order)
         self._server_ids: tuple[str, list[str]] | None = None
         self._server_ids_lock = threading.Lock()
@@ -428,6 +438,8 @@ class MemoryStore:
                 store._view_ready.clear()
             else:
                 store._view = store._read_view(now_ms, progress)
+            if store._view_ready.is_set():
+                store._mark_held_states()
             return store
         except BaseException:
             if lock is not None:
@@ -445,7 +457,8 @@ class MemoryStore:
             else:
                 collection = client.create_collection(
                     spec.collection,
-                    metadata={"schema_version": SCHEMA_VERSION, "dimension": dimension,
+                    # marked SCHEMA_VERSION by the first soft state written (codec docstring)
+                    metadata={"schema_version": SCHEMA_VERSION_BASE, "dimension": dimension,
                               "created_by": "mnemoscope"},
                     configuration={"hnsw": {"space": "cosine"}},
                     embedding_function=None,
@@ -491,6 +504,27 @@ class MemoryStore:
         width = None if vectors is None or len(vectors) == 0 else len(vectors[0])
         self._foreign_info = ForeignInfo(layout, mapping, width,
                                          width is None or width == dimension)
+
+    def foreign_sample(self, limit: int = DETECT_SAMPLE) -> ForeignSample:
+        """The first ``limit`` records of this foreign collection as Chroma holds them (what
+        a mapping is chosen from; the GUI's field-mapping dialog).
+
+        Raises:
+            ValidationError: this is a Mnemoscope collection (no mapping applies).
+            StoreUnavailable: Chroma could not be read.
+        """
+        if self._reader is None or self._collection is None:
+            raise ValidationError("collection", self._spec.collection,
+                                  "is a Mnemoscope collection; mappings are for other tools' ones")
+        try:
+            got = self._collection.get(limit=limit, include=["documents", "metadatas"])
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+        ids = tuple(str(i) for i in got["ids"])
+        documents = tuple(got["documents"] or [None] * len(ids))
+        metadatas = tuple(dict(m or {}) for m in (got["metadatas"] or [None] * len(ids)))
+        return ForeignSample(self._spec.collection, self._reader.layout, ids, documents,
+                             metadatas)
 
     def _decode(self, record_id: str, document: str | None, metadata: Any,
                 now_ms: float) -> MemoryRecord:
@@ -585,6 +619,7 @@ class MemoryStore:
                 return
             try:
                 self._view = self._read_view(now_ms, progress, cancelled)
+                self._mark_held_states()
             except BaseException as exc:
                 self._view_failure = (f"the records of {self.location} were not indexed: "
                                       f"{_short(exc)}")
@@ -598,20 +633,37 @@ class MemoryStore:
             raise StoreUnavailable(self._view_failure)
         return self._view
 
-    def preview(self, offset: int, limit: int, *,
-                now_ms: float = 0.0) -> tuple[list[MemoryRecord], int]:
+    def preview(self, offset: int, limit: int, *, now_ms: float = 0.0,
+                archived: bool = False) -> tuple[list[MemoryRecord], int]:
         """Records newest-written first, read from Chroma without the view, and the total.
 
         What the records browser shows while a deferred view loads: Chroma's own order
         (insertion order), reversed, so the first page is the most recently written records.
+        Archived records are left out, as the browser's default filter leaves them out
+        (``engine.query.SHOWN_STATES``). Only a store marked schema version 2 can hold them
+        (:mod:`engine.store.codec`), so only such a store pays for the two ``where``-filtered
+        Chroma reads this takes (the archived ids for the total, then the page). With
+        ``archived`` every record is shown (a query for every state).
         """
+        where: dict[str, Any] | None = None
         total = self.count()
+        if not archived and self._schema_version >= SCHEMA_VERSION \
+                and self._collection is not None:
+            try:
+                archived = self._collection.get(
+                    where={"state": RecordState.ARCHIVED.value}, include=[])["ids"]
+            except Exception as exc:
+                raise _failure(self._spec, f"reading {self.location}", exc) from exc
+            if archived:
+                total = max(0, total - len(archived))
+                # $ne also matches records written before states existed (no key): active
+                where = {"state": {"$ne": RecordState.ARCHIVED.value}}
         stop = max(0, total - offset)
         start = max(0, stop - limit)
         if self._collection is None or stop == start:
             return [], total
         try:
-            page = self._collection.get(limit=stop - start, offset=start,
+            page = self._collection.get(limit=stop - start, offset=start, where=where,
                                         include=["documents", "metadatas"])
         except Exception as exc:
             raise _failure(self._spec, f"reading {self.location}", exc) from exc
@@ -652,8 +704,8 @@ class MemoryStore:
             StoreUnavailable: Chroma failed (the server went away).
             ValidationError: a foreign collection, whose fields Chroma filters cannot read.
         """
-        if where is None and where_document is None:
-            return self.preview(offset, limit, now_ms=now_ms)
+        if where is None and where_document is None:  # every record, archived ones too
+            return self.preview(offset, limit, now_ms=now_ms, archived=True)
         if not self.server_filterable:
             raise ValidationError("filter", self._spec.collection,
                                   "a collection written by another tool is filtered once its "
@@ -914,6 +966,38 @@ class MemoryStore:
             view_cache.invalidate(self._cache_dir)  # before the store changes: crash-safe
         self._dirty = True
 
+    @property
+    def schema_version(self) -> int:
+        """The collection's ``schema_version`` (see :mod:`engine.store.codec`)."""
+        return self._schema_version
+
+    def _mark_held_states(self) -> None:
+        """Mark a writable version-1 store that already holds paused or archived records
+        (written by a build that kept states within version 1) as version 2, on opening."""
+        if self._read_only or self._foreign or self._collection is None \
+                or self._schema_version >= SCHEMA_VERSION:
+            return
+        snapshot = self._view.snapshot()
+        active = STATES.index(RecordState.ACTIVE)
+        if bool(np.any(snapshot.alive & (snapshot.state != active))):
+            self._mark_schema(SCHEMA_VERSION)
+
+    def _mark_schema(self, version: int) -> None:
+        """Raise the collection's ``schema_version`` to ``version`` before writing records that
+        need it, so an older build refuses the store instead of misreading it.
+
+        Raises:
+            StoreUnavailable: Chroma refused the change (nothing was written).
+        """
+        meta = dict(self._collection.metadata or {})
+        meta["schema_version"] = version
+        try:
+            self._collection.modify(metadata=meta)
+        except Exception as exc:
+            raise _failure(self._spec, f"marking {self.location} schema version {version}",
+                           exc) from exc
+        self._schema_version = version
+
     def write(self, records: Sequence[MemoryRecord],
               vectors: npt.NDArray[np.float32] | None = None, *,
               batch_size: int | None = None) -> None:
@@ -942,6 +1026,9 @@ class MemoryStore:
         self._check_writable()
         if not records:
             return
+        if self._schema_version < SCHEMA_VERSION and any(
+                record.state is not RecordState.ACTIVE for record in records):
+            self._mark_schema(SCHEMA_VERSION)
         size = self._max_batch if batch_size is None else max(1, min(batch_size, self._max_batch))
         view = self.view
         dim = view.dimension

@@ -1,4 +1,4 @@
-"""How a :class:`~engine.records.MemoryRecord` is laid out in Chroma (schema version 1).
+"""How a :class:`~engine.records.MemoryRecord` is laid out in Chroma (schema versions 1 and 2).
 
 Chroma keeps the id, the document (``content``), the embedding and a flat metadata dict of
 scalars. Scalars map one to one; non-scalar fields (tags, provenance, merged_from, related,
@@ -7,9 +7,17 @@ metadata) are JSON strings, because Chroma rejects ``None`` and empty lists as m
 by other tools are recognised and read leniently (:func:`record_from_chroma` with
 ``lenient=True``): their document becomes the content and their metadata is kept as metadata.
 
-``state`` (issue 20, soft states) was added within schema version 1: a record written before it
-has no ``state`` key and reads as active, which is what it was, so no migration rewrites the
-store and older stores keep opening read-only too. An unknown value (a newer build's state)
+``state`` (issue 20, soft states) is what schema version 2 adds. A record written before it has
+no ``state`` key and reads as active, which is what it was, so no migration rewrites a store.
+The collection's ``schema_version`` says which build may read it safely: a store stays at
+version 1 (:data:`SCHEMA_VERSION_BASE`) until the first record with a state other than active
+is written to it (a pause, an archive, an import of a paused record), and is then marked 2
+(:data:`SCHEMA_VERSION`) before that record is written. An older build, which would ignore the
+key and retrieve paused records, refuses a version-2 store (``SchemaMismatch``, "upgrade
+Mnemoscope"); stores that never held a soft state keep opening in older builds. The mark is
+never lowered (resuming every record leaves it at 2). A version-1 store that already holds
+paused or archived records (written by a build that kept states within version 1) is marked 2
+when this build opens it for writing. An unknown value (a newer build's state)
 reads as paused: the record is kept and shown, and is not retrieved until someone resumes it.
 
 Schema (collection metadata ``schema_version`` = :data:`SCHEMA_VERSION`)::
@@ -41,9 +49,13 @@ from engine.records import (
     TrustTier,
 )
 
-__all__ = ["SCHEMA_VERSION", "record_from_chroma", "record_to_chroma"]
+__all__ = ["SCHEMA_VERSION", "SCHEMA_VERSION_BASE", "record_from_chroma", "record_to_chroma"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The newest layout this build reads and writes: records may carry a soft state."""
+SCHEMA_VERSION_BASE = 1
+"""The layout of a store none of whose records was ever paused or archived (older builds
+read it correctly, so a store is only marked :data:`SCHEMA_VERSION` when it needs to be)."""
 _NO_EXPIRY = -1.0
 
 

@@ -52,9 +52,9 @@ from engine.records import (
 )
 from engine.text import content_hash
 
-__all__ = ["AGENT_KEYS", "DETECT_SAMPLE", "NO_DOCUMENT", "RUN_KEYS", "SOURCE_KEYS", "TIME_KEYS",
-           "UPDATED_KEYS", "FieldMapping", "ForeignInfo", "ForeignLayout", "ForeignReader",
-           "detect_layout"]
+__all__ = ["AGENT_KEYS", "DETECT_SAMPLE", "MAPPED_FIELDS", "NO_DOCUMENT", "RUN_KEYS",
+           "SOURCE_KEYS", "TIME_KEYS", "UPDATED_KEYS", "FieldMapping", "ForeignInfo",
+           "ForeignLayout", "ForeignReader", "ForeignSample", "detect_layout"]
 
 NO_DOCUMENT = "(no document)"
 _MAX_CONTENT = 32_000
@@ -75,6 +75,8 @@ _LANGCHAIN_KEYS = frozenset({"source", "page", "start_index", "row", "page_label
 _LLAMAINDEX_KEYS = frozenset({"_node_content", "_node_type"})
 DETECT_SAMPLE = 20
 """How many records (the first ones) :func:`detect_layout` is shown."""
+MAPPED_FIELDS = ("text", "agent", "time", "updated", "importance", "run")
+"""The record fields a :class:`FieldMapping` can name a metadata key for."""
 
 
 class ForeignLayout(StrEnum):
@@ -95,16 +97,20 @@ class FieldMapping:
         text: The key holding the memory text (None: the Chroma document).
         agent: The key holding the agent (or user) id.
         time: The key holding the creation time (ISO-8601, epoch ms or epoch seconds).
+        updated: The key holding the time of the last change (same forms).
         importance: The key holding an importance in 0..1.
+        run: The key holding a run or session id (shown as a ``run:<id>`` tag).
     """
 
     text: str | None = None
     agent: str | None = None
     time: str | None = None
+    updated: str | None = None
     importance: str | None = None
+    run: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("text", "agent", "time", "importance"):
+        for name in MAPPED_FIELDS:
             key = getattr(self, name)
             if key is not None and (not isinstance(key, str) or not key.strip()
                                     or len(key) > 256):
@@ -113,11 +119,11 @@ class FieldMapping:
     @property
     def empty(self) -> bool:
         """True when no key is mapped."""
-        return not any((self.text, self.agent, self.time, self.importance))
+        return not any(getattr(self, name) for name in MAPPED_FIELDS)
 
     def to_json(self) -> dict[str, str]:
         """The settings-file form (mapped keys only)."""
-        return {name: key for name in ("text", "agent", "time", "importance")
+        return {name: key for name in MAPPED_FIELDS
                 if (key := getattr(self, name)) is not None}
 
     @classmethod
@@ -129,11 +135,11 @@ class FieldMapping:
                 four known names to keys.
         """
         if not isinstance(data, Mapping):
-            raise ValidationError(where, data, "must be an object of text/agent/time/importance")
-        unknown = sorted(set(data) - {"text", "agent", "time", "importance"})
+            raise ValidationError(where, data, "must be an object of " + "/".join(MAPPED_FIELDS))
+        unknown = sorted(set(data) - set(MAPPED_FIELDS))
         if unknown:
             raise ValidationError(f"{where}.{unknown[0]}", data[unknown[0]],
-                                  "is not one of text, agent, time, importance")
+                                  "is not one of " + ", ".join(MAPPED_FIELDS))
         for name, key in data.items():
             if not isinstance(key, str) or not key.strip():
                 raise ValidationError(f"{where}.{name}", key, "must be a metadata key")
@@ -213,11 +219,10 @@ class ForeignReader:
         agent = self._agent(meta, mapping)
         created = self._created(meta, mapping)
         created = now_ms if created is None else created
-        updated = _first(meta, UPDATED_KEYS)
-        changed = _time(updated[1], updated[0]) if updated is not None else None
+        changed = self._updated(meta, mapping)
         changed = created if changed is None or changed < created else changed
         tags: tuple[str, ...] = ()
-        run = _first(meta, RUN_KEYS)
+        run = _first(meta, (mapping.run, *RUN_KEYS) if mapping.run else RUN_KEYS)
         if run is not None and isinstance(run[1], str | int) and not isinstance(run[1], bool):
             tags = (f"run:{run[1]}"[:64],)
         source = _first(meta, SOURCE_KEYS)
@@ -274,6 +279,16 @@ class ForeignReader:
         return None
 
     @staticmethod
+    def _updated(meta: Mapping[str, Any], mapping: FieldMapping) -> float | None:
+        keys = (mapping.updated, *UPDATED_KEYS) if mapping.updated else UPDATED_KEYS
+        for key in keys:
+            if key in meta and meta[key] not in (None, ""):
+                moment = _time(meta[key], key)
+                if moment is not None:
+                    return moment
+        return None
+
+    @staticmethod
     def _importance(meta: Mapping[str, Any], mapping: FieldMapping) -> float:
         key = mapping.importance or "importance"
         value = meta.get(key)
@@ -317,3 +332,49 @@ class ForeignInfo:
             text += (f"; its {self.vector_dimension}-d vectors do not fit the model: "
                      "search uses words only, adopt to embed")
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignSample:
+    """The first records of a foreign collection as Chroma holds them, for choosing a mapping.
+
+    Attributes:
+        collection: The collection name.
+        detected: The layout detection found (never ``custom``): what a mapping falls back
+            to for the fields it leaves out.
+        ids: The sample's record ids.
+        documents: Their Chroma documents (None: the record has none).
+        metadatas: Their metadata, as written.
+    """
+
+    collection: str
+    detected: ForeignLayout
+    ids: tuple[str, ...]
+    documents: tuple[str | None, ...]
+    metadatas: tuple[Mapping[str, Any], ...]
+
+    def keys(self) -> list[tuple[str, list[str]]]:
+        """Every metadata key of the sample (sorted) with up to three distinct values as text
+        (each at most 80 characters), the order they first appear in."""
+        values: dict[str, list[str]] = {}
+        for meta in self.metadatas:
+            for key, value in meta.items():
+                shown = values.setdefault(str(key), [])
+                text = str(value)
+                text = text if len(text) <= 80 else text[:79] + "…"
+                if len(shown) < 3 and text not in shown:
+                    shown.append(text)
+        return sorted(values.items())
+
+    @property
+    def has_documents(self) -> bool:
+        """True when some record of the sample has a non-empty document."""
+        return any(d is not None and d.strip() for d in self.documents)
+
+    def preview(self, mapping: FieldMapping | None, *, now_ms: float) -> list[MemoryRecord]:
+        """The sample's records as ``mapping`` (None: detection alone) would show them."""
+        reader = ForeignReader(self.detected, self.collection,
+                               mapping if mapping is not None and not mapping.empty else None)
+        return [reader.record(record_id, document, meta, now_ms=now_ms)
+                for record_id, document, meta in zip(self.ids, self.documents, self.metadatas,
+                                                     strict=True)]

@@ -478,6 +478,23 @@ class ColumnarView:
         with self._lock:
             return self._n - self._dead
 
+    def resident_bytes(self) -> dict[str, int]:
+        """Bytes the view's numpy data occupies in memory, by kind, for its rows.
+
+        ``vectors`` is the embedding matrix (float32, ``rows × dimension × 4``); ``columns``
+        the scalar columns (masks, codes, times, counts). Capacity beyond the rows is not
+        counted: it is allocated zeroed (calloc) and its pages are not touched until rows are
+        written. The texts, ids and tags are Python objects and are not counted here.
+        """
+        with self._lock:
+            rows = self._n
+            scalars = ("_alive", "_agent", "_source", "_layer", "_privacy", "_tier",
+                       "_category", "_state", "_importance", "_confidence", "_created",
+                       "_accessed", "_access_count", "_expires", "_anchor", "_tokens",
+                       "_has_vec")
+            columns = sum(rows * getattr(self, name).itemsize for name in scalars)
+            return {"vectors": rows * self._dim * self._vectors.itemsize, "columns": columns}
+
     def __contains__(self, record_id: object) -> bool:
         with self._lock:
             return isinstance(record_id, str) and record_id in self._rows

@@ -167,6 +167,47 @@ def test_a_saved_mapping_reads_an_unknown_layout(
         engine.close()
 
 
+def test_a_mapping_names_the_last_change_and_the_run(
+        tmp_path: Path, clock: DeterministicClock) -> None:
+    foreign_stores.write_custom(tmp_path)
+    mapping = FieldMapping(text="memory", time="when", updated="changed", run="thread")
+    engine = _open(tmp_path, "notes", clock, mapping)
+    try:
+        record = engine.get("note-0")
+        assert (format_timestamp(record.created_at), format_timestamp(record.last_accessed),
+                record.tags) == ("2024-02-01T10:00:00.000Z", "2024-02-02T10:00:00.000Z",
+                                 ("run:t-1",))
+        assert FieldMapping.from_json(mapping.to_json(), "notes") == mapping
+    finally:
+        engine.close()
+
+
+def test_the_sample_a_mapping_is_chosen_from(tmp_path: Path, clock: DeterministicClock) -> None:
+    foreign_stores.write_custom(tmp_path)
+    engine = _open(tmp_path, "notes", clock)
+    try:
+        sample = engine.store.foreign_sample()
+        assert sample.ids == ("note-0", "note-1") and not sample.has_documents
+        assert sample.detected is ForeignLayout.PLAIN
+        keys = dict(sample.keys())
+        assert keys["who"] == ["frank", "grace"] and set(keys) == {
+            "memory", "who", "when", "changed", "weight", "thread"}
+        assert {r.content for r in sample.preview(None, now_ms=clock.now())} == {
+            "(no document)"}
+        mapped = sample.preview(FieldMapping(text="memory", agent="who"), now_ms=clock.now())
+        assert [(r.content, r.agent_id) for r in mapped] == [
+            ("Prefers aisle seats", "frank"), ("Works from Lisbon in winter", "grace")]
+    finally:
+        engine.close()
+    ours = MemoryEngine.open(StoreSpec(str(tmp_path / "ours")), embedder=HashingEmbedder(),
+                             clock=clock)
+    try:
+        with pytest.raises(ValidationError, match="is a Mnemoscope collection"):
+            ours.store.foreign_sample()
+    finally:
+        ours.close()
+
+
 def test_mapping_from_settings_json_names_the_bad_field() -> None:
     with pytest.raises(ValidationError, match=r"notes\.colour"):
         FieldMapping.from_json({"colour": "x"}, "notes")

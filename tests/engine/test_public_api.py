@@ -19,7 +19,8 @@ OPEN = {"MemoryEngine", "StoreSpec", "EngineConfig", "engine_config_from_env", "
         "ModelSpec", "Embedder", "EmbedBackend", "EmbedderState", "EmbedderStatus",
         "SentenceTransformerEmbedder", "CollectionInfo", "list_collections",
         "DEFAULT_COLLECTION", "DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_READ_TIMEOUT_S",
-        "FieldMapping", "ForeignInfo", "Ledger", "LEDGER_FILENAME", "StoreStats",
+        "FieldMapping", "ForeignInfo", "ForeignLayout", "ForeignSample", "MAPPED_FIELDS",
+        "Ledger", "LEDGER_FILENAME", "StoreStats",
         "ProgressFn", "CancelFn", "Clock", "SystemClock", "DeterministicClock", "RNG",
         "SystemRNG", "DeterministicRNG"}
 RECORDS = {"MemoryRecord", "NewMemory", "Category", "Layer", "Privacy", "ProvenanceEntry",
@@ -29,11 +30,13 @@ INGEST = {"IngestResult", "IngestPolicy", "ImportReport", "ImportStopped", "Line
           "STAGES", "threshold_what_if", "WhatIf", "PairChange", "evaluate_dedup", "read_sts",
           "StageDetail", "StartDetail", "NormalizeDetail", "EmbedDetail", "CandidatesDetail",
           "DecisionDetail", "ApplyDetail", "PersistDetail", "EventsDetail", "FailedDetail",
-          "Action", "read_conversation", "ImportEntry", "UndoPlan"}
-RETRIEVE = {"RetrievalRequest", "RetrievedBundle", "RetrievalDiagnostics", "Purpose",
+          "Action", "read_conversation", "ImportEntry", "UndoPlan", "RunWrites",
+          "ConsolidationReport", "ConsolidationStep"}
+RETRIEVE = {"DropReason", "RetrievalRequest", "RetrievedBundle", "RetrievalDiagnostics", "Purpose",
             "Strategy", "PressureState", "ScoringWeights", "COMPONENTS", "inspect_retrieval",
             "RetrievalInspection", "evaluate_locomo", "SPLITS"}
-BROWSE = {"RecordQuery", "RecordRow", "RowPage", "SortKey", "SHOWN_STATES", "parse_states",
+BROWSE = {"ALL_STATES", "RecordQuery", "RecordRow", "RowPage", "SortKey", "SHOWN_STATES",
+          "parse_states",
           "MemoryReader", "LocalReader", "RemoteReader", "EventFeed", "Facets", "LinkedRecord",
           "RecordDetail",
           "EditEntry", "map_points", "MapPoints", "Projection", "umap_available",
@@ -43,6 +46,7 @@ REVIEW_AND_LIFECYCLE = {"ReviewItem", "LifecycleReport", "LifecycleScheduler", "
                         "SummarizationTask", "record_fate", "RecordFate", "FateStep",
                         "mass_retirements", "DEFAULT_MASS_LIMIT"}
 EVENTS_AND_EXITS = {"Event", "EventBus", "EventFilter", "ExitPolicy", "RedactingLogFilter",
+                    "Masking", "Masker",
                     "Redactor", "RedactionHit", "redact_text", "placeholder_for"}
 ERRORS = {"EngineError", "Cancelled", "ConfigInvalid", "CycleDetected", "EditConflict",
           "EmbeddingFailed", "EmbeddingUnavailable", "InputFormatError", "RecordNotFound",

@@ -316,3 +316,146 @@ def test_fate_tells_the_state_changes(engine: MemoryEngine) -> None:
     assert "paused by tester: kept, not retrieved" in texts
     assert "resumed by tester: retrieved again" in texts
     assert fate.status == "alive"
+
+
+def test_layer_views_withhold_paused_and_archived_records(
+        engine: MemoryEngine, clock: DeterministicClock) -> None:
+    """Social evidence, spatial points and derived records follow the records' states."""
+    talks = []
+    for sentiment in (0.5, -0.5, 0.25):
+        clock.advance(3_600_000.0)
+        talks.append(engine.add(NewMemory(
+            f"talked with dana at {clock.now()}", agent_id="scout", layer=Layer.SOCIAL,
+            metadata={"social": {"otherAgentId": "dana", "sentiment": sentiment}})))
+    well = engine.add(NewMemory("the well", layer=Layer.SPATIAL,
+                                metadata={"spatial": {"x": 1, "y": 0, "z": 0}}))
+    layers = engine.layers
+    layers.flush()
+    [dana] = layers.social_summaries("scout", "dana")
+    assert dana.interactions == 3
+    assert [h.record_id for h in engine.spatial_within((0, 0, 0), 2)] == [well.id]
+
+    engine.pause([talks[0].id])
+    engine.archive([talks[1].id, well.id])
+    layers.flush()
+    [dana] = layers.social_summaries("scout", "dana")
+    assert dana.interactions == 1 and dana.sentiment == 0.25
+    assert {o.record_id for o in layers.observations("scout")} == {talks[2].id}
+    assert engine.spatial_within((0, 0, 0), 2) == []
+    assert layers.spatial_points() == []
+
+    engine.resume([talks[0].id, talks[1].id, well.id])
+    layers.flush()
+    [dana] = layers.social_summaries("scout", "dana")
+    assert dana.interactions == 3
+    assert [h.record_id for h in engine.spatial_within((0, 0, 0), 2)] == [well.id]
+
+    # A person pauses the derived summary itself: it leaves the social list, and a later
+    # rewrite (a new interaction) keeps it paused.
+    engine.pause([dana.record_id])
+    assert layers.social_summaries("scout", "dana") == []
+    clock.advance(3_600_000.0)
+    engine.add(NewMemory("talked with dana again", agent_id="scout", layer=Layer.SOCIAL,
+                         metadata={"social": {"otherAgentId": "dana", "sentiment": 0.9}}))
+    layers.flush()
+    stored = engine.get(dana.record_id)
+    assert stored.state is RecordState.PAUSED and "4" in stored.content
+    assert layers.social_summaries("scout", "dana") == []
+    engine.resume([dana.record_id])
+    assert [s.interactions for s in layers.social_summaries("scout", "dana")] == [4]
+
+
+def test_preview_rows_leave_archived_records_out(store_dir: Path, clock: DeterministicClock,
+                                                 fake_embedder: HashingEmbedder) -> None:
+    """The records browser's preview (while the view loads) hides what its filter hides."""
+    engine = _open(store_dir, clock, fake_embedder)
+    records = _fill(engine, 5)
+    engine.pause([records[1].id])
+    engine.archive([records[2].id, records[4].id])
+    engine.close()
+    (store_dir / CACHE_META).unlink()  # the next open reads Chroma: a deferred view
+    engine = MemoryEngine.open(StoreSpec(str(store_dir)), embedder=fake_embedder, clock=clock,
+                               defer_view=True)
+    try:
+        assert not engine.view_ready
+        page = engine.preview_rows(0, 10)
+        assert page.total == 3
+        assert [(r.id, r.state) for r in page.rows] == [
+            (records[3].id, RecordState.ACTIVE), (records[1].id, RecordState.PAUSED),
+            (records[0].id, RecordState.ACTIVE)]
+        assert [r.id for r in engine.preview_rows(1, 1).rows] == [records[1].id]
+    finally:
+        engine.close()
+
+
+def test_a_store_holding_soft_states_is_refused_by_an_older_build(
+        store_dir: Path, clock: DeterministicClock, fake_embedder: HashingEmbedder,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Schema version 2 is written with the first soft state; a version-1 build refuses it."""
+    from engine.errors import SchemaMismatch
+    from engine.store import chroma_store
+
+    def collection_version() -> object:
+        import chromadb
+        from chromadb.config import Settings
+
+        client = chromadb.PersistentClient(path=str(store_dir),
+                                           settings=Settings(anonymized_telemetry=False))
+        return client.get_collection("mnemoscope_memories").metadata["schema_version"]
+
+    engine = _open(store_dir, clock, fake_embedder)
+    records = _fill(engine, 2)
+    assert engine.store.schema_version == 1  # no soft state yet: older builds still read it
+    engine.close()
+    assert collection_version() == 1
+    monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", 1)  # an older build
+    _open(store_dir, clock, fake_embedder).close()
+    monkeypatch.undo()
+
+    engine = _open(store_dir, clock, fake_embedder)
+    engine.pause([records[0].id])
+    assert engine.store.schema_version == 2
+    engine.resume([records[0].id])  # the mark is never lowered
+    engine.close()
+    assert collection_version() == 2
+    monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", 1)
+    with pytest.raises(SchemaMismatch, match="schema version 2; this Mnemoscope reads up to 1"):
+        _open(store_dir, clock, fake_embedder)
+    monkeypatch.undo()
+    engine = _open(store_dir, clock, fake_embedder)  # this build reads it
+    try:
+        assert engine.get(records[0].id).state is RecordState.ACTIVE
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["open", "deferred-view"])
+def test_a_store_given_states_within_version_1_is_marked_when_opened(
+        store_dir: Path, clock: DeterministicClock, fake_embedder: HashingEmbedder,
+        monkeypatch: pytest.MonkeyPatch, deferred: bool) -> None:
+    """A build that kept states within schema version 1 left paused records in a version-1
+    store: this build marks it 2 when it opens it for writing (not when it only reads it)."""
+    from engine.store import chroma_store
+
+    monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", 1)  # the build before the bump
+    engine = _open(store_dir, clock, fake_embedder)
+    records = _fill(engine, 2)
+    engine.pause([records[0].id])
+    assert engine.store.schema_version == 1
+    engine.close()
+    monkeypatch.undo()
+    reader = MemoryEngine.open(StoreSpec(str(store_dir), read_only=True),
+                               embedder=fake_embedder, clock=clock)
+    assert reader.store.schema_version == 1  # a read-only open changes nothing
+    reader.close()
+    if deferred:
+        (store_dir / CACHE_META).unlink()
+    engine = MemoryEngine.open(StoreSpec(str(store_dir)), embedder=fake_embedder, clock=clock,
+                               defer_view=deferred)
+    try:
+        if deferred:
+            assert engine.store.schema_version == 1  # the view is not read yet
+            engine.load_view()
+        assert engine.store.schema_version == 2
+    finally:
+        engine.close()

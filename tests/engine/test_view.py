@@ -256,3 +256,13 @@ def test_set_access_names_an_unknown_record_and_changes_nothing() -> None:
     with pytest.raises(KeyError, match="nope"):
         view.set_access([records[0].replace(access_count=9), record(50).replace(id="nope")])
     assert view.snapshot() is before and int(before.access_count[0]) == 0
+
+
+def test_resident_bytes_count_the_rows_not_the_capacity() -> None:
+    view = ColumnarView(DIM, capacity=4096)
+    assert view.resident_bytes() == {"vectors": 0, "columns": 0}
+    view.upsert([record(i) for i in range(10)], unit(10))
+    resident = view.resident_bytes()
+    assert resident["vectors"] == 10 * DIM * 4  # float32
+    # 7 one-byte, 6 four-byte and 4 eight-byte scalar columns
+    assert resident["columns"] == 10 * (7 * 1 + 6 * 4 + 4 * 8)

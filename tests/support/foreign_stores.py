@@ -22,6 +22,7 @@ import json
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -68,17 +69,23 @@ def _vectors(texts: list[str], dimension: int, seed: int) -> list[list[float]]:
     return [row.tolist() for row in matrix]
 
 
-def _client(path: Path) -> Any:
+def _client(path: Path | str) -> Any:
+    """An embedded client on a directory, or an HTTP client on a ``chroma run`` URL."""
     import chromadb
     from chromadb.config import Settings
 
+    if isinstance(path, str) and path.startswith("http"):
+        host, port = urlsplit(path).hostname, urlsplit(path).port
+        return chromadb.HttpClient(host=host or "127.0.0.1", port=port or 8000,
+                                   settings=Settings(anonymized_telemetry=False))
     # the settings mem0 itself passes (and the store's: one Chroma system per path per process)
     return chromadb.PersistentClient(path=str(path),
                                      settings=Settings(anonymized_telemetry=False))
 
 
-def write_mem0(path: Path, name: str = "mem0", dimension: int = 384) -> list[str]:
-    """A mem0 collection at ``path``; returns the ids in write order."""
+def write_mem0(path: Path | str, name: str = "mem0", dimension: int = 384) -> list[str]:
+    """A mem0 collection at ``path`` (a directory or a server URL); returns the ids in write
+    order."""
     client = _client(path)
     collection = client.get_or_create_collection(name=name, embedding_function=None)
     ids = [str(uuid.uuid4()) for _ in MEM0_MEMORIES]
@@ -126,15 +133,18 @@ def write_llamaindex(path: Path, name: str = "llamaindex", dimension: int = 384)
     return ids
 
 
-def write_custom(path: Path, name: str = "notes") -> list[str]:
+def write_custom(path: Path | str, name: str = "notes") -> list[str]:
     """A collection of no known tool: text under ``memory``, agent ``who``, time ``when``,
-    importance ``weight``; no documents."""
+    last change ``changed`` (epoch seconds), importance ``weight``, session ``thread``; no
+    documents."""
     client = _client(path)
     collection = client.get_or_create_collection(name=name, embedding_function=None)
-    rows = [("Prefers aisle seats", "frank", "2024-02-01T10:00:00Z", 0.9),
-            ("Works from Lisbon in winter", "grace", "2024-02-02T11:00:00Z", 0.3)]
+    rows = [("Prefers aisle seats", "frank", "2024-02-01T10:00:00Z", 1706868000, 0.9, "t-1"),
+            ("Works from Lisbon in winter", "grace", "2024-02-02T11:00:00Z", 1706958000, 0.3,
+             "t-2")]
     ids = [f"note-{i}" for i in range(len(rows))]
     collection.add(ids=ids, embeddings=_vectors([r[0] for r in rows], 384, 4),
-                   metadatas=[{"memory": text, "who": who, "when": when, "weight": weight}
-                              for text, who, when, weight in rows])
+                   metadatas=[{"memory": text, "who": who, "when": when, "changed": changed,
+                               "weight": weight, "thread": thread}
+                              for text, who, when, changed, weight, thread in rows])
     return ids

@@ -17,14 +17,14 @@ import qasync
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from engine.ingest.importer import SalienceCut
+from app.import_process import run_in_child
+from engine import SalienceCut
 from engine.memory_engine import MemoryEngine
 from engine.redaction import redact_text
 from engine.store import StoreSpec, list_collections
-from ui.import_process import run_in_child
-from ui.importing import ImportSummary
+from ui.imports.importing import ImportSummary
 from ui.main_window import MainWindow, Preferences, WindowServices
-from ui.tasks import TaskRunner, pending_tasks, spawn
+from ui.shared.tasks import TaskRunner, pending_tasks, spawn
 
 T = TypeVar("T")
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo" / "memories.jsonl"
@@ -142,7 +142,10 @@ def make_window(qtbot: QtBot, qloop: qasync.QEventLoop,
     made: list[MainWindow] = []
 
     def build(**changes: Any) -> MainWindow:
-        window = MainWindow(services(runner, **changes))
+        from app.controller import AppController
+
+        made_services = services(runner, **changes)
+        window = MainWindow(made_services, AppController(made_services))
         if "preferences" not in changes:  # else the window restores its saved geometry
             window.resize(1100, 700)
         window.show()

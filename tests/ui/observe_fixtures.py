@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 from engine.records import NewMemory
 from engine.store import StoreSpec
 from tests.ui.conftest import open_fresh, run
-from ui.session import StoreSession
-from ui.tasks import TaskRunner
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 BASE = "Sam prefers window seats on long flights to Tokyo"
 PARAPHRASE = "Sam prefers window seats on long flights to Tokyo always"  # Jaccard 0.90: merge

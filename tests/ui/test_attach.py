@@ -24,8 +24,8 @@ from engine.store import StoreSpec
 from tests.support.chroma_server import free_port
 from tests.support.serve_process import cli_env, serve_process
 from tests.ui.conftest import open_fresh, run
-from ui.dialogs import AttachDialog
-from ui.main_window import ENGINE_VIEWS, MainWindow
+from ui.main_window import MainWindow
+from ui.shared.dialogs import AttachDialog
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
@@ -103,7 +103,7 @@ def test_attach_follows_another_process_across_a_serve_restart(
         assert not window.import_action.isEnabled() and not window.export_action.isEnabled()
         for number, name in enumerate(window.views):
             enabled = bool(window.nav.item(number).flags() & Qt.ItemFlag.ItemIsEnabled)
-            assert enabled == (name not in ENGINE_VIEWS), name
+            assert enabled == (name not in window.controller.views.store_only), name
         qtbot.waitUntil(lambda: window.records.model.settled and window.records.model.total == 3)
         assert "Jordan likes the coffee machine started at 6:45" in _contents(window)
         timeline = window.observe.timeline
@@ -170,7 +170,9 @@ def test_wrong_token_and_unreachable_server_are_said_in_the_dialog(
         dialog.url.setEditText(f"http://127.0.0.1:{closed}")
         dialog.token.setText(TOKEN)
         qtbot.mouseClick(dialog.attach_button, Qt.MouseButton.LeftButton)  # type: ignore[no-untyped-call]
-        qtbot.waitUntil(lambda: "Cannot reach" in dialog.error.text(), timeout=30_000)
+        qtbot.waitUntil(lambda: "Could not connect" in dialog.error.text(), timeout=30_000)
+        assert f"127.0.0.1:{closed} — connection refused" in dialog.error.text()
+        assert "Errno" not in dialog.error.text()
         assert window.attached_session is None
         dialog.url.setEditText("127.0.0.1:8765")
         qtbot.mouseClick(dialog.attach_button, Qt.MouseButton.LeftButton)  # type: ignore[no-untyped-call]

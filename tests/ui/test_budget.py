@@ -25,8 +25,8 @@ from engine.llm.settings import ProviderKind
 from tests.engine.llm.conftest import START_MS
 from tests.support.llm_server import Behaviour, LLMTestServer
 from tests.ui.conftest import run
-from ui.budget_view import BudgetSnapshot, BudgetView
-from ui.tasks import TaskRunner
+from ui.observe.budget_view import BudgetSnapshot, BudgetView
+from ui.shared.tasks import TaskRunner
 
 REQUEST = ChatRequest((ChatMessage("user", "hi"),), max_tokens=1)
 

@@ -1,8 +1,9 @@
 """The GUI thread never blocks: event-loop gaps while a 10K-record import runs.
 
 chromadb's Rust bindings keep the GIL for the whole of an insert, so the app imports into an
-embedded store in a child process (:mod:`ui.import_process`) and reopens the store after. The
-test times a 5 ms QTimer across the whole import with :class:`ui.loop_probe.LoopProbe` (the same
+embedded store in a child process (:mod:`app.import_process`) and reopens the store after. The
+test times a 5 ms QTimer across the whole import with :class:`ui.shared.loop_probe.LoopProbe` (the
+same
 code ``mnemoscope bench`` uses through ``benchmarks/bench_gui.py``) and splits the gaps by phase:
 idle (baseline), import (the child writes while the GUI shows progress) and reopen (the store
 reopened from its view cache and the table showing the new records).
@@ -20,8 +21,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from tests.ui.conftest import child_import, open_store, run, write_import_file
-from ui.loop_probe import LoopProbe, probe_import
 from ui.main_window import MainWindow
+from ui.shared.loop_probe import LoopProbe, probe_import
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 RECORDS = 10_000

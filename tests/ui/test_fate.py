@@ -15,7 +15,7 @@ from engine.store import StoreSpec
 from tests.engine.ingest.conftest import TableEmbedder
 from tests.ui.conftest import open_store
 from ui.main_window import MainWindow
-from ui.record_links import RecordRef
+from ui.records.record_links import RecordRef
 
 
 def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,

@@ -1,4 +1,5 @@
-"""Words, not codes (ui/format.py): rounding, relative times on a fixed clock, a phrase for every
+"""Words, not codes (ui/shared/format.py): rounding, relative times on a fixed clock, a phrase for
+every
 code the engine emits, reason sentences, and events / stage data as labelled fields."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from engine.events import Event
 from engine.ingest.contradiction import CONFLICT_KINDS
 from engine.ingest.kinds import Action, EventKind, Reason, Stage
 from engine.retrieval.types import DropReason
-from ui.format import (
+from ui.shared.format import (
     PHRASES,
     TAGS,
     Field,
@@ -196,7 +197,7 @@ def test_every_engine_code_has_a_phrase() -> None:
             "possible_contradiction", "low_importance", "compacted", "memory:record:deleted",
             "llm:call", "layer-cap", "pruned", "deleted", "memory:retrieval"} <= codes
     missing = sorted(code for code in codes if code not in PHRASES)
-    assert not missing, f"engine codes without a phrase in ui/format.py PHRASES: {missing}"
+    assert not missing, f"engine codes without a phrase in ui/shared/format.py PHRASES: {missing}"
     for code in codes:
         assert not SNAKE.search(phrase(code)), (code, phrase(code))
 

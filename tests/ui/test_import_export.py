@@ -16,9 +16,9 @@ from pytestqt.qtbot import QtBot
 
 from engine.store import StoreSpec
 from tests.ui.conftest import DEMO, child_import, distinct_text, open_store, run
-from ui.dialogs import ImportProgressDialog
-from ui.import_dialogs import OutcomeTable
+from ui.imports.import_dialogs import OutcomeTable
 from ui.main_window import MainWindow
+from ui.shared.dialogs import ImportProgressDialog
 
 # The offscreen platform cannot size native dialog windows and says so; nothing to fix here.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -157,9 +157,9 @@ def test_demo_and_conversation_import_then_redacted_export(
 @pytest.mark.skipif(not hasattr(os, "nice"), reason="no CPU niceness on this OS")
 def test_the_import_child_runs_at_a_lower_cpu_priority() -> None:
     """So that on a busy machine the GUI thread wins the CPU over the import."""
-    from ui.import_process import BACKGROUND_NICE
+    from app.import_process import BACKGROUND_NICE
 
-    code = ("import os\nfrom ui.import_process import _lower_priority\n"
+    code = ("import os\nfrom app.import_process import _lower_priority\n"
             "before = os.nice(0)\n_lower_priority()\nprint(before, os.nice(0))\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=True,

@@ -14,18 +14,19 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSize, Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from engine.query import RecordQuery
 from tests.support.conversations import locomo_sample
 from tests.ui.conftest import child_import, open_store, run
-from ui.dialogs import ImportProgressDialog
-from ui.import_dialogs import ConversationPreviewDialog, ImportsDialog
-from ui.importing import ImportSummary, LineOutcome
+from ui.imports.import_dialogs import ConversationPreviewDialog, ImportsDialog
+from ui.imports.importing import ImportSummary, LineOutcome
 from ui.main_window import MainWindow
-from ui.session import StoreSession
-from ui.tasks import spawn
+from ui.shared.dialogs import ImportProgressDialog
+from ui.shared.session import StoreSession
+from ui.shared.tasks import spawn
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -379,9 +380,10 @@ def _demo() -> Path:
 
 def test_walkthrough_demo_previewed_locomo_import_retrieval_and_undo(
         qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
-    """Issue 20's walkthrough (its GUI import part): an empty store, the demo data, a LoCoMo
-    conversation previewed with keep-all and imported through the app's child process, one of
-    its turns found in Retrieval, and the import undone: the store is the demo's again."""
+    """Issue 20's walkthrough: an empty store, the demo data, a LoCoMo conversation previewed
+    with keep-all and imported through the app's child process, one of its turns found in
+    Retrieval, a paraphrase of it simulated through the Pipeline view (nothing written), and
+    the import undone: the store is the demo's again."""
     window = make_window(bulk_import=child_import)
     open_store(qtbot, window, tmp_path / "store")
     assert _count(qtbot, window) == 0
@@ -408,6 +410,21 @@ def test_walkthrough_demo_previewed_locomo_import_retrieval_and_undo(
     retrieval.agent_edit.setText("assistant")
     bundle = run(qtbot, retrieval.retrieve())
     assert bundle is not None and turn.record_id in [r.id for r in bundle.records]
+    # a paraphrase of that turn, simulated through the pipeline: every stage, nothing written
+    imported = _state(qtbot, window)
+    steps = session.undo_stack.count()
+    speaker, words = turn.text.split(": ", 1)
+    pipeline = window.observe.pipeline
+    pipeline.content_edit.setPlainText(f"{words} (as {speaker} put it)")
+    pipeline.agent_edit.setText("assistant")
+    QTest.mouseClick(pipeline.simulate_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: pipeline.run is not None, timeout=10_000)
+    assert pipeline.run is not None and pipeline.run.simulated
+    run(qtbot, pipeline.continue_run(), timeout=60)
+    assert pipeline.run.done and pipeline.run.result is not None
+    assert "simulated: nothing was written" in pipeline.status_label.text()
+    assert _state(qtbot, window) == imported  # the store is unchanged, record for record
+    assert session.undo_stack.count() == steps
     # undo the import from the Imports window: back to the demo's records
     imports = ImportsDialog(session, session.runner, window)
     imports.show()

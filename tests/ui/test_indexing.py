@@ -20,8 +20,8 @@ from engine.store import StoreSpec, view_cache
 from tests.ui.bigstore import build_store
 from tests.ui.conftest import open_fresh, open_store, run
 from ui.main_window import MainWindow
-from ui.records_model import RecordTableModel
-from ui.tasks import TaskRunner, spawn
+from ui.records.records_model import RecordTableModel
+from ui.shared.tasks import TaskRunner, spawn
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 COUNT = 6000  # three 2000-record pages of indexing

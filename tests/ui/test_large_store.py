@@ -18,7 +18,7 @@ from engine.store import DEFAULT_COLLECTION, view_cache
 from tests.ui.bigstore import build_store, view_cache_aside
 from tests.ui.conftest import open_store
 from ui.main_window import MainWindow
-from ui.records_model import PAGE_SIZE
+from ui.records.records_model import PAGE_SIZE
 
 COUNT = 100_000
 

@@ -20,8 +20,8 @@ from engine.layers import SpatialHit
 from engine.records import Layer, NewMemory
 from engine.store import StoreSpec
 from tests.ui.conftest import open_fresh, open_store
+from ui.layers.social_view import edge_width, sentiment_color
 from ui.main_window import MainWindow
-from ui.social_view import edge_width, sentiment_color
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -229,3 +229,24 @@ def test_redaction_mode_masks_the_layer_texts(qtbot: QtBot, tmp_path: Path,
     window.redaction.toggle()  # View → Redaction Mode
     qtbot.waitUntil(lambda: "<REDACT:" in _cell(view.records, 0, 2))
     assert "dana@globex.example" not in _cell(view.records, 0, 2)
+
+
+def test_paused_and_archived_records_leave_the_layer_views(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    """Issue 20: the Spatial scatter shows only active records (the social and pattern lists
+    follow the same layer service: tests/engine/test_soft_states.py)."""
+    engine = open_fresh(StoreSpec(str(tmp_path / "store")))
+    try:
+        made = [engine.add(NewMemory(f"landmark {i}", agent_id="robot", layer=Layer.SPATIAL,
+                                     created_at=T0 + i * DAY,
+                                     metadata={"spatial": {"x": float(i), "y": 0.0, "z": 0.0}}))
+                for i in range(4)]
+        engine.pause([made[0].id])
+        engine.archive([made[1].id])
+    finally:
+        engine.close()
+    window = _open_layers(qtbot, make_window, tmp_path / "store", "spatial")
+    view = window.layers.spatial
+    qtbot.waitUntil(lambda: view.data is not None and len(view.data.hits) > 0)
+    assert {h.record_id for h in view.data.hits} == {made[2].id, made[3].id}
+    assert "2 of 2 points" in view.time_label.text()

@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 
 from engine.embedding import EmbedderState, EmbedderStatus
 from ui.main_window import MainWindow, Preferences
-from ui.theme import apply_theme, is_dark
+from ui.shared.theme import apply_theme, is_dark
 
 
 def test_theme_switch_applies_palette_and_is_saved(

@@ -21,10 +21,10 @@ from engine.store import StoreSpec
 from tests.support.fakes import HashingEmbedder
 from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
-from ui.map_view import MapView
-from ui.retrieval_view import RetrievalView
-from ui.session import StoreSession
-from ui.tasks import TaskRunner
+from ui.observe.map_view import MapView
+from ui.observe.retrieval_view import RetrievalView
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

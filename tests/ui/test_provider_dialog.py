@@ -37,10 +37,10 @@ from tests.support.fakes import DictSecrets
 from tests.support.llm_server import Behaviour, LLMTestServer
 from tests.ui.conftest import DEMO, child_import, open_store, run
 from tests.ui.redaction_scan import shown_texts
-from ui.dialogs import ImportProgressDialog
 from ui.main_window import MainWindow
-from ui.provider_dialog import LLMServices, ProviderSettingsDialog
-from ui.tasks import TaskRunner, pending_tasks, spawn
+from ui.settings.provider_dialog import LLMServices, ProviderSettingsDialog
+from ui.shared.dialogs import ImportProgressDialog
+from ui.shared.tasks import TaskRunner, pending_tasks, spawn
 
 # The offscreen platform warns when a dialog window is shown; nothing else may warn.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")

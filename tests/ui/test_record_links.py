@@ -27,10 +27,10 @@ from engine.store import StoreSpec
 from tests.support.fakes import HashingEmbedder
 from tests.ui.conftest import distinct_text, open_store, run
 from tests.ui.observe_fixtures import BASE, GRAY, PARAPHRASE
-from ui.fields_view import RECORD_ID_ROLE, FieldsPanel
 from ui.main_window import MainWindow
-from ui.record_links import ACTIONS, RecordRef
-from ui.records_model import ROLE_RECORD_ID
+from ui.records.record_links import ACTIONS, RecordRef
+from ui.records.records_model import ROLE_RECORD_ID
+from ui.shared.fields_view import RECORD_ID_ROLE, FieldsPanel
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -450,7 +450,7 @@ def test_an_attached_agents_rows_are_paged_through_to_find_a_record(
     from engine.query import RecordQuery, SortKey
     from engine.reader import LocalReader
     from tests.ui.conftest import open_fresh
-    from ui import records_view
+    from ui.records import records_view
 
     monkeypatch.setattr(records_view, "_SCAN_PAGE", 50)  # several pages over this store
     engine = open_fresh(StoreSpec(str(store[0]), read_only=True))
@@ -492,7 +492,7 @@ def test_a_right_click_pops_the_menu_up_at_the_pointer(qtbot: QtBot, window: Mai
 def test_a_layer_list_offers_its_record_once_its_text_is_read(qtbot: QtBot) -> None:
     from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem
 
-    from ui.record_links import tree_record
+    from ui.records.record_links import tree_record
 
     tree = QTreeWidget()
     qtbot.addWidget(tree)
@@ -523,7 +523,7 @@ def test_a_record_no_longer_stored_says_so(qtbot: QtBot, window: MainWindow) -> 
 
 
 def test_texts_are_cut_at_a_word_and_ids_named_by_their_text() -> None:
-    from ui.record_links import elide, name_ids, quoted, record_tooltip
+    from ui.records.record_links import elide, name_ids, quoted, record_tooltip
 
     assert elide("short  text\nhere") == "short text here"
     cut = elide("The team standup moved to 5pm because the design review runs long", 40)

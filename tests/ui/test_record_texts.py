@@ -36,8 +36,8 @@ from app.wiring import SHOTS, VIEW_NAMES, _prepare_steer_views, _select_row, _wo
 from engine.query import RecordQuery
 from tests.ui.conftest import DEMO, open_store, run
 from ui.main_window import MainWindow
-from ui.retrieval_view import ScoreBars
-from ui.stepper_view import SimilarityBars
+from ui.observe.retrieval_view import ScoreBars
+from ui.observe.stepper_view import SimilarityBars
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
@@ -169,7 +169,8 @@ def test_no_view_names_a_record_by_its_id_alone(qtbot: QtBot, demo_window: MainW
     folder = tmp_path / "shots"
     folder.mkdir()
     run(qtbot, _select_row(window, 2), timeout=60)
-    run(qtbot, _prepare_steer_views(window, folder), timeout=120)
+    run(qtbot, _prepare_steer_views(window, window.controller, session.runner, folder),
+        timeout=120)
     found: list[str] = []
     walked: dict[str, int] = {}
     for view, name in SHOTS:

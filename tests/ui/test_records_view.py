@@ -16,8 +16,8 @@ from engine.records import Layer
 from tests.ui.bigstore import AGENTS, build_store
 from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
-from ui.records_model import COLUMNS, PAGE_SIZE
-from ui.session import UNDO_BATCH
+from ui.records.records_model import COLUMNS, PAGE_SIZE
+from ui.shared.session import UNDO_BATCH
 
 SMALL = 600
 
@@ -242,3 +242,107 @@ def test_bulk_relayer_and_tag_undo_as_one_step(qtbot: QtBot,
     records = run(qtbot, session.runner.run(session.engine.get_many, ids))
     assert [r.layer for r in records] == [list(Layer)[i % 6] for i in (10, 11, 12, 13)]
     assert not any("bulk" in r.tags for r in records)
+
+
+def test_pause_archive_resume_a_multi_selection(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], small_store: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: soft states from the Records view, with true counts, the State filter and
+    column, the detail's badge and history, and undo."""
+    from PySide6.QtCore import QItemSelectionModel
+    from PySide6.QtWidgets import QMessageBox
+
+    from engine.records import RecordState
+    from ui.records.records_view import STATE_CHOICES
+
+    window = make_window()
+    open_store(qtbot, window, small_store)
+    view, model, session = window.records, window.records.model, window.session
+    assert session is not None
+    engine = session.engine
+    asked: list[tuple[str, str]] = []
+
+    def yes(_parent: object, title: str, text: str, *_args: object) -> object:
+        asked.append((title, text))
+        return QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QMessageBox, "question", yes)
+    state_column = next(i for i, c in enumerate(COLUMNS) if c.key == "state")
+
+    def select(rows: range) -> list[str]:
+        selection = view.table.selectionModel()
+        selection.clear()
+        for row in rows:
+            selection.select(model.index(row, 0), QItemSelectionModel.SelectionFlag.Select
+                             | QItemSelectionModel.SelectionFlag.Rows)
+        return view.selected_ids()
+
+    def states(ids: list[str]) -> set[RecordState]:
+        return {record.state for record in engine.get_many(ids)}
+
+    ids = select(range(3))
+    assert len(ids) == 3 and view.pause_action.isEnabled()
+    assert not view.resume_action.isEnabled()  # nothing selected to resume
+    view.pause_action.trigger()
+    qtbot.waitUntil(lambda: states(ids) == {RecordState.PAUSED}, timeout=10_000)
+    assert asked[-1][0] == "Pause" and asked[-1][1].startswith(
+        "Pause these 3 records? Paused records stay stored and listed but are not retrieved")
+    qtbot.waitUntil(lambda: model.settled and model.data(model.index(0, state_column)) == "paused")
+    assert model.total == SMALL  # paused records stay listed
+    assert model.data(model.index(0, 0), Qt.ItemDataRole.ForegroundRole) is not None
+    assert model.data(model.index(3, state_column)) == "active"
+    assert model.data(model.index(3, 0), Qt.ItemDataRole.ForegroundRole) is None
+
+    # the confirmation counts what changes: one of four (three are paused already)
+    four = select(range(4))
+    view.pause_action.trigger()
+    qtbot.waitUntil(lambda: states(four) == {RecordState.PAUSED}, timeout=10_000)
+    assert asked[-1][1].startswith("Pause this record?")
+    assert "(3 of the 4 selected are paused already.)" in asked[-1][1]
+
+    # the detail pane names the state and the history shows the change
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None and view.detail.record.id == ids[0]
+                    and view.detail.record.state is RecordState.PAUSED, timeout=10_000)
+    assert view.detail._title.text().endswith("· paused")
+    assert "State: active → paused" in view.detail.history_view.toPlainText()
+    assert "record paused" in view.detail.history_view.toPlainText()
+
+    # archived records leave the default list; the State filter brings them back
+    archived = select(range(2))
+    view.archive_action.trigger()
+    qtbot.waitUntil(lambda: states(archived) == {RecordState.ARCHIVED}, timeout=10_000)
+    assert asked[-1][1].startswith("Archive these 2 records?")
+    qtbot.waitUntil(lambda: model.settled and model.total == SMALL - 2, timeout=10_000)
+    labels = [label for label, _ in STATE_CHOICES]
+    assert labels == ["Active and paused", "Active", "Paused", "Archived", "Any"]
+    assert view.filters.state.currentText() == "Active and paused"
+    view.filters.state.setCurrentText("Archived")
+    qtbot.waitUntil(lambda: model.settled and model.total == 2, timeout=10_000)
+    assert {model.record_at(r).state for r in range(2)} == {RecordState.ARCHIVED}  # type: ignore[union-attr]
+    view.filters.state.setCurrentText("Paused")
+    qtbot.waitUntil(lambda: model.settled and model.total == 2, timeout=10_000)
+    view.filters.state.setCurrentText("Any")
+    qtbot.waitUntil(lambda: model.settled and model.total == SMALL, timeout=10_000)
+
+    # resume, then undo the resume: archived again
+    view.filters.state.setCurrentText("Archived")
+    qtbot.waitUntil(lambda: model.settled and model.total == 2, timeout=10_000)
+    select(range(2))
+    view.resume_action.trigger()
+    qtbot.waitUntil(lambda: states(archived) == {RecordState.ACTIVE}, timeout=10_000)
+    assert asked[-1][1].startswith("Resume these 2 records? Resumed records are retrieved")
+    qtbot.waitUntil(lambda: model.settled and model.total == 0, timeout=10_000)
+    assert session.undo_stack.undoText() == "Resume 2 records"
+    session.undo_stack.undo()
+    run(qtbot, session.drain())
+    assert states(archived) == {RecordState.ARCHIVED}
+    qtbot.waitUntil(lambda: model.settled and model.total == 2, timeout=10_000)
+
+    # a link to an archived record widens the filters to every state to show it
+    view.filters.state.setCurrentText("Active and paused")
+    qtbot.waitUntil(lambda: model.settled and model.total == SMALL - 2, timeout=10_000)
+    view.go_to_record(archived[0])
+    qtbot.waitUntil(lambda: view.filters.state.currentText() == "Any" and model.settled
+                    and model.total == SMALL, timeout=10_000)
+    qtbot.waitUntil(lambda: archived[0] in view.selected_ids(), timeout=10_000)

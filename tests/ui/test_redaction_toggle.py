@@ -134,3 +134,53 @@ def test_task_graph_is_masked_too(qtbot: QtBot, tmp_path: Path,
     assert "<REDACT:" in view.card_label.text()
     window.redaction_action.trigger()
     assert {s for s, _ in leaks(window, fragments)} == found
+
+
+def test_records_filter_matches_only_the_masked_text_while_redaction_is_on(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    """The exit policy's rule in the desktop app: typing part of a secret into the Records
+    filter finds nothing while redaction is on (the table would otherwise confirm the secret
+    by showing a masked row), and finds the record again once it is off."""
+    plant(tmp_path / "store")
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    model = window.records.model
+    probe = "AKIAIOSFODNN"  # a prefix of SECRETS[1]: what someone probing would type
+
+    def filtered(text: str) -> None:
+        with qtbot.waitSignal(model.reloaded, timeout=10_000):
+            window.records.filters.text.setText(text)
+
+    filtered(probe)
+    assert model.total == 1  # off: the stored text matches (the check below could fail)
+    with qtbot.waitSignal(model.reloaded, timeout=10_000):
+        window.redaction_action.trigger()  # a filtered table is queried again
+    assert model.total == 0
+    filtered("AWS access key")  # the unmasked words of that record still find it
+    assert model.total == 1
+    filtered("<REDACT:")  # and what the table shows matches: the placeholders of all four
+    assert model.total == 4
+    filtered(probe)
+    assert model.total == 0
+    with qtbot.waitSignal(model.reloaded, timeout=10_000):
+        window.redaction_action.trigger()
+    assert model.total == 1
+
+
+def test_picking_a_record_by_its_words_matches_only_the_masked_text_while_redaction_is_on(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    """Fate's (and the pipeline stepper's) "type words of a stored memory" search follows the
+    same rule as the Records filter."""
+    plant(tmp_path / "store")
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    finder = window.fate.finder
+    stepper_finder = window.observe.pipeline.record_finder
+    probe = "AKIAIOSFODNN"
+    assert len(run(qtbot, finder.search(probe))) == 1  # off: found (the check below can fail)
+    assert len(run(qtbot, stepper_finder.search(probe))) == 1
+    window.redaction_action.trigger()
+    assert run(qtbot, finder.search(probe)) == []
+    assert run(qtbot, stepper_finder.search(probe)) == []
+    assert len(run(qtbot, finder.search("AWS access key"))) == 1
+    assert len(run(qtbot, stepper_finder.search("backups AWS"))) == 1

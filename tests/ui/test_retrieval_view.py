@@ -13,9 +13,9 @@ from engine.retrieval import DropReason
 from engine.retrieval.types import COMPONENTS
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import session
-from ui.retrieval_view import RetrievalView, cut_index
-from ui.session import StoreSession
-from ui.tasks import TaskRunner
+from ui.observe.retrieval_view import RetrievalView, cut_index
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 __all__ = ["session"]
 
@@ -101,3 +101,30 @@ def test_context_preview_is_redacted_when_on(qtbot: QtBot, view: RetrievalView) 
     shown = view.context.toPlainText()
     assert "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c" not in shown
     assert shown.startswith("Relevant memories:") and "Tokyo" in shown
+
+
+def test_paused_and_archived_never_show_and_come_back_when_resumed(
+        qtbot: QtBot, view: RetrievalView, session: StoreSession) -> None:
+    """Issue 20: the Retrieval view lists what the agent would get; withheld records are not."""
+    engine = session.engine
+    bundle = run(qtbot, view.retrieve())
+    assert bundle is not None
+    shown = [r.id for r in view.live.rows]
+    paused, archived = shown[0], shown[1]  # the two best matches
+    engine.pause([paused])
+    engine.archive([archived])
+    bundle = run(qtbot, view.retrieve())
+    assert bundle is not None
+    rows = [r.id for r in view.live.rows]
+    assert paused not in rows and archived not in rows
+    assert {paused, archived}.isdisjoint(r.id for r in bundle.records)
+    assert set(rows) == set(shown) - {paused, archived}
+    assert "dropped: " in view.summary.text() and "paused 1" in view.summary.text()
+    view.sliders["recency"].setValue(90)  # re-ranked by the sliders: still left out
+    run(qtbot, view.rescore())
+    assert {paused, archived}.isdisjoint(r.id for r in view.live.rows) and view.live.rows
+    engine.resume([paused, archived])
+    view.reset_weights()
+    bundle = run(qtbot, view.retrieve())
+    assert bundle is not None
+    assert [r.id for r in view.live.rows] == shown

@@ -13,10 +13,10 @@ from pytestqt.qtbot import QtBot
 from engine.records import NewMemory
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, session
-from ui.review_view import ReviewView, word_diff_html
-from ui.session import StoreSession
-from ui.tasks import TaskRunner
-from ui.timeline_view import TimelineView
+from ui.observe.review_view import ReviewView, word_diff_html
+from ui.observe.timeline_view import TimelineView
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 __all__ = ["session"]
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")

@@ -23,7 +23,7 @@ from engine.store import MemoryStore, StoreSpec
 from engine.store.chroma_store import CancelFn, ProgressFn
 from tests.ui.conftest import open_store
 from ui.main_window import MainWindow
-from ui.records_model import COLUMNS
+from ui.records.records_model import COLUMNS
 
 pytestmark = [pytest.mark.server, pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]

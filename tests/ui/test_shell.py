@@ -26,12 +26,12 @@ from tests.support.llm_server import LLMTestServer
 from tests.ui.bigstore import build_store
 from tests.ui.conftest import open_store, run, write_import_file
 from tests.ui.observe_fixtures import BASE, CONTRADICTION
-from ui.budget_view import BudgetView
 from ui.main_window import MainWindow, Preferences
-from ui.records_model import COLUMNS
-from ui.tasks import TaskRunner
-from ui.theme import apply_theme
-from ui.wording import count_of
+from ui.observe.budget_view import BudgetView
+from ui.records.records_model import COLUMNS
+from ui.shared.tasks import TaskRunner
+from ui.shared.theme import apply_theme
+from ui.shared.wording import count_of
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -249,10 +249,10 @@ def test_demo_data_is_offered_on_any_empty_store_after_the_first_launch(
     # Emptied again: offered again. Dismissed: not again for this store in this run.
     window.records.table.selectAll()
     run(qtbot, window.records.delete_records(window.records.selected_ids()))
-    qtbot.waitUntil(lambda: window.banner.isVisible() and window._count == 0)
+    qtbot.waitUntil(lambda: window.banner.isVisible() and window.controller.count == 0)
     assert window.banner_button.text() == "Load demo data"
     window.banner_dismiss.click()
-    run(qtbot, window._refresh_count())
+    run(qtbot, window.controller.refresh_counts())
     assert not window.banner.isVisible()
     # The Records view still offers it.
     assert window.records.empty_state.buttons[0].text() == "Load Demo Data"
@@ -390,7 +390,7 @@ def test_detail_pane_follows_the_filter(
 def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     from PySide6.QtWidgets import QLabel, QWidget
 
-    from ui.empty_state import EmptyState
+    from ui.shared.empty_state import EmptyState
 
     host = QWidget()
     qtbot.addWidget(host)

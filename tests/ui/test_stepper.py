@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
@@ -16,10 +17,10 @@ from engine.ingest.kinds import Stage
 from engine.redaction import redact_text
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
-from ui.session import StoreSession
-from ui.stepper_view import StepperView, memory_from_json
-from ui.tasks import TaskRunner
-from ui.timeline_view import TimelineView
+from ui.observe.stepper_view import StepperView, memory_from_json
+from ui.observe.timeline_view import TimelineView
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 __all__ = ["session"]
 
@@ -32,9 +33,9 @@ def stepper(qtbot: QtBot, runner: TaskRunner, session: StoreSession) -> StepperV
     return view
 
 
-def step_all(qtbot: QtBot, view: StepperView, text: str) -> None:
+def step_all(qtbot: QtBot, view: StepperView, text: str, *, simulate: bool = False) -> None:
     view.content_edit.setPlainText(text)
-    assert run(qtbot, view.start())
+    assert run(qtbot, view.start(simulate=simulate))
     assert view.run is not None
     for stage in Stage:
         assert view.run.next_stage is stage
@@ -148,7 +149,7 @@ def test_redaction_masks_the_stages_already_shown(qtbot: QtBot, stepper: Stepper
 def test_continue_pause_and_speed(qtbot: QtBot, stepper: StepperView) -> None:
     stepper.speed.setValue(30)
     stepper.content_edit.setPlainText(PARAPHRASE)
-    assert run(qtbot, stepper.start())
+    assert run(qtbot, stepper.start(simulate=False))
     assert stepper.continue_button.isEnabled() and not stepper.pause_button.isEnabled()
     task_done: list[bool] = []
 
@@ -156,7 +157,7 @@ def test_continue_pause_and_speed(qtbot: QtBot, stepper: StepperView) -> None:
         await stepper.continue_run()
         task_done.append(True)
 
-    from ui.tasks import spawn
+    from ui.shared.tasks import spawn
 
     spawn(go())
     qtbot.waitUntil(lambda: stepper.pause_button.isEnabled(), timeout=5000)
@@ -213,3 +214,128 @@ def test_what_if_in_the_view(qtbot: QtBot, stepper: StepperView, session: StoreS
     assert result is not None and result.old == 0.85 and result.new == 0.6
     assert "0.85 → 0.60" in stepper.whatif_summary.text()
     assert session.engine.count() == before  # read-only
+
+
+def _store_state(session: StoreSession) -> dict[str, Any]:
+    """What an ingest could change: every record, the history, the review queue, the events."""
+    engine = session.engine
+    snapshot = engine.store.view.snapshot()
+    ids = sorted(snapshot.ids[r] for r in snapshot.live_rows.tolist())
+    return {"records": {r.id: json.dumps(r.to_json(), sort_keys=True)
+                        for r in engine.get_many(ids)},
+            "edits": len(engine.edit_history(limit=0)),
+            "review": [item.id for item in engine.review_queue()],
+            "events": engine.ledger.query("SELECT COUNT(*) AS n FROM events")[0]["n"]}
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")  # shown
+def test_simulate_is_the_default_writes_nothing_and_decides_as_ingest(
+        qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:
+    """Issue 20: Simulate runs every stage with the same numbers; nothing is written."""
+    assert stepper.simulate_button.isDefault() and not stepper.ingest_button.isDefault()
+    base = session.engine.get(session.engine.store.view.snapshot().ids[0])
+    before = _store_state(session)
+    stepper.content_edit.setPlainText(PARAPHRASE)
+    QTest.mouseClick(stepper.simulate_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: stepper.run is not None, timeout=10_000)
+    assert stepper.run is not None and stepper.run.simulated
+    run(qtbot, stepper.continue_run())
+    simulated = stepper.run.result
+    shown = {stage: stepper.panels[stage].headline.text().split(" · ", 2)[-1]
+             for stage in (Stage.DECISION, Stage.APPLY)}
+    assert "simulated: nothing was written" in stepper.status_label.text()
+    assert "simulated: nothing written (an ingest would write 1 record)" in \
+        stepper.panels[Stage.PERSIST].headline.text()
+    assert stepper.panels[Stage.EVENTS].headline.text().endswith("simulated: none emitted")
+    assert _store_state(session) == before  # no record, history row, review item or event
+    assert session.engine.get(base.id).confidence == base.confidence
+    assert session.undo_stack.count() == 0
+
+    # Ctrl+Shift+Return simulates too, from the memory's text box
+    stepper.show()
+    qtbot.waitExposed(stepper)
+    stepper.activateWindow()
+    stepper.content_edit.setFocus()
+    qtbot.waitUntil(stepper.content_edit.hasFocus, timeout=5_000)
+    first = stepper.run
+    QTest.keyClick(stepper.content_edit, Qt.Key.Key_Return,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: stepper.run is not first and stepper.run is not None,
+                    timeout=10_000)
+    assert stepper.run is not None and stepper.run.simulated
+    assert stepper.content_edit.toPlainText() == PARAPHRASE
+
+    with qtbot.waitSignal(stepper.run_finished, timeout=20_000):
+        step_all(qtbot, stepper, PARAPHRASE)  # a real ingest of the same memory
+    real = stepper.run.result
+    assert (real.action, real.reason, real.similarity) == (
+        simulated.action, simulated.reason, simulated.similarity)
+    assert real.action.value == "merged"
+    assert {stage: stepper.panels[stage].headline.text().split(" · ", 2)[-1]
+            for stage in (Stage.DECISION, Stage.APPLY)} == shown
+    assert _store_state(session)["records"] != before["records"]
+
+
+def test_candidate_search_names_its_partition(qtbot: QtBot, stepper: StepperView) -> None:
+    """The paraphrase in another layer is out of the merge partition, and the panel says so."""
+    stepper.layer_box.setCurrentText("episodic")
+    step_all(qtbot, stepper, PARAPHRASE, simulate=True)
+    note = stepper.panels[Stage.CANDIDATES].note
+    assert not note.isHidden()
+    assert note.text().startswith("Candidates searched among 0 records in layer ‘episodic’, "
+                                  "privacy ‘PRIVATE’, agent ‘default’.")
+    assert "1 more record of this agent and privacy in other layers: compared for novelty " \
+        "only" in note.text()
+    assert "other than ‘fact’ merge only at similarity 0.95 or above" in note.text()
+    stepper.layer_box.setCurrentText("semantic")
+    step_all(qtbot, stepper, PARAPHRASE, simulate=True)
+    assert note.text().startswith("Candidates searched among 1 record in layer ‘semantic’,")
+    assert "other layers" not in note.text()
+
+
+@pytest.mark.parametrize("text", [PARAPHRASE, GRAY, "Sam's cat is called Miso"],
+                         ids=["merge", "review-item", "insert"])
+def test_undo_takes_an_ingest_from_the_pipeline_back(
+        qtbot: QtBot, stepper: StepperView, session: StoreSession, text: str) -> None:
+    before = _store_state(session)
+    with qtbot.waitSignal(session.records_changed, timeout=20_000):
+        step_all(qtbot, stepper, text)
+    assert stepper.run is not None and stepper.run.written is not None
+    changed = _store_state(session)
+    assert (changed["records"], changed["review"]) != (before["records"], before["review"])
+    stack = session.undo_stack
+    assert stack.count() == 1 and stack.undoText().startswith("Ingest ‘")
+    stack.undo()
+    run(qtbot, session.drain())
+    after = _store_state(session)
+    assert after["records"] == before["records"] and after["review"] == before["review"]
+    assert not stack.canRedo()  # ingest again by running it again
+
+
+def test_run_through_pipeline_fills_every_field_of_the_record(
+        qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:
+    from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
+
+    record = session.engine.add(NewMemory(
+        "Sam books aisle seats for work trips", agent_id="travel", layer=Layer.EPISODIC,
+        category=Category.PREFERENCE, privacy=Privacy.PUBLIC, source_tier=TrustTier.AGENT))
+    assert run(qtbot, stepper.load_stored(record.id))
+    memory = stepper.new_memory()
+    assert (memory.content, memory.agent_id, memory.layer, memory.category, memory.privacy,
+            memory.source_tier) == (record.content, "travel", Layer.EPISODIC,
+                                    Category.PREFERENCE, Privacy.PUBLIC, TrustTier.AGENT)
+
+
+def test_undo_of_an_ingest_keeps_a_later_edit_and_says_so(
+        qtbot: QtBot, stepper: StepperView, session: StoreSession) -> None:
+    with qtbot.waitSignal(session.records_changed, timeout=20_000):
+        step_all(qtbot, stepper, PARAPHRASE)  # merges into BASE
+    result = stepper.run.result if stepper.run is not None else None
+    assert result is not None and result.record_id is not None
+    edited = session.engine.update(result.record_id, {"importance": 0.9})
+    with qtbot.waitSignal(session.failed, timeout=20_000) as failed:
+        session.undo_stack.undo()
+    assert failed.args is not None and "left 1 record alone: changed since the run" in \
+        failed.args[0]
+    run(qtbot, session.drain())
+    assert session.engine.get(result.record_id) == edited

@@ -16,8 +16,8 @@ from engine.records import NewMemory
 from engine.store import CollectionInfo, StoreSpec, list_collections
 from tests.ui.bigstore import build_store
 from tests.ui.conftest import open_store, run
-from ui.dialogs import CollectionDialog
 from ui.main_window import MainWindow
+from ui.shared.dialogs import CollectionDialog
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -52,12 +52,13 @@ def test_foreign_collection_opens_read_only_with_its_documents(
     assert model.total == 3
     contents = {model.record_at(r).content for r in range(3)}  # type: ignore[union-attr]
     assert contents == {"buy milk", "call the plumber on Monday", "the wifi is slow"}
-    assert window.banner.isVisible() and "another tool" in window.banner_label.text()
+    assert window.banner.isVisible()
+    assert "Plain Chroma collection 'notes' — read-only" in window.banner_label.text()
     assert "read-only" in window.store_label.text()
     assert not window.records.add_action.isEnabled()
     assert not window.import_action.isEnabled()
     window.records.table.selectRow(0)
-    qtbot.waitUntil(lambda: window.records.detail.record is not None)
+    qtbot.waitUntil(lambda: window.records.detail.record is not None, timeout=30_000)
     assert not window.records.detail.save_button.isEnabled()
     assert "author" in window.records.detail.fields_view.toPlainText()
 

@@ -15,7 +15,8 @@ from pytestqt.qtbot import QtBot
 from engine.tasks import Scene
 from tests.ui.conftest import run
 from ui.main_window import MainWindow
-from ui.task_graph_view import (
+from ui.shared.tasks import spawn
+from ui.tasks.task_graph_view import (
     CYCLE_COLOUR,
     NODE_H,
     NODE_W,
@@ -25,7 +26,6 @@ from ui.task_graph_view import (
     TaskGraphView,
     choose_flow,
 )
-from ui.tasks import spawn
 
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo_workspace"
 

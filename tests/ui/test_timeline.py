@@ -18,12 +18,12 @@ from engine.records import NewMemory
 from engine.redaction import redact_text
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
-from ui.fields_view import FieldsPanel
-from ui.format import Field
-from ui.session import StoreSession
-from ui.tasks import TaskRunner
-from ui.timeline_data import LANES, TimelineData, TimelineFilter, lane_of
-from ui.timeline_view import TimelineView
+from ui.observe.timeline_data import LANES, TimelineData, TimelineFilter, lane_of
+from ui.observe.timeline_view import TimelineView
+from ui.shared.fields_view import FieldsPanel
+from ui.shared.format import Field
+from ui.shared.session import StoreSession
+from ui.shared.tasks import TaskRunner
 
 __all__ = ["session"]
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")

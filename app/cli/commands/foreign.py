@@ -1,10 +1,12 @@
 """Collections written by other tools (issue 22): ``map-collection`` and ``adopt``.
 
 ``mnemoscope --collection NAME map-collection [--text KEY] [--agent KEY] [--time KEY]
-[--importance KEY] [--clear]`` saves which metadata keys of a foreign collection hold those
-fields, per store and collection, in the settings file; every later open of that collection
-(CLI and app) reads its records through the mapping (:mod:`engine.store.foreign`). Without any
-option it shows the saved mapping and the detected layout.
+[--updated KEY] [--importance KEY] [--run KEY] [--clear]`` saves which metadata keys of a
+foreign collection hold those fields (``time``: created; ``updated``: the last change;
+``run``: a run or session id), per store and collection, in the settings file; every later
+open of that collection (CLI and app, whose Store → Field Mapping dialog saves the same
+mapping) reads its records through it (:mod:`engine.store.foreign`). Without any option it
+shows the saved mapping and the detected layout.
 
 ``mnemoscope --collection NAME adopt --into STORE`` copies the collection's records into the
 Mnemoscope store ``STORE`` (its default collection) through the ingest pipeline, and prints the
@@ -20,12 +22,14 @@ from typing import Any
 from app.cli.commands.ingest import run_import
 from app.cli.context import CliContext
 from app.settings import save_foreign_mapping
-from engine import FieldMapping, StoreSpec, list_collections
+from engine import MAPPED_FIELDS, FieldMapping, StoreSpec, list_collections
 from engine.errors import ValidationError
 
 __all__ = ["register"]
 
-_FIELDS = ("text", "agent", "time", "importance")
+_FIELDS = MAPPED_FIELDS
+_HELP = {"time": "creation time", "updated": "time of the last change",
+         "run": "run or session id"}
 
 
 def register(subparsers: Any) -> None:
@@ -33,10 +37,10 @@ def register(subparsers: Any) -> None:
     mapping = subparsers.add_parser(
         "map-collection",
         help="save which metadata keys of another tool's collection (--collection) hold the "
-             "text, agent, time and importance")
+             "text, agent, times, importance and run")
     for name in _FIELDS:
         mapping.add_argument(f"--{name}", metavar="KEY",
-                             help=f"the metadata key holding the {name}")
+                             help=f"the metadata key holding the {_HELP.get(name, name)}")
     mapping.add_argument("--clear", action="store_true", help="forget the saved mapping")
     mapping.set_defaults(handler=_map_collection)
     adopt = subparsers.add_parser(

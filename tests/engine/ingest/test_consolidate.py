@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
+from engine.errors import Cancelled, EditConflict, RecordNotFound, ValidationError
 from engine.ingest import Action, Reason
-from engine.ingest.consolidate import ConsolidationStep
+from engine.ingest.consolidate import ConsolidationReport, ConsolidationStep
 from engine.memory_engine import MemoryEngine
 from engine.records import MemoryRecord, NewMemory, Privacy, RelatedLink
 from tests.engine.ingest.conftest import EngineFactory, TableEmbedder
@@ -197,3 +201,96 @@ def test_records_waiting_for_the_model_are_merged_on_the_jaccard_path(
     report = loading.consolidate()
     assert [(s.action, s.semantic, s.kept.id) for s in report.steps] == [
         (Action.MERGED, False, kept.id)]
+
+# -- applying chosen steps of a dry run (the GUI's stepper) -------------------------------------
+
+def test_applying_one_step_of_a_dry_run_writes_only_that_step(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    plan = engine.consolidate(dry_run=True)
+    merge = _by_action(plan)[Action.MERGED]
+    report = engine.apply_consolidation([merge])
+    assert report.id is not None and report.counts == {"merged": 1, "deferred": 0}
+    kept = engine.get(planted[LONG].id)
+    assert kept.content == LONG and kept.merged_from == (planted[SHORT].id,)
+    assert engine.count() == 4 and engine.review_queue() == []
+    # one undoable step, like a whole pass
+    engine.undo_import(report.id)
+    assert engine.count() == 5 and engine.get(planted[LONG].id).merged_from == ()
+
+
+def test_a_merge_held_by_a_person_goes_to_review(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    merge = _by_action(engine.consolidate(dry_run=True))[Action.MERGED]
+    report = engine.apply_consolidation([replace(merge, action=Action.DEFERRED)])
+    (step,) = report.steps
+    assert step.review_id is not None and engine.count() == 5
+    assert [(i.target_id, i.incoming_id) for i in engine.review_queue()] == [
+        (planted[LONG].id, planted[SHORT].id)]
+
+
+def test_steps_of_one_kept_record_applied_apart_carry_only_what_was_applied(
+        engine: MemoryEngine, table: TableEmbedder) -> None:
+    third = "Bob drinks his coffee black"
+    table.put(SHORT, np.eye(384, dtype=np.float32)[0])
+    table.put(LONG, np.eye(384, dtype=np.float32)[0] + 0.3 * np.eye(384, dtype=np.float32)[1])
+    table.put(third, np.eye(384, dtype=np.float32)[0] + 0.3 * np.eye(384, dtype=np.float32)[2])
+    kept = engine.add(NewMemory(SHORT, importance=0.9))
+    for text in (LONG, third):
+        engine.add(NewMemory(text, importance=0.3))
+    plan = engine.consolidate(dry_run=True)
+    first, second = plan.steps
+    assert {first.kept.id, second.kept.id} == {kept.id}
+    assert first.result is not None and len(first.result.merged_from) == 2  # the whole plan
+    engine.apply_consolidation([first])
+    assert engine.get(kept.id).merged_from == (first.other.id,)  # not the skipped one
+    engine.apply_consolidation([second])  # the kept record changed only by the pass: fine
+    assert set(engine.get(kept.id).merged_from) == {first.other.id, second.other.id}
+
+
+def test_a_step_whose_records_changed_since_the_dry_run_is_refused(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    merge = _by_action(engine.consolidate(dry_run=True))[Action.MERGED]
+    engine.update(merge.other.id, {"content": "Bob has switched to tea"})
+    with pytest.raises(EditConflict, match=merge.other.id):
+        engine.apply_consolidation([merge])
+    engine.delete([merge.other.id])
+    with pytest.raises(RecordNotFound, match=merge.other.id):
+        engine.apply_consolidation([merge])
+    with pytest.raises(ValidationError, match="steps"):
+        engine.apply_consolidation([merge, merge])
+    assert engine.get(merge.kept.id).merged_from == () and engine.imports() == []
+
+
+def test_a_whole_plan_applied_at_once_is_the_pass(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    plan = engine.consolidate(dry_run=True)
+    report = engine.apply_consolidation(plan.steps)
+    assert report.counts == plan.counts == {"merged": 1, "deferred": 1}
+    assert engine.count() == 4 and len(engine.review_queue()) == 1
+    assert engine.consolidate(dry_run=True).steps == ()
+
+
+def test_steps_the_plan_would_never_make_are_refused(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    merge = _by_action(engine.consolidate(dry_run=True))[Action.MERGED]
+    chained = replace(merge, kept=planted[OTHER], other=merge.kept)  # the absorber merged away
+    with pytest.raises(ValidationError, match=merge.kept.id):
+        engine.apply_consolidation([merge, chained])
+    # a deferral against a record another step merges away is what the pass itself may plan
+    held = replace(merge, action=Action.DEFERRED, kept=merge.other, other=planted[OTHER])
+    report = engine.apply_consolidation([held, merge])
+    assert report.counts == {"merged": 1, "deferred": 1}
+
+
+def test_the_dry_run_reports_progress_and_can_be_cancelled(
+        engine: MemoryEngine, planted: dict[str, MemoryRecord]) -> None:
+    seen: list[tuple[int, int]] = []
+    engine.consolidate(dry_run=True, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1] == (5, 5)
+    with pytest.raises(Cancelled):
+        engine.consolidate(cancelled=lambda: True)
+    assert engine.count() == 5 and engine.review_queue() == [] and engine.imports() == []
+
+
+def _by_action(report: ConsolidationReport) -> dict[Action, ConsolidationStep]:
+    return {s.action: s for s in report.steps}

@@ -321,6 +321,21 @@ class TestContradictionAndReview:
         assert again.action is Action.SKIPPED and again.target_id == rejected.record.id
         assert engine.review_queue() == []
 
+    def test_pending_review_count_counts_the_whole_queue(self, engine: MemoryEngine,
+                                                         table: TableEmbedder) -> None:
+        """The GUI's Review count (issue 20): pending items only, all of them."""
+        assert engine.pending_review_count() == 0
+        table.pair("standup at 3pm", "standup at 5pm", 0.95)
+        table.pair("likes tea", "does not like tea", 0.95)
+        engine.ingest(_memory("standup at 3pm"))
+        engine.ingest(_memory("likes tea"))
+        first = engine.ingest(_memory("standup at 5pm"))
+        engine.ingest(_memory("does not like tea"))
+        assert engine.pending_review_count() == len(engine.review_queue()) == 2
+        assert first.review_id is not None
+        engine.approve_review(first.review_id)
+        assert engine.pending_review_count() == 1
+
     def test_unknown_review_item(self, engine: MemoryEngine) -> None:
         with pytest.raises(RecordNotFound):
             engine.approve_review("nope")

@@ -124,8 +124,11 @@ def test_connect_errors_say_what_to_do(server: IntrospectionServer) -> None:
     with socket.socket() as probe:  # a port with nothing listening
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
-    with pytest.raises(ApiError, match=r"Cannot reach .*mnemoscope serve"):
+    with pytest.raises(ApiError) as refused:
         RemoteReader.connect(f"http://127.0.0.1:{closed}", TOKEN, timeout=2.0)
+    assert str(refused.value) == (
+        f"Could not connect to the agent's Mnemoscope API at 127.0.0.1:{closed} — connection "
+        "refused. Is `mnemoscope serve` running there, on this host and port?")
     with pytest.raises(ApiError, match="does not look like a Mnemoscope introspection API"):
         RemoteReader.connect(server.url + "/v1/records", TOKEN)  # answers 404 JSON for /v1/..
     with pytest.raises(ValidationError, match="url"):

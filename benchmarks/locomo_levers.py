@@ -1,0 +1,317 @@
+"""Two retrieval levers of issue 23, measured by leave-one-conversation-out on LoCoMo.
+
+* ``context``: embed each memory with its context as well as alone — the record's vector is
+  ``norm((1 - alpha) * v(text) + alpha * v(context text))``, where the context text adds the
+  session date (``On 8 May 2023, Caroline: …``), the previous turn of the session (turns: with
+  this one on two lines, or alone — ``previous vector``, its own vector mixed in) or
+  the previous fact about the same speaker in the session (observations), or the speaker an
+  observation is about (``About Caroline: …``). The query side is unchanged, and
+  the stored content (so BM25, speaker and every other component) stays the plain text. The
+  vectors enter through the :class:`~engine.embedding.Embedder` protocol, so ingest (dedup,
+  merges, review) and retrieval run unchanged through :func:`engine.locomo.evaluate_locomo`.
+* ``blend``: the cheaper form of the previous-turn context — after ingest, each turn's stored
+  vector blended with the previous turn's (what the retriever could do at query time; dedup
+  compared the plain vectors).
+* ``sessions``: session-level retrieval before turn-level. Records are grouped into sessions
+  (created within an hour of each other: LoCoMo's sessions are days apart, turns one second);
+  each session is scored for the query (the cosine of its mean vector, its best record's
+  cosine, its best record's score, or the mean of its three best scores) and every record's
+  engine score gets ``weight`` × its session's score (min-max scaled per query), or
+  ``weight`` when its session is among the query's top 3 or 5. The engine's scores come from
+  each question's inspection retrieval, so the unboosted re-ranking is the engine's hit@5.
+
+Each prints hit@5 per fold (conv-26, -30, -41, -42, -43), the mean and the worst fold.
+Vectors are cached by text under ``/tmp/mnemoscope-quality`` (``tune_quality.VectorCache``).
+
+Usage::
+
+    python benchmarks/locomo_levers.py context  [--locomo FILE]
+    python benchmarks/locomo_levers.py blend    [--locomo FILE]
+    python benchmarks/locomo_levers.py sessions [--locomo FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tune_quality import DATA, VectorCache  # noqa: E402
+
+from engine.embedding import EmbedderState, EmbedderStatus  # noqa: E402
+from engine.locomo import (  # noqa: E402
+    _OBS_SESSION,
+    _SESSION,
+    ADVERSARIAL,
+    _evidence,
+    _record_dia_ids,
+    evaluate_locomo,
+    ingest,
+    locomo_memories,
+)
+
+Vectors = npt.NDArray[np.float32]
+SESSION_GAP_MS = 3_600_000.0
+# (form, alpha) runs per unit: the grid measured for docs/retrieval.md
+CONTEXT_RUNS = {
+    "turns": (("date", 0.5), ("date", 1.0), ("previous", 0.3), ("previous", 0.5),
+              ("previous", 0.7), ("previous", 1.0), ("previous+date", 0.5),
+              ("previous+date", 0.7), ("previous vector", 0.3), ("previous vector", 0.5)),
+    "observations": (("date", 0.5), ("date", 1.0), ("about", 0.5), ("about+date", 0.5),
+                     ("previous", 0.5)),
+}
+
+
+class MixedEmbedder:
+    """The engine's model through the cache; a memory's text is embedded mixed with its context
+    text (``contexts``: text → context text), anything else (the questions) alone."""
+
+    model_name = "all-MiniLM-L6-v2"
+    dimension = 384
+
+    def __init__(self, cache: VectorCache, contexts: dict[str, str], alpha: float) -> None:
+        self._cache, self._contexts, self._alpha = cache, contexts, alpha
+
+    def status(self) -> EmbedderStatus:
+        return EmbedderStatus(EmbedderState.READY, self.model_name, self.dimension, "cached")
+
+    def is_ready(self) -> bool:
+        return True
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        plain = self._cache(list(texts))
+        if not self._alpha:
+            return plain
+        context = self._cache([self._contexts.get(t, t) for t in texts])
+        mixed = (1.0 - self._alpha) * plain + self._alpha * context
+        return (mixed / np.linalg.norm(mixed, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _day(stamp: str) -> str:
+    """``1:56 pm on 8 May, 2023`` → ``8 May 2023``."""
+    return stamp.split(" on ", 1)[-1].replace(",", "")
+
+
+def context_texts(samples: Sequence[Any], unit: str, form: str) -> dict[str, str]:
+    """Each memory's text (as :func:`locomo_memories` writes it) → its context text (the first
+    occurrence wins for a text said twice)."""
+    out: dict[str, str] = {}
+    for sample in samples:
+        conversation = sample["conversation"]
+        if unit == "turns":
+            for key, turns in conversation.items():
+                if not _SESSION.match(key) or not isinstance(turns, list):
+                    continue
+                day = _day(conversation[f"{key}_date_time"])
+                previous = ""
+                for turn in turns:
+                    text = f"{turn['speaker']}: {turn['text']}"
+                    context = f"{previous}\n{text}" if previous and "previous" in form else text
+                    if form == "previous vector":  # the previous turn's own vector mixed in
+                        context = previous or text
+                    if "date" in form:
+                        context = f"On {day}, {context}"
+                    out.setdefault(text, context)
+                    previous = text
+        else:
+            for key, speakers in sample.get("observation", {}).items():
+                number = _OBS_SESSION.search(key)
+                if number is None:
+                    continue
+                day = _day(conversation[f"session_{number.group(1)}_date_time"])
+                for speaker, facts in speakers.items():
+                    previous = ""
+                    for text, _dia in facts:
+                        if form == "previous":  # the fact noted before it about the speaker
+                            out.setdefault(text, f"{previous} {text}" if previous else text)
+                            previous = text
+                            continue
+                        prefix = f"About {speaker}" if "about" in form else ""
+                        if "date" in form:
+                            prefix = f"{prefix}, on {day}" if prefix else f"On {day}"
+                        out.setdefault(text, f"{prefix}: {text}")
+    return out
+
+
+def _summary(per: dict[str, float]) -> str:
+    values = list(per.values())
+    return (" ".join(f"{v:.3f}" for v in values)
+            + f" — mean {np.mean(values):.3f} / worst {min(values):.3f}")
+
+
+def print_context_table(path: Path) -> None:
+    """hit@5 per fold for each context form and mix (alpha 0: the engine as it is)."""
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    cache = VectorCache()
+    for unit, runs in CONTEXT_RUNS.items():
+        for form, alpha in (("alone", 0.0), *runs):
+            contexts = context_texts(samples, unit, form) if alpha else {}
+            result = evaluate_locomo(path, unit=unit,
+                                     embedder=MixedEmbedder(cache, contexts, alpha))
+            per = {k: v["ours_hit@5"] for k, v in result.to_json()["by_conversation"].items()}
+            print(f"{unit}, {form}, alpha {alpha}: {_summary(per)}", flush=True)
+
+
+def print_blend_table(path: Path) -> None:
+    """hit@5 per fold with each turn's vector blended with the previous turn's stored vector
+    after ingest (so dedup compared the plain vectors): what the retriever would do at query
+    time, ``norm((1 - alpha) * v + alpha * v_previous)`` for a record created within an hour
+    of the one before it."""
+    import engine.locomo as locomo
+
+    ask = locomo._ask
+
+    def blended_ask(engine: Any, *args: Any, **kwargs: Any) -> None:
+        # evaluate_locomo has no hook between ingest and the questions: blend the view's
+        # vectors in place here, before the first retrieval derives anything from them
+        view = engine.store.view
+        snapshot = view.snapshot()
+        n = snapshot.n
+        created = np.asarray(snapshot.created_at[:n])
+        rows = np.flatnonzero(np.asarray(snapshot.alive[:n] & snapshot.has_vector[:n]))
+        order = rows[np.argsort(created[rows], kind="stable")]
+        plain = np.asarray(snapshot.vectors[:n]).copy()
+        for before, row in zip(order[:-1].tolist(), order[1:].tolist(), strict=True):
+            if created[row] - created[before] <= SESSION_GAP_MS:
+                mixed = (1.0 - alpha) * plain[row] + alpha * plain[before]
+                view._vectors[row] = mixed / np.linalg.norm(mixed)
+        ask(engine, *args, **kwargs)
+
+    locomo._ask = blended_ask  # type: ignore[assignment]
+    try:
+        for alpha in (0.0, 0.3, 0.5):
+            result = evaluate_locomo(path, unit="turns",
+                                     embedder=MixedEmbedder(VectorCache(), {}, 0.0))
+            per = {k: v["ours_hit@5"] for k, v in result.to_json()["by_conversation"].items()}
+            print(f"turns, previous vector at query time, alpha {alpha}: {_summary(per)}",
+                  flush=True)
+    finally:
+        locomo._ask = ask
+
+
+def session_rows(path: Path, unit: str) -> list[tuple[str, list[Any]]]:
+    """Per conversation, per question: the engine's scores of the eligible records, whether each
+    holds evidence, their ids, creation times and vectors, and the query vector."""
+    from engine.clock import DeterministicClock
+    from engine.memory_engine import MemoryEngine
+    from engine.retrieval.types import RetrievalRequest
+    from engine.store import StoreSpec
+
+    embedder = MixedEmbedder(VectorCache(), {}, 0.0)
+    folds = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        memories = locomo_memories(sample, unit)
+        questions = [q for q in sample["qa"] if _evidence(q) and q.get("category") != ADVERSARIAL]
+        embedder.embed([m.content for m in memories])
+        latest = max(m.created_at or 0.0 for m in memories)
+        agent = str(sample["sample_id"])
+        rows: list[Any] = []
+        with tempfile.TemporaryDirectory(prefix="mnemoscope-levers-") as tmp:
+            engine = MemoryEngine.open(StoreSpec(tmp), ledger_path=None, embedder=embedder,
+                                       clock=DeterministicClock(latest + 86_400_000.0))
+            try:
+                dia = _record_dia_ids(engine, ingest(engine, memories))
+                snapshot = engine.store.view.snapshot()
+                for question in questions:
+                    text = str(question["question"])
+                    d = engine.retrieve(RetrievalRequest(max_tokens=1, agent_id=agent,
+                                                         query=text), inspect=True).diagnostics
+                    eligible = np.flatnonzero(d.eligible)
+                    ids = [d.ids[r] for r in eligible.tolist()]
+                    evidence = _evidence(question)
+                    rows.append((np.asarray(d.scores)[eligible],
+                                 np.asarray([bool(dia.get(i, set()) & evidence) for i in ids]),
+                                 ids, np.asarray(snapshot.created_at)[eligible],
+                                 np.asarray(snapshot.vectors)[eligible], embedder.embed([text])[0]))
+            finally:
+                engine.close()
+        folds.append((agent, rows))
+    return folds
+
+
+def _sessions(created: Any) -> Any:
+    order = np.argsort(created, kind="stable")
+    group = np.zeros(len(created), dtype=np.int64)
+    group[order] = np.concatenate(([0], np.cumsum(np.diff(created[order]) > SESSION_GAP_MS)))
+    return group
+
+
+def _session_scores(how: str, group: Any, scores: Any, vectors: Any, query: Any) -> Any:
+    count = int(group.max()) + 1
+    if how == "mean vector":
+        summed = np.zeros((count, vectors.shape[1]))
+        np.add.at(summed, group, vectors)
+        return (summed / np.linalg.norm(summed, axis=1, keepdims=True)) @ query
+    if how == "best cosine":
+        best = np.full(count, -1.0)
+        np.maximum.at(best, group, vectors @ query)
+        return best
+    if how == "best score":
+        best = np.full(count, -np.inf)
+        np.maximum.at(best, group, scores)
+        return best
+    return np.asarray([np.sort(scores[group == g])[::-1][:3].mean() for g in range(count)])
+
+
+def boosted_hit5(folds: list[tuple[str, list[Any]]], how: str, weight: float,
+                 top: int | None = None) -> dict[str, float]:
+    """hit@5 per conversation with the session boost added to the engine's scores."""
+    per = {}
+    for agent, rows in folds:
+        hits = 0
+        for scores, relevant, ids, created, vectors, query in rows:
+            group = _sessions(created)
+            session = _session_scores(how, group, scores, vectors, query)
+            if top:
+                boost = np.isin(group, np.argsort(-session)[:top]).astype(np.float64)
+            else:
+                spread = float(session.max() - session.min()) or 1.0
+                boost = ((session - session.min()) / spread)[group]
+            order = np.lexsort((np.asarray(ids), -(scores + weight * boost)))[:5]
+            hits += bool(relevant[order].any())
+        per[agent] = hits / len(rows)
+    return per
+
+
+def print_sessions_table(path: Path) -> None:
+    """hit@5 per fold for each session score, weight and top-session cut."""
+    for unit in ("turns", "observations"):
+        folds = session_rows(path, unit)
+        print(f"{unit}, engine: {_summary(boosted_hit5(folds, 'best cosine', 0.0))}")
+        for how in ("mean vector", "best cosine", "best score", "top-3 mean score"):
+            for weight in (0.02, 0.05, 0.1, 0.2):
+                print(f"{unit}, {how}, weight {weight}: "
+                      f"{_summary(boosted_hit5(folds, how, weight))}", flush=True)
+            for top in (3, 5):
+                for weight in (0.05, 0.1):
+                    print(f"{unit}, {how}, top {top} sessions + {weight}: "
+                          f"{_summary(boosted_hit5(folds, how, weight, top))}", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("table", choices=["context", "blend", "sessions"])
+    parser.add_argument("--locomo", type=Path, default=DATA / "locomo" / "locomo_dev.json")
+    args = parser.parse_args(argv)
+    if args.table == "context":
+        print_context_table(args.locomo)
+    elif args.table == "blend":
+        print_blend_table(args.locomo)
+    else:
+        print_sessions_table(args.locomo)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,219 @@
+"""The candidate path (docs/retrieval.md "How candidates are found") against exhaustive scoring.
+
+Exhaustive scoring is the reference: on small stores and exact matches both must pack the same
+records with the same scores; on a generated 20K store (clustered fake vectors, a Zipf
+vocabulary: what real embeddings and texts look like, unlike uniform noise) the top five agree
+at least as often as docs/retrieval.md states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from engine.config import MemoryConfig, RetrievalConfig
+from engine.records import Layer, MemoryRecord, NewMemory
+from engine.retrieval import RetrievalRequest, Retriever
+from engine.retrieval.dense import IvfIndex
+from engine.retrieval.types import DropReason, RetrievedBundle
+from engine.store.view import ColumnarView
+
+NOW = 1_750_000_000_000.0
+DIM = 384
+STATED_AGREEMENT = 0.99  # docs/retrieval.md "How candidates are found"
+
+EXHAUSTIVE = RetrievalConfig(candidate_threshold=10**12)
+# forced on any store, with sources far smaller than the store so they cannot cover it
+FORCED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
+                         static_candidates=4, dense_probes=2)
+# made to prove every packed record (not only the first ``proven_records``), and probing
+# every list of the dense index: its bound is then exact, not an approximation
+PROVE_ALL = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
+                            static_candidates=4, dense_probes=10_000, proven_records=10_000)
+UNWIDENED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
+                            static_candidates=4, dense_probes=2, proven_records=0)
+
+
+class Workload:
+    """A generated store: clustered unit vectors and Zipf-distributed words."""
+
+    def __init__(self, n: int, *, seed: int = 3, clusters: int = 64) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.words = [f"w{i}" for i in range(3000)]
+        weights = 1.0 / np.arange(1, len(self.words) + 1)
+        self.p = weights / weights.sum()
+        self.centres = self.rng.standard_normal((clusters, DIM)).astype(np.float32)
+        labels = self.rng.integers(0, clusters, n)
+        noise = self.rng.standard_normal((n, DIM)).astype(np.float32)
+        self.vectors = self.centres[labels] + 0.9 * noise
+        self.vectors /= np.linalg.norm(self.vectors, axis=1, keepdims=True)
+        self.view = ColumnarView(DIM, capacity=n)
+        self.records = [self.record(i) for i in range(n)]
+        for start in range(0, n, 5000):
+            self.view.upsert(self.records[start:start + 5000],
+                             self.vectors[start:start + 5000])
+
+    def text(self, size: int) -> str:
+        return " ".join(self.rng.choice(self.words, size=size, p=self.p))
+
+    def record(self, i: int) -> MemoryRecord:
+        new = NewMemory(f"{self.text(12)} item{i}", agent_id=f"agent{i % 3}",
+                        layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
+                        importance=float(self.rng.random()),
+                        created_at=NOW - float(self.rng.random()) * 60 * 86_400_000.0)
+        return MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:06d}")
+
+    def query_near(self, row: int) -> npt.NDArray[np.float32]:
+        """A unit query close to record ``row``'s vector (a paraphrase of it)."""
+        query = self.vectors[row] + 0.03 * self.rng.standard_normal(DIM).astype(np.float32)
+        unit: npt.NDArray[np.float32] = (query / np.linalg.norm(query)).astype(np.float32)
+        return unit
+
+
+_RETRIEVERS: dict[tuple[int, int], Retriever] = {}
+
+
+def _retrieve(config: RetrievalConfig, work: Workload, query: str,
+              vector: npt.NDArray[np.float32], *, agent: str | None = None,
+              max_tokens: int = 300) -> RetrievedBundle:
+    def fetch(ids: Sequence[str]) -> list[MemoryRecord]:
+        return [work.records[int(i[2:])] for i in ids]
+
+    # one retriever per workload and config: its text index is built once
+    retriever = _RETRIEVERS.setdefault((id(work), id(config)), Retriever(config))
+    return retriever.retrieve(
+        work.view.snapshot(), RetrievalRequest(max_tokens=max_tokens, query=query,
+                                               agent_id=agent),
+        now_ms=NOW, memory=MemoryConfig(), query_vector=vector, fetch=fetch)
+
+
+def _packed(bundle: RetrievedBundle) -> list[tuple[str, float]]:
+    diagnostics = bundle.diagnostics
+    rows = {diagnostics.ids[r]: r
+            for r in np.flatnonzero(diagnostics.drop_codes == -1).tolist()}
+    return [(r.id, float(diagnostics.scores[rows[r.id]])) for r in bundle.records]
+
+
+@pytest.mark.parametrize("agent", [None, "agent1"])
+def test_forced_candidates_pack_what_exhaustive_scoring_packs_on_a_small_store(
+        agent: str | None) -> None:
+    work = Workload(600)
+    for row in (5, 77, 301, 599):
+        query = " ".join(work.records[row].content.split()[:4])
+        vector = work.query_near(row)
+        reference = _retrieve(EXHAUSTIVE, work, query, vector, agent=agent)
+        candidate = _retrieve(PROVE_ALL, work, query, vector, agent=agent)
+        assert candidate.diagnostics.candidate_sources  # the candidate path ran
+        assert candidate.diagnostics.scored_count < reference.diagnostics.scored_count
+        assert _packed(candidate) == _packed(reference)
+        assert candidate.total_tokens == reference.total_tokens
+
+
+def test_an_exact_match_is_packed_first_both_ways() -> None:
+    work = Workload(2000)
+    row = 1234
+    record = work.records[row]
+    vector = work.vectors[row].copy()
+    reference = _retrieve(EXHAUSTIVE, work, record.content, vector)
+    candidate = _retrieve(FORCED, work, record.content, vector)
+    assert reference.records[0].id == record.id == candidate.records[0].id
+    proven = FORCED.proven_records  # the records the candidate path proves in order
+    assert _packed(candidate)[:proven] == _packed(reference)[:proven]
+
+
+def test_the_diagnostics_name_the_sources_and_the_unscored_records() -> None:
+    work = Workload(1500)
+    vector = work.query_near(10)
+    bundle = _retrieve(UNWIDENED, work, "w1 w2 w40", vector, max_tokens=40)
+    diagnostics = bundle.diagnostics
+    sources = diagnostics.candidate_sources
+    assert {"dense", "lexical", "static", "context"} <= set(sources)
+    assert sources["dense"] == 8 and sources["lexical"] == 8 and sources["static"] == 4
+    assert diagnostics.candidate_bound is not None
+    counts = diagnostics.drop_counts()
+    # every eligible record is packed, over the budget, or unscored — and all are explained
+    assert counts[DropReason.UNSCORED.value] == 1500 - diagnostics.scored_count
+    assert diagnostics.scored_count == int(diagnostics.eligible.sum())
+    for line in diagnostics.candidates[:len(bundle.records)]:
+        assert line.packed
+    wire = diagnostics.to_json(candidates=False)
+    assert wire["candidate_sources"] == dict(sources)
+    assert wire["scored_count"] == diagnostics.scored_count
+
+    exhaustive = _retrieve(EXHAUSTIVE, work, "w1 w2 w40", vector, max_tokens=40).diagnostics
+    assert exhaustive.candidate_sources == {} and exhaustive.candidate_bound is None
+    assert exhaustive.drop_counts()[DropReason.UNSCORED.value] == 0
+
+
+def test_candidates_are_widened_until_they_fill_the_budget() -> None:
+    work = Workload(600)
+    vector = work.query_near(3)
+    # 8 + 8 + 4 rows and their neighbours hold fewer records than the budget takes
+    widened = _retrieve(FORCED, work, "w1 w7", vector)
+    assert widened.diagnostics.candidate_sources["dense"] > 8
+    proven = FORCED.proven_records
+    reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector)
+    assert len(widened.records) >= proven
+    assert _packed(widened)[:proven] == _packed(reference)[:proven]
+    bound = widened.diagnostics.candidate_bound
+    assert bound is not None and _packed(widened)[proven - 1][1] > bound
+
+
+def test_candidates_that_run_out_before_the_budget_fall_back_to_every_row() -> None:
+    work = Workload(300)
+    vector = work.query_near(3)
+    big = 300 * 40  # room for every record: packing would run through the candidates
+    candidate = _retrieve(FORCED, work, "w1 w7", vector, max_tokens=big)
+    reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector, max_tokens=big)
+    assert candidate.diagnostics.candidate_sources == {}  # scored exhaustively
+    assert _packed(candidate) == _packed(reference)
+
+
+def test_top_five_agreement_on_a_generated_20k_store_meets_the_stated_figure() -> None:
+    work = Workload(20_000, clusters=200)
+    config = RetrievalConfig(candidate_threshold=0)
+    agreements = []
+    for _ in range(25):
+        row = int(work.rng.integers(0, 20_000))
+        query, vector = work.text(5), work.query_near(row)
+        reference = [i for i, _ in _packed(_retrieve(EXHAUSTIVE, work, query, vector))][:5]
+        candidate = _retrieve(config, work, query, vector)
+        assert candidate.diagnostics.candidate_sources
+        top = [i for i, _ in _packed(candidate)][:5]
+        agreements.append(len(set(top) & set(reference)) / len(reference))
+    assert float(np.mean(agreements)) >= STATED_AGREEMENT
+
+
+def test_the_dense_index_holds_every_vector_once_through_appends() -> None:
+    work = Workload(3000)
+    vectors, has = work.vectors, np.ones(3000, dtype=bool)
+    has[7] = False  # a record still waiting for its vector is not indexed
+    index = IvfIndex.build(vectors[:1000], has[:1000])
+    for end in (1050, 1100, 3000):  # a small tail, then one that is merged into the lists
+        index = index.extended(vectors[:end], has[:end])
+    everything = index.probe(vectors[0], index.lists)
+    assert everything.tolist() == [r for r in range(3000) if r != 7]
+    assert index.n == 3000 and index.nbytes > 0
+    nearest = index.probe(vectors[2500], 4)
+    assert 2500 in nearest.tolist()
+
+
+def test_stores_up_to_the_threshold_and_requests_without_a_vector_score_every_row() -> None:
+    work = Workload(400)
+    vector = work.query_near(1)
+    default = _retrieve(RetrievalConfig(), work, "w1 w3", vector)  # threshold 50,000
+    assert default.diagnostics.candidate_sources == {}
+    assert default.diagnostics.scored_count == 400
+    at_threshold = RetrievalConfig(candidate_threshold=400)
+    assert _retrieve(at_threshold, work, "w1 w3", vector).diagnostics.candidate_sources == {}
+    just_under = RetrievalConfig(candidate_threshold=399)
+    assert _retrieve(just_under, work, "w1 w3", vector).diagnostics.candidate_sources
+    retriever = Retriever(FORCED)  # the Jaccard path (model not ready): no dense index to ask
+    jaccard = retriever.retrieve(work.view.snapshot(), RetrievalRequest(max_tokens=300,
+                                                                        query="w1 w3"),
+                                 now_ms=NOW, memory=MemoryConfig(), query_vector=None,
+                                 fetch=lambda ids: [])
+    assert jaccard.diagnostics.candidate_sources == {}

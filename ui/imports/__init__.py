@@ -1,0 +1,1 @@
+"""Bringing memories in and out: imports, previews, undo, other tools' collections."""

@@ -1,0 +1,1 @@
+"""The Layers view: the social graph, procedural patterns and the spatial scatter."""

@@ -1,0 +1,1 @@
+"""Watching the engine work: timeline, stepper, review, retrieval, map, fate, budget."""

@@ -1,0 +1,1 @@
+"""The Records view and everything that names, picks and edits a stored record."""

@@ -1,0 +1,257 @@
+"""Records named by their text, and one record context menu for every view that shows records.
+
+A person recognises a memory by what it says, not by its UUID: every view names a record by its
+content (elided, the full text and the id on hover) through :func:`elide`, :func:`quoted`,
+:func:`record_tooltip` and :func:`name_ids`; a view that only has ids asks for the texts on a
+worker with :func:`fetch_texts`.
+
+:class:`RecordLinks` (one per window, built by :class:`~ui.main_window.MainWindow`) gives each
+widget that shows records the same actions, in its context menu and on the keyboard while the
+widget has focus, acting on the widget's *current* record (the row the right click selected)::
+
+    links.attach(review.list, review.current_record)
+
+=====================  ================  ============================================
+action                 shortcut          what it does (signal the window answers)
+=====================  ================  ============================================
+Open in Records        Ctrl+Return       ``open_requested(id)``
+Show fate              Ctrl+Shift+F      ``fate_requested(id)``
+Run through pipeline   Ctrl+Shift+P      ``pipeline_requested(id)``
+Find similar           Ctrl+Shift+S      ``similar_requested(text)`` (masked while redaction is on)
+Copy text              Ctrl+C            the content to the clipboard (masked while redaction is on)
+Copy id                Ctrl+Shift+C      the id to the clipboard
+Delete                 Del               ``delete_requested(ref)`` (undoable; off when read-only)
+=====================  ================  ============================================
+
+The shortcuts are per widget (``WidgetWithChildrenShortcut``), so Ctrl+C in a text field still
+copies its selection and two views never compete for a key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtCore import Signal as QtSignal
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import QAbstractScrollArea, QMenu, QTreeWidget, QWidget
+
+from engine import MemoryReader
+from engine.errors import EngineError
+from ui.shared.format import elide, quoted  # one elision and quoting everywhere (re-exported)
+from ui.shared.redaction import Redaction
+from ui.shared.tasks import TaskRunner
+
+__all__ = ["ACTIONS", "RECORD_ID", "RecordLinks", "RecordRef", "elide", "fetch_texts",
+           "name_ids", "quoted", "record_tooltip", "tree_record"]
+
+ACTIONS: tuple[tuple[str, str, str], ...] = (
+    ("open", "Open in Records", "Ctrl+Return"),
+    ("fate", "Show fate", "Ctrl+Shift+F"),
+    ("pipeline", "Run through pipeline", "Ctrl+Shift+P"),
+    ("similar", "Find similar", "Ctrl+Shift+S"),
+    ("copy_text", "Copy text", "Ctrl+C"),
+    ("copy_id", "Copy id", "Ctrl+Shift+C"),
+    ("delete", "Delete", "Del"),
+)
+"""(key, menu text, shortcut) of the record actions, in menu order."""
+
+RECORD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+"""The shape of a record id (a UUID): ``RECORD_ID.fullmatch(text)`` tells an id from words."""
+
+_ENGINE_ACTIONS = ("fate", "pipeline", "similar")  # need an open store (not while attached)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRef:
+    """A record as a view shows it: its id and its content (as stored, not masked)."""
+
+    id: str
+    text: str
+
+
+def record_tooltip(text: str, record_id: str) -> str:
+    """The hover text of a record's label: its full content, then its id."""
+    return f"{text}\n\nid {record_id}" if text else f"id {record_id}"
+
+
+def name_ids(text: str, names: Mapping[str, str], limit: int = 48) -> str:
+    """``text`` with every record id of ``names`` (id → content) replaced by its quoted text."""
+    for record_id, content in names.items():
+        if record_id and content and record_id in text:
+            text = text.replace(record_id, quoted(content, limit))
+    return text
+
+
+def tree_record(tree: QTreeWidget, role: int, column: int = 2
+                ) -> Callable[[], RecordRef | None]:
+    """The current-record function of a tree whose items hold a record id under ``role`` and
+    its full text as ``column``'s tooltip (set once the text was read; the record is not
+    offered before that, nor when it is no longer stored)."""
+    def current() -> RecordRef | None:
+        item = tree.currentItem()
+        record_id = item.data(0, role) if item is not None else None
+        if not isinstance(record_id, str):
+            return None
+        assert item is not None
+        text = item.toolTip(column)
+        return RecordRef(record_id, text) if text else None  # no tooltip: not read, or gone
+
+    return current
+
+
+def _texts(reader: MemoryReader, ids: Sequence[str]) -> dict[str, str]:
+    return {record.id: record.content for record in reader.get_records(ids)}
+
+
+async def fetch_texts(runner: TaskRunner, reader: MemoryReader,
+                      ids: Sequence[str]) -> dict[str, str]:
+    """Content of the records ``ids`` that still exist (id → text), read on a worker.
+
+    A record that is gone, or a read that fails, is simply absent: the caller keeps its
+    fallback ("no longer stored").
+    """
+    wanted = list(dict.fromkeys(i for i in ids if i))
+    if not wanted:
+        return {}
+    try:
+        return await runner.run(_texts, reader, wanted)
+    except EngineError:
+        return {}
+
+
+@dataclass(slots=True)
+class _Attached:
+    widget: QWidget
+    current: Callable[[], RecordRef | None]
+    actions: dict[str, QAction] = field(default_factory=dict)
+
+
+class RecordLinks(QObject):
+    """The record actions of every view (see the module docstring).
+
+    Signals:
+        open_requested(str): Show this record in the Records view.
+        fate_requested(str): Show this record's fate.
+        pipeline_requested(str): Put this record in the pipeline stepper's form.
+        similar_requested(str): Retrieve the memories similar to this text.
+        delete_requested(object): Delete this :class:`RecordRef` (the window confirms).
+        message(str): A short status message ("Copied the text of …").
+    """
+
+    open_requested = QtSignal(str)
+    fate_requested = QtSignal(str)
+    pipeline_requested = QtSignal(str)
+    similar_requested = QtSignal(str)
+    delete_requested = QtSignal(object)
+    message = QtSignal(str)
+
+    def __init__(self, redaction: Redaction, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._redaction = redaction
+        self._attached: list[_Attached] = []
+        self._engine = False
+        self._writable = False
+
+    def attach(self, widget: QWidget, current: Callable[[], RecordRef | None], *,
+               delete: Callable[[], None] | None = None, open_here: bool = True) -> None:
+        """Give ``widget`` the record actions on its current record.
+
+        Args:
+            current: The widget's current record (None: none selected).
+            delete: Run instead of asking to delete the current record (the Records table
+                deletes its whole selection).
+            open_here: False for the Records table itself (it has no "Open in Records").
+        """
+        entry = _Attached(widget, current)
+        for key, text, keys in ACTIONS:
+            if key == "open" and not open_here:
+                continue
+            made = QAction(text, widget)
+            made.setShortcut(QKeySequence(keys))
+            made.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            if key == "delete" and delete is not None:
+                made.triggered.connect(delete)
+            else:
+                made.triggered.connect(
+                    lambda _checked=False, kind=key, where=entry: self._on_action(kind, where))
+            widget.addAction(made)
+            entry.actions[key] = made
+        self._attached.append(entry)
+        widget.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        widget.customContextMenuRequested.connect(
+            lambda position, where=entry: self._on_context_menu(where, position))
+        self._update(entry)
+
+    def set_available(self, *, engine: bool, writable: bool) -> None:
+        """Enable what the session allows: engine actions need a store, Delete a writable one."""
+        self._engine, self._writable = engine, writable
+        for entry in self._attached:
+            self._update(entry)
+
+    def _update(self, entry: _Attached) -> None:
+        for key, made in entry.actions.items():
+            made.setEnabled(self._writable if key == "delete"
+                            else self._engine if key in _ENGINE_ACTIONS else True)
+
+    def menu(self, widget: QWidget) -> QMenu | None:
+        """The context menu of ``widget``'s current record (None: no record is current).
+
+        Its actions are the widget's own, so the menu shows the shortcuts that work there.
+        """
+        entry = next((e for e in self._attached if e.widget is widget), None)
+        if entry is None:
+            return None
+        ref = entry.current()
+        if ref is None:
+            return None
+        made = QMenu(widget)
+        # mask, then cut: a cut through a secret would leave part of it unmasked
+        title = made.addAction(elide(self._redaction.show(ref.text), 40) or ref.id)
+        title.setEnabled(False)
+        made.addSeparator()
+        for key, _text, _keys in ACTIONS:
+            if key in entry.actions:
+                if key in ("copy_text", "delete"):
+                    made.addSeparator()
+                made.addAction(entry.actions[key])
+        return made
+
+    def _on_context_menu(self, entry: _Attached, position: QPoint) -> None:
+        made = self.menu(entry.widget)
+        if made is None:
+            return
+        made.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        widget = entry.widget  # a scroll area reports the position in its viewport
+        origin = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+        made.popup(origin.mapToGlobal(position))
+
+    def _on_action(self, kind: str, entry: _Attached) -> None:
+        ref = entry.current()
+        if ref is None:
+            self.message.emit("No record is selected here.")
+            return
+        self.trigger(kind, ref)
+
+    def trigger(self, kind: str, ref: RecordRef) -> None:
+        """Run action ``kind`` (a key of :data:`ACTIONS`) on ``ref``."""
+        if kind == "open":
+            self.open_requested.emit(ref.id)
+        elif kind == "fate":
+            self.fate_requested.emit(ref.id)
+        elif kind == "pipeline":
+            self.pipeline_requested.emit(ref.id)
+        elif kind == "similar":  # the query box shows it: masked while redaction is on
+            self.similar_requested.emit(self._redaction.show(ref.text))
+        elif kind == "copy_text":
+            self._redaction.copy(ref.text)
+            self.message.emit(f"Copied the text of {quoted(self._redaction.show(ref.text))}")
+        elif kind == "copy_id":
+            QGuiApplication.clipboard().setText(ref.id)
+            self.message.emit(f"Copied the id of {quoted(self._redaction.show(ref.text))}")
+        elif kind == "delete":
+            self.delete_requested.emit(ref)
+        else:
+            raise ValueError(f"unknown record action {kind!r}")

@@ -1,0 +1,1 @@
+"""Settings: the LLM provider and the scheduled lifecycle."""

@@ -1,0 +1,1 @@
+"""What every view shares: the session, task runner, wording, themes, icons, dialogs."""

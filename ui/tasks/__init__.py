@@ -1,0 +1,1 @@
+"""The Tasks view: a workspace's dependency graph."""
