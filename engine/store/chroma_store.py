@@ -634,7 +634,7 @@ class MemoryStore:
         return self._view
 
     def preview(self, offset: int, limit: int, *, now_ms: float = 0.0,
-                archived: bool = False) -> tuple[list[MemoryRecord], int]:
+                every_state: bool = False) -> tuple[list[MemoryRecord], int]:
         """Records newest-written first, read from Chroma without the view, and the total.
 
         What the records browser shows while a deferred view loads: Chroma's own order
@@ -643,11 +643,11 @@ class MemoryStore:
         (``engine.query.SHOWN_STATES``). Only a store marked schema version 2 can hold them
         (:mod:`engine.store.codec`), so only such a store pays for the two ``where``-filtered
         Chroma reads this takes (the archived ids for the total, then the page). With
-        ``archived`` every record is shown (a query for every state).
+        ``every_state`` every record is shown (a query for every state).
         """
         where: dict[str, Any] | None = None
         total = self.count()
-        if not archived and self._schema_version >= SCHEMA_VERSION \
+        if not every_state and self._schema_version >= SCHEMA_VERSION \
                 and self._collection is not None:
             try:
                 archived = self._collection.get(
@@ -705,7 +705,7 @@ class MemoryStore:
             ValidationError: a foreign collection, whose fields Chroma filters cannot read.
         """
         if where is None and where_document is None:  # every record, archived ones too
-            return self.preview(offset, limit, now_ms=now_ms, archived=True)
+            return self.preview(offset, limit, now_ms=now_ms, every_state=True)
         if not self.server_filterable:
             raise ValidationError("filter", self._spec.collection,
                                   "a collection written by another tool is filtered once its "
