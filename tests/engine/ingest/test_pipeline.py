@@ -326,11 +326,11 @@ class TestContradictionAndReview:
         """The GUI's Review count (issue 20): pending items only, all of them."""
         assert engine.pending_review_count() == 0
         table.pair("standup at 3pm", "standup at 5pm", 0.95)
-        table.pair("likes tea", "does not like tea", 0.95)
+        table.pair("lunch with Ana at 12pm", "lunch with Ana at 1pm", 0.95)
         engine.ingest(_memory("standup at 3pm"))
-        engine.ingest(_memory("likes tea"))
+        engine.ingest(_memory("lunch with Ana at 12pm"))
         first = engine.ingest(_memory("standup at 5pm"))
-        engine.ingest(_memory("does not like tea"))
+        engine.ingest(_memory("lunch with Ana at 1pm"))
         assert engine.pending_review_count() == len(engine.review_queue()) == 2
         assert first.review_id is not None
         engine.approve_review(first.review_id)
