@@ -144,7 +144,7 @@ BASE: list[tuple[str, str, str, float, list[str], str]] = [
     ("home-robot", "social", "preference", 0.75, ["family"],
      "Mia (age 7) is afraid of the robot moving at night; stay docked after 21:00."),
     ("home-robot", "social", "preference", 0.6, ["family"],
-     "Jordan likes the coffee machine started at 6:45 on weekdays."),
+     "Jordan likes the coffee machine started by 6:45."),
     ("home-robot", "episodic", "episode", 0.4, ["incident"],
      "Got stuck under the sofa on Tuesday; Jordan moved the sofa 10 cm."),
     ("home-robot", "system", "context", 0.95, ["safety"],

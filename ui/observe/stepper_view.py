@@ -319,7 +319,7 @@ class SimilarityBars(QWidget):
         painter.drawLine(int(x_of(self.threshold)), int(top - 4),
                          int(x_of(self.threshold)), int(top + height))
         painter.drawText(QRectF(x_of(self.threshold) + 4, 2, 140, 18),
-                         f"threshold {self.threshold:.2f}")
+                         f"merges at {self.threshold:.2f}")
         if not self.candidates:
             painter.setPen(QPen(text))
             painter.drawText(QRectF(left, top, right - left, 22), "no candidates")
@@ -696,7 +696,10 @@ class StepperView(QWidget):
 
     def _set_thresholds(self, *, semantic: bool) -> None:
         if self._policy is not None:
-            self.threshold = float(self._policy.threshold(self._tier, semantic=semantic))
+            # the line is where a near duplicate merges: the tier's threshold plus the merge
+            # margin on the embedding path (between the floor and it, a pair goes to review)
+            self.threshold = float(self._policy.merge_point(
+                self._policy.threshold(self._tier, semantic=semantic), semantic=semantic))
             self.floor = float(self._policy.review_floor(self._tier, semantic=semantic))
 
     def _on_speed_changed(self, value: int) -> None:
