@@ -260,6 +260,10 @@ def test_simulate_is_the_default_writes_nothing_and_decides_as_ingest(
     first = stepper.run
     QTest.keyClick(stepper.content_edit, Qt.Key.Key_Return,
                    Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    # the shortcut moves the focus while the keys are down: release them by name, or the
+    # application keeps Ctrl+Shift pressed for every later test (a table's selectRow toggles)
+    for key in (Qt.Key.Key_Control, Qt.Key.Key_Shift):
+        QTest.keyRelease(stepper, key)
     qtbot.waitUntil(lambda: stepper.run is not first and stepper.run is not None,
                     timeout=10_000)
     assert stepper.run is not None and stepper.run.simulated

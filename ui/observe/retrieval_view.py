@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import shiboken6
 from PySide6.QtCore import QEvent, QRectF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QColor, QHelpEvent, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QPen
@@ -562,8 +563,9 @@ class RetrievalView(QWidget):
         weights = self.weights()
         token = self._rescore_tokens.next_token()
         ranking = await self._runner.run(session.engine.rescore, bundle, weights)
-        if not self._rescore_tokens.is_current(token) or bundle is not self.bundle:
-            return
+        if not self._rescore_tokens.is_current(token) or bundle is not self.bundle \
+                or not shiboken6.isValid(self.live):
+            return  # another rescore or bundle came meanwhile, or the view was closed
         self.rescores += 1
         self._show_rows(rows_from_ranking(bundle, ranking.ids, ranking.scores, ranking.packed,
                                           weights.normalized(), self.texts))
