@@ -141,13 +141,24 @@ class OutcomeModel(QAbstractTableModel):
                  show: Callable[[str], str] | None = None) -> None:
         super().__init__(parent)
         self._show = show or (lambda text: text)
-        self._rows: list[tuple[LineOutcome, tuple[str, str, str, str, str]]] = []
+        self._outcomes: list[LineOutcome] = []
+        # a row's words, made when the row is first shown or sorted on (an import of 10,000
+        # lines would otherwise word every line on the GUI thread before the table appears)
+        self._words: dict[int, tuple[str, str, str, str, str]] = {}
 
     def set_outcomes(self, outcomes: Sequence[LineOutcome]) -> None:
         """Show ``outcomes`` (in their order; the view sorts)."""
         self.beginResetModel()
-        self._rows = [(o, self._cells(o)) for o in outcomes]
+        self._outcomes = list(outcomes)
+        self._words = {}
         self.endResetModel()
+
+    def _row(self, row: int) -> tuple[LineOutcome, tuple[str, str, str, str, str]]:
+        outcome = self._outcomes[row]
+        cells = self._words.get(row)
+        if cells is None:
+            cells = self._words[row] = self._cells(outcome)
+        return outcome, cells
 
     def _cells(self, outcome: LineOutcome) -> tuple[str, str, str, str, str]:
         why = sentence(reason_sentence(outcome.reason)) if outcome.reason else ""
@@ -156,10 +167,10 @@ class OutcomeModel(QAbstractTableModel):
 
     def outcome(self, row: int) -> LineOutcome:
         """The outcome shown in ``row`` (model order)."""
-        return self._rows[row][0]
+        return self._outcomes[row]
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
+        return 0 if parent.isValid() else len(self._outcomes)
 
     def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(_COLUMNS)
@@ -178,8 +189,16 @@ class OutcomeModel(QAbstractTableModel):
              role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        outcome, cells = self._rows[index.row()]
-        column = index.column()
+        column, role = index.column(), int(role)
+        if role == _DECISION_ROLE:  # the decision filter: no words needed
+            return self._outcomes[index.row()].decision
+        if role == _SORT_ROLE and column in (0, 1):
+            outcome = self._outcomes[index.row()]
+            if column == 0:
+                return outcome.line
+            return DECISIONS.index(outcome.decision) if outcome.decision in DECISIONS \
+                else len(DECISIONS)
+        outcome, cells = self._row(index.row())
         if role == Qt.ItemDataRole.DisplayRole:
             text = cells[column]
             if column == 2:
@@ -253,8 +272,18 @@ class OutcomeTable(QWidget):
         self.set_summary(None)
 
     def set_summary(self, summary: ImportSummary | None) -> None:
-        """Show ``summary``'s lines (None: empty), the filter back on every decision."""
+        """Show ``summary``'s lines (None: empty), the filter back on every decision.
+
+        The lines arrive in line order, which is the order the header shows (Line, ascending):
+        the proxy is left unsorted, so filling the table does not sort thousands of rows on the
+        GUI thread (10,000 lines: ~400 ms); a click on a header sorts as usual.
+        """
+        header = self.view.horizontalHeader()
+        self.proxy.sort(-1)  # no sort while the rows are replaced
         self.model.set_outcomes(summary.outcomes if summary is not None else ())
+        blocked = header.blockSignals(True)  # the indicator alone; the view would sort again
+        header.setSortIndicator(0, Qt.SortOrder.AscendingOrder)
+        header.blockSignals(blocked)
         counts = summary.decisions if summary is not None else {d: 0 for d in DECISIONS}
         total = sum(counts.values())
         self.decision.blockSignals(True)
