@@ -13,11 +13,14 @@ from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from engine.query import RecordQuery
-from engine.records import Layer
+from engine.records import Layer, RecordState
 from tests.ui.bigstore import AGENTS, build_store
 from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
 from ui.records.records_model import PAGE_SIZE
+from ui.records.records_view import _STATE_WORDS
+
+_STATE_MEANING = _STATE_WORDS[RecordState.PAUSED][2]
 
 MANY = 1035  # more than one page of the table
 
@@ -180,3 +183,29 @@ def test_redact_in_place_confirms_with_the_true_count(
     view.redact_button.click()
     qtbot.waitUntil(lambda: window.statusBar().currentMessage()
                     == f"Redacted {len(ids)} records in place (Ctrl+Z undoes)")
+
+
+def test_pausing_a_select_all_counts_every_matching_record(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], many_store: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pause after Ctrl+A: the question counts all 1,035 records (not the loaded pages) and
+    every one of them is paused."""
+    window = make_window()
+    open_store(qtbot, window, many_store)
+    view = window.records
+    view.table.setFocus()
+    view.table.selectRow(0)
+    qtbot.keyClick(view.table, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)  # type: ignore[no-untyped-call]
+    assert view.selected_count() == MANY and len(view.selected_rows()) < MANY
+    asked = _answer(monkeypatch, QMessageBox.StandardButton.Yes)
+    said: list[str] = []
+    view.message.connect(said.append)
+    view.pause_action.trigger()
+    qtbot.waitUntil(lambda: any(m.startswith("Paused") for m in said), timeout=120_000)
+    assert asked == [f"Pause these {MANY:,} records? {_STATE_MEANING} You can undo this "
+                     "(Edit → Undo)."]
+    session = window.session
+    assert session is not None
+    paused = run(qtbot, session.runner.run(session.engine.list_rows, RecordQuery(
+        states=frozenset({RecordState.PAUSED}), limit=1)))
+    assert paused.total == MANY

@@ -295,24 +295,30 @@ def _scan_rows(reader: MemoryReader, query: RecordQuery, record_id: str) -> int 
     return None
 
 
-def _ids_in_spans(reader: MemoryReader, query: RecordQuery,
-                  spans: Sequence[tuple[int, int]]) -> list[str]:
-    """Worker: the ids of the rows ``spans`` (first, last; inclusive) of ``query``'s result.
+def _rows_in_spans(reader: MemoryReader, query: RecordQuery,
+                   spans: Sequence[tuple[int, int]]) -> list[RecordRow]:
+    """Worker: the rows ``spans`` (first, last; inclusive) of ``query``'s result.
 
     What a selection means when it reaches past the loaded pages (Ctrl+A selects every row
     matching the filters, not the page shown).
     """
-    ids: list[str] = []
+    rows: list[RecordRow] = []
     for first, last in spans:
         offset = first
         while offset <= last:
             limit = min(_ID_PAGE, last - offset + 1)
             page = reader.list_rows(dataclasses.replace(query, offset=offset, limit=limit))
-            ids.extend(row.id for row in page.rows)
+            rows.extend(page.rows)
             if len(page.rows) < limit:
                 break
             offset += limit
-    return ids
+    return rows
+
+
+def _ids_in_spans(reader: MemoryReader, query: RecordQuery,
+                  spans: Sequence[tuple[int, int]]) -> list[str]:
+    """Worker: the ids of the rows ``spans`` of ``query``'s result (see :func:`_rows_in_spans`)."""
+    return [row.id for row in _rows_in_spans(reader, query, spans)]
 
 
 def _locator(session: DataSession, shown: Masking | None
@@ -905,6 +911,28 @@ class RecordsView(QWidget):
         rows = self.selected_rows()
         if not rows or self._writable is None:
             return
+        if len(rows) < self.selected_count():
+            # a selection past the loaded pages (Ctrl+A): read its rows first, so the question
+            # counts every selected record and which of them would change
+            spawn(self._state_of_selection(state))
+            return
+        self._ask_state(rows, state)
+
+    async def _state_of_selection(self, state: RecordState) -> None:
+        session = self._session
+        if session is None:
+            return
+        try:
+            rows = await self._runner.run(_rows_in_spans, session.reader, self.model.query,
+                                          self.selected_spans())
+        except EngineError as exc:
+            QMessageBox.warning(self, _STATE_WORDS[state][0], f"Not changed: {exc}")
+            return
+        if rows and session is self._session:
+            self._ask_state(rows, state)
+
+    def _ask_state(self, rows: Sequence[RecordRow], state: RecordState) -> None:
+        """Confirm pausing, archiving or resuming ``rows`` with the true counts, then do it."""
         verb, word, meaning = _STATE_WORDS[state]
         changing = [row.id for row in rows if row.state is not state]
         if not changing:
