@@ -417,7 +417,7 @@ class MemoryStore:
             client = _connect(spec)
             collection, foreign = cls._collection_for(client, spec, dimension)
             read_only = spec.read_only or foreign
-            view = ColumnarView(dimension)
+            view = ColumnarView(dimension, spill=directory)
             store = cls(spec, client, collection, view, read_only=read_only, foreign=foreign,
                         lock=lock)
             store._opened_at = now_ms
@@ -560,7 +560,7 @@ class MemoryStore:
     def _read_view(self, now_ms: float, progress: ProgressFn | None,
                    cancelled: CancelFn | None = None) -> ColumnarView:
         """A new view with every record of the collection, read from Chroma page by page."""
-        view = ColumnarView(self._view.dimension)
+        view = ColumnarView(self._view.dimension, spill=self._cache_dir)
         if self._collection is None:
             return view
         try:

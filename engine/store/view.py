@@ -29,16 +29,32 @@ share a :attr:`ViewSnapshot.lineage`, and data derived for one of them can be ex
 rows appended since instead of recomputed (:meth:`ViewSnapshot.grown`): an agent that writes
 and reads in a loop pays per request for its new rows, not for all of them.
 
+Vectors are kept twice, for two uses (docs/retrieval.md "Compact vectors"):
+
+* ``codes`` / ``scales``: int8 codes with a float32 scale per row (``vector ≈ codes × scale``,
+  388 bytes a row at 384 dimensions instead of 1,536), resident. What scans many rows reads
+  them: the dense index's lists and probes, the dense candidates' shortlist.
+* ``vectors``: the exact float32 rows, which every score is computed from. With a ``spill``
+  directory (an embedded store's folder) they live in an unlinked temporary file there, written
+  with ``pwrite`` and read through a read-only memory map, so only the pages of rows actually
+  read are in the process's memory, and those are file pages the kernel can drop and read
+  again; without one they are an ordinary array (server stores, tests, benchmarks).
+
 Thread-safety: all mutation happens under the view's lock; a snapshot is read without it.
 """
 
 from __future__ import annotations
 
 import itertools
+import mmap
+import os
+import sys
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
 import numpy as np
@@ -57,6 +73,7 @@ __all__ = [
     "IdColumn",
     "ViewSnapshot",
     "append_rows",
+    "quantize",
 ]
 
 LAYERS: tuple[Layer, ...] = tuple(Layer)
@@ -85,6 +102,9 @@ _COPY_ON_WRITE = ("_alive", "_contents", "_hashes", "_tags")
 _TEXT = ("_ids", "_contents", "_hashes", "_tags")
 # Layout numbers are unique in the process, so two views (a reload) never share one.
 _LAYOUTS = itertools.count(1)
+# int8 code of a row's largest component (the scale is that component / CODE_MAX)
+CODE_MAX = 127
+_QUANTIZE_CHUNK = 65_536  # rows quantized per step (bounds the float32 temporaries)
 # Most values a lineage keeps for extension (ViewSnapshot.grown); the oldest kept goes first.
 # Retrieval keeps ~20 per request shape plus one per query term seen.
 GROWN_LIMIT = 4096
@@ -129,7 +149,10 @@ class ViewSnapshot:
     :data:`CATEGORIES`, :data:`STATES` and ``agents`` / ``sources``. ``expires_at`` is ``inf``
     for no expiry. ``vectors`` rows are unit length where ``has_vector`` is set and zero
     elsewhere. Arrays are read-only views shared with the view and with other readers of the
-    same version.
+    same version. ``codes`` and ``scales`` are the compact copy of ``vectors``
+    (:func:`quantize`): ``vectors[i] ≈ codes[i] × scales[i]``, each component within
+    ``scales[i] / 2``. ``vectors`` may be a read-only memory map (see the module doc): index
+    the rows you need rather than reading all of them where the compact copy will do.
 
     The text columns come two ways: ``id_array``, ``content_array``, ``hash_array`` and
     ``tag_array`` are object arrays (index them, or take ``array[rows].tolist()``, when a few
@@ -175,6 +198,8 @@ class ViewSnapshot:
     token_estimate: I32
     has_vector: B
     vectors: F32
+    codes: I8
+    scales: F32
     id_array: Obj
     content_array: Obj
     hash_array: Obj
@@ -355,6 +380,90 @@ def append_rows(old: npt.NDArray[Any], new: npt.NDArray[Any]) -> npt.NDArray[Any
     return _frozen(buffer[:total])
 
 
+def quantize(vectors: F32) -> tuple[I8, F32]:
+    """int8 codes and a float32 scale per row: ``vectors[i] ≈ codes[i] × scales[i]``.
+
+    The scale is the row's largest absolute component / 127, so that component's code is ±127
+    and every component is within ``scales[i] / 2`` of its code times the scale (rounding to
+    nearest). A zero row has scale 0 and codes 0.
+    """
+    rows = len(vectors)
+    codes = np.empty(vectors.shape, dtype=np.int8)
+    scales = np.empty(rows, dtype=np.float32)
+    for start in range(0, rows, _QUANTIZE_CHUNK):
+        block = np.asarray(vectors[start:start + _QUANTIZE_CHUNK], dtype=np.float32)
+        peak = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(len(block), np.float32)
+        scale = (peak / np.float32(CODE_MAX)).astype(np.float32)
+        divisor = np.where(scale > 0, scale, np.float32(1.0))
+        scaled = np.rint(block / divisor[:, None])
+        np.clip(scaled, -CODE_MAX, CODE_MAX, out=scaled)
+        codes[start:start + len(block)] = scaled
+        scales[start:start + len(block)] = scale
+    return codes, scales
+
+
+class _MappedRows:
+    """Float32 rows in an unlinked temporary file: written with ``pwrite``, read through a
+    read-only memory map (:attr:`array`).
+
+    Writes never map pages into the process: only the rows a reader indexes are paged in, as
+    clean file pages the kernel may drop (and read back) under memory pressure, unlike the
+    anonymous pages of an array. The file is sparse: rows not written read as zeros. A reader
+    holding :attr:`array` keeps the mapping (and the file's blocks) alive after the view moved
+    to a bigger file.
+    """
+
+    def __init__(self, directory: Path, capacity: int, dimension: int) -> None:
+        self.row_bytes = dimension * 4
+        size = max(1, capacity) * self.row_bytes
+        fd, name = tempfile.mkstemp(prefix=".mnemoscope-vectors-", suffix=".f32",
+                                    dir=directory)
+        try:
+            os.ftruncate(fd, size)
+            mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        except BaseException:
+            os.close(fd)
+            os.unlink(name)
+            raise
+        if sys.platform != "win32":
+            os.unlink(name)  # nothing to clean up after a crash; the open handle keeps it
+        else:  # Windows cannot delete an open file: delete it when the rows are collected
+            weakref.finalize(self, _remove_quietly, name)
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
+        array: F32 = np.frombuffer(mapping, dtype=np.float32).reshape(capacity, dimension)
+        self.array = array
+
+    def write(self, row: int, values: npt.ArrayLike) -> None:
+        """Write ``values`` (one row or a block of rows) from ``row`` on."""
+        data = np.ascontiguousarray(values, dtype=np.float32).tobytes()
+        offset = row * self.row_bytes
+        if hasattr(os, "pwrite"):
+            while data:
+                written = os.pwrite(self._fd, data, offset)
+                data, offset = data[written:], offset + written
+        else:  # Windows: the view's lock serialises writers
+            os.lseek(self._fd, offset, os.SEEK_SET)
+            while data:
+                data = data[os.write(self._fd, data):]
+
+    def copy_from(self, other: _MappedRows, rows: int) -> None:
+        """The first ``rows`` rows of ``other``, copied file to file (not through a map)."""
+        step = max(1, (8 << 20) // self.row_bytes)
+        for start in range(0, rows, step):
+            count = min(step, rows - start)
+            data = os.pread(other._fd, count * self.row_bytes, start * self.row_bytes) \
+                if hasattr(os, "pread") else other.array[start:start + count].tobytes()
+            self.write(start, np.frombuffer(data, dtype=np.float32))
+
+
+def _remove_quietly(name: str) -> None:
+    try:
+        os.unlink(name)
+    except OSError:
+        return
+
+
 def _objects(values: Sequence[Any]) -> Obj:
     """An object array holding ``values`` as they are (tuples stay elements, not rows)."""
     return np.fromiter(values, dtype=object, count=len(values))
@@ -366,10 +475,16 @@ class ColumnarView:
     Args:
         dimension: Embedding length.
         capacity: Initial row capacity (grows by doubling).
+        spill: A directory for the exact float32 vectors (an unlinked temporary file there,
+            memory-mapped; see the module doc), or None to keep them in memory. When a file
+            cannot be made there (a read-only folder), they are kept in memory.
     """
 
-    def __init__(self, dimension: int, capacity: int = 1024) -> None:
+    def __init__(self, dimension: int, capacity: int = 1024, *,
+                 spill: Path | None = None) -> None:
         self._dim = dimension
+        self._spill = spill
+        self._mapped: _MappedRows | None = None  # the exact vectors' file, when spilled
         self._lock = threading.RLock()
         self._n = 0
         self._dead = 0
@@ -424,19 +539,65 @@ class ColumnarView:
         self._anchor: F64 = grow(get("_anchor"), (capacity,), np.float64)
         self._tokens: I32 = grow(get("_tokens"), (capacity,), np.int32)
         self._has_vec: B = grow(get("_has_vec"), (capacity,), np.bool_, False)
-        self._vectors: F32 = grow(get("_vectors"), (capacity, self._dim), np.float32)
+        self._codes: I8 = grow(get("_codes"), (capacity, self._dim), np.int8)
+        self._scales: F32 = grow(get("_scales"), (capacity,), np.float32)
+        self._vectors: F32 = self._allocate_exact(capacity, existing)
         self._ids: Obj = grow(get("_ids"), (capacity,), object, None)
         self._contents: Obj = grow(get("_contents"), (capacity,), object, None)
         self._hashes: Obj = grow(get("_hashes"), (capacity,), object, None)
         self._tags: Obj = grow(get("_tags"), (capacity,), object, None)
         self._shared.clear()  # every column is a fresh array no snapshot holds
 
+    def _allocate_exact(self, capacity: int, existing: bool) -> F32:
+        """The exact vectors' array for ``capacity`` rows, holding the first ``_n`` rows."""
+        old_mapped = self._mapped if existing else None
+        if self._spill is not None:
+            try:
+                mapped = _MappedRows(self._spill, capacity, self._dim)
+            except (OSError, ValueError):
+                self._spill = None  # no file there (read-only folder, no space): in memory
+            else:
+                if old_mapped is not None:
+                    mapped.copy_from(old_mapped, self._n)
+                elif existing:
+                    mapped.write(0, self._vectors[: self._n])
+                self._mapped = mapped
+                return mapped.array
+        self._mapped = None
+        fresh: F32 = np.zeros((capacity, self._dim), dtype=np.float32)  # calloc: see grow
+        if existing:
+            fresh[: self._n] = self._vectors[: self._n]
+        return fresh
+
+    def _write_vectors(self, written: dict[int, F32]) -> None:
+        """Write each row's unit vector (a zero row for none) and its codes, in one batch."""
+        if not written:
+            return
+        rows = np.fromiter(written, dtype=np.intp, count=len(written))
+        vectors = np.stack(list(written.values())).astype(np.float32, copy=False)
+        codes, scales = quantize(vectors)
+        self._codes[rows] = codes
+        self._scales[rows] = scales
+        if self._mapped is None:
+            self._vectors[rows] = vectors
+            return
+        # one write per run of consecutive rows (appended rows are one run)
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        for first, last in zip([0, *breaks.tolist()], [*breaks.tolist(), len(rows)],
+                               strict=True):
+            self._mapped.write(int(rows[first]), vectors[first:last])
+
     @classmethod
     def from_columns(cls, dimension: int, columns: dict[str, Any], *, ids: list[str],
                      contents: list[str], hashes: list[str], tags: list[tuple[str, ...]],
-                     agents: list[str], sources: list[str]) -> ColumnarView:
-        """Rebuild a view from saved live columns (see :mod:`engine.store.view_cache`)."""
-        view = cls(dimension, capacity=max(16, len(ids) * 2))
+                     agents: list[str], sources: list[str],
+                     spill: Path | None = None) -> ColumnarView:
+        """Rebuild a view from saved live columns (see :mod:`engine.store.view_cache`).
+
+        ``columns["codes"]`` and ``columns["scales"]`` (the compact vectors) are optional:
+        without them (a cache saved before they were) they are computed from ``vectors``.
+        """
+        view = cls(dimension, capacity=max(16, len(ids) * 2), spill=spill)
         n = len(ids)
         targets: dict[str, Any] = {"agent": view._agent, "source": view._source,
                                    "layer": view._layer,
@@ -446,9 +607,23 @@ class ColumnarView:
                    "created_at": view._created, "last_accessed": view._accessed,
                    "access_count": view._access_count, "expires_at": view._expires,
                    "recency_anchor": view._anchor, "token_estimate": view._tokens,
-                   "has_vector": view._has_vec, "vectors": view._vectors}
+                   "has_vector": view._has_vec}
         for name, target in targets.items():
             target[:n] = columns[name]
+        vectors = columns["vectors"]
+        if "codes" in columns and "scales" in columns:
+            view._codes[:n] = columns["codes"]
+            view._scales[:n] = columns["scales"]
+        step = _QUANTIZE_CHUNK
+        for start in range(0, n, step):  # in blocks: a mapped cache file is paged in a block
+            block = np.asarray(vectors[start:start + step], dtype=np.float32)
+            if "codes" not in columns or "scales" not in columns:
+                view._codes[start:start + len(block)], view._scales[start:start + len(block)] = \
+                    quantize(block)
+            if view._mapped is not None:
+                view._mapped.write(start, block)
+            else:
+                view._vectors[start:start + len(block)] = block
         view._alive[:n] = True
         view._n = n
         for target, values in ((view._ids, ids), (view._contents, contents),
@@ -479,12 +654,16 @@ class ColumnarView:
             return self._n - self._dead
 
     def resident_bytes(self) -> dict[str, int]:
-        """Bytes the view's numpy data occupies in memory, by kind, for its rows.
+        """Bytes the view's numpy data occupies, by kind, for its rows.
 
-        ``vectors`` is the embedding matrix (float32, ``rows × dimension × 4``); ``columns``
-        the scalar columns (masks, codes, times, counts). Capacity beyond the rows is not
-        counted: it is allocated zeroed (calloc) and its pages are not touched until rows are
-        written. The texts, ids and tags are Python objects and are not counted here.
+        ``vectors`` is the compact embedding matrix, resident (int8 codes and a float32 scale
+        per row, ``rows × (dimension + 4)``); ``exact`` the float32 vectors held in memory
+        (``rows × dimension × 4``; 0 when they are spilled to a file); ``mapped`` the float32
+        vectors in the spill file (paged in only where read, as file pages the kernel can
+        drop; 0 when in memory); ``columns`` the scalar columns (masks, codes, times, counts).
+        Capacity beyond the rows is not counted: it is allocated zeroed (calloc) and its pages
+        are not touched until rows are written. The texts, ids and tags are Python objects and
+        are not counted here.
         """
         with self._lock:
             rows = self._n
@@ -493,7 +672,16 @@ class ColumnarView:
                        "_accessed", "_access_count", "_expires", "_anchor", "_tokens",
                        "_has_vec")
             columns = sum(rows * getattr(self, name).itemsize for name in scalars)
-            return {"vectors": rows * self._dim * self._vectors.itemsize, "columns": columns}
+            exact = rows * self._dim * self._vectors.itemsize
+            return {"vectors": rows * (self._dim * self._codes.itemsize + self._scales.itemsize),
+                    "exact": 0 if self._mapped is not None else exact,
+                    "mapped": exact if self._mapped is not None else 0, "columns": columns}
+
+    @property
+    def spilled(self) -> bool:
+        """True when the exact vectors are in a memory-mapped file (see the module doc)."""
+        with self._lock:
+            return self._mapped is not None
 
     def __contains__(self, record_id: object) -> bool:
         with self._lock:
@@ -564,7 +752,8 @@ class ColumnarView:
                 access_count=_frozen(self._access_count[:n]),
                 expires_at=_frozen(self._expires[:n]), recency_anchor=_frozen(self._anchor[:n]),
                 token_estimate=_frozen(self._tokens[:n]), has_vector=_frozen(self._has_vec[:n]),
-                vectors=_frozen(self._vectors[:n]), id_array=_frozen(self._ids[:n]),
+                vectors=_frozen(self._vectors[:n]), codes=_frozen(self._codes[:n]),
+                scales=_frozen(self._scales[:n]), id_array=_frozen(self._ids[:n]),
                 content_array=_frozen(self._contents[:n]), hash_array=_frozen(self._hashes[:n]),
                 tag_array=_frozen(self._tags[:n]), version=self._version, layout=self._layout,
                 access_version=self._access_version, lineage=self._lineage,
@@ -621,6 +810,7 @@ class ColumnarView:
         with self._lock:
             text_changed = layout_changed = existing = False
             appended_from = self._n  # rows from here on are this call's own
+            written: dict[int, F32] = {}  # row -> its new vector, written after the loop
             for i, record in enumerate(records):
                 row = self._rows.get(record.id)
                 before = None if row is None else self._partition_key(row)
@@ -639,7 +829,7 @@ class ColumnarView:
                     self._has_vec[row] = False
                     text_changed = True
                 else:
-                    text_changed |= self._update_text(row, record)
+                    text_changed |= self._update_text(row, record, written)
                 self._index(record.content_hash, row)
                 self._agent[row] = self._code(record.agent_id, self._agents, self._agent_code)
                 self._source[row] = self._code(record.source, self._sources, self._source_code)
@@ -660,20 +850,23 @@ class ColumnarView:
                     vector = vectors[i]
                     norm = float(np.linalg.norm(vector))
                     if norm > 0.0:
-                        self._vectors[row] = vector / norm
+                        written[row] = (vector / norm).astype(np.float32)
                         self._has_vec[row] = True
                 layout_changed |= before is not None and before != self._partition_key(row)
+            self._write_vectors(written)
             self._changed(text=text_changed, layout=layout_changed, existing=existing)
 
-    def _update_text(self, row: int, record: MemoryRecord) -> bool:
-        """Write the text columns of an existing row (copy-on-write); True if one changed."""
+    def _update_text(self, row: int, record: MemoryRecord, written: dict[int, F32]) -> bool:
+        """Write the text columns of an existing row (copy-on-write); True if one changed.
+
+        A new content hash clears the row's vector (``written[row]``: a zero row)."""
         changed = False
         old_hash = self._hashes[row]
         if old_hash != record.content_hash:
             self._unindex(old_hash, row)
             self._own("_hashes")[row] = record.content_hash
             self._has_vec[row] = False
-            self._vectors[row] = 0.0
+            written[row] = np.zeros(self._dim, dtype=np.float32)
             changed = True
         if self._contents[row] != record.content:
             self._own("_contents")[row] = record.content
@@ -741,13 +934,20 @@ class ColumnarView:
         arrays = {name: getattr(self, name) for name in (
             "_alive", "_agent", "_source", "_layer", "_privacy", "_tier", "_category",
             "_state", "_importance", "_confidence", "_created", "_accessed", "_access_count",
-            "_expires", "_anchor", "_tokens", "_has_vec", "_vectors", *_TEXT)}
+            "_expires", "_anchor", "_tokens", "_has_vec", "_codes", "_scales", *_TEXT)}
+        vectors = self._vectors
         capacity = max(16, len(keep) * 2)
         self._n = 0
         self._alive = None  # type: ignore[assignment]  # forces _allocate to start fresh
         self._allocate(capacity)
         for name, old in arrays.items():
             getattr(self, name)[: len(keep)] = old[keep]
+        for start in range(0, len(keep), _QUANTIZE_CHUNK):  # blocks: a map is paged per block
+            block = vectors[keep[start:start + _QUANTIZE_CHUNK]]
+            if self._mapped is not None:
+                self._mapped.write(start, block)
+            else:
+                self._vectors[start:start + len(block)] = block
         self._n = len(keep)
         self._dead = 0
         self._rows = {record_id: row for row, record_id in enumerate(self._ids[: self._n])}
