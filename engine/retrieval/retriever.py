@@ -62,7 +62,7 @@ from engine.config import MemoryConfig, RetrievalConfig, ScoringWeights
 from engine.errors import TokenBudgetUndefined
 from engine.records import MemoryRecord, Privacy
 from engine.retrieval.compression import compress
-from engine.retrieval.dense import IvfIndex
+from engine.retrieval.dense import IvfIndex, approximate_cosines, rounding_bound, shortlist
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
@@ -626,23 +626,54 @@ class Retriever:
         """
         vectors = snapshot.vectors[:snapshot.n]
         cosine: F32 = np.einsum("ij,j->i", vectors if rows is None else vectors[rows], query)
-        strength = self.config.semantic_centering
-        if strength <= 0:
+        centring = self._centring(snapshot, candidates)
+        if centring is None:
             return np.maximum(cosine, 0.0, dtype=np.float64)
-
-        def over() -> B:  # the rows the centring is over
-            with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
-            return with_vectors
-
-        centring = _grown(
-            snapshot, ("centring", candidates.key, strength),
-            lambda: Centring.of(vectors, over(), strength),
-            lambda old, start: old.extended(vectors, over(), start, strength))
         if rows is not None:
             centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
                                            inverse_norm=centring.inverse_norm[rows])
         semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         return semantic
+
+    def _centring(self, snapshot: ViewSnapshot, candidates: Candidates) -> Centring | None:
+        """The view state's :class:`Centring` over the candidates, or None without one."""
+        strength = self.config.semantic_centering
+        if strength <= 0:
+            return None
+        vectors = snapshot.vectors[:snapshot.n]
+
+        def over() -> B:  # the rows the centring is over
+            with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
+            return with_vectors
+
+        centring: Centring = _grown(
+            snapshot, ("centring", candidates.key, strength),
+            lambda: Centring.of(vectors, over(), strength),
+            lambda old, start: old.extended(vectors, over(), start, strength))
+        return centring
+
+    def _dense_shortlist(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
+                         probed: Rows, k: int) -> Rows:
+        """Those of ``probed`` whose exact (centred) cosine can be among the ``k`` best.
+
+        Computed from the view's int8 codes with a bound on their rounding
+        (:func:`~engine.retrieval.dense.shortlist`), so the exact float32 vectors (perhaps a
+        memory-mapped file) are read for these rows only; the ``k`` best exact cosines of
+        ``probed`` are the ``k`` best of the rows returned.
+        """
+        if len(probed) <= k:
+            return probed
+        approximate = approximate_cosines(snapshot.codes, snapshot.scales, probed, query)
+        bound = rounding_bound(snapshot.scales, probed, query)
+        centring = self._centring(snapshot, candidates)
+        if centring is not None:  # the centring is per row affine with a positive factor
+            scale = centring.inverse_norm[probed] * np.float32(
+                1.0 / centring.query_norm(query))
+            approximate = dataclasses.replace(
+                centring, mean_dot=centring.mean_dot[probed],
+                inverse_norm=centring.inverse_norm[probed]).cosine(approximate, query)
+            bound = bound * scale + np.float32(1e-5)
+        return shortlist(probed, approximate, bound, k)
 
     def _pick(self, snapshot: ViewSnapshot, candidates: Candidates, weights: ScoringWeights,
               partial: F64, lexical: F64, speakers: Rows, dated: B | None,
@@ -677,6 +708,10 @@ class Retriever:
         static_k = config.static_candidates * widen
         probed = self.dense_index(snapshot).probe(query_vector, config.dense_probes * widen)
         probed = probed[eligible[probed]]
+        # the exact cosines of the probed rows that can be among the best (the others are
+        # beaten for sure, judged from the compact vectors: docs/retrieval.md "Compact vectors")
+        probed = self._dense_shortlist(snapshot, query_vector, candidates, probed,
+                                       config.dense_candidates * widen)
         cosine = self._cosine(snapshot, query_vector, candidates, probed)
         dense = _top(cosine, probed, config.dense_candidates * widen)
         matching = np.flatnonzero(lexical)  # BM25 is over eligible rows only
@@ -719,11 +754,11 @@ class Retriever:
         the view's resident memory."""
         n = snapshot.n
 
-        def build() -> IvfIndex:
-            return IvfIndex.build(snapshot.vectors[:n], snapshot.has_vector[:n])
+        def build() -> IvfIndex:  # over the compact codes (engine.retrieval.dense)
+            return IvfIndex.build(snapshot.codes[:n], snapshot.has_vector[:n])
 
         def extend(old: IvfIndex, _: int) -> IvfIndex:
-            return old.extended(snapshot.vectors[:n], snapshot.has_vector[:n])
+            return old.extended(snapshot.codes[:n], snapshot.has_vector[:n])
 
         return _grown(snapshot, "dense index", build, extend)
 
