@@ -646,9 +646,15 @@ class Retriever:
             with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
             return with_vectors
 
+        def build() -> Centring:
+            centring = Centring.of(vectors, over(), strength)
+            # it read every row's exact vector once; the candidate path reads a few hundred
+            # per request, so the others need not stay in this process's resident set
+            snapshot.release_vector_pages()
+            return centring
+
         centring: Centring = _grown(
-            snapshot, ("centring", candidates.key, strength),
-            lambda: Centring.of(vectors, over(), strength),
+            snapshot, ("centring", candidates.key, strength), build,
             lambda old, start: old.extended(vectors, over(), start, strength))
         return centring
 

@@ -216,6 +216,17 @@ class ViewSnapshot:
     # it (see grown); shared by the snapshots of one lineage
     _grown: dict[Hashable, tuple[int, int, Any]] = field(default_factory=dict, repr=False,
                                                          compare=False)
+    _mapped: _MappedRows | None = field(default=None, repr=False, compare=False)
+
+    def release_vector_pages(self) -> None:
+        """Drop the pages of ``vectors`` this process has read from its resident set, when
+        they are memory-mapped (see the module doc); nothing otherwise.
+
+        For a caller that has just read every row (a pass computing per-row data it keeps):
+        the pages stay in the kernel's page cache, and the next read of a row maps it again.
+        """
+        if self._mapped is not None:
+            self._mapped.release()
 
     @property
     def ids(self) -> list[str]:
@@ -430,6 +441,7 @@ class _MappedRows:
         else:  # Windows cannot delete an open file: delete it when the rows are collected
             weakref.finalize(self, _remove_quietly, name)
         self._fd = fd
+        self._mapping = mapping
         weakref.finalize(self, os.close, fd)
         array: F32 = np.frombuffer(mapping, dtype=np.float32).reshape(capacity, dimension)
         self.array = array
@@ -446,6 +458,12 @@ class _MappedRows:
             os.lseek(self._fd, offset, os.SEEK_SET)
             while data:
                 data = data[os.write(self._fd, data):]
+
+    def release(self) -> None:
+        """Unmap the pages read so far from the process (MADV_DONTNEED: a shared, read-only
+        file mapping loses no data; the pages stay cached and are mapped again on read)."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._mapping.madvise(mmap.MADV_DONTNEED)
 
     def copy_from(self, other: _MappedRows, rows: int) -> None:
         """The first ``rows`` rows of ``other``, copied file to file (not through a map)."""
@@ -758,6 +776,7 @@ class ColumnarView:
                 tag_array=_frozen(self._tags[:n]), version=self._version, layout=self._layout,
                 access_version=self._access_version, lineage=self._lineage,
                 _lists=self._text_lists, _derived=self._derived, _grown=self._grown,
+                _mapped=self._mapped,
             )
             self._shared.update(_COPY_ON_WRITE)
             self._snapshot = snapshot
