@@ -63,29 +63,27 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def child(n: int, runs: int, mode: str, model: bool, spill: str | None) -> dict[str, Any]:
-    """One configuration, in this process (the engine on ``sys.path`` decides which)."""
+def vocabulary() -> tuple[list[str], Any]:
+    """The generated texts' words and their Zipf probabilities."""
     import numpy as np
 
-    from engine.config import MemoryConfig, RetrievalConfig
-    from engine.records import Layer, MemoryRecord, NewMemory
-    from engine.retrieval import RetrievalRequest, Retriever
-    from engine.store.view import ColumnarView
-
-    out: dict[str, Any] = {"mode": mode, "n": n, "baseline": resident()}
-    rng = np.random.default_rng(7)
-    centres = rng.standard_normal((TOPICS, 384)).astype(np.float32)
     words = [f"w{i}" for i in range(5000)]
     zipf = 1.0 / np.arange(1, len(words) + 1)
-    zipf /= zipf.sum()
-    view = ColumnarView(384, capacity=n) if spill is None else \
-        ColumnarView(384, capacity=n, spill=Path(spill))
-    started = time.perf_counter()
-    topic_of = rng.integers(0, TOPICS, n)
-    step = 10_000
+    return words, zipf / zipf.sum()
+
+
+def generate(n: int, step: int = 10_000) -> Any:
+    """``n`` generated records and their unit vectors, ``step`` at a time (none kept)."""
+    import numpy as np
+
+    from engine.records import Layer, MemoryRecord, NewMemory
+
+    rng = np.random.default_rng(11)
+    centres = rng.standard_normal((TOPICS, 384)).astype(np.float32)
+    words, zipf = vocabulary()
     for start in range(0, n, step):
         count = min(step, n - start)
-        vectors = centres[topic_of[start:start + count]]
+        vectors = centres[rng.integers(0, TOPICS, count)]
         vectors = vectors + 0.9 * rng.standard_normal((count, 384)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         texts = rng.choice(words, size=(count, 12), p=zipf)
@@ -95,10 +93,52 @@ def child(n: int, runs: int, mode: str, model: bool, spill: str | None) -> dict[
                       importance=float(rng.random()),
                       created_at=NOW - float(rng.random()) * 90 * 86_400_000.0),
             now_ms=NOW, record_id=f"id{start + i:07d}") for i in range(count)]
-        view.upsert(records, vectors)
-        del records, vectors, texts
+        yield records, vectors
+
+
+def built_store(n: int) -> str:
+    """A Mnemoscope embedded store of ``n`` generated records, built once (this engine) and
+    kept under ``$MNEMOSCOPE_BENCH_CACHE``; closed, so its view cache is saved."""
+    from engine.store import MemoryStore, StoreSpec
+
+    directory = Path(_scratch()) / f"mnemoscope-store-{n}"
+    if not (directory / "done").exists():
+        store = MemoryStore.open(StoreSpec(str(directory)), now_ms=NOW)
+        for records, vectors in generate(n, step=5000):
+            store.write(records, vectors)
+        store.close()
+        (directory / "done").touch()
+    return str(directory)
+
+
+def child(n: int, runs: int, mode: str, model: bool, spill: str | None,
+          store_dir: str | None = None) -> dict[str, Any]:
+    """One configuration, in this process (the engine on ``sys.path`` decides which)."""
+    import numpy as np
+
+    from engine.config import MemoryConfig, RetrievalConfig
+    from engine.retrieval import RetrievalRequest, Retriever
+    from engine.store.view import ColumnarView
+
+    out: dict[str, Any] = {"mode": mode, "n": n, "baseline": resident()}
+    rng = np.random.default_rng(7)
+    store = None
+    started = time.perf_counter()
+    if store_dir is not None:  # open a real embedded store (from its view cache), read-only
+        from engine.store import MemoryStore, StoreSpec
+
+        store = MemoryStore.open(StoreSpec(store_dir, read_only=True), now_ms=NOW)
+        out["from_cache"] = bool(store._view_from_cache)
+        view = store.view
+    else:
+        view = ColumnarView(384, capacity=n) if spill is None else \
+            ColumnarView(384, capacity=n, spill=Path(spill))
+        for records, vectors in generate(n):
+            view.upsert(records, vectors)
+            del records, vectors
     gc.collect()
     out["build_s"] = time.perf_counter() - started
+    words, zipf = vocabulary()
     out["view"] = {k: v / 2**20 for k, v in view.resident_bytes().items()}
     out["after_build"] = resident()
     if model:
@@ -111,8 +151,9 @@ def child(n: int, runs: int, mode: str, model: bool, spill: str | None) -> dict[
         out["after_model"] = resident()
 
     snapshot = view.snapshot()
+    n = snapshot.count
     queries = [" ".join(rng.choice(words, size=5, p=zipf)) for _ in range(runs + WARMUP)]
-    rows = rng.integers(0, n, len(queries))
+    rows = snapshot.live_rows[rng.integers(0, n, len(queries))]
     # a query near a record: its exact vector plus a little noise (a paraphrase)
     near = np.asarray(snapshot.vectors[rows], dtype=np.float32)
     near = near + 0.03 * rng.standard_normal(near.shape).astype(np.float32)
@@ -151,10 +192,13 @@ def child(n: int, runs: int, mode: str, model: bool, spill: str | None) -> dict[
                      "cpu_p95": percentile(cpu[name], 0.95)}
     out["agreement"] = float(np.mean(agreement))
     out["load"] = os.getloadavg()[0]
+    if store is not None:
+        store.close()
     return out
 
 
-def run(n: int, runs: int, mode: str, model: bool, before: str | None) -> dict[str, Any]:
+def run(n: int, runs: int, mode: str, model: bool, before: str | None,
+        store_dir: str | None = None) -> dict[str, Any]:
     """:func:`child` in a fresh interpreter with the engine ``mode`` needs."""
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="bench-compact-", dir=_scratch()) as scratch:
@@ -172,7 +216,7 @@ def run(n: int, runs: int, mode: str, model: bool, before: str | None) -> dict[s
         code = (f"import sys; sys.path.insert(0, {path!r}); "
                 f"sys.path.insert(1, {str(ROOT / 'benchmarks')!r}); import json, bench_compact; "
                 f"print(json.dumps(bench_compact.child({n}, {runs}, {mode!r}, {model}, "
-                f"{spill!r})))")
+                f"{spill!r}, {store_dir!r})))")
         result = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                                 capture_output=True, text=True)
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
@@ -192,6 +236,8 @@ def main() -> None:
     parser.add_argument("--model", action="store_true", help="load the embedding model too")
     parser.add_argument("--before", default=None, help="commit of the float32 engine")
     parser.add_argument("--modes", default="float32,compact,spilled")
+    parser.add_argument("--store", action="store_true",
+                        help="open a real embedded store (from its view cache) of each size")
     options = parser.parse_args()
     print("MiB; ms (wall p50/p95, cpu p50); top-5 agreement of candidates with exhaustive; "
           "RSS = VmRSS (anon + file) after the candidate requests; all = VmRSS after the "
@@ -200,8 +246,11 @@ def main() -> None:
           f" | {'rss':>7} {'anon':>7} {'file':>6} {'model+':>7} | {'cand p50':>8} {'p95':>6}"
           f" {'cpu':>6} | {'exh p50':>7} {'p95':>6} {'cpu':>6} {'all':>6} | {'agree':>5}")
     for n in (int(s) for s in options.sizes.split(",")):
-        for mode in options.modes.split(","):
-            r = run(n, options.runs, mode, options.model, options.before)
+        store_dir = built_store(n) if options.store else None
+        # a store opens spilled (its folder); "compact" is then the same: measure it once
+        modes = [m for m in options.modes.split(",") if not (store_dir and m == "compact")]
+        for mode in modes:
+            r = run(n, options.runs, mode, options.model, options.before, store_dir)
             view = r["view"]
             vectors = view["vectors"]
             exact = view.get("exact", 0.0 if mode != "float32" else vectors)
