@@ -624,8 +624,11 @@ class Retriever:
         bits on the candidate path as in exhaustive scoring (a BLAS matrix-vector product
         sums the last rows of a call in another order, see ``scoring._mean_dots``).
         """
-        vectors = snapshot.vectors[:snapshot.n]
-        cosine: F32 = np.einsum("ij,j->i", vectors if rows is None else vectors[rows], query)
+        if rows is None:
+            cosine: F32 = np.einsum("ij,j->i", snapshot.vectors[:snapshot.n], query)
+            snapshot.release_vector_pages()  # a pass over every row: see _centring
+        else:  # a few thousand rows: read without mapping (docs/retrieval.md "Compact vectors")
+            cosine = np.einsum("ij,j->i", snapshot.vector_rows(rows), query)
         centring = self._centring(snapshot, candidates)
         if centring is None:
             return np.maximum(cosine, 0.0, dtype=np.float64)
@@ -648,8 +651,8 @@ class Retriever:
 
         def build() -> Centring:
             centring = Centring.of(vectors, over(), strength)
-            # it read every row's exact vector once; the candidate path reads a few hundred
-            # per request, so the others need not stay in this process's resident set
+            # it read every row's exact vector once (through the map); the candidate path
+            # reads a few thousand per request, so none need stay in this process's memory
             snapshot.release_vector_pages()
             return centring
 

@@ -36,9 +36,11 @@ Vectors are kept twice, for two uses (docs/retrieval.md "Compact vectors"):
   them: the dense index's lists and probes, the dense candidates' shortlist.
 * ``vectors``: the exact float32 rows, which every score is computed from. With a ``spill``
   directory (an embedded store's folder) they live in an unlinked temporary file there, written
-  with ``pwrite`` and read through a read-only memory map, so only the pages of rows actually
-  read are in the process's memory, and those are file pages the kernel can drop and read
-  again; without one they are an ordinary array (server stores, tests, benchmarks).
+  with ``pwrite``; a few rows are read with ``preadv`` (:meth:`ViewSnapshot.vector_rows`), a
+  pass over every row through a read-only memory map (``vectors``), whose pages the reader
+  releases after (:meth:`ViewSnapshot.release_vector_pages`): the float32 matrix is not the
+  process's memory but file pages the kernel caches, drops and reads again. Without a folder
+  they are an ordinary array (server stores, tests, benchmarks).
 
 Thread-safety: all mutation happens under the view's lock; a snapshot is read without it.
 """
@@ -105,6 +107,8 @@ _LAYOUTS = itertools.count(1)
 # int8 code of a row's largest component (the scale is that component / CODE_MAX)
 CODE_MAX = 127
 _QUANTIZE_CHUNK = 65_536  # rows quantized per step (bounds the float32 temporaries)
+# A spill file smaller than this keeps its pages mapped after a pass (~40K rows of 384)
+RELEASE_MIN_BYTES = 64 << 20
 # Most values a lineage keeps for extension (ViewSnapshot.grown); the oldest kept goes first.
 # Retrieval keeps ~20 per request shape plus one per query term seen.
 GROWN_LIMIT = 4096
@@ -217,6 +221,14 @@ class ViewSnapshot:
     _grown: dict[Hashable, tuple[int, int, Any]] = field(default_factory=dict, repr=False,
                                                          compare=False)
     _mapped: _MappedRows | None = field(default=None, repr=False, compare=False)
+
+    def vector_rows(self, rows: npt.NDArray[np.intp]) -> F32:
+        """``vectors[rows]`` (a copy), read from the spill file without mapping its pages when
+        the vectors are spilled (see :meth:`_MappedRows.read_rows`): for a few thousand rows."""
+        if self._mapped is None:
+            found: F32 = self.vectors[rows]
+            return found
+        return self._mapped.read_rows(rows)
 
     def release_vector_pages(self) -> None:
         """Drop the pages of ``vectors`` this process has read from its resident set, when
@@ -440,6 +452,11 @@ class _MappedRows:
             os.unlink(name)  # nothing to clean up after a crash; the open handle keeps it
         else:  # Windows cannot delete an open file: delete it when the rows are collected
             weakref.finalize(self, _remove_quietly, name)
+        if hasattr(mmap, "MADV_RANDOM"):
+            # rows are read scattered (a shortlist): without this a fault maps the 16
+            # neighbouring cached pages too (fault-around), and a thousand rows of a 100K file
+            # mapped most of it
+            mapping.madvise(mmap.MADV_RANDOM)
         self._fd = fd
         self._mapping = mapping
         weakref.finalize(self, os.close, fd)
@@ -459,10 +476,31 @@ class _MappedRows:
             while data:
                 data = data[os.write(self._fd, data):]
 
+    def read_rows(self, rows: npt.NDArray[np.intp]) -> F32:
+        """A copy of ``array[rows]`` read with ``preadv``, mapping no page into the process.
+
+        The kernel maps a file's pages in large folios (up to 2 MiB here): gathering a
+        thousand scattered rows through the map made most of a 100K file resident, reading
+        them costs ~1 µs a row and leaves them in the page cache only.
+        """
+        dimension = self.array.shape[1]
+        out: F32 = np.empty((len(rows), dimension), dtype=np.float32)
+        if not hasattr(os, "preadv"):  # Windows: through the map
+            out[:] = self.array[rows]
+            return out
+        buffer = out.data.cast("B")
+        size = self.row_bytes
+        for i, row in enumerate(rows.tolist()):
+            os.preadv(self._fd, [buffer[i * size:(i + 1) * size]], row * size)
+        return out
+
     def release(self) -> None:
         """Unmap the pages read so far from the process (MADV_DONTNEED: a shared, read-only
-        file mapping loses no data; the pages stay cached and are mapped again on read)."""
-        if hasattr(mmap, "MADV_DONTNEED"):
+        file mapping loses no data; the pages stay cached and are mapped again on read).
+
+        Not below :data:`RELEASE_MIN_BYTES` of file: mapping a small file's pages again on
+        every pass would cost more than the little memory it frees."""
+        if hasattr(mmap, "MADV_DONTNEED") and len(self._mapping) >= RELEASE_MIN_BYTES:
             self._mapping.madvise(mmap.MADV_DONTNEED)
 
     def copy_from(self, other: _MappedRows, rows: int) -> None:

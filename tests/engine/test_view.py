@@ -311,6 +311,8 @@ def test_a_spilled_view_holds_the_same_vectors_through_every_change(tmp_path: Pa
         states.append((np.asarray(snapshot.vectors[live]), snapshot.codes[live].copy(),
                        snapshot.scales[live].copy(), snapshot.has_vector[live].copy(),
                        view.vector(records[6].id), np.asarray(early.vectors[:1000])))
+        rows = np.array([0, 3, 2, 9, 9, len(live) - 1], dtype=np.intp)
+        assert np.array_equal(snapshot.vector_rows(rows), snapshot.vectors[rows])
     plain, spilled = states
     for a, b in zip(plain, spilled, strict=True):
         assert a is not None and b is not None
