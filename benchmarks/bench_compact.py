@@ -10,8 +10,9 @@ Each configuration runs in its own process, so its resident set is its own:
   opens with).
 
 A process builds a generated view of ``n`` records (the ``--candidates`` workload of
-``bench_retrieval.py``: vectors around 200 topics, 12-word Zipf texts), generating the records
-chunk by chunk so that none are held outside the view, then reports the view's
+``bench_retrieval.py``: vectors around 200 topics, 12-word Zipf texts) from columns, as a view
+cache load does (``--store``: opens a real embedded store from its view cache instead), then
+reports the view's
 ``resident_bytes()`` and the process's resident set (``VmRSS``, split into anonymous and file
 pages, from ``/proc/self/status``) after the build, after loading the embedding model
 (``--model``) and after the timed requests. It times ``--runs`` requests (5 query words, a
@@ -96,6 +97,49 @@ def generate(n: int, step: int = 10_000) -> Any:
         yield records, vectors
 
 
+def generated_view(n: int, spill: str | None) -> Any:
+    """A view of ``n`` generated records built from columns, as a view cache load builds it
+    (``ColumnarView.from_columns``; no record objects: a million of them took the shared
+    machine tens of minutes), with the exact vectors spilled to ``spill`` if given."""
+    import numpy as np
+
+    from engine.records import Layer
+    from engine.store.view import LAYERS, ColumnarView
+    from engine.text import content_hash, estimate_tokens
+
+    rng = np.random.default_rng(11)
+    centres = rng.standard_normal((TOPICS, 384)).astype(np.float32)
+    words, zipf = vocabulary()
+    vectors = np.empty((n, 384), dtype=np.float32)
+    for start in range(0, n, 50_000):
+        count = min(50_000, n - start)
+        block = centres[rng.integers(0, TOPICS, count)]
+        block += 0.9 * rng.standard_normal((count, 384)).astype(np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        vectors[start:start + count] = block
+    choice = rng.choice(len(words), size=(n, 12), p=zipf)
+    contents = [" ".join(words[w] for w in row) + f" {i}" for i, row in enumerate(choice.tolist())]
+    del choice
+    created = NOW - rng.random(n) * 90 * 86_400_000.0
+    layer = np.where(np.arange(n) % 2 == 0, LAYERS.index(Layer.EPISODIC),
+                     LAYERS.index(Layer.SEMANTIC)).astype(np.int8)
+    columns = {
+        "agent": (np.arange(n) % 4).astype(np.int32), "source": np.zeros(n, np.int32),
+        "layer": layer, "privacy": np.zeros(n, np.int8), "tier": np.zeros(n, np.int8),
+        "category": np.zeros(n, np.int8), "state": np.zeros(n, np.int8),
+        "importance": rng.random(n).astype(np.float32), "confidence": np.ones(n, np.float32),
+        "created_at": created, "last_accessed": created, "access_count": np.zeros(n, np.int32),
+        "expires_at": np.full(n, np.inf), "recency_anchor": created,
+        "token_estimate": np.fromiter((estimate_tokens(c) for c in contents), np.int32, n),
+        "has_vector": np.ones(n, bool), "vectors": vectors,
+    }
+    kwargs: dict[str, Any] = {} if spill is None else {"spill": Path(spill)}
+    return ColumnarView.from_columns(
+        384, columns, ids=[f"id{i:07d}" for i in range(n)], contents=contents,
+        hashes=[content_hash(c) for c in contents], tags=[()] * n,
+        agents=[f"agent{i}" for i in range(4)], sources=["bench"], **kwargs)
+
+
 def built_store(n: int) -> str:
     """A Mnemoscope embedded store of ``n`` generated records, built once (this engine) and
     kept under ``$MNEMOSCOPE_BENCH_CACHE``; closed, so its view cache is saved."""
@@ -118,7 +162,6 @@ def child(n: int, runs: int, mode: str, model: bool, spill: str | None,
 
     from engine.config import MemoryConfig, RetrievalConfig
     from engine.retrieval import RetrievalRequest, Retriever
-    from engine.store.view import ColumnarView
 
     out: dict[str, Any] = {"mode": mode, "n": n, "baseline": resident()}
     rng = np.random.default_rng(7)
@@ -131,11 +174,7 @@ def child(n: int, runs: int, mode: str, model: bool, spill: str | None,
         out["from_cache"] = bool(store._view_from_cache)
         view = store.view
     else:
-        view = ColumnarView(384, capacity=n) if spill is None else \
-            ColumnarView(384, capacity=n, spill=Path(spill))
-        for records, vectors in generate(n):
-            view.upsert(records, vectors)
-            del records, vectors
+        view = generated_view(n, spill)
     gc.collect()
     out["build_s"] = time.perf_counter() - started
     words, zipf = vocabulary()

@@ -224,8 +224,12 @@ class ViewSnapshot:
 
     def vector_rows(self, rows: npt.NDArray[np.intp]) -> F32:
         """``vectors[rows]`` (a copy), read from the spill file without mapping its pages when
-        the vectors are spilled (see :meth:`_MappedRows.read_rows`): for a few thousand rows."""
-        if self._mapped is None:
+        the vectors are spilled (see :meth:`_MappedRows.read_rows`): for a few thousand rows.
+
+        A spill file under :data:`RELEASE_MIN_BYTES` stays mapped (its pages are not released
+        either): its rows are gathered through the map, ~2× cheaper than ``preadv``.
+        """
+        if self._mapped is None or not self._mapped.releases:
             found: F32 = self.vectors[rows]
             return found
         return self._mapped.read_rows(rows)
@@ -500,8 +504,14 @@ class _MappedRows:
 
         Not below :data:`RELEASE_MIN_BYTES` of file: mapping a small file's pages again on
         every pass would cost more than the little memory it frees."""
-        if hasattr(mmap, "MADV_DONTNEED") and len(self._mapping) >= RELEASE_MIN_BYTES:
+        if self.releases:
             self._mapping.madvise(mmap.MADV_DONTNEED)
+
+    @property
+    def releases(self) -> bool:
+        """True when :meth:`release` unmaps pages: a file of at least
+        :data:`RELEASE_MIN_BYTES` where the platform can (Linux, macOS)."""
+        return hasattr(mmap, "MADV_DONTNEED") and len(self._mapping) >= RELEASE_MIN_BYTES
 
     def copy_from(self, other: _MappedRows, rows: int) -> None:
         """The first ``rows`` rows of ``other``, copied file to file (not through a map)."""

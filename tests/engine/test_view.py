@@ -12,6 +12,7 @@ import numpy.typing as npt
 import pytest
 
 from engine.records import MemoryRecord, NewMemory
+from engine.store import view as view_module
 from engine.store.view import ColumnarView, ViewSnapshot, quantize
 from engine.text import content_hash
 
@@ -333,3 +334,20 @@ def test_a_folder_without_room_for_the_file_keeps_the_vectors_in_memory(
     view.upsert(records, unit(3))
     assert not view.spilled and view.resident_bytes()["exact"] == 3 * DIM * 4
     assert view.vector(records[1].id) is not None
+
+
+def test_rows_of_a_large_spill_file_are_read_without_the_map_and_survive_a_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(view_module, "RELEASE_MIN_BYTES", 0)  # every file counts as large
+    view = ColumnarView(DIM, capacity=16, spill=tmp_path)
+    records = [record(i) for i in range(300)]
+    view.upsert(records, unit(300, seed=5))
+    snapshot = view.snapshot()
+    rows = np.array([299, 0, 150, 150, 7], dtype=np.intp)
+    expected = np.asarray(snapshot.vectors[rows]).copy()
+    snapshot.release_vector_pages()
+    assert np.array_equal(snapshot.vector_rows(rows), expected)
+    assert np.array_equal(np.asarray(snapshot.vectors[rows]), expected)  # mapped again
+    in_memory = ColumnarView(DIM, capacity=16)
+    in_memory.upsert(records, unit(300, seed=5))
+    assert np.array_equal(in_memory.snapshot().vector_rows(rows), expected)
