@@ -322,7 +322,8 @@ def compare(n: int, runs: int, seed: int = 7) -> None:
     resident = corpus.view.resident_bytes()
     print(f"{n:>8} {_load():>5.1f} | {e.p50:>7.2f} {e.p95:>6.2f} {ec.p50:>6.2f} | "
           f"{c.p50:>7.2f} {c.p95:>6.2f} {cc.p50:>6.2f} | {float(np.mean(agreement)):>6.3f} "
-          f"{fallbacks:>4} | {resident['vectors'] / 2**20:>8.1f} {index.nbytes / 2**20:>6.1f} "
+          f"{fallbacks:>4} | {(resident['vectors'] + resident.get('exact', 0)) / 2**20:>8.1f} "
+          f"{index.nbytes / 2**20:>6.1f} "
           f"{index_s:>6.1f} | {h.p50:>7.2f} {h.p95:>6.2f}", flush=True)
 
 
