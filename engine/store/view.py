@@ -620,13 +620,13 @@ class ColumnarView:
         if self._spill is not None:
             try:
                 mapped = _MappedRows(self._spill, capacity, self._dim)
-            except (OSError, ValueError):
-                self._spill = None  # no file there (read-only folder, no space): in memory
-            else:
                 if old_mapped is not None:
                     mapped.copy_from(old_mapped, self._n)
                 elif existing:
                     mapped.write(0, self._vectors[: self._n])
+            except (OSError, ValueError):
+                self._spill = None  # no file there (read-only folder, no space): in memory
+            else:
                 self._mapped = mapped
                 return mapped.array
         self._mapped = None
@@ -651,7 +651,24 @@ class ColumnarView:
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
         for first, last in zip([0, *breaks.tolist()], [*breaks.tolist(), len(rows)],
                                strict=True):
-            self._mapped.write(int(rows[first]), vectors[first:last])
+            self._write_exact(int(rows[first]), vectors[first:last])
+
+    def _write_exact(self, row: int, block: F32) -> None:
+        """Write ``block`` as the exact vectors of rows ``row..``.
+
+        A spill file that cannot take them (a full disk) is given up for memory first, with
+        every row written so far, so no vector is lost or half-written.
+        """
+        if self._mapped is not None:
+            try:
+                self._mapped.write(row, block)
+                return
+            except OSError:
+                kept = max(self._n, row)  # the rows before these that hold vectors
+                fresh: F32 = np.zeros(self._vectors.shape, dtype=np.float32)  # calloc
+                fresh[:kept] = self._vectors[:kept]
+                self._vectors, self._mapped, self._spill = fresh, None, None
+        self._vectors[row:row + len(block)] = block
 
     @classmethod
     def from_columns(cls, dimension: int, columns: dict[str, Any], *, ids: list[str],
@@ -686,10 +703,7 @@ class ColumnarView:
             if "codes" not in columns or "scales" not in columns:
                 view._codes[start:start + len(block)], view._scales[start:start + len(block)] = \
                     quantize(block)
-            if view._mapped is not None:
-                view._mapped.write(start, block)
-            else:
-                view._vectors[start:start + len(block)] = block
+            view._write_exact(start, block)
         view._alive[:n] = True
         view._n = n
         for target, values in ((view._ids, ids), (view._contents, contents),
@@ -1010,11 +1024,7 @@ class ColumnarView:
         for name, old in arrays.items():
             getattr(self, name)[: len(keep)] = old[keep]
         for start in range(0, len(keep), _QUANTIZE_CHUNK):  # blocks: a map is paged per block
-            block = vectors[keep[start:start + _QUANTIZE_CHUNK]]
-            if self._mapped is not None:
-                self._mapped.write(start, block)
-            else:
-                self._vectors[start:start + len(block)] = block
+            self._write_exact(start, vectors[keep[start:start + _QUANTIZE_CHUNK]])
         self._n = len(keep)
         self._dead = 0
         self._rows = {record_id: row for row, record_id in enumerate(self._ids[: self._n])}

@@ -3,6 +3,7 @@ their rows, alive mask and text columns (copy-on-write) while writers carry on."
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -351,3 +352,25 @@ def test_rows_of_a_large_spill_file_are_read_without_the_map_and_survive_a_relea
     in_memory = ColumnarView(DIM, capacity=16)
     in_memory.upsert(records, unit(300, seed=5))
     assert np.array_equal(in_memory.snapshot().vector_rows(rows), expected)
+
+
+@pytest.mark.parametrize("capacity", [16, 1024], ids=["while-growing", "while-writing"])
+def test_a_spill_file_that_runs_out_of_room_moves_the_vectors_into_memory(
+        capacity: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [record(i) for i in range(600)]
+    vectors = unit(600, seed=6)
+    reference = ColumnarView(DIM, capacity=16)
+    reference.upsert(records, vectors)
+    view = ColumnarView(DIM, capacity=capacity, spill=tmp_path)
+    view.upsert(records[:250], vectors[:250])
+    before = view.snapshot()
+
+    def full(self: object, row: int, values: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(view_module._MappedRows, "write", full)
+    view.upsert(records[250:], vectors[250:])  # from 16 rows it grows: a file-to-file copy
+    assert not view.spilled and view.resident_bytes()["exact"] == 600 * DIM * 4
+    assert np.array_equal(view.snapshot().vectors, reference.snapshot().vectors)
+    assert np.array_equal(view.snapshot().codes, reference.snapshot().codes)
+    assert np.array_equal(before.vectors, reference.snapshot().vectors[:250])
