@@ -61,6 +61,17 @@ import numpy.typing as npt
 from engine.config import MemoryConfig, RetrievalConfig, ScoringWeights
 from engine.errors import TokenBudgetUndefined
 from engine.records import MemoryRecord, Privacy
+from engine.retrieval.candidates import (
+    CreatedOrder,
+    StaticOrder,
+    TopStatic,
+    bm25_at,
+    found_at,
+    impact_prefix,
+    member,
+    slack,
+    top_static,
+)
 from engine.retrieval.compression import compress
 from engine.retrieval.dense import IvfIndex
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
@@ -83,7 +94,7 @@ from engine.retrieval.scoring import (
     recency_base,
     relevance_of,
 )
-from engine.retrieval.temporal import date_match, query_spans
+from engine.retrieval.temporal import DateSpan, date_match, query_spans
 from engine.retrieval.types import (
     COMPONENTS,
     DropReason,
@@ -111,6 +122,10 @@ PACKED = np.int8(-1)
 SKIP_LIMIT = 256
 _FIRST_SLICE = 256
 WIDEN_LIMIT = 16  # most the candidate path multiplies its sources by before it scores all
+# A date or speaker source lists its matching rows up to this many times its size; past that
+# it reads them off the static order (the rows of a month can be a third of the store)
+_LISTED = 8
+_STATIC_ORDERS = 8  # static orders kept for updating (one per weights in use)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +291,8 @@ class Retriever:
         self.index = TextIndex()
         self._lock = threading.Lock()
         self._neighbour_cache: _NeighbourCache | None = None
+        # the last static order per weights, updated for the next view state of its lineage
+        self._static_orders: dict[Hashable, StaticOrder] = {}
 
     def retrieve(self, snapshot: ViewSnapshot, request: RetrievalRequest, *, now_ms: float,
                  memory: MemoryConfig, query_vector: npt.NDArray[np.float32] | None,
@@ -470,10 +487,15 @@ class Retriever:
                widen: int = 1) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
-        With ``narrow`` (and a query), the relevance parts are computed for the rows
-        :meth:`_pick` chooses and their time neighbours only: those rows' scores are exact,
-        the other rows' lack their cosine and are not ranked (``Scored.picked``).
+        With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
+        picks are scored (``Scored.picked``), exactly; when the clock is behind the data (the
+        decay bases cannot be scaled) every row is.
         """
+        if narrow and query_vector is not None and (request.query or "").strip():
+            scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
+                                            memory, query_vector, widen)
+            if scored is not None:
+                return scored
         config = self.config
         n = snapshot.n
         columns: dict[int, Callable[[], npt.ArrayLike]] = {}
@@ -498,11 +520,7 @@ class Retriever:
         spans = query_spans(query)
         dated = date_match(snapshot.created_at[:n], spans, config.date_tolerance_ms) \
             if spans else None
-        picked = self._pick(snapshot, candidates, weights, scores, lexical, speakers, dated,
-                            query_vector, widen) if narrow and query_vector is not None \
-            else None
-        semantic, mode = self._semantic(snapshot, query_terms, query_vector, candidates,
-                                        None if picked is None else picked.need)
+        semantic, mode = self._semantic(snapshot, query_terms, query_vector, candidates)
         columns[COL.semantic] = _constant(semantic)
         columns[COL.lexical] = _constant(lexical)
         columns[COL.speaker] = lambda: _indicator(speakers, n)
@@ -517,10 +535,6 @@ class Retriever:
         if config.context_neighbours:
             neighbours, with_neighbours, their_neighbours = self._neighbours(snapshot)
             relevance_weight = weights.semantic + weights.lexical
-            if picked is not None and len(with_neighbours):
-                # only the scored rows' lift is read: gather the neighbours of those alone
-                keep = _scored_mask(picked.rows, n)[with_neighbours]
-                with_neighbours, their_neighbours = with_neighbours[keep], their_neighbours[keep]
             if len(with_neighbours) and relevance_weight > 0:
                 # what a neighbour lends: its relevance, 0 for non-candidates and for "no
                 # neighbour" (index -1 reads the extra last slot)
@@ -536,7 +550,7 @@ class Retriever:
                 context[with_neighbours] = np.maximum(best, 0.0)  # context_lift, on fewer rows
                 columns[COL.context] = _constant(context)
                 scores += weights.context * context
-        return Scored(scores, mode, neighbours, columns, picked)
+        return Scored(scores, mode, neighbours, columns)
 
     @staticmethod
     def _add_decaying(scores: F64, columns: dict[int, Callable[[], npt.ArrayLike]], column: int,
@@ -559,21 +573,10 @@ class Retriever:
                      weights: ScoringWeights, columns: dict[int, Callable[[], npt.ArrayLike]]
                      ) -> F64:
         """A fresh array of the weighted layer + access components (cached per view state)."""
-        n = snapshot.n
-        table = self.config.layer_weights[request.purpose]
-        layer_key = tuple(table.get(layer, 0.0) for layer in LAYERS)
-        cap = self.config.access_cap
-        layer = _appended(snapshot, ("layer", layer_key),
-                          lambda start: layer_component(snapshot.layer[start:n], table))
-        access = _appended(snapshot, ("access", cap),
-                           lambda start: access_frequency(snapshot.access_count[start:n], cap),
-                           reads_access=True)
+        layer, access, fixed = self._fixed_part(snapshot, request, weights)
         columns[COL.layer] = _constant(layer)
         columns[COL.access] = _constant(access)
-        key = ("layer+access", layer_key, cap, weights.layer, weights.access)
-        static = _appended(snapshot, key, lambda start: weights.layer * layer[start:]
-                           + weights.access * access[start:], reads_access=True)
-        return static.copy()
+        return fixed.copy()
 
     def _importance_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life, boost = memory.importance_decay_half_life_days, memory.importance_boost
@@ -590,29 +593,48 @@ class Retriever:
 
     def _semantic(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
                   query_vector: npt.NDArray[np.float32] | None, candidates: Candidates,
-                  rows: Rows | None = None) -> tuple[F64, SemanticMode]:
-        """Cosine clipped at 0 (Jaccard for records without a vector, or without a model).
-
-        Args:
-            rows: Compute the cosine for these rows only (the candidate path; 0 elsewhere),
-                or None for every row.
-        """
+                  ) -> tuple[F64, SemanticMode]:
+        """Cosine clipped at 0 (Jaccard for records without a vector, or without a model)."""
         n = snapshot.n
         if query_vector is None:
             return self.index.jaccard(query_terms, n), SemanticMode.JACCARD
         query = query_vector.astype(np.float32, copy=False)
-        if rows is None:
-            semantic = self._cosine(snapshot, query, candidates, None)
-        else:
-            semantic = np.zeros(n, dtype=np.float64)
-            semantic[rows] = self._cosine(snapshot, query, candidates, rows)
-        without = _appended(snapshot, "without_vectors", lambda start: np.flatnonzero(
-            snapshot.alive[start:n] & ~snapshot.has_vector[start:n]) + start)
+        semantic = self._cosine(snapshot, query, candidates, None)
+        without = self._without_vectors(snapshot)
         if len(without) and candidates.eligible[without].any():
             semantic[without] = self.index.jaccard(query_terms, n)[without]
             return semantic, SemanticMode.MIXED
         semantic[without] = 0.0
         return semantic, SemanticMode.COSINE
+
+    def _semantic_at(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
+                     query_vector: F32, candidates: Candidates, rows: Rows,
+                     known: tuple[Rows, F64]) -> tuple[F64, SemanticMode]:
+        """:meth:`_semantic` of ``rows`` (ascending) only, aligned with them.
+
+        Args:
+            known: Rows (ascending) whose cosine is already computed, and their cosines.
+        """
+        query = query_vector.astype(np.float32, copy=False)
+        found, at = found_at(known[0], rows)
+        semantic = np.empty(len(rows), dtype=np.float64)
+        semantic[found] = known[1][at[found]]
+        if not found.all():  # a row's cosine has the same bits whichever rows it comes with
+            semantic[~found] = self._cosine(snapshot, query, candidates, rows[~found])
+        without = self._without_vectors(snapshot)
+        inside = member(without, rows)
+        if len(without) and candidates.eligible[without].any():
+            semantic[inside] = self.index.jaccard(query_terms, snapshot.n)[rows[inside]]
+            return semantic, SemanticMode.MIXED
+        semantic[inside] = 0.0
+        return semantic, SemanticMode.COSINE
+
+    @staticmethod
+    def _without_vectors(snapshot: ViewSnapshot) -> Rows:
+        """Live rows without a vector, ascending."""
+        n = snapshot.n
+        return _appended(snapshot, "without_vectors", lambda start: np.flatnonzero(
+            snapshot.alive[start:n] & ~snapshot.has_vector[start:n]) + start)
 
     def _cosine(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
                 rows: Rows | None) -> F64:
@@ -644,74 +666,312 @@ class Retriever:
         semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         return semantic
 
-    def _pick(self, snapshot: ViewSnapshot, candidates: Candidates, weights: ScoringWeights,
-              partial: F64, lexical: F64, speakers: Rows, dated: B | None,
-              query_vector: F32, widen: int) -> Picked:
-        """The candidate path's rows: the union of the candidate sources (eligible rows).
+    def _score_candidates(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                          candidates: Candidates, weights: ScoringWeights, now_ms: float,
+                          memory: MemoryConfig, query_vector: F32, widen: int
+                          ) -> Scored | None:
+        """The candidate path: the exact score of the union of the candidate sources, found
+        without a pass over every row (docs/retrieval.md "How candidates are found").
 
         * ``dense``: the :attr:`~RetrievalConfig.dense_candidates` best (centred) cosines among
           the rows the dense index's probed lists hold;
-        * ``lexical``: the best BM25 (rows sharing a query term, from the inverted index);
-        * ``static``: the best query-independent part of the score (``partial``: importance,
-          recency, layer, access);
-        * ``date`` / ``speaker``: of the rows the query's day or speaker matches, the best by
-          ``partial`` (each such row gains the same weight);
+        * ``lexical``: the best BM25 among the rows in each query term's postings capped by
+          impact order (:func:`~engine.retrieval.candidates.impact_prefix`), scored exactly;
+        * ``static``: the best query-independent part of the score (importance, recency,
+          layer, access) by the threshold algorithm over the view state's
+          :class:`~engine.retrieval.candidates.StaticOrder`;
+        * ``date`` / ``speaker``: of the rows the query's day or speaker matches (a slice of
+          the creation-time order; the speaker's rows), the best by that part (each gains the
+          same weight);
         * ``context``: the time neighbours of the dense and lexical rows (they may gain a
           ``context`` lift from them).
 
-        A row outside the union scores at most ``bound``: its query-independent part is at
-        most the last static candidate's, its cosine at most the last dense candidate's (the
-        one approximation: the probed lists are taken to hold the best cosines), its BM25 at
-        most the last lexical candidate's (0 when every matching row is a candidate), the
-        date and speaker weights only if their sources were cut, and its relevance plus
-        ``context`` lift at most ``max(w_semantic + w_lexical, w_context)`` times the
-        relevance bound (its neighbours are not dense or lexical candidates either).
+        Every component is computed for the union and its time neighbours only, with the
+        operations exhaustive scoring applies to every row (the same bits). A row outside the
+        union scores at most ``bound``: its query-independent part is at most the last static
+        candidate's, its cosine at most the last dense candidate's (the one approximation: the
+        probed lists are taken to hold the best cosines), its BM25 at most the larger of the
+        last lexical candidate's and the sum of the capped postings' last weights (0 when no
+        row was left out), the date and speaker weights only if their sources were cut, and
+        its relevance plus ``context`` lift at most ``max(w_semantic + w_lexical, w_context)``
+        times the relevance bound (its neighbours are not dense or lexical candidates either).
 
         Args:
-            partial: Every row's score before the query-dependent components.
             widen: Factor on every source's size (the retriever widens until the first
                 packed records score above the bound).
+
+        Returns:
+            The scores, or None when the clock is behind the data (the decay bases cannot be
+            scaled to ``now_ms``): the caller then scores every row.
         """
         config = self.config
-        eligible = candidates.eligible
-        static_k = config.static_candidates * widen
-        probed = self.dense_index(snapshot).probe(query_vector, config.dense_probes * widen)
-        probed = probed[eligible[probed]]
-        cosine = self._cosine(snapshot, query_vector, candidates, probed)
-        dense = _top(cosine, probed, config.dense_candidates * widen)
-        matching = np.flatnonzero(lexical)  # BM25 is over eligible rows only
-        lexical_rows = _top(lexical[matching], matching, config.lexical_candidates * widen)
-        static = _top(partial[candidates.rows], candidates.rows, static_k)
-        sources: dict[str, Rows] = {"dense": dense, "lexical": lexical_rows, "static": static}
-        cut = 0.0  # weights of the date and speaker sources that left rows out
-        if dated is not None:
-            on_day = np.flatnonzero(dated & eligible)
-            sources["date"] = _top(partial[on_day], on_day, static_k)
-            cut += weights.date if len(on_day) > static_k else 0.0
-        speaking = speakers[eligible[speakers]]
-        if len(speaking):
-            sources["speaker"] = _top(partial[speaking], speaking, static_k)
-            cut += weights.speaker if len(speaking) > static_k else 0.0
-        matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
         n = snapshot.n
+        importance_base, recency_base = (self._importance_base(snapshot, memory),
+                                         self._recency_base(snapshot, memory))
+        importance_scale, recency_scale = importance_base.scale(now_ms), \
+            recency_base.scale(now_ms)
+        if importance_scale is None or recency_scale is None:
+            return None
+        layer, access, fixed = self._fixed_part(snapshot, request, weights)
+        # ``_add_decaying``'s terms: added only when both the weight and the scale are non-0
+        decaying = [(weight * scale, base.base) for weight, scale, base in (
+            (weights.importance, importance_scale, importance_base),
+            (weights.recency, recency_scale, recency_base)) if weight and scale]
+
+        def static_of(rows: Rows) -> F64:
+            """The query-independent part of ``rows``' scores, as ``_score`` sums it."""
+            values: F64 = fixed[rows]
+            for factor, base in decaying:
+                values += factor * base[rows]
+            return values
+
+        eligible = candidates.eligible
+
+        def is_eligible(rows: Rows) -> B:
+            found: B = eligible[rows]
+            return found
+
+        query = (request.query or "").strip()
+        query_terms = terms(query)
+        k = config.static_candidates * widen
+        order = self._static_order(snapshot, request, weights, memory, fixed,
+                                   importance_base, recency_base)
+        scale = max(importance_scale, recency_scale)
+        static = top_static(order, scale, k, is_eligible, static_of)
+        sources: dict[str, Rows] = {}
+        dense, dense_least, probed = self._dense_source(snapshot, candidates, query_vector,
+                                                        config.dense_probes * widen,
+                                                        config.dense_candidates * widen)
+        postings = self._query_postings(snapshot, candidates, query_terms)
+        lexical_rows, best, lexical_out = self._lexical_source(
+            snapshot, candidates, postings, config.lexical_candidates * widen)
+        sources.update(dense=dense, lexical=lexical_rows, static=static.rows)
+        cut = 0.0  # weights of the date and speaker sources that left rows out
+        spans = query_spans(query)
+        tolerance = config.date_tolerance_ms
+        created = snapshot.created_at
+        if spans:
+            on_day = self._dated_rows(snapshot, spans, tolerance, k)
+            if on_day is None:  # too many to list: read the static order for them
+                def dated_ok(rows: Rows) -> B:
+                    return is_eligible(rows) & date_match(created[rows], spans, tolerance)
+                top = top_static(order, scale, k, dated_ok, static_of)
+            else:
+                top = _top_of(on_day[eligible[on_day]], k, static_of)
+            sources["date"] = top.rows
+            cut += 0.0 if top.complete else weights.date
+        speakers = self.index.speaker_rows(query_terms, n)
+        if len(speakers):
+            if len(speakers) > _LISTED * k:
+                def speaking(rows: Rows) -> B:
+                    return is_eligible(rows) & member(speakers, rows)
+                top = top_static(order, scale, k, speaking, static_of)
+            else:
+                top = _top_of(speakers[eligible[speakers]], k, static_of)
+            if len(top.rows):
+                sources["speaker"] = top.rows
+            cut += 0.0 if top.complete else weights.speaker
+        matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
         if matrix is not None:
-            near = _neighbours_of(matrix, np.concatenate((sources["dense"], sources["lexical"])),
-                                  n)
+            near = _neighbours_of(matrix, np.concatenate((dense, lexical_rows)), n)
             sources["context"] = near[eligible[near]]
         rows = _distinct(np.concatenate(list(sources.values())), n)
         need = rows if matrix is None else _distinct(
             np.concatenate((rows, _neighbours_of(matrix, rows, n))), n)
+
+        # the components of ``need`` (the union and its time neighbours), as ``_score``
+        # computes them for every row; ``at`` picks the union's entries
+        at = np.searchsorted(need, rows)
+        semantic, mode = self._semantic_at(snapshot, query_terms, query_vector, candidates,
+                                           need, probed)
+        bm25 = bm25_at(postings, need)
+        lexical = bm25 / best if best > 0 else bm25
+        speaker = member(speakers, need)
+        dated = date_match(created[need], spans, tolerance) if spans else None
+        scores = static_of(need)
+        scores += weights.semantic * semantic
+        scores += weights.lexical * lexical
+        scores[speaker] += weights.speaker
+        if dated is not None:
+            scores += weights.date * dated
+        context = np.zeros(len(need), dtype=np.float64)
+        relevance_weight = weights.semantic + weights.lexical
+        lend = matrix is not None and relevance_weight > 0 and bool(
+            len(self._neighbours(snapshot)[1]))
+        if matrix is not None and lend:
+            # as ``_score``: float32 relevance, 0 for ineligible rows and for "no neighbour"
+            relevance = np.zeros(len(need) + 1, dtype=np.float32)
+            np.multiply(semantic, weights.semantic / relevance_weight, out=relevance[:-1])
+            relevance[:-1] += (weights.lexical / relevance_weight) * lexical
+            relevance[:-1][~eligible[need]] = 0.0
+            lines = matrix[rows]
+            found = np.searchsorted(need, lines)
+            found[lines < 0] = len(need)  # the extra 0 at the end
+            lent = context_relevance(relevance, found.astype(np.int32), padded=True)
+            lent -= relevance[at]
+            context[at] = np.maximum(lent, 0.0)
+            scores += weights.context * context
+
+        full = np.zeros(n, dtype=np.float64)
+        full[rows] = scores[at]
         bound = -math.inf
         if len(rows) < candidates.count:
-            relevance = weights.semantic * _least(cosine[np.isin(probed, dense)]) + \
-                weights.lexical * (_least(lexical[lexical_rows])
-                                   if len(lexical_rows) < len(matching) else 0.0)
-            lift = weights.context if matrix is not None and config.context_neighbours else 0.0
+            relevance_bound = weights.semantic * dense_least + weights.lexical * (
+                lexical_out / best if best > 0 else 0.0)
+            lift = weights.context if matrix is not None else 0.0
             share = weights.semantic + weights.lexical
-            bound = _least(partial[static]) + cut + relevance * (
+            bound = _least(static.values) + cut + relevance_bound * (
                 max(share, lift) / share if share > 0 else 1.0)
-        return Picked(rows, need.astype(np.intp),
-                      {name: len(found) for name, found in sources.items()}, bound)
+        picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
+                        bound)
+
+        def spread(values: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:
+            """A full-length component column of ``need``'s values (built when read)."""
+            def build() -> F64:
+                out = np.zeros(n, dtype=np.float64)
+                out[need] = values
+                return out
+            return build
+
+        columns: dict[int, Callable[[], npt.ArrayLike]] = {
+            COL.layer: _constant(layer), COL.access: _constant(access),
+            COL.importance: _scaled(importance_base.base, importance_scale),
+            COL.recency: _scaled(recency_base.base, recency_scale),
+            COL.semantic: spread(semantic), COL.lexical: spread(lexical),
+            COL.speaker: spread(speaker.astype(np.float64))}
+        if dated is not None:
+            columns[COL.date] = spread(dated.astype(np.float64))
+        if lend:
+            columns[COL.context] = spread(context)
+        neighbours = matrix if matrix is not None else np.zeros((n, 0), dtype=np.int32)
+        return Scored(full, mode, neighbours, columns, picked)
+
+    def _fixed_part(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                    weights: ScoringWeights) -> tuple[F64, F64, F64]:
+        """The layer and access columns and their weighted sum (cached per view state)."""
+        n = snapshot.n
+        table = self.config.layer_weights[request.purpose]
+        layer_key = tuple(table.get(layer, 0.0) for layer in LAYERS)
+        cap = self.config.access_cap
+        layer = _appended(snapshot, ("layer", layer_key),
+                          lambda start: layer_component(snapshot.layer[start:n], table))
+        access = _appended(snapshot, ("access", cap),
+                           lambda start: access_frequency(snapshot.access_count[start:n], cap),
+                           reads_access=True)
+        key = ("layer+access", layer_key, cap, weights.layer, weights.access)
+        fixed = _appended(snapshot, key, lambda start: weights.layer * layer[start:]
+                          + weights.access * access[start:], reads_access=True)
+        return layer, access, fixed
+
+    def _static_order(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                      weights: ScoringWeights, memory: MemoryConfig, fixed: F64,
+                      importance: Decaying, recency_base: Decaying) -> StaticOrder:
+        """The view state's :class:`~engine.retrieval.candidates.StaticOrder` for these
+        weights: the last one of the lineage updated (access counting, appends), else sorted.
+        """
+        table = self.config.layer_weights[request.purpose]
+        key = ("static order", tuple(table.get(layer, 0.0) for layer in LAYERS),
+               self.config.access_cap, weights.layer, weights.access, weights.importance,
+               weights.recency, memory.importance_decay_half_life_days,
+               memory.importance_boost, float(memory.decay_half_life_ms))
+
+        def compute() -> StaticOrder:
+            decaying: F64 = weights.importance * importance.base
+            decaying += weights.recency * recency_base.base
+            with self._lock:
+                last = self._static_orders.get(key)
+            value = StaticOrder.of(fixed, decaying, snapshot.lineage) if last is None \
+                else last.updated(fixed, decaying, snapshot.lineage)
+            with self._lock:
+                self._static_orders[key] = value
+                while len(self._static_orders) > _STATIC_ORDERS:
+                    self._static_orders.pop(next(iter(self._static_orders)))
+            return value
+
+        return _derived(snapshot, key, compute, reads_access=True)
+
+    def _dense_source(self, snapshot: ViewSnapshot, candidates: Candidates, query: F32,
+                      probes: int, size: int) -> tuple[Rows, float, tuple[Rows, F64]]:
+        """The best (centred) cosines among the eligible rows of the probed lists.
+
+        Returns:
+            (those rows, the least of their cosines — what a row outside them is taken to
+            score at most —, the probed rows ascending and their cosines, which the scoring
+            of the union reuses).
+        """
+        probed = self.dense_index(snapshot).probe(query, probes)
+        probed = probed[candidates.eligible[probed]]
+        cosine = self._cosine(snapshot, query, candidates, probed)
+        if len(probed) <= size:
+            return probed, _least(cosine), (probed, cosine)
+        top = np.argpartition(-cosine, size - 1)[:size]
+        return probed[top], float(cosine[top].min()), (probed, cosine)
+
+    def _query_postings(self, snapshot: ViewSnapshot, candidates: Candidates,
+                        query_terms: Sequence[str]) -> list[tuple[Rows, F64]]:
+        """Each query term's postings among the candidates (rows ascending, BM25 weights),
+        in query order, terms without postings left out (as ``_lexical`` sums them)."""
+        if not candidates.count:
+            return []
+        return [(rows, values) for rows, values in (
+            self._term_bm25(snapshot, candidates, word) for word in dict.fromkeys(query_terms))
+            if len(rows)]
+
+    def _lexical_source(self, snapshot: ViewSnapshot, candidates: Candidates,
+                        postings: list[tuple[Rows, F64]], size: int
+                        ) -> tuple[Rows, float, float]:
+        """The ``size`` best BM25 rows among each term's ``size`` highest-impact postings.
+
+        Returns:
+            (the rows, the best BM25 of any candidate — ``_lexical``'s divisor, exact —, the
+            most BM25 a row left out can have).
+        """
+        if not postings:
+            return np.zeros(0, dtype=np.intp), 0.0, 0.0
+        longest = max(len(rows) for rows, _ in postings)
+        depth = size
+        while True:
+            # each term's ``depth`` highest-impact postings; a row outside all of them has at
+            # most the sum of their last weights (``unread``): read deeper until ``size`` rows
+            # found score at least that, or every posting is read
+            prefixes = [impact_prefix(rows, values, depth) for rows, values in postings]
+            found = _distinct(np.concatenate([rows for rows, _ in prefixes]), snapshot.n)
+            bm25 = bm25_at(postings, found)
+            unread = slack(sum(last for _, last in prefixes))
+            enough = len(found) > size and float(
+                np.partition(bm25, len(found) - size)[len(found) - size]) >= unread
+            if enough or depth >= longest:
+                break
+            depth *= 4
+        best = float(bm25.max()) if len(bm25) else 0.0
+        if best < unread:  # a row outside the prefixes might be the best: sum them all
+            best = self._bm25_max(snapshot, postings)
+        if len(found) > size:
+            top = np.argpartition(-bm25, size - 1)[:size]
+            unread = max(unread, slack(float(bm25[top].min())))
+            found = found[top]
+        return found, best, unread
+
+    @staticmethod
+    def _bm25_max(snapshot: ViewSnapshot, postings: list[tuple[Rows, F64]]) -> float:
+        """The best BM25 of every row holding a query term (as ``_lexical`` finds it)."""
+        bm25 = np.zeros(snapshot.n, dtype=np.float64)
+        for rows, values in postings:
+            bm25[rows] += values
+        return float(bm25.max())
+
+    def _dated_rows(self, snapshot: ViewSnapshot, spans: Sequence[DateSpan], tolerance: float,
+                    k: int) -> Rows | None:
+        """The rows created within ``tolerance`` of ``spans`` (a slice of the creation-time
+        order per span), or None when there are more than ``_LISTED × k`` of them."""
+        n = snapshot.n
+        order = _grown(snapshot, "created order",
+                       lambda: CreatedOrder.of(snapshot.created_at[:n]),
+                       lambda old, start: old.extended(snapshot.created_at[:n], start))
+        found = [order.within(span.start - tolerance, span.end + tolerance) for span in spans]
+        if sum(len(rows) for rows in found) > _LISTED * k:
+            return None
+        return _distinct(np.concatenate(found), n)
 
     def dense_index(self, snapshot: ViewSnapshot) -> IvfIndex:
         """The view state's dense index (built on first use, extended on appends); its
@@ -752,7 +1012,8 @@ class Retriever:
 
     def _term_bm25(self, snapshot: ViewSnapshot, candidates: Candidates, word: str
                    ) -> tuple[Rows, F64]:
-        """One query term's BM25 contribution to the candidates that hold it (cached).
+        """One query term's BM25 contribution to the candidates that hold it (cached), rows
+        ascending.
 
         The term lengths, their total over the candidates and each term's postings among them
         are extended on appends; the weights (which every append changes through the live count
@@ -770,6 +1031,10 @@ class Retriever:
 
         def postings(start: int, old: tuple[Rows, F64] | None) -> tuple[Rows, F64]:
             rows, tfs = index.term_postings(word, eligible, start)
+            # ascending, for the candidate path's look-ups (bm25_at); appended rows follow
+            # every earlier one
+            ascending = np.argsort(rows, kind="stable")
+            rows, tfs = rows[ascending], tfs[ascending]
             if old is None:
                 return rows, tfs
             return append_rows(old[0], rows), append_rows(old[1], tfs)
@@ -976,22 +1241,31 @@ def _proven(scores: F64, packed: Sequence[int], bound: float, count: int) -> boo
     return not first or float(scores[first[-1]]) > bound
 
 
-def _top(values: F64, rows: Rows, k: int) -> Rows:
-    """The ``k`` of ``rows`` with the largest ``values`` (``values[i]`` is ``rows[i]``'s)."""
+def _top_of(rows: Rows, k: int, value: Callable[[Rows], F64]) -> TopStatic:
+    """The ``k`` of ``rows`` with the best ``value`` (a listed date or speaker source)."""
+    values = value(rows)
     if len(rows) <= k:
-        return rows
-    return rows[np.argpartition(-values, k - 1)[:k]]
-
-
-def _distinct(rows: npt.NDArray[np.integer[Any]], n: int) -> Rows:
-    """``rows`` (of ``n``) without repeats, ascending: a mask, cheaper than sorting them."""
-    return np.flatnonzero(_scored_mask(rows, n))
+        return TopStatic(rows, values, True, len(rows))
+    top = np.argpartition(-values, k - 1)[:k]
+    return TopStatic(rows[top], values[top], False, len(rows))
 
 
 def _neighbours_of(matrix: npt.NDArray[np.int32], rows: Rows, n: int) -> Rows:
-    """The distinct time neighbours of ``rows`` (lines of the neighbour matrix, -1 = none)."""
+    """The distinct time neighbours of ``rows`` (lines of the neighbour matrix, -1 = none),
+    ascending."""
     near = matrix[rows].ravel()
     return _distinct(near[near >= 0], n)
+
+
+def _distinct(rows: npt.NDArray[np.integer[Any]], n: int) -> Rows:
+    """``rows`` (of ``n``) without repeats, ascending: sorted when they are few, else through
+    a mask (cheaper than sorting many)."""
+    if len(rows) * 32 < n:
+        ordered = np.sort(rows).astype(np.intp, copy=False)
+        if len(ordered) < 2:
+            return ordered
+        return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+    return np.flatnonzero(_scored_mask(rows, n))
 
 
 def _scored_mask(rows: npt.NDArray[np.integer[Any]], n: int) -> B:
