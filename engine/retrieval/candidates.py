@@ -66,18 +66,21 @@ class StaticOrder:
 
     The query-independent part of a row's score at time ``now`` is
     ``fixed + a·importance + r·recency`` with ``a = w_i·s_i(now)`` and ``r = w_r·s_r(now)``
-    (the bases at the decay epoch, :class:`~engine.retrieval.scoring.Decaying`), which is at
-    most ``fixed + max(s_i, s_r)·decaying`` with ``decaying = w_i·importance + w_r·recency``
-    (every term is ≥ 0). Rows unread past a position therefore score at most
-    ``suffix_fixed[position] + max(s_i, s_r)·decaying[order[position]]``.
+    (the bases at the decay epoch, :class:`~engine.retrieval.scoring.Decaying`, scaled to
+    ``now``). The order is by ``decaying = a₀·importance + r₀·recency`` for the coefficients
+    of the request it was sorted for; as every term is ≥ 0, a later request's part is at most
+    ``fixed + q·decaying`` with ``q = max(a/a₀, r/r₀)`` (1 at the time it was sorted for, below
+    1 later: recency decays faster than importance). Rows unread past a position therefore
+    score at most ``suffix_fixed[position] + q·decaying[order[position]]``.
 
     Attributes:
         fixed: The non-decaying part (weighted layer + access) by row.
-        decaying: ``w_i·importance + w_r·recency`` at the decay epoch, by row.
+        decaying: ``a₀·importance + r₀·recency`` by row.
         order: All rows (live or not: eligibility is checked when read) by descending
             ``decaying``.
         suffix_fixed: ``suffix_fixed[i]`` = the largest ``fixed`` of ``order[i:]``
             (one extra entry, -inf, past the end).
+        coefficients: ``(a₀, r₀)``.
         lineage: The view lineage it describes (see ``ViewSnapshot.lineage``).
     """
 
@@ -85,6 +88,7 @@ class StaticOrder:
     decaying: F64
     order: Rows
     suffix_fixed: F64
+    coefficients: tuple[float, float]
     lineage: int
 
     @property
@@ -93,28 +97,34 @@ class StaticOrder:
         return len(self.order)
 
     @classmethod
-    def of(cls, fixed: F64, decaying: F64, lineage: int) -> StaticOrder:
+    def of(cls, fixed: F64, importance: F64, recency: F64, coefficients: tuple[float, float],
+           lineage: int) -> StaticOrder:
         """A full sort (O(n log n)): on first use, and when many rows changed."""
+        decaying = _decaying(importance, recency, coefficients)
         order = np.argsort(-decaying, kind="stable").astype(np.intp)
-        return cls(fixed, decaying, order, _suffix_max(fixed[order]), lineage)
+        return cls(fixed, decaying, order, _suffix_max(fixed[order]), coefficients, lineage)
 
-    def updated(self, fixed: F64, decaying: F64, lineage: int) -> StaticOrder:
-        """This order for new columns: the rows whose values changed (access counting changes
-        a few rows' access component and importance) and the rows appended since are taken
-        out and merged back in at their place (O(n) memory moves instead of a sort); a
-        re-sort when the lineage changed or many rows did (a decay epoch moved).
+    def updated(self, fixed: F64, importance: F64, recency: F64,
+                coefficients: tuple[float, float], lineage: int) -> StaticOrder:
+        """This order for new columns, keeping its coefficients: the rows whose values
+        changed (access counting changes a few rows' access component and importance) and
+        the rows appended since are taken out and merged back in at their place (O(n) memory
+        moves instead of a sort); sorted again for ``coefficients`` when the lineage changed
+        or many rows did (a decay epoch moved).
         """
         old = self.n
         n = len(fixed)
         if lineage != self.lineage or n < old:
-            return StaticOrder.of(fixed, decaying, lineage)
+            return StaticOrder.of(fixed, importance, recency, coefficients, lineage)
+        decaying = _decaying(importance, recency, self.coefficients)
         changed = np.flatnonzero((fixed[:old] != self.fixed) | (decaying[:old] != self.decaying))
         moved = np.concatenate((changed, np.arange(old, n, dtype=np.intp))) \
             if n > old else changed
         if len(moved) * _RESORT_SHARE > n:
-            return StaticOrder.of(fixed, decaying, lineage)
+            return StaticOrder.of(fixed, importance, recency, coefficients, lineage)
         if not len(moved):
-            return StaticOrder(fixed, decaying, self.order, self.suffix_fixed, lineage)
+            return StaticOrder(fixed, decaying, self.order, self.suffix_fixed,
+                               self.coefficients, lineage)
         gone = np.zeros(n, dtype=np.bool_)
         gone[changed] = True
         kept = self.order[~gone[self.order]]
@@ -123,7 +133,22 @@ class StaticOrder:
         # exceed (negated, the order ascends, which searchsorted needs)
         at = np.searchsorted(-decaying[kept], -decaying[moved], side="right")
         order = np.insert(kept, at, moved)
-        return StaticOrder(fixed, decaying, order, _suffix_max(fixed[order]), lineage)
+        return StaticOrder(fixed, decaying, order, _suffix_max(fixed[order]),
+                           self.coefficients, lineage)
+
+    def scale(self, coefficients: tuple[float, float]) -> float:
+        """``q`` for a request's ``(a, r)`` (see the class docstring)."""
+        ratios = [0.0]
+        for now, then in zip(coefficients, self.coefficients, strict=True):
+            if now > 0:
+                ratios.append(now / then if then > 0 else math.inf)
+        return max(ratios)
+
+
+def _decaying(importance: F64, recency: F64, coefficients: tuple[float, float]) -> F64:
+    decaying: F64 = coefficients[0] * importance
+    decaying += coefficients[1] * recency
+    return decaying
 
 
 def _suffix_max(values: F64) -> F64:
@@ -157,7 +182,7 @@ def top_static(order: StaticOrder, scale: float, k: int, accept: Callable[[Rows]
     algorithm over ``order``).
 
     Args:
-        scale: ``max(s_i, s_r)`` of the request (see :class:`StaticOrder`), ≥ 0.
+        scale: :meth:`StaticOrder.scale` of the request's coefficients.
         accept: Which of some rows may be proposed (eligible; created on the query's day).
         value: The exact query-independent part of some rows' scores.
 

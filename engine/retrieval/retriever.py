@@ -126,6 +126,7 @@ WIDEN_LIMIT = 16  # most the candidate path multiplies its sources by before it 
 # it reads them off the static order (the rows of a month can be a third of the store)
 _LISTED = 8
 _STATIC_ORDERS = 8  # static orders kept for updating (one per weights in use)
+_FLOAT32_MARGIN = 1e-5  # relative rounding of a relevance held in float32, with room
 
 
 @dataclass(frozen=True, slots=True)
@@ -734,9 +735,11 @@ class Retriever:
         query = (request.query or "").strip()
         query_terms = terms(query)
         k = config.static_candidates * widen
+        coefficients = (weights.importance * importance_scale,
+                        weights.recency * recency_scale)
         order = self._static_order(snapshot, request, weights, memory, fixed,
-                                   importance_base, recency_base)
-        scale = max(importance_scale, recency_scale)
+                                   importance_base, recency_base, coefficients)
+        scale = order.scale(coefficients)
         static = top_static(order, scale, k, is_eligible, static_of)
         sources: dict[str, Rows] = {}
         dense, dense_least, probed = self._dense_source(snapshot, candidates, query_vector,
@@ -771,9 +774,28 @@ class Retriever:
             if len(top.rows):
                 sources["speaker"] = top.rows
             cut += 0.0 if top.complete else weights.speaker
+        # what a row outside the union can have of each relevance part: at most the last
+        # dense candidate's cosine and the lexical source's bound
+        share = weights.semantic + weights.lexical
+        lexical_bound = lexical_out / best if best > 0 else 0.0
+        relevance_bound = weights.semantic * dense_least + weights.lexical * lexical_bound
         matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
+        known = probed
         if matrix is not None:
-            near = _neighbours_of(matrix, np.concatenate((dense, lexical_rows)), n)
+            # only a dense or lexical row more relevant than that bound lends a neighbour more
+            # than the bound allows: the neighbours of those rows are the context source
+            lenders = _distinct(np.concatenate((dense, lexical_rows)), n)
+            known = _with_cosines(probed, lexical_rows, lambda rows: self._cosine(
+                snapshot, query_vector, candidates, rows))
+            if share > 0:
+                lender_semantic, _ = self._semantic_at(snapshot, query_terms, query_vector,
+                                                       candidates, lenders, known)
+                lender_bm25 = bm25_at(postings, lenders)
+                lender_lexical = lender_bm25 / best if best > 0 else lender_bm25
+                lending = weights.semantic * lender_semantic + weights.lexical * lender_lexical
+                # a margin for the float32 relevance the context lift is computed in
+                lenders = lenders[lending > relevance_bound * (1.0 - _FLOAT32_MARGIN)]
+            near = _neighbours_of(matrix, lenders, n)
             sources["context"] = near[eligible[near]]
         rows = _distinct(np.concatenate(list(sources.values())), n)
         need = rows if matrix is None else _distinct(
@@ -783,7 +805,7 @@ class Retriever:
         # computes them for every row; ``at`` picks the union's entries
         at = np.searchsorted(need, rows)
         semantic, mode = self._semantic_at(snapshot, query_terms, query_vector, candidates,
-                                           need, probed)
+                                           need, known)
         bm25 = bm25_at(postings, need)
         lexical = bm25 / best if best > 0 else bm25
         speaker = member(speakers, need)
@@ -816,10 +838,7 @@ class Retriever:
         full[rows] = scores[at]
         bound = -math.inf
         if len(rows) < candidates.count:
-            relevance_bound = weights.semantic * dense_least + weights.lexical * (
-                lexical_out / best if best > 0 else 0.0)
             lift = weights.context if matrix is not None else 0.0
-            share = weights.semantic + weights.lexical
             bound = _least(static.values) + cut + relevance_bound * (
                 max(share, lift) / share if share > 0 else 1.0)
         picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
@@ -865,9 +884,11 @@ class Retriever:
 
     def _static_order(self, snapshot: ViewSnapshot, request: RetrievalRequest,
                       weights: ScoringWeights, memory: MemoryConfig, fixed: F64,
-                      importance: Decaying, recency_base: Decaying) -> StaticOrder:
+                      importance: Decaying, recency_base: Decaying,
+                      coefficients: tuple[float, float]) -> StaticOrder:
         """The view state's :class:`~engine.retrieval.candidates.StaticOrder` for these
-        weights: the last one of the lineage updated (access counting, appends), else sorted.
+        weights: the last one of the lineage updated (access counting, appends), else sorted
+        for this request's ``coefficients`` (importance and recency weight × scale).
         """
         table = self.config.layer_weights[request.purpose]
         key = ("static order", tuple(table.get(layer, 0.0) for layer in LAYERS),
@@ -876,12 +897,10 @@ class Retriever:
                memory.importance_boost, float(memory.decay_half_life_ms))
 
         def compute() -> StaticOrder:
-            decaying: F64 = weights.importance * importance.base
-            decaying += weights.recency * recency_base.base
             with self._lock:
                 last = self._static_orders.get(key)
-            value = StaticOrder.of(fixed, decaying, snapshot.lineage) if last is None \
-                else last.updated(fixed, decaying, snapshot.lineage)
+            parts = (fixed, importance.base, recency_base.base, coefficients, snapshot.lineage)
+            value = StaticOrder.of(*parts) if last is None else last.updated(*parts)
             with self._lock:
                 self._static_orders[key] = value
                 while len(self._static_orders) > _STATIC_ORDERS:
@@ -928,21 +947,33 @@ class Retriever:
         """
         if not postings:
             return np.zeros(0, dtype=np.intp), 0.0, 0.0
-        longest = max(len(rows) for rows, _ in postings)
-        depth = size
+        n = snapshot.n
+        depths = [size] * len(postings)
+        prefixes = [impact_prefix(rows, values, size) for rows, values in postings]
+        found = _distinct(np.concatenate([rows for rows, _ in prefixes]), n)
+        bm25 = bm25_at(postings, found)
         while True:
-            # each term's ``depth`` highest-impact postings; a row outside all of them has at
-            # most the sum of their last weights (``unread``): read deeper until ``size`` rows
-            # found score at least that, or every posting is read
-            prefixes = [impact_prefix(rows, values, depth) for rows, values in postings]
-            found = _distinct(np.concatenate([rows for rows, _ in prefixes]), snapshot.n)
-            bm25 = bm25_at(postings, found)
+            # a row outside every term's prefix has at most the sum of their last weights
+            # (``unread``): read deeper, the term whose last weight is highest first, until
+            # ``size`` rows found score at least that (MaxScore: a frequent term's weights are
+            # low and flat, and reading it deeper would lower the sum least)
             unread = slack(sum(last for _, last in prefixes))
-            enough = len(found) > size and float(
-                np.partition(bm25, len(found) - size)[len(found) - size]) >= unread
-            if enough or depth >= longest:
+            if len(found) >= size and float(
+                    np.partition(bm25, len(found) - size)[len(found) - size]) >= unread:
                 break
-            depth *= 4
+            term = max(range(len(prefixes)), key=lambda t: prefixes[t][1])
+            if prefixes[term][1] <= 0.0:
+                break  # every posting is read
+            depths[term] *= 4
+            prefixes[term] = impact_prefix(*postings[term], depths[term])
+            added = prefixes[term][0]
+            added = _distinct(added[~member(found, np.sort(added))], n) if len(added) \
+                else added
+            if len(added):
+                merged = np.concatenate((found, added))
+                order = np.argsort(merged, kind="stable")
+                found = merged[order]
+                bm25 = np.concatenate((bm25, bm25_at(postings, added)))[order]
         best = float(bm25.max()) if len(bm25) else 0.0
         if best < unread:  # a row outside the prefixes might be the best: sum them all
             best = self._bm25_max(snapshot, postings)
@@ -1248,6 +1279,18 @@ def _top_of(rows: Rows, k: int, value: Callable[[Rows], F64]) -> TopStatic:
         return TopStatic(rows, values, True, len(rows))
     top = np.argpartition(-values, k - 1)[:k]
     return TopStatic(rows[top], values[top], False, len(rows))
+
+
+def _with_cosines(known: tuple[Rows, F64], rows: Rows, cosine: Callable[[Rows], F64]
+                  ) -> tuple[Rows, F64]:
+    """``known`` (rows ascending, their cosines) with the cosines of ``rows`` it lacks."""
+    missing = rows[~member(known[0], rows)]
+    if not len(missing):
+        return known
+    missing = np.sort(missing)
+    merged = np.concatenate((known[0], missing))
+    order = np.argsort(merged, kind="stable")
+    return merged[order], np.concatenate((known[1], cosine(missing)))[order]
 
 
 def _neighbours_of(matrix: npt.NDArray[np.int32], rows: Rows, n: int) -> Rows:
