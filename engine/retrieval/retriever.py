@@ -28,9 +28,11 @@ Flow (seed 002 §9):
 6. The engine emits ``memory:retrieval`` and counts accesses (not in inspection mode).
 
 Past ``RetrievalConfig.candidate_threshold`` live records, step 2 computes the query's
-components for a candidate set only (:meth:`Retriever._pick`: dense, lexical, static, date,
-speaker and context sources), which is widened until no row outside it can outrank the first
-packed records, else every row is scored (docs/retrieval.md "How candidates are found").
+components for a candidate set only (:meth:`Retriever._score_candidates`: dense, lexical,
+static, date, speaker and context sources, each found without a pass over every row —
+:mod:`engine.retrieval.candidates` — and scored with the same operations as every row is on
+the exhaustive path), which is widened until no row outside it can outrank the first packed
+records, else every row is scored (docs/retrieval.md "How candidates are found").
 
 What does not depend on the query — candidate masks, the importance and recency bases, the
 layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
@@ -236,7 +238,7 @@ class Candidates:
 
 @dataclass(frozen=True, slots=True)
 class Picked:
-    """The candidate path's choice for one request (see ``Retriever._pick``).
+    """The candidate path's choice for one request (see ``Retriever._score_candidates``).
 
     Attributes:
         rows: The union of the sources: the eligible rows whose exact score is ranked,
@@ -246,7 +248,7 @@ class Picked:
         sources: How many rows each source proposed.
         bound: The highest score a row outside ``rows`` can have (-inf when none is
             outside): the sum over the components of what the sources left out (see
-            ``Retriever._pick``).
+            ``Retriever._score_candidates``).
     """
 
     rows: Rows
@@ -260,7 +262,8 @@ class Scored:
     """One request's scores and the pieces its component matrix is built from on demand.
 
     ``picked`` is None when every row was scored; on the candidate path only its ``rows``
-    carry their exact score (the others lack the relevance parts).
+    carry a score (their exact one; the others' are 0, and their query-dependent component
+    columns are 0 outside ``picked.need``).
     """
 
     scores: F64
