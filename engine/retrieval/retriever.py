@@ -249,12 +249,15 @@ class Picked:
         bound: The highest score a row outside ``rows`` can have (-inf when none is
             outside): the sum over the components of what the sources left out (see
             ``Retriever._score_candidates``).
+        cosines: Rows (ascending) whose (centred, clipped) cosine was computed, and those
+            cosines: a widened request reuses them instead of gathering their vectors again.
     """
 
     rows: Rows
     need: Rows
     sources: dict[str, int]
     bound: float
+    cosines: tuple[Rows, F64] = (np.zeros(0, dtype=np.intp), np.zeros(0))
 
 
 @dataclass(slots=True)
@@ -366,7 +369,8 @@ class Retriever:
             compressed.clear()
             compressed_tokens.clear()
             scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
-                                 query_vector, narrow=True, widen=widen)
+                                 query_vector, narrow=True, widen=widen,
+                                 cosines=None if picked is None else picked.cosines)
             picked = scored.picked
             packed, used, stopped = self._pack_ranked(
                 scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
@@ -488,16 +492,17 @@ class Retriever:
     def _score(self, snapshot: ViewSnapshot, request: RetrievalRequest, candidates: Candidates,
                weights: ScoringWeights, now_ms: float, memory: MemoryConfig,
                query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
-               widen: int = 1) -> Scored:
+               widen: int = 1, cosines: tuple[Rows, F64] | None = None) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
         With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
         picks are scored (``Scored.picked``), exactly; when the clock is behind the data (the
-        decay bases cannot be scaled) every row is.
+        decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
+        round of the request computed.
         """
         if narrow and query_vector is not None and (request.query or "").strip():
             scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
-                                            memory, query_vector, widen)
+                                            memory, query_vector, widen, cosines)
             if scored is not None:
                 return scored
         config = self.config
@@ -672,8 +677,8 @@ class Retriever:
 
     def _score_candidates(self, snapshot: ViewSnapshot, request: RetrievalRequest,
                           candidates: Candidates, weights: ScoringWeights, now_ms: float,
-                          memory: MemoryConfig, query_vector: F32, widen: int
-                          ) -> Scored | None:
+                          memory: MemoryConfig, query_vector: F32, widen: int,
+                          cosines: tuple[Rows, F64] | None = None) -> Scored | None:
         """The candidate path: the exact score of the union of the candidate sources, found
         without a pass over every row (docs/retrieval.md "How candidates are found").
 
@@ -703,6 +708,7 @@ class Retriever:
         Args:
             widen: Factor on every source's size (the retriever widens until the first
                 packed records score above the bound).
+            cosines: Rows (ascending) whose cosine an earlier round computed, and those.
 
         Returns:
             The scores, or None when the clock is behind the data (the decay bases cannot be
@@ -747,7 +753,8 @@ class Retriever:
         sources: dict[str, Rows] = {}
         dense, dense_least, probed = self._dense_source(snapshot, candidates, query_vector,
                                                         config.dense_probes * widen,
-                                                        config.dense_candidates * widen)
+                                                        config.dense_candidates * widen,
+                                                        cosines)
         postings = self._query_postings(snapshot, candidates, query_terms)
         lexical_rows, best, lexical_out = self._lexical_source(
             snapshot, candidates, postings, config.lexical_candidates * widen)
@@ -845,7 +852,7 @@ class Retriever:
             bound = _least(static.values) + cut + relevance_bound * (
                 max(share, lift) / share if share > 0 else 1.0)
         picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
-                        bound)
+                        bound, known)
 
         def spread(values: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:
             """A full-length component column of ``need``'s values (built when read)."""
@@ -913,17 +920,25 @@ class Retriever:
         return _derived(snapshot, key, compute, reads_access=True)
 
     def _dense_source(self, snapshot: ViewSnapshot, candidates: Candidates, query: F32,
-                      probes: int, size: int) -> tuple[Rows, float, tuple[Rows, F64]]:
+                      probes: int, size: int, known: tuple[Rows, F64] | None
+                      ) -> tuple[Rows, float, tuple[Rows, F64]]:
         """The best (centred) cosines among the eligible rows of the probed lists.
 
         Returns:
             (those rows, the least of their cosines — what a row outside them is taken to
             score at most —, the probed rows ascending and their cosines, which the scoring
-            of the union reuses).
+            of the union reuses). ``known``'s cosines are reused, not recomputed.
         """
         probed = self.dense_index(snapshot).probe(query, probes)
         probed = probed[candidates.eligible[probed]]
-        cosine = self._cosine(snapshot, query, candidates, probed)
+        if known is None or not len(known[0]):
+            cosine = self._cosine(snapshot, query, candidates, probed)
+        else:
+            found, at = found_at(known[0], probed)
+            cosine = np.empty(len(probed), dtype=np.float64)
+            cosine[found] = known[1][at[found]]
+            if not found.all():  # a row's cosine has the same bits whichever rows it comes with
+                cosine[~found] = self._cosine(snapshot, query, candidates, probed[~found])
         if len(probed) <= size:
             return probed, _least(cosine), (probed, cosine)
         top = np.argpartition(-cosine, size - 1)[:size]
