@@ -257,7 +257,7 @@ class Picked:
     need: Rows
     sources: dict[str, int]
     bound: float
-    cosines: tuple[Rows, F64] = (np.zeros(0, dtype=np.intp), np.zeros(0))
+    cosines: tuple[Rows, F64]
 
 
 @dataclass(slots=True)
