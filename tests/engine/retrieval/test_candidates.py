@@ -79,12 +79,13 @@ class Workload:
 
 class Conversations(Workload):
     """A generated store like an agent's conversations: turns attributed to speakers, some
-    flagged important, dated over two months, some public; accesses counted on a few."""
+    flagged important, dated over two months, some public; accesses counted on a few. One
+    speaker (Zed) is rare: few enough rows to be listed rather than read off the static order."""
 
     SPEAKERS = ("Tim", "Ada Lovelace", "Maria")
 
     def record(self, i: int) -> MemoryRecord:
-        speaker = self.SPEAKERS[i % 4] if i % 4 < 3 else None
+        speaker = "Zed" if i % 101 == 1 else self.SPEAKERS[i % 4] if i % 4 < 3 else None
         text = f"{self.text(10)} item{i}"
         new = NewMemory(f"{speaker}: {text}" if speaker else text,
                         agent_id=f"agent{i % 3}", layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
@@ -285,6 +286,19 @@ def _assert_exact_with_a_bound(candidate: RetrievedBundle, reference: RetrievedB
     left_out = reference.diagnostics.eligible & ~diagnostics.eligible
     assert left_out.any()
     assert float(reference.diagnostics.scores[left_out].max()) <= diagnostics.candidate_bound
+
+
+@pytest.mark.parametrize("query", [*QUERIES, "Zed w1 w4 on 20 May 2025"])
+def test_listed_date_and_speaker_rows_are_exact_too(query: str) -> None:
+    """With 64 static candidates a day's rows (~200) and a rare speaker's (~40) are listed
+    (up to 8 × 64), a month's and a common speaker's read off the static order: both exact."""
+    work = Conversations(4000, seed=5)
+    config = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
+                             static_candidates=64, dense_probes=10_000, proven_records=0)
+    vector = work.query_near(21)
+    reference = _retrieve(EXHAUSTIVE, work, query, vector)
+    candidate = _retrieve(config, work, query, vector, max_tokens=60)
+    _assert_exact_with_a_bound(candidate, reference)
 
 
 def test_date_and_speaker_sources_take_the_best_matching_rows() -> None:
