@@ -295,7 +295,9 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         if windows and not loop.is_closed():
             loop.call_soon_threadsafe(windows[0].show_model_state, status)
 
-    embedder = settings.model_spec().embedder(on_state=on_model_state) if load_model else None
+    # the first launch converts the model in a helper process: torch in this one stalls the GUI
+    embedder = dataclasses.replace(settings.model_spec(), convert_in_child=True).embedder(
+        on_state=on_model_state) if load_model else None
     settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,

@@ -349,7 +349,8 @@ async def _model_load(window: Any, probe: Any, model_cache: Path) -> None:
     from engine.embedding import EmbedderState, ModelSpec
 
     loop = asyncio.get_running_loop()
-    embedder = ModelSpec(cache_dir=str(model_cache)).embedder(
+    # as the app loads it (app.wiring): a first launch converts in a helper process
+    embedder = ModelSpec(cache_dir=str(model_cache), convert_in_child=True).embedder(
         on_state=lambda status: loop.call_soon_threadsafe(window.show_model_state, status))
     probe.phase = "model-load"
     embedder.start_loading()

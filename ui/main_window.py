@@ -803,10 +803,13 @@ class MainWindow(QMainWindow):
         if status.state is EmbedderState.READY:
             text = f"model: ready ({status.model_name})"
             tip = f"{status.model_name}, {status.dimension}-d" + (
-                f", run by {status.backend}" if status.backend else "")
+                f", run by {status.backend}" if status.backend else "") + (
+                f"\n{status.reason}" if status.reason else "")  # e.g. the helper failed
         elif status.state is EmbedderState.FAILED:
             text = "model: fallback (Jaccard)"
             tip = status.reason or "no model"
+        elif status.reason:  # the first launch converts the model (tens of seconds)
+            text, tip = "model: preparing (first launch)…", status.reason
         else:
             text, tip = "model: loading…", f"loading {status.model_name} in the background"
         self.model_label.setText(text)
