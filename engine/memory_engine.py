@@ -674,8 +674,14 @@ class MemoryEngine:
         return after
 
     def delete(self, record_ids: Sequence[str], *, actor: str = "user",
-               reason: str = "deleted") -> list[MemoryRecord]:
+               reason: str = "deleted", batch_size: int | None = None) -> list[MemoryRecord]:
         """Delete records, keeping them in the edit history so the deletion can be undone.
+
+        Args:
+            record_ids: What to delete.
+            actor: Who deletes them (edit history, events).
+            reason: The events' decision reason.
+            batch_size: At most this many ids per Chroma call (``MemoryStore.delete``).
 
         Returns:
             The deleted records as they were.
@@ -687,7 +693,7 @@ class MemoryEngine:
             return []
         with self._write_lock:
             before = self._store.get_many(list(record_ids))
-            self._store.delete(list(record_ids))
+            self._store.delete(list(record_ids), batch_size=batch_size)
             self._record_edits("delete", [(r, None) for r in before], actor=actor)
         for record in before:
             self._events.emit(EVENT_DELETED, record_id=record.id, memory_hash=record.content_hash,
@@ -1050,7 +1056,8 @@ class MemoryEngine:
         """The most recent imports, newest first (undone ones included, marked)."""
         return self._import_log().entries(limit)
 
-    def undo_import(self, import_id: str, *, dry_run: bool = False) -> UndoPlan:
+    def undo_import(self, import_id: str, *, dry_run: bool = False,
+                    batch_size: int | None = None) -> UndoPlan:
         """Take an import back as one step (see :mod:`engine.ingest.imports`).
 
         Deletes the records it inserted, writes back those it merged into or updated,
@@ -1059,6 +1066,8 @@ class MemoryEngine:
 
         Args:
             dry_run: Only plan: return what would be done (for a confirmation).
+            batch_size: At most this many records per Chroma call (deletes and writes back;
+                the app's undo of a consolidation, see :meth:`apply_consolidation`).
 
         Raises:
             RecordNotFound: no import has that id.
@@ -1079,8 +1088,8 @@ class MemoryEngine:
             if dry_run:
                 return plan
             self.delete([r.id for r in plan.delete], actor="undo-import",
-                        reason="import undone")
-            self.restore(plan.restore, actor="undo-import")
+                        reason="import undone", batch_size=batch_size)
+            self.restore(plan.restore, actor="undo-import", batch_size=batch_size)
             review.withdraw(plan.withdraw, entry.aliases)
             log.mark_undone(import_id, plan.counts)
         self._events.emit(EVENT_IMPORT_UNDONE, source="undo-import", force=True,
@@ -1160,7 +1169,8 @@ class MemoryEngine:
         return vectors
 
     def apply_consolidation(self, steps: Sequence[ConsolidationStep], *,
-                            agent_id: str | None = None) -> ConsolidationReport:
+                            agent_id: str | None = None,
+                            batch_size: int | None = None) -> ConsolidationReport:
         """Write chosen steps of a dry run as one undoable pass (the GUI steps through a plan).
 
         Each step is written against the records as they are now, not as the dry run read
@@ -1174,6 +1184,10 @@ class MemoryEngine:
         Args:
             steps: Steps of ``consolidate(dry_run=True)`` (each pair at most once).
             agent_id: The agent the dry run consolidated (recorded in the import log).
+            batch_size: At most this many records per Chroma call (the kept records written,
+                the merged-away ones deleted). The app writes small batches: Chroma's bindings
+                hold the GIL for a whole call, which the GUI thread waits out (an Apply All of
+                100 merges stalled it 230-470 ms; docs/gui.md, "No stall on the GUI thread").
 
         Raises:
             ValidationError: ``steps`` is empty, merges away or defers a record twice, or
@@ -1229,13 +1243,14 @@ class MemoryEngine:
             records = [current[i] for i in wanted]
             vectors = dict(zip(wanted, self._consolidation_vectors(records), strict=True))
             report = self._apply_consolidation(
-                ConsolidationReport(None, False, agent_id, len(records), tuple(fresh)), vectors)
+                ConsolidationReport(None, False, agent_id, len(records), tuple(fresh)), vectors,
+                batch_size=batch_size)
         self._emit_consolidation(report)
         return report
 
     def _apply_consolidation(self, report: ConsolidationReport,
-                             vectors: Mapping[str, npt.NDArray[np.float32] | None]
-                             ) -> ConsolidationReport:
+                             vectors: Mapping[str, npt.NDArray[np.float32] | None], *,
+                             batch_size: int | None = None) -> ConsolidationReport:
         """Write a planned pass as one edit-history batch logged in the import log."""
         from engine.ingest.consolidate import ConsolidationStep, as_new_memory
         from engine.ingest.kinds import Action
@@ -1258,10 +1273,10 @@ class MemoryEngine:
                 vector = vectors.get(record.id)
                 if vector is not None:  # an embedding made for the comparison is kept too
                     matrix[row] = vector
-            self._store.write(after, matrix)
+            self._store.write(after, matrix, batch_size=batch_size)
             self._record_edits("update", pairs, actor="consolidate", batch_id=batch_id)
             gone = [s.other for s in merges]
-            self._store.delete([r.id for r in gone])
+            self._store.delete([r.id for r in gone], batch_size=batch_size)
             self._record_edits("delete", [(r, None) for r in gone], actor="consolidate",
                                batch_id=batch_id)
         deferrals = [s for s in report.steps if s.action is Action.DEFERRED]

@@ -99,15 +99,16 @@ def _update_many(engine: MemoryEngine, ids: Sequence[str],
 
 
 UNDO_BATCH = 8
-"""Records per Chroma call when undo/redo writes records back. Chroma's bindings hold the GIL
-for a whole call: undoing a 200-row delete in one upsert stalled the GUI thread 150-550 ms;
-25 rows per call keep each hold near 20-40 ms (docs/gui.md, "No stall on the GUI thread")."""
+"""Records per Chroma call when undo/redo writes records back, and when a consolidation is
+applied or undone. Chroma's bindings hold the GIL for a whole call: undoing a 200-row delete in
+one upsert stalled the GUI thread 150-550 ms, an Apply All of 100 merges 230-470 ms; 25 rows
+per call keep each hold near 20-40 ms (docs/gui.md, "No stall on the GUI thread")."""
 
 
 def _apply(engine: MemoryEngine, restore: Sequence[MemoryRecord], delete: Sequence[str]) -> None:
     present = engine.stored_ids(delete)
     if present:
-        engine.delete(present, reason="undo")
+        engine.delete(present, reason="undo", batch_size=UNDO_BATCH)
     if restore:
         engine.restore(list(restore), batch_size=UNDO_BATCH)
 
