@@ -1149,14 +1149,8 @@ class MemoryStore:
         except Exception:  # the store is unreachable; the caller already reports the failure
             return
 
-    def delete(self, record_ids: Sequence[str], *, batch_size: int | None = None) -> None:
+    def delete(self, record_ids: Sequence[str]) -> None:
         """Delete records by id (unknown ids raise before anything is deleted).
-
-        Args:
-            record_ids: What to delete.
-            batch_size: At most this many ids per Chroma call (default: Chroma's largest
-                batch); the app's consolidation writes small batches, for the reason given
-                at :meth:`write`.
 
         Raises:
             RecordNotFound: naming the first unknown id.
@@ -1168,10 +1162,9 @@ class MemoryStore:
         for record_id in record_ids:
             if record_id not in view:
                 raise RecordNotFound(record_id)
-        size = self._max_batch if batch_size is None else max(1, min(batch_size, self._max_batch))
         try:
-            for start in range(0, len(record_ids), size):
-                self._collection.delete(ids=list(record_ids[start:start + size]))
+            for start in range(0, len(record_ids), self._max_batch):
+                self._collection.delete(ids=list(record_ids[start:start + self._max_batch]))
         except Exception as exc:
             raise _failure(self._spec, f"deleting from {self.location}", exc) from exc
         view.remove(record_ids)

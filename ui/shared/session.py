@@ -108,7 +108,7 @@ per call keep each hold near 20-40 ms (docs/gui.md, "No stall on the GUI thread"
 def _apply(engine: MemoryEngine, restore: Sequence[MemoryRecord], delete: Sequence[str]) -> None:
     present = engine.stored_ids(delete)
     if present:
-        engine.delete(present, reason="undo", batch_size=UNDO_BATCH)
+        engine.delete(present, reason="undo")
     if restore:
         engine.restore(list(restore), batch_size=UNDO_BATCH)
 
