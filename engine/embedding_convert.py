@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from typing import Any
 from engine.embedding_openvino import Precision, Unsupported
 from engine.errors import EmbeddingUnavailable
 
-__all__ = ["STEPS", "convert_in_child", "load_torch_model", "main"]
+__all__ = ["CONVERT_TIMEOUT_S", "STEPS", "convert_in_child", "load_torch_model", "main"]
 
 STEPS = ("loading the model with torch", "converting it for OpenVINO",
          "loading the converted model")
@@ -43,6 +44,11 @@ STEPS = ("loading the model with torch", "converting it for OpenVINO",
 
 BACKGROUND_NICE = 5
 """How much the child lowers its CPU priority (the same as a bulk import's child)."""
+
+CONVERT_TIMEOUT_S = 900.0
+"""How long the helper may take before it is stopped (and the app converts itself): measured
+20-60 s at load 16-22 on two cores, 10-15 s on a quiet machine; a hung helper must not leave
+the model "preparing" for ever."""
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,7 +76,8 @@ def load_torch_model(path: Path, dimension: int) -> Any:
 
 
 def convert_in_child(model_path: Path, cache_dir: Path, *, dimension: int, precision: Precision,
-                     model_name: str, on_step: Callable[[str], None] | None = None) -> Path:
+                     model_name: str, on_step: Callable[[str], None] | None = None,
+                     timeout_s: float = CONVERT_TIMEOUT_S) -> Path:
     """Convert the model at ``model_path`` and cache it in ``cache_dir``, in a child process.
 
     Blocks until the child is done (call it from the model's load thread): reading the child's
@@ -83,6 +90,7 @@ def convert_in_child(model_path: Path, cache_dir: Path, *, dimension: int, preci
         precision: The precision the child checks the converted model at.
         model_name: Recorded in the cached folder's manifest.
         on_step: Called with each of the child's :data:`STEPS` as it reaches it.
+        timeout_s: The child is stopped if it has not finished by then.
 
     Returns:
         The cached folder (:func:`engine.embedding_openvino.cached_folder` finds it).
@@ -104,6 +112,15 @@ def convert_in_child(model_path: Path, cache_dir: Path, *, dimension: int, preci
         except OSError as exc:
             raise Unsupported(f"the conversion helper could not start: {exc}") from exc
         assert child.stdout is not None
+        stopped = threading.Event()
+
+        def stop() -> None:  # stopping the child ends its stdout, which ends the loop below
+            stopped.set()
+            child.kill()
+
+        watchdog = threading.Timer(timeout_s, stop)
+        watchdog.daemon = True
+        watchdog.start()
         with child:
             for line in child.stdout:
                 try:
@@ -114,8 +131,13 @@ def convert_in_child(model_path: Path, cache_dir: Path, *, dimension: int, preci
                     on_step(str(message["step"]))
                 elif "done" in message or "error" in message:
                     result = message
+        watchdog.cancel()
+        watchdog.join()
         errors.seek(0)
         stderr = errors.read().strip()
+    if result is None and stopped.is_set():
+        raise Unsupported(f"the conversion helper did not finish in {timeout_s:g} s and was "
+                          "stopped")
     if result is None:
         raise Unsupported(f"the conversion helper stopped without a result "
                           f"(exit {child.returncode}): {stderr[-500:] or 'no error output'}")

@@ -176,6 +176,23 @@ def test_a_failed_conversion_helper_falls_back_to_converting_here_and_says_so(
     assert embedder.embed(["a memory"]).shape == (1, 384)
 
 
+def test_a_conversion_helper_that_does_not_finish_is_stopped_and_says_so(
+        tmp_path: Path) -> None:
+    """A hung helper must not leave the model "preparing" for ever: stopped after its time,
+    the caller gets the reason (and the embedder converts in the app, as above)."""
+    from engine.embedding_convert import convert_in_child
+    from engine.embedding_openvino import Precision, Unsupported
+
+    steps: list[str] = []
+    with pytest.raises(Unsupported, match=r"did not finish in 0\.5 s and was stopped"):
+        # half a second: the helper is still importing torch, far from done
+        convert_in_child(default_model_path(), tmp_path / "models", dimension=384,
+                         precision=Precision.AUTO, model_name="all-MiniLM-L6-v2",
+                         on_step=steps.append, timeout_s=0.5)
+    assert steps in ([], ["loading the model with torch"])
+    assert not list(tmp_path.glob("models/openvino-*/model.xml"))  # nothing half-cached
+
+
 def test_torch_when_asked(tmp_path: Path) -> None:
     embedder = _ready(ModelSpec(backend=EmbedBackend.TORCH, cache_dir=str(tmp_path)).embedder())
     assert embedder.status().backend == "torch"
