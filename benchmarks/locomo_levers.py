@@ -63,6 +63,7 @@ from engine.locomo import (  # noqa: E402
 
 Vectors = npt.NDArray[np.float32]
 SESSION_GAP_MS = 3_600_000.0
+BLEND_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)  # the previous-vector mix, nested LOCO's grid
 # (form, alpha) runs per unit: the grid measured for docs/retrieval.md
 CONTEXT_RUNS = {
     "turns": (("date", 0.5), ("date", 1.0), ("previous", 0.3), ("previous", 0.5),
@@ -189,15 +190,78 @@ def print_blend_table(path: Path) -> None:
         ask(engine, *args, **kwargs)
 
     locomo._ask = blended_ask  # type: ignore[assignment]
+    grid: dict[float, dict[str, float]] = {}
     try:
-        for alpha in (0.0, 0.3, 0.5):
+        for alpha in BLEND_GRID:
             result = evaluate_locomo(path, unit="turns",
                                      embedder=MixedEmbedder(VectorCache(), {}, 0.0))
             per = {k: v["ours_hit@5"] for k, v in result.to_json()["by_conversation"].items()}
+            grid[alpha] = per
             print(f"turns, previous vector at query time, alpha {alpha}: {_summary(per)}",
                   flush=True)
     finally:
         locomo._ask = ask
+    print_nested(grid, "alpha")
+
+
+def engine_folds(path: Path, unit: str, **config: Any) -> dict[str, float]:
+    """hit@5 per conversation of the engine with ``config`` replacing fields of its
+    :class:`~engine.config.RetrievalConfig` (e.g. ``semantic_blend=0.3``)."""
+    import dataclasses
+
+    from engine.clock import DeterministicClock
+    from engine.memory_engine import MemoryEngine
+    from engine.store import StoreSpec
+
+    embedder = MixedEmbedder(VectorCache(), {}, 0.0)
+
+    def open_engine(directory: str, clock: DeterministicClock) -> MemoryEngine:
+        engine = MemoryEngine.open(StoreSpec(directory), ledger_path=None, embedder=embedder,
+                                   clock=clock)
+        engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config(), **config))
+        return engine
+
+    result = evaluate_locomo(path, unit=unit, embedder=embedder, open_engine=open_engine)
+    return {k: v["ours_hit@5"] for k, v in result.to_json()["by_conversation"].items()}
+
+
+def print_engine_blend_table(path: Path) -> None:
+    """hit@5 per fold of the engine's ``semantic_blend`` over :data:`BLEND_GRID`, both units,
+    and the nested leave-one-out choice of it (turns)."""
+    for unit in ("turns", "observations"):
+        grid = {}
+        for alpha in BLEND_GRID:
+            grid[alpha] = engine_folds(path, unit, semantic_blend=alpha)
+            print(f"{unit}, engine semantic_blend {alpha}: {_summary(grid[alpha])}", flush=True)
+        print_nested(grid, "alpha")
+
+
+def nested_loco(grid: dict[float, dict[str, float]]) -> dict[str, tuple[float, float]]:
+    """Nested leave-one-conversation-out: for each fold, the grid value with the best mean
+    hit@5 over the other folds (ties: the smaller value), and the held-out fold's hit@5 at it.
+
+    Args:
+        grid: value → {conversation: hit@5}.
+
+    Returns:
+        {conversation: (chosen value, its hit@5 on that conversation)}.
+    """
+    folds = list(next(iter(grid.values())))
+    out = {}
+    for held in folds:
+        def others(value: float, held: str = held) -> float:
+            return float(np.mean([grid[value][f] for f in folds if f != held]))
+        chosen = max(sorted(grid), key=others)  # max keeps the first (smallest) of ties
+        out[held] = (chosen, grid[chosen][held])
+    return out
+
+
+def print_nested(grid: dict[float, dict[str, float]], name: str) -> None:
+    """Print :func:`nested_loco` per fold, its mean and worst fold."""
+    nested = nested_loco(grid)
+    print(f"nested LOCO ({name} chosen on the other four folds): " + ", ".join(
+        f"{fold} {name} {value} -> {hit:.3f}" for fold, (value, hit) in nested.items()))
+    print(f"nested LOCO: {_summary({f: h for f, (_, h) in nested.items()})}", flush=True)
 
 
 def session_rows(path: Path, unit: str) -> list[tuple[str, list[Any]]]:
@@ -301,13 +365,15 @@ def print_sessions_table(path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("table", choices=["context", "blend", "sessions"])
+    parser.add_argument("table", choices=["context", "blend", "engine-blend", "sessions"])
     parser.add_argument("--locomo", type=Path, default=DATA / "locomo" / "locomo_dev.json")
     args = parser.parse_args(argv)
     if args.table == "context":
         print_context_table(args.locomo)
     elif args.table == "blend":
         print_blend_table(args.locomo)
+    elif args.table == "engine-blend":
+        print_engine_blend_table(args.locomo)
     else:
         print_sessions_table(args.locomo)
     return 0
