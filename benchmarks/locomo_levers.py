@@ -218,7 +218,7 @@ def engine_folds(path: Path, unit: str, **config: Any) -> dict[str, float]:
     def open_engine(directory: str, clock: DeterministicClock) -> MemoryEngine:
         engine = MemoryEngine.open(StoreSpec(directory), ledger_path=None, embedder=embedder,
                                    clock=clock)
-        engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config(), **config))
+        engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config, **config))
         return engine
 
     result = evaluate_locomo(path, unit=unit, embedder=embedder, open_engine=open_engine)

@@ -228,6 +228,11 @@ class RetrievalConfig:
         context_window_ms: How close in time a neighbour must be to lend relevance.
         semantic_centering: How far towards the candidates' mean embedding cosine is measured
             from (0: plain cosine; see :class:`engine.retrieval.scoring.Centring`).
+        semantic_blend: At query time, a record's vector is ``norm((1 - a) * v + a * v_prev)``
+            with ``v_prev`` the vector of the record written just before it (same agent and
+            layer, within ``context_window_ms``; eligible for the request): a short reply
+            ("Yes, it was amazing!") takes some of the topic it answers. 0 disables
+            (docs/retrieval.md "Third round").
         date_tolerance_ms: How far outside a day or month the query names a record may have
             been created and still match it (the ``date`` component; time zones, notes
             written the day after).
@@ -261,6 +266,7 @@ class RetrievalConfig:
     context_neighbours: int = 2
     context_window_ms: float = 600_000.0
     semantic_centering: float = 0.5
+    semantic_blend: float = 0.0
     date_tolerance_ms: float = 86_400_000.0
     partition_min: int = 4096
     candidate_threshold: int = 50_000
@@ -273,7 +279,8 @@ class RetrievalConfig:
     def __post_init__(self) -> None:
         self._check_tables()
         for name, low, high in (("strategy_share", 0.0, 1.0), ("bm25_b", 0.0, 1.0),
-                                ("semantic_centering", 0.0, 1.0)):
+                                ("semantic_centering", 0.0, 1.0),
+                                ("semantic_blend", 0.0, 1.0)):
             value = getattr(self, name)
             if not _is_number(value) or not low <= value <= high:
                 raise ConfigInvalid(name, value, f"must be in {low}..{high}")
@@ -570,6 +577,7 @@ _RETRIEVAL_SCALARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS": "context_neighbours",
     "MEMORY_RETRIEVAL_CONTEXT_WINDOW_MS": "context_window_ms",
     "MEMORY_RETRIEVAL_SEMANTIC_CENTERING": "semantic_centering",
+    "MEMORY_RETRIEVAL_SEMANTIC_BLEND": "semantic_blend",
     "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "date_tolerance_ms",
     "MEMORY_RETRIEVAL_CANDIDATE_THRESHOLD": "candidate_threshold",
 })
