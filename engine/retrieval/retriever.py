@@ -652,7 +652,8 @@ class Retriever:
         if blend is not None:
             plain = centring
             centring = _derived(snapshot, ("blended centring", candidates.key, strength,
-                                           blend.weight, self.config.context_window_ms),
+                                           blend.weight, self.config.context_window_ms,
+                                           self.config.semantic_blend_layers),
                                 lambda: blend.centring(plain))
         if rows is not None:
             centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
@@ -672,12 +673,14 @@ class Retriever:
 
     def _blend(self, snapshot: ViewSnapshot, candidates: Candidates) -> Blend | None:
         """The view state's :class:`~engine.retrieval.scoring.Blend` for ``candidates`` (None
-        when ``semantic_blend`` is 0). A row's predecessor is its nearest earlier time
-        neighbour (the order the ``context`` component reads, within ``context_window_ms``)
-        when both have a vector and the predecessor is eligible: a record the request may not
-        see (another privacy partition, paused, expired) lends nothing, as in ``context``."""
+        when ``semantic_blend`` is 0). A row of the ``semantic_blend_layers`` is blended with
+        its nearest earlier time neighbour (the order the ``context`` component reads: same
+        agent and layer, within ``context_window_ms``) when both have a vector and the
+        predecessor is eligible: a record the request may not see (another privacy partition,
+        paused, expired) lends nothing, as in ``context``."""
         weight = self.config.semantic_blend
-        if weight <= 0:
+        layers = self.config.semantic_blend_layers
+        if weight <= 0 or not layers:
             return None
         window = self.config.context_window_ms
 
@@ -685,13 +688,14 @@ class Retriever:
             n = snapshot.n
             found = previous_rows(self._time_neighbours(snapshot).order, n, window)
             has = snapshot.has_vector[:n]
-            usable = (found >= 0) & has
+            usable = (found >= 0) & has & np.asarray([layer in layers for layer in LAYERS])[
+                snapshot.layer[:n]]
             usable[usable] &= candidates.eligible[found[usable]] & has[found[usable]]
             found[~usable] = -1
             return found
 
         vectors = snapshot.vectors[:snapshot.n]
-        return _grown(snapshot, ("blend", candidates.key, weight, window),
+        return _grown(snapshot, ("blend", candidates.key, weight, window, layers),
                       lambda: Blend.of(vectors, previous(), weight),
                       lambda old, _: Blend.of(vectors, previous(), weight, old))
 

@@ -128,7 +128,8 @@ def _check(retriever: Retriever, work: Workload, agent: str | None, now: float) 
 # the query-time blend with each record's predecessor (an agent's records are 30 minutes
 # apart here: a window of an hour gives them predecessors, which appends change)
 PLAIN = RetrievalConfig(semantic_blend=0.0)
-BLENDED = RetrievalConfig(semantic_blend=0.3, context_window_ms=3_600_000.0)
+BLENDED = RetrievalConfig(semantic_blend=0.3, context_window_ms=3_600_000.0,
+                          semantic_blend_layers=frozenset(Layer))
 
 
 @pytest.mark.parametrize("config", [PLAIN, BLENDED], ids=["plain", "blended"])

@@ -38,15 +38,16 @@ TURNS = [
 ]
 
 
-def _configure(engine: MemoryEngine, blend: float, centring: float = 0.5) -> None:
+def _configure(engine: MemoryEngine, blend: float, centring: float = 0.5,
+               layers: frozenset[Layer] = frozenset({Layer.EPISODIC})) -> None:
     engine.set_retrieval_config(dataclasses.replace(
-        engine.retrieval_config, semantic_blend=blend, semantic_centering=centring))
+        engine.retrieval_config, semantic_blend=blend, semantic_centering=centring,
+        semantic_blend_layers=layers))
 
 
-def _conversation(engine: MemoryEngine, *, agent: str = "a") -> None:
+def _conversation(engine: MemoryEngine, *, layer: Layer = Layer.EPISODIC) -> None:
     """The turns one second apart, three days ago (one exchange)."""
-    write(engine, [make_record(i, text, layer=Layer.EPISODIC, agent=agent,
-                               age_days=3.0 - i * SECOND_DAYS)
+    write(engine, [make_record(i, text, layer=layer, age_days=3.0 - i * SECOND_DAYS)
                    for i, text in enumerate(TURNS)])
 
 
@@ -139,6 +140,18 @@ def test_only_an_eligible_record_of_the_same_stream_just_before_is_a_predecessor
     assert int(private.blended[_row(private, "r001")]) == -1
     assert private.components[_row(private, "r001"), SEMANTIC] == 0.0
     assert both.components[_row(both, "r001"), SEMANTIC] > 0.0
+
+
+def test_only_the_configured_layers_are_blended(engine: MemoryEngine) -> None:
+    _conversation(engine, layer=Layer.SEMANTIC)  # facts state their own subject
+    _configure(engine, 0.3)
+    facts = _inspect(engine, "pottery workshop")
+    assert not np.any(facts.blended >= 0)
+    _configure(engine, 0.0)
+    assert np.array_equal(_inspect(engine, "pottery workshop").components, facts.components)
+    _configure(engine, 0.3, layers=frozenset({Layer.EPISODIC, Layer.SEMANTIC}))
+    assert int(np.count_nonzero(_inspect(engine, "pottery workshop").blended >= 0)) == \
+        len(TURNS) - 1
 
 
 def test_without_a_model_nothing_is_blended(tmp_path: Path) -> None:

@@ -35,13 +35,15 @@ FORCED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_cand
 PROVE_ALL = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
                             static_candidates=4, dense_probes=10_000, proven_records=10_000)
 # the query-time blend of each record's vector with its predecessor's (docs/retrieval.md
-# "Third round"); the generated records are hours apart, so a wider window gives them
-# predecessors
+# "Third round"), in every layer; the generated records are hours apart, so a wider window
+# gives them predecessors
 BLENDED = {False: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.0),
                   dataclasses.replace(PROVE_ALL, semantic_blend=0.0)),
            True: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.3,
+                                      semantic_blend_layers=frozenset(Layer),
                                       context_window_ms=86_400_000.0),
                   dataclasses.replace(PROVE_ALL, semantic_blend=0.3,
+                                      semantic_blend_layers=frozenset(Layer),
                                       context_window_ms=86_400_000.0))}
 UNWIDENED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
                             static_candidates=4, dense_probes=2, proven_records=0)
@@ -190,8 +192,10 @@ def test_candidates_that_run_out_before_the_budget_fall_back_to_every_row() -> N
 
 AGREEMENT_CONFIGS = {False: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.0),
                              RetrievalConfig(candidate_threshold=0, semantic_blend=0.0)),
-                     True: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.3),
-                            RetrievalConfig(candidate_threshold=0, semantic_blend=0.3))}
+                     True: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.3,
+                                                semantic_blend_layers=frozenset(Layer)),
+                            RetrievalConfig(candidate_threshold=0, semantic_blend=0.3,
+                                            semantic_blend_layers=frozenset(Layer)))}
 
 
 @pytest.mark.parametrize("blend", [False, True])
