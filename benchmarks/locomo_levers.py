@@ -11,7 +11,14 @@
   merges, review) and retrieval run unchanged through :func:`engine.locomo.evaluate_locomo`.
 * ``blend``: the cheaper form of the previous-turn context — after ingest, each turn's stored
   vector blended with the previous turn's (what the retriever could do at query time; dedup
-  compared the plain vectors).
+  compared the plain vectors), over a grid of ``alpha``, with the nested leave-one-out choice
+  of ``alpha`` (for each fold, chosen on the other four).
+* ``engine-blend``: the same through the engine's own ``RetrievalConfig.semantic_blend`` (what
+  shipped), both units, with the nested choice.
+* ``third``: the third round's levers for observations (``--unit``, ``--lever``): BM25 k1 / b,
+  no stemmer, no stop list or a longer one, IDF emphasis, Rocchio feedback on the embedding,
+  the ``date`` weight, an observation's subject as its speaker and names kept out of BM25;
+  each setting's folds and each lever's nested choice (docs/retrieval.md "Third round").
 * ``sessions``: session-level retrieval before turn-level. Records are grouped into sessions
   (created within an hour of each other: LoCoMo's sessions are days apart, turns one second);
   each session is scored for the query (the cosine of its mean vector, its best record's
@@ -27,6 +34,8 @@ Usage::
 
     python benchmarks/locomo_levers.py context  [--locomo FILE]
     python benchmarks/locomo_levers.py blend    [--locomo FILE]
+    python benchmarks/locomo_levers.py engine-blend [--locomo FILE]
+    python benchmarks/locomo_levers.py third    [--unit observations|turns] [--lever NAME]
     python benchmarks/locomo_levers.py sessions [--locomo FILE]
 """
 
