@@ -318,6 +318,18 @@ class RetrievalDiagnostics:
             line += f"; not packed: {_DROP_CODES[code].value}"
         return line
 
+    @property
+    def semantic_label(self) -> str:
+        """How the semantic component was computed, in a few words for a status line: the
+        mode, and how many eligible records were blended with their predecessor
+        (``cosine, 412 blended 0.3 with the previous record``)."""
+        count = int(np.count_nonzero(self.blended[self.eligible] >= 0)) \
+            if len(self.blended) and len(self.eligible) == len(self.blended) else 0
+        if not count:
+            return self.semantic_mode.value
+        return (f"{self.semantic_mode.value}, {count:,} blended {self.semantic_blend:g} with "
+                "the previous record")
+
     def is_blended(self, row: int) -> bool:
         """Whether the semantic component of the row ``row`` is of its vector blended with its
         predecessor's (``semantic_blend``; :attr:`blended` names the predecessor)."""

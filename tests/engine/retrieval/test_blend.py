@@ -115,6 +115,9 @@ def test_a_reply_takes_some_of_the_topic_of_the_turn_before_it(engine: MemoryEng
     assert "blended 0.3 with the previous record's" in blended.explain(reply, parts=9)
     assert "blended" not in blended.explain(opener, parts=9)
     assert blended.to_json(candidates=False)["semantic_blend"] == 0.3
+    # the status line of the Retrieval view and of `search`
+    assert blended.semantic_label == "cosine, 5 blended 0.3 with the previous record"
+    assert alone.semantic_label == "cosine"
 
 
 def test_only_an_eligible_record_of_the_same_stream_just_before_is_a_predecessor(
