@@ -157,6 +157,18 @@ def test_only_the_configured_layers_are_blended(engine: MemoryEngine) -> None:
         len(TURNS) - 1
 
 
+def test_the_blend_does_not_need_the_context_component(engine: MemoryEngine) -> None:
+    _conversation(engine)
+    _configure(engine, 0.3)
+    with_context = _inspect(engine, "pottery workshop")
+    engine.set_retrieval_config(dataclasses.replace(engine.retrieval_config,
+                                                    context_neighbours=0))
+    without = _inspect(engine, "pottery workshop")
+    np.testing.assert_array_equal(without.blended, with_context.blended)
+    np.testing.assert_array_equal(without.components[:, SEMANTIC],
+                                  with_context.components[:, SEMANTIC])
+
+
 def test_without_a_model_nothing_is_blended(tmp_path: Path) -> None:
     engine = open_engine(tmp_path / "store")
     try:
