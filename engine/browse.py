@@ -10,14 +10,24 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.decay import decayed_importance
+from engine.errors import RecordNotFound
 from engine.events import Event, EventFilter
 from engine.history import EditEntry
 from engine.memory_engine import MemoryEngine
+from engine.query import RecordRow, masked_rows
 from engine.records import MemoryRecord, RelatedLink
 
-__all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "link_preview", "record_detail"]
+if TYPE_CHECKING:
+    from engine.exits import Masking
+
+__all__ = ["SIMILAR_K", "Facets", "LinkedRecord", "RecordDetail", "SimilarRecords", "facets",
+           "link_preview", "record_detail", "similar_records"]
+
+SIMILAR_K = 20
+"""How many neighbours Find similar shows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,3 +148,48 @@ def record_detail(engine: MemoryEngine, record_id: str, *, event_limit: int = 20
         events=events,
         edits=engine.edit_history(record_id, limit=event_limit),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarRecords:
+    """The records nearest to one record by cosine of the stored vectors (Find similar).
+
+    Attributes:
+        record: The record asked about, as a table row.
+        rows: Its neighbours as table rows, nearest first (the record itself left out).
+        cosines: Each neighbour's cosine similarity to the record, in the order of ``rows``.
+        masked: True when redaction was on: every row's text (the record's too) was masked
+            here, before it left the engine.
+    """
+
+    record: RecordRow
+    rows: Sequence[RecordRow]
+    cosines: Sequence[float]
+    masked: bool = False
+
+
+def similar_records(engine: MemoryEngine, record_id: str, *, k: int = SIMILAR_K,
+                    shown: Masking | None = None) -> SimilarRecords:
+    """The ``k`` records nearest to ``record_id``, found by Chroma's HNSW index on the store
+    (the record's stored vector as the query), so no record but these is read: it works on a
+    Chroma server store before its full view is read (issue 24).
+
+    Args:
+        shown: The exit's masking function while redaction is on
+            (:attr:`engine.exits.ExitPolicy.shown`): the texts are masked here.
+
+    Raises:
+        RecordNotFound: no such record.
+        ValidationError: the record has no vector yet (stored while the model loaded).
+        StoreUnavailable: Chroma failed.
+    """
+    now = engine.clock.now()
+    found = engine.store.similar_by_id(record_id, k, now_ms=now)  # RecordNotFound if none
+    record = [RecordRow.of(r) for r in engine.store.read_by_id([record_id], now_ms=now)]
+    if not record:  # deleted between the two reads
+        raise RecordNotFound(record_id)
+    rows = [RecordRow.of(r) for r, _ in found]
+    if shown is not None:
+        record, rows = masked_rows(record, shown), masked_rows(rows, shown)
+    return SimilarRecords(record[0], rows, [cosine for _, cosine in found],
+                          masked=shown is not None)

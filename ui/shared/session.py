@@ -36,6 +36,7 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 from engine import (
     Event,
     LocalReader,
+    Masking,
     MemoryEngine,
     MemoryReader,
     RecordQuery,
@@ -291,13 +292,16 @@ class StoreSession(DataSession):
         await self._indexed.wait()
         return self.engine.view_ready
 
-    def server_answers(self, query: RecordQuery) -> str | None:
-        """None when Chroma can answer ``query`` before the view is read, else what needs it."""
-        return self.engine.server_answers(query)
+    def server_answers(self, query: RecordQuery, *, shown: Masking | None = None
+                       ) -> str | None:
+        """None when Chroma can answer ``query`` before the view is read, else what needs it
+        (``shown``: the masking of the view asking, while redaction is on)."""
+        return self.engine.server_answers(query, shown=shown)
 
-    def server_rows(self, query: RecordQuery) -> RowPage:
-        """Blocking (run it on a worker): ``query``'s page filtered and paged by Chroma."""
-        return self.engine.server_rows(query)
+    def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+        """Blocking (run it on a worker): ``query``'s page filtered and paged by Chroma, its
+        text masked by the engine when ``shown`` is given."""
+        return self.engine.server_rows(query, shown=shown)
 
     def replace_engine(self, engine: MemoryEngine) -> None:
         """Use ``engine`` (the store reopened after an out-of-process import)."""
