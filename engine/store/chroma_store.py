@@ -606,17 +606,22 @@ class MemoryStore:
 
         Blocking (tens of seconds at 100K): run it on a worker. Everything waiting for the view
         proceeds once it returns; if it fails or is cancelled they raise
-        :class:`StoreUnavailable` instead, and the store should be closed.
+        :class:`StoreUnavailable` instead. A read that failed or was cancelled may be asked
+        for again (issue 24: a server store reads its view only when a feature needs it, and
+        the person may cancel and ask later); it starts from the first record.
 
         Raises:
             Cancelled: ``cancelled()`` turned true, or the store was closed meanwhile.
-            StoreUnavailable: Chroma failed.
+            StoreUnavailable: Chroma failed, or the store was closed.
         """
         with self._loading:
             if self._view_ready.is_set():
-                if self._view_failure is not None:
+                if self._view_failure is None:
+                    return
+                if self._stop_loading.is_set() or self._collection is None:  # closed
                     raise StoreUnavailable(self._view_failure)
-                return
+                self._view_failure = None  # asked again after a failed or cancelled read
+                self._view_ready.clear()
             try:
                 self._view = self._read_view(now_ms, progress, cancelled)
                 self._mark_held_states()
