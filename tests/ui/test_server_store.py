@@ -1,6 +1,8 @@
 """A Chroma server store in the window before its full view is read (issue 24): the first page
-and filtered pages come from the server, a sort Chroma cannot do says it needs the full view,
-and the views that need it say they wait, with the load's progress in the status bar.
+and filtered pages come from the server, Find similar asks the server's index, and every record
+is read into the process only when a feature needs them (a sort Chroma cannot do, Timeline),
+with the read's progress and Cancel in the status bar and over the waiting views; a cancelled
+read leaves the store open and browsable.
 
 The full view's load is held back by the test (:class:`HeldView` waits for the test's word
 before reading), so "before the view finished" is a fact of the test, not a race.
@@ -23,7 +25,9 @@ from engine.store import MemoryStore, StoreSpec
 from engine.store.chroma_store import CancelFn, ProgressFn
 from tests.ui.conftest import open_store
 from ui.main_window import MainWindow
+from ui.records.record_links import RecordRef
 from ui.records.records_model import COLUMNS
+from ui.shared.session import StoreSession
 
 pytestmark = [pytest.mark.server, pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
@@ -60,9 +64,12 @@ def records() -> list[MemoryRecord]:
 
 @pytest.fixture(scope="module")
 def server_store(chroma_server_url: str) -> tuple[StoreSpec, list[MemoryRecord]]:
+    """COUNT records with random unit vectors; record 1's is record 0's plus a little noise
+    (a planted near-duplicate, cosine ~0.99; other pairs are near 0)."""
     spec = StoreSpec(chroma_server_url, collection="gui-server-pages")
     batch = records()
     vectors = np.random.default_rng(3).standard_normal((COUNT, 384)).astype(np.float32)
+    vectors[1] = vectors[0] + 0.1 * vectors[1]
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     store = MemoryStore.open(spec, now_ms=NOW)
     for start in range(0, COUNT, 300):
@@ -71,12 +78,22 @@ def server_store(chroma_server_url: str) -> tuple[StoreSpec, list[MemoryRecord]]
     return spec, batch
 
 
+def reading(session: StoreSession) -> bool:
+    """The session's read of every record is running (a call: it changes between asserts)."""
+    return session.view_loading
+
+
+def held_window(make_window: Callable[..., MainWindow]) -> MainWindow:
+    """A window whose stores read their deferred view only once the test releases it."""
+    HeldView.release.clear()
+    return make_window(open_engine=lambda s: HeldView.open(s, defer_view=True))
+
+
 def test_the_window_browses_a_server_store_before_its_full_view(
         qtbot: QtBot, make_window: Callable[..., MainWindow],
         server_store: tuple[StoreSpec, list[MemoryRecord]]) -> None:
     spec, batch = server_store
-    HeldView.release.clear()
-    window = make_window(open_engine=lambda s: HeldView.open(s, defer_view=True))
+    window = held_window(make_window)
     model = window.records.model
     try:
         open_store(qtbot, window, spec.location, collection=spec.collection, indexed=False,
@@ -89,10 +106,12 @@ def test_the_window_browses_a_server_store_before_its_full_view(
         first = [model.record_at(i) for i in range(3)]
         assert [r.id if r else None for r in first] == [r.id for r in shown[:3]]
         assert "newest written first, from the store" in window.records.count_label.text()
-        # The views that need the full view say so, and the status bar names them.
-        qtbot.waitUntil(lambda: "0 of" in window.index_label.text())
-        assert window.index_label.text().startswith("Loading the full view for Timeline")
-        assert window.no_store["map"].title().startswith("Map waits for the full view")
+        # Nothing reads every record until a feature needs them (issue 24): no progress, and
+        # the views that need them say so, with the way to read them.
+        assert not reading(session) and not window.index_label.isVisibleTo(window)
+        assert window.no_store["map"].title() == "Map needs every record in this process"
+        assert "not been read yet" in window.no_store["map"].text()
+        assert window.no_store["map"].button_texts() == ["Read Every Record"]
         assert not window.no_store["records"].is_shown()
         # A filter with the text filter: Chroma answers it.
         model.set_query(RecordQuery(agent_id="a1", layer=Layer.EPISODIC, text="harbour"))
@@ -100,15 +119,18 @@ def test_the_window_browses_a_server_store_before_its_full_view(
         wanted = [r.id for r in shown if r.agent_id == "a1" and "HARBOUR" in r.content]
         assert model.preview and model.total == len(wanted)
         assert model.loaded_ids() == wanted
-        assert session.indexing
-        # A sort Chroma cannot do waits, and says why.
+        assert not reading(session)
+        # A sort Chroma cannot do needs every record: it asks for them, and says so.
         importance = next(n for n, c in enumerate(COLUMNS) if c.sort is SortKey.IMPORTANCE)
         model.sort(importance)
         qtbot.waitUntil(lambda: model.waiting)
         assert model.waiting_for == "sorting by importance"
-        assert "sorting by importance needs the full view" in \
-            window.records.count_label.text()
-        assert session.indexing
+        qtbot.waitUntil(lambda: "reading 0 of" in window.index_label.text())
+        assert window.index_label.text() == \
+            f"Sorting by importance needs every record in this process: reading 0 of {COUNT}"
+        assert window.index_label.isVisibleTo(window) and reading(session)
+        assert window.no_store["map"].title().startswith(
+            "Map needs every record in this process: reading")
         HeldView.release.set()
         qtbot.waitUntil(lambda: not session.indexing, timeout=int(HANG_GUARD * 1000))
         qtbot.waitUntil(lambda: model.settled and not model.waiting,
@@ -118,6 +140,92 @@ def test_the_window_browses_a_server_store_before_its_full_view(
         importances = [r.importance for r in rows if r is not None]
         assert len(importances) == len(wanted) and importances == sorted(importances)
         assert not window.no_store["map"].is_shown()
+        assert not window.index_label.isVisibleTo(window)
+    finally:
+        HeldView.release.set()
+
+
+def test_find_similar_asks_the_server_before_the_full_view(
+        qtbot: QtBot, make_window: Callable[..., MainWindow],
+        server_store: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    spec, batch = server_store
+    window = held_window(make_window)
+    try:
+        open_store(qtbot, window, spec.location, collection=spec.collection, indexed=False,
+                   timeout=HANG_GUARD)
+        session = window.session
+        assert session is not None
+        window.nav.setCurrentRow(list(window.views).index("budget"))
+        window.links.trigger("similar", RecordRef(batch[0].id, batch[0].content))
+        assert window.stack.currentWidget() is window.records
+        similar = window.records.similar
+        qtbot.waitUntil(lambda: bool(similar.ids()), timeout=int(HANG_GUARD * 1000))
+        assert similar.isVisibleTo(window) and len(similar.ids()) == 20
+        assert similar.ids()[0] == batch[1].id and similar.cosines()[0] > 0.98
+        assert similar.cosines() == sorted(similar.cosines(), reverse=True)
+        assert "most similar to" in similar.title.text()
+        # the server's index answered: nothing read every record, nothing started to
+        assert not session.engine.view_ready and not reading(session)
+        # a neighbour opens in the detail panel (read by id from the server)
+        nearest = similar.tree.topLevelItem(0)
+        assert nearest is not None
+        similar.tree.setCurrentItem(nearest)
+        ref = similar.current_record()
+        assert ref is not None and ref.id == batch[1].id and ref.text == batch[1].content
+        similar.record_activated.emit(ref.id)
+        qtbot.waitUntil(lambda: window.records.detail.record is not None
+                        and window.records.detail.record.id == batch[1].id)
+        assert not reading(session)
+    finally:
+        HeldView.release.set()
+
+
+def test_opening_timeline_reads_every_record_with_progress_and_cancel_keeps_the_store(
+        qtbot: QtBot, make_window: Callable[..., MainWindow],
+        server_store: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    spec, batch = server_store
+    window = held_window(make_window)
+    model = window.records.model
+    timeline = window.no_store["timeline"]
+    try:
+        open_store(qtbot, window, spec.location, collection=spec.collection, indexed=False,
+                   timeout=HANG_GUARD)
+        session = window.session
+        assert session is not None and not reading(session)
+        window.nav.setCurrentRow(list(window.views).index("timeline"))
+        assert reading(session) and session.view_wanted_by == "Timeline"
+        qtbot.waitUntil(lambda: "reading 0 of" in window.index_label.text())
+        assert window.index_label.text() == \
+            f"Timeline needs every record in this process: reading 0 of {COUNT}"
+        assert window.index_label.isVisibleTo(window) and window.index_cancel.isEnabled()
+        qtbot.waitUntil(lambda: timeline.title().endswith(f"reading 0 of {COUNT}"))
+        assert timeline.title().startswith("Timeline needs every record in this process")
+        assert timeline.button_texts() == ["Cancel"]
+        assert not window.read_view_action.isEnabled()
+        # Cancel: the read stops, the store stays open and browsable.
+        window.index_cancel.click()
+        qtbot.waitUntil(lambda: not reading(session), timeout=int(HANG_GUARD * 1000))
+        assert window.session is session and session.indexing and session.indexing_cancelled
+        assert not window.index_label.isVisibleTo(window)
+        assert timeline.title() == "Timeline needs every record in this process"
+        assert "cancelled" in timeline.text() and timeline.button_texts() == \
+            ["Read Every Record"]
+        assert window.read_view_action.isEnabled()
+        assert window.store_label.text().startswith("server:")
+        assert "cancelled" not in window.banner_label.text() or not window.banner.isVisible()
+        model.set_query(RecordQuery(agent_id="a2"))
+        qtbot.waitUntil(lambda: model.settled and model.query.agent_id == "a2")
+        wanted = [r.id for r in reversed(batch)
+                  if r.agent_id == "a2" and r.state is not RecordState.ARCHIVED]
+        assert model.preview and model.total == len(wanted)
+        assert model.loaded_ids() == wanted[:len(model.loaded_ids())]
+        # Asked again (the view's button): this time the read completes and Timeline opens.
+        HeldView.release.set()
+        window.read_view_action.trigger()
+        assert reading(session)
+        qtbot.waitUntil(lambda: not session.indexing, timeout=int(HANG_GUARD * 1000))
+        assert session.engine.view_ready and not timeline.is_shown()
+        assert window.stack.currentWidget() is window.observe.timeline
         assert not window.index_label.isVisibleTo(window)
     finally:
         HeldView.release.set()

@@ -17,7 +17,7 @@ action                 shortcut          what it does (signal the window answers
 Open in Records        Ctrl+Return       ``open_requested(id)``
 Show fate              Ctrl+Shift+F      ``fate_requested(id)``
 Run through pipeline   Ctrl+Shift+P      ``pipeline_requested(id)``
-Find similar           Ctrl+Shift+S      ``similar_requested(text)`` (masked while redaction is on)
+Find similar           Ctrl+Shift+S      ``similar_requested(id, text)`` (text as shown)
 Copy text              Ctrl+C            the content to the clipboard (masked while redaction is on)
 Copy id                Ctrl+Shift+C      the id to the clipboard
 Delete                 Del               ``delete_requested(ref)`` (undoable; off when read-only)
@@ -136,7 +136,8 @@ class RecordLinks(QObject):
         open_requested(str): Show this record in the Records view.
         fate_requested(str): Show this record's fate.
         pipeline_requested(str): Put this record in the pipeline stepper's form.
-        similar_requested(str): Retrieve the memories similar to this text.
+        similar_requested(str, str): Show the memories similar to this record (its id, and
+            its text as shown: masked while redaction is on).
         delete_requested(object): Delete this :class:`RecordRef` (the window confirms).
         message(str): A short status message ("Copied the text of …").
     """
@@ -144,7 +145,7 @@ class RecordLinks(QObject):
     open_requested = QtSignal(str)
     fate_requested = QtSignal(str)
     pipeline_requested = QtSignal(str)
-    similar_requested = QtSignal(str)
+    similar_requested = QtSignal(str, str)
     delete_requested = QtSignal(object)
     message = QtSignal(str)
 
@@ -244,7 +245,7 @@ class RecordLinks(QObject):
         elif kind == "pipeline":
             self.pipeline_requested.emit(ref.id)
         elif kind == "similar":  # the query box shows it: masked while redaction is on
-            self.similar_requested.emit(self._redaction.show(ref.text))
+            self.similar_requested.emit(ref.id, self._redaction.show(ref.text))
         elif kind == "copy_text":
             self._redaction.copy(ref.text)
             self.message.emit(f"Copied the text of {quoted(self._redaction.show(ref.text))}")

@@ -92,6 +92,10 @@ class StoreIndex(Protocol):
         """Wait for the view; False when it will never be ready."""
         ...
 
+    def request_view(self, feature: str) -> None:
+        """``feature`` needs the view: read it unless it is ready or being read."""
+        ...
+
     def server_answers(self, query: RecordQuery, *, shown: Masking | None = None
                        ) -> str | None:
         """None when Chroma can answer ``query`` itself, else what needs the view (no I/O).
@@ -319,6 +323,8 @@ class RecordTableModel(QAbstractTableModel):
         self._set_index_state(preview=False, waiting=True)
         if reset:
             self._clear_rows()  # no preview rows under a filter they do not match
+            # issue 24: the view is read when something needs it, and this query does
+            index.request_view(needs_view[:1].upper() + needs_view[1:])
         ready = await index.wait_indexed()
         if not self._tokens.is_current(token):
             return None
