@@ -137,7 +137,7 @@ def test_a_cancelled_read_can_be_asked_for_again(
     try:
         with pytest.raises(Cancelled):
             engine.load_view(cancelled=lambda: True)
-        assert not engine.view_ready
+        assert not engine.store.view_ready
         progress: list[tuple[int, int]] = []
         assert engine.load_view(progress=lambda done, total: progress.append((done, total))) \
             == COUNT
