@@ -103,6 +103,7 @@ from ui.shared.empty_state import EmptyState
 from ui.shared.full_view import (
     FULL_VIEW_FEATURES,
     MENU_FEATURES,
+    loading_sentence,
     loading_status,
     unread_message,
     waiting_message,
@@ -1010,7 +1011,7 @@ class MainWindow(QMainWindow):
             widget.setVisible(session is not None)
         if session is not None and self._indexing_shown is not session:
             self._view_loaded = (0, 0)
-            self.index_label.setText(loading_status(session.view_wanted_by, 0, 0))
+            self._show_loading(session, 0, 0)
             self.index_bar.setRange(0, 0)  # busy until the first progress report
             self.index_cancel.setEnabled(True)
         self._indexing_shown = session
@@ -1020,10 +1021,15 @@ class MainWindow(QMainWindow):
         if session is None or not session.view_loading:
             return  # a report that arrived after the read ended
         self._view_loaded = (done, total)
-        self.index_label.setText(loading_status(session.view_wanted_by, done, total))
+        self._show_loading(session, done, total)
         self._show_no_store()  # the waiting views' counts
         self.index_bar.setRange(0, max(1, total))
         self.index_bar.setValue(done)
+
+    def _show_loading(self, session: StoreSession, done: int, total: int) -> None:
+        """The status bar's words for the read (short; the whole sentence on hover)."""
+        self.index_label.setText(loading_status(session.view_wanted_by, done, total))
+        self.index_label.setToolTip(loading_sentence(session.view_wanted_by, done, total))
 
     def _on_nav_changed(self, row: int) -> None:
         """A view that needs every record was opened: the controller reads them (issue 24)."""

@@ -126,7 +126,8 @@ def test_the_window_browses_a_server_store_before_its_full_view(
         qtbot.waitUntil(lambda: model.waiting)
         assert model.waiting_for == "sorting by importance"
         qtbot.waitUntil(lambda: "reading 0 of" in window.index_label.text())
-        assert window.index_label.text() == \
+        assert window.index_label.text() == f"Sorting by importance: reading 0 of {COUNT}"
+        assert window.index_label.toolTip() == \
             f"Sorting by importance needs every record in this process: reading 0 of {COUNT}"
         assert window.index_label.isVisibleTo(window) and reading(session)
         assert window.no_store["map"].title().startswith(
@@ -195,7 +196,8 @@ def test_opening_timeline_reads_every_record_with_progress_and_cancel_keeps_the_
         window.nav.setCurrentRow(list(window.views).index("timeline"))
         assert reading(session) and session.view_wanted_by == "Timeline"
         qtbot.waitUntil(lambda: "reading 0 of" in window.index_label.text())
-        assert window.index_label.text() == \
+        assert window.index_label.text() == f"Timeline: reading 0 of {COUNT}"
+        assert window.index_label.toolTip() == \
             f"Timeline needs every record in this process: reading 0 of {COUNT}"
         assert window.index_label.isVisibleTo(window) and window.index_cancel.isEnabled()
         qtbot.waitUntil(lambda: timeline.title().endswith(f"reading 0 of {COUNT}"))

@@ -5,16 +5,16 @@ shows its records at once: the records browser pages, filters and searches throu
 (``MemoryEngine.server_rows``), and Find similar asks the server's HNSW index. The full local
 view (every record's columns and vector, read into this process) is read only when a feature
 that scores, maps or compares every record is opened: that feature says so over its page with
-the read's progress and a Cancel, and so does the status bar ("Timeline needs every record in
-this process: reading 12,400 of 100,000"). A cancelled read leaves the store open; the waiting
-features offer to read again. No Qt here: the window puts these words on its labels and empty
-states.
+the read's progress and a Cancel ("Timeline needs every record in this process: reading 12,400
+of 100,000"), and so does the status bar ("Timeline: reading 12,400 of 100,000"). A cancelled
+read leaves the store open; the waiting features offer to read again. No Qt here: the window
+puts these words on its labels and empty states.
 """
 
 from __future__ import annotations
 
-__all__ = ["FULL_VIEW_FEATURES", "MENU_FEATURES", "loading_status", "unread_message",
-           "waiting_message"]
+__all__ = ["FULL_VIEW_FEATURES", "MENU_FEATURES", "loading_sentence", "loading_status",
+           "unread_message", "waiting_message"]
 
 FULL_VIEW_FEATURES: dict[str, str] = {
     "timeline": "Timeline",
@@ -45,20 +45,27 @@ def _progress(done: int, total: int) -> str:
 
 
 def loading_status(feature: str, done: int, total: int) -> str:
-    """The status bar while the full view is read for ``feature`` (a title; "" when it is
-    read at open or from the Store menu), e.g. ``Timeline needs every record in this
-    process: reading 12,400 of 100,000``."""
+    """The status bar's short words while the full view is read for ``feature`` (a title; ""
+    when it is read at open or from the Store menu), e.g. ``Timeline: reading 12,400 of
+    100,000`` (the bar is shared with the store, count, model and redaction labels)."""
+    if not feature:
+        return f"Reading every record: {_progress(done, total)}"
+    return f"{feature}: reading {done:,} of {total:,}" if total else \
+        f"{feature}: starting to read every record"
+
+
+def loading_sentence(feature: str, done: int, total: int) -> str:
+    """The whole sentence (the status bar's tooltip, the waiting views' title), e.g.
+    ``Timeline needs every record in this process: reading 12,400 of 100,000``."""
     if not feature:
         return f"Reading every record into this process: {_progress(done, total)}"
-    if not total:
-        return f"{feature} needs every record in this process: starting to read them"
     return f"{feature} needs every record in this process: reading {_progress(done, total)}"
 
 
 def waiting_message(name: str, done: int, total: int) -> tuple[str, str]:
     """The title and sentence over view ``name`` (a navigation name) while the read runs."""
     title = _title(name)
-    return (f"{title} needs every record in this process: reading {_progress(done, total)}",
+    return (loading_sentence(title, done, total),
             f"{title} works on every record, so it starts once they are all read from the "
             "store. Records already browses, filters and searches the store; Cancel stops "
             "the read and keeps the store open.")
