@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.decay import decayed_importance
-from engine.errors import RecordNotFound
 from engine.events import Event, EventFilter
 from engine.history import EditEntry
 from engine.memory_engine import MemoryEngine
@@ -183,13 +182,9 @@ def similar_records(engine: MemoryEngine, record_id: str, *, k: int = SIMILAR_K,
         ValidationError: the record has no vector yet (stored while the model loaded).
         StoreUnavailable: Chroma failed.
     """
-    now = engine.clock.now()
-    found = engine.store.similar_by_id(record_id, k, now_ms=now)  # RecordNotFound if none
-    record = [RecordRow.of(r) for r in engine.store.read_by_id([record_id], now_ms=now)]
-    if not record:  # deleted between the two reads
-        raise RecordNotFound(record_id)
-    rows = [RecordRow.of(r) for r, _ in found]
+    record, found = engine.store.similar_by_id(record_id, k, now_ms=engine.clock.now())
+    head, rows = [RecordRow.of(record)], [RecordRow.of(r) for r, _ in found]
     if shown is not None:
-        record, rows = masked_rows(record, shown), masked_rows(rows, shown)
-    return SimilarRecords(record[0], rows, [cosine for _, cosine in found],
+        head, rows = masked_rows(head, shown), masked_rows(rows, shown)
+    return SimilarRecords(head[0], rows, [cosine for _, cosine in found],
                           masked=shown is not None)

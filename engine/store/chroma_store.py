@@ -961,12 +961,13 @@ class MemoryStore:
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)
                 if math.isfinite(float(d))]
 
-    def similar_by_id(self, record_id: str, k: int, *,
-                      now_ms: float = 0.0) -> list[tuple[MemoryRecord, float]]:
-        """Chroma's HNSW neighbours of ``record_id``'s stored vector, nearest first, as
-        ``(record, cosine similarity)``; the record itself is left out. No view needed: the
-        records browser's Find similar on a server store before its full view is read
-        (issue 24). A neighbour whose distance is not a finite number is left out.
+    def similar_by_id(self, record_id: str, k: int, *, now_ms: float = 0.0
+                      ) -> tuple[MemoryRecord, list[tuple[MemoryRecord, float]]]:
+        """The record ``record_id`` and Chroma's HNSW neighbours of its stored vector, nearest
+        first, as ``(record, cosine similarity)``; the record itself is left out. No view
+        needed: Find similar on a server store before its full view is read (issue 24). Two
+        Chroma calls: the record with its vector, then the query. A neighbour whose distance
+        is not a finite number is left out.
 
         Raises:
             RecordNotFound: no such record.
@@ -978,7 +979,8 @@ class MemoryStore:
         if self._collection is None:
             raise RecordNotFound(record_id)
         try:
-            got = self._collection.get(ids=[record_id], include=["embeddings"])
+            got = self._collection.get(ids=[record_id],
+                                       include=["documents", "metadatas", "embeddings"])
             if not got["ids"]:
                 raise RecordNotFound(record_id)
             vector = np.asarray(got["embeddings"][0], dtype=np.float32)
@@ -986,22 +988,23 @@ class MemoryStore:
                 raise ValidationError("record", record_id,
                                       "has no embedding yet: similar records are found once "
                                       "the model embedded it")
-            # one more than asked: the record itself is its own nearest neighbour
+            # one more than asked: the record itself is its own nearest neighbour (Chroma
+            # returns fewer when the collection is smaller)
             found = self._collection.query(
-                query_embeddings=vector.reshape(1, -1),
-                n_results=min(k + 1, max(1, self._count_in_chroma())),
+                query_embeddings=vector.reshape(1, -1), n_results=k + 1,
                 include=["documents", "metadatas", "distances"])
         except (RecordNotFound, ValidationError):
             raise
         except Exception as exc:
             raise _failure(self._spec, f"querying {self.location}", exc) from exc
+        record = self._decode(record_id, got["documents"][0], got["metadatas"][0], now_ms)
         out: list[tuple[MemoryRecord, float]] = []
         for i, d, m, distance in zip(found["ids"][0], found["documents"][0],
                                      found["metadatas"][0], found["distances"][0],
                                      strict=True):
             if i != record_id and math.isfinite(float(distance)):
                 out.append((self._decode(i, d, m, now_ms), 1.0 - float(distance)))
-        return out[:k]
+        return record, out[:k]
 
     # -- writing ---------------------------------------------------------------------------
 
