@@ -231,3 +231,46 @@ def test_opening_timeline_reads_every_record_with_progress_and_cancel_keeps_the_
         assert not window.index_label.isVisibleTo(window)
     finally:
         HeldView.release.set()
+
+
+def test_redaction_on_a_server_store_is_the_engines(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], chroma_server_url: str) -> None:
+    """With redaction on, the server's pages arrive masked from the engine (the table shows
+    what it was given), and a text filter — which must match the masked text — asks for
+    every record instead of sending the secret to Chroma's ``where_document``."""
+    email = "dana.whitlock@example.org"
+    spec = StoreSpec(chroma_server_url, collection="gui-server-secrets")
+    batch = [MemoryRecord.create(NewMemory(
+        content=f"server memory {i}" + (f", mail {email}" if i % 5 == 0 else "")),
+        now_ms=NOW + i) for i in range(30)]
+    vectors = np.random.default_rng(5).standard_normal((30, 384)).astype(np.float32)
+    store = MemoryStore.open(spec, now_ms=NOW)
+    store.write(batch, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    store.close()
+    window = held_window(make_window)
+    model = window.records.model
+    try:
+        window.redaction_action.trigger()
+        assert window.redaction.enabled
+        open_store(qtbot, window, spec.location, collection=spec.collection, indexed=False,
+                   timeout=HANG_GUARD)
+        session = window.session
+        assert session is not None and model.preview and model.total == 30
+        rows = [model.record_at(i) for i in range(30)]
+        contents = [row.content for row in rows if row is not None]
+        assert len(contents) == 30 and not any(email in text for text in contents)
+        assert sum("<REDACT:sha256-" in text for text in contents) == 6
+        shown = [model.data(model.index(i, 0)) for i in range(30)]
+        assert not any(email in text for text in shown)
+        assert not reading(session)
+        # Part of the secret typed in the search box: answered by the view, never by Chroma.
+        model.set_query(RecordQuery(text="whitlock"))
+        qtbot.waitUntil(lambda: model.waiting)
+        assert model.waiting_for == "filtering while redaction is on"
+        assert reading(session) and session.view_wanted_by == "Filtering while redaction is on"
+        HeldView.release.set()
+        qtbot.waitUntil(lambda: model.settled and not model.waiting,
+                        timeout=int(HANG_GUARD * 1000))
+        assert model.total == 0  # the masked text holds no "whitlock"
+    finally:
+        HeldView.release.set()
