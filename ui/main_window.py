@@ -700,6 +700,9 @@ class MainWindow(QMainWindow):
                      self.imports_action, self.consolidate_action):
             made.setEnabled(writable)
         self.export_action.setEnabled(indexed)
+        # issue 24: on a server store it asks for every record itself (its dry run waits)
+        self.consolidate_action.setEnabled(writable or (
+            session is not None and session.on_demand and not session.read_only))
         self.read_view_action.setEnabled(session is not None and session.indexing
                                          and not session.view_loading)
         foreign = session is not None and session.engine.store.foreign

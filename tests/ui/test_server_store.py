@@ -25,6 +25,7 @@ from engine.store import MemoryStore, StoreSpec
 from engine.store.chroma_store import CancelFn, ProgressFn
 from tests.ui.conftest import open_store
 from ui.main_window import MainWindow
+from ui.records.consolidate_view import ConsolidateDialog
 from ui.records.record_links import RecordRef
 from ui.records.records_model import COLUMNS
 from ui.shared.session import StoreSession
@@ -272,5 +273,31 @@ def test_redaction_on_a_server_store_is_the_engines(
         qtbot.waitUntil(lambda: model.settled and not model.waiting,
                         timeout=int(HANG_GUARD * 1000))
         assert model.total == 0  # the masked text holds no "whitlock"
+    finally:
+        HeldView.release.set()
+
+
+def test_consolidate_on_a_server_store_reads_every_record_first(
+        qtbot: QtBot, make_window: Callable[..., MainWindow],
+        server_store: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    spec, _batch = server_store
+    window = held_window(make_window)
+    try:
+        open_store(qtbot, window, spec.location, collection=spec.collection, indexed=False,
+                   timeout=HANG_GUARD)
+        session = window.session
+        assert session is not None and not reading(session)
+        assert window.consolidate_action.isEnabled()  # it asks for the records itself
+        window.consolidate_action.trigger()
+        dialog = window.findChild(ConsolidateDialog)
+        assert dialog is not None
+        qtbot.waitUntil(lambda: reading(session))
+        assert session.view_wanted_by == "Consolidate Duplicates"
+        assert not session.engine.store.view_ready and "Comparing" in dialog.summary.text()
+        HeldView.release.set()
+        qtbot.waitUntil(lambda: dialog.report is not None, timeout=int(HANG_GUARD * 1000))
+        report = dialog.report
+        assert report is not None and report.scanned > 0 and session.engine.view_ready
+        dialog.reject()
     finally:
         HeldView.release.set()
