@@ -301,3 +301,26 @@ def test_consolidate_on_a_server_store_reads_every_record_first(
         dialog.reject()
     finally:
         HeldView.release.set()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support raise",  # offscreen popups
+                           "This plugin does not support grabbing the keyboard")
+def test_opening_the_agent_list_reads_the_agents(
+        qtbot: QtBot, make_window: Callable[..., MainWindow],
+        server_store: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    spec, _batch = server_store
+    window = held_window(make_window)
+    agent = window.records.filters.agent
+    try:
+        open_store(qtbot, window, spec.location, collection=spec.collection, indexed=False,
+                   timeout=HANG_GUARD)
+        session = window.session
+        assert session is not None and not reading(session) and agent.count() == 1  # Any
+        agent.showPopup()
+        agent.hidePopup()
+        assert reading(session) and session.view_wanted_by == "The agent filter"
+        HeldView.release.set()
+        qtbot.waitUntil(lambda: agent.count() == 4, timeout=int(HANG_GUARD * 1000))
+        assert [agent.itemData(i) for i in range(1, 4)] == ["a0", "a1", "a2"]
+    finally:
+        HeldView.release.set()

@@ -114,14 +114,31 @@ def _day_start_ms(date: QDate) -> float:
     return float(QDateTime(date, QTime(0, 0), QTimeZone.utc()).toMSecsSinceEpoch())
 
 
+class _ChoicesCombo(QComboBox):
+    """A combo box that says when its list is opened (its choices may still be to read).
+
+    Signals:
+        opened(): The list is about to show.
+    """
+
+    opened = QtSignal()
+
+    def showPopup(self) -> None:
+        self.opened.emit()
+        super().showPopup()
+
+
 class FilterBar(QWidget):
     """Filter inputs; emits the query they describe (debounced for typing).
 
     Signals:
         query_changed(object): A :class:`RecordQuery` with the new filters (page fields unset).
+        agent_choices_wanted(): The agent list was opened (on a server store its choices need
+            every record read: issue 24).
     """
 
     query_changed = QtSignal(object)
+    agent_choices_wanted = QtSignal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -134,7 +151,8 @@ class FilterBar(QWidget):
         self.text = QLineEdit(self)
         self.text.setPlaceholderText("Search content…")
         self.text.setClearButtonEnabled(True)
-        self.agent = QComboBox(self)
+        self.agent = _ChoicesCombo(self)
+        self.agent.opened.connect(self.agent_choices_wanted)
         self.agent.setMinimumContentsLength(8)
         self.agent.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
@@ -414,6 +432,7 @@ class RecordsView(QWidget):
         self.empty_state = EmptyState(splitter, "records")
 
         self.filters.query_changed.connect(self._on_query_changed)
+        self.filters.agent_choices_wanted.connect(self._on_agent_choices_wanted)
         self.model.total_changed.connect(self._on_total_changed)
         self.model.reloaded.connect(self._on_model_reloaded)
         self.model.page_loaded.connect(self._on_page_loaded)
@@ -655,6 +674,13 @@ class RecordsView(QWidget):
             self.model.reload()  # from Chroma's order to the query's (waiting queries resume)
         self._update_actions()
         self._show_count()
+
+    def _on_agent_choices_wanted(self) -> None:
+        """The agent list was opened: its choices come from every record (Chroma cannot list
+        distinct agents), so a server store reads them now (issue 24)."""
+        session = self._session
+        if isinstance(session, StoreSession) and session.indexing:
+            session.request_view("The agent filter")
 
     def find_similar(self, record_id: str) -> None:
         """Show the records nearest to ``record_id`` under the table, found by the store's
