@@ -699,10 +699,11 @@ class MainWindow(QMainWindow):
         for made in (self.import_action, self.conversation_action, self.demo_action,
                      self.imports_action, self.consolidate_action):
             made.setEnabled(writable)
-        self.export_action.setEnabled(indexed)
-        # issue 24: on a server store it asks for every record itself (its dry run waits)
+        # issue 24: on a server store these ask for every record themselves, and wait
+        on_demand = session is not None and session.on_demand
+        self.export_action.setEnabled(indexed or on_demand)
         self.consolidate_action.setEnabled(writable or (
-            session is not None and session.on_demand and not session.read_only))
+            on_demand and session is not None and not session.read_only))
         self.read_view_action.setEnabled(session is not None and session.indexing
                                          and not session.view_loading)
         foreign = session is not None and session.engine.store.foreign
@@ -1255,7 +1256,7 @@ class MainWindow(QMainWindow):
         open_target = self._services.open_target
         if session is None or open_target is None or not session.engine.store.foreign:
             return None
-        if not await session.wait_indexed("Adopt"):  # the records to copy: from the view
+        if not await session.read_view("Adopt"):  # the records to copy: from the view
             return None
         return await adopt_collection(self, session, self._runner, open_target,
                                       show=self.redaction.show, target=target, opened=opened)
@@ -1462,6 +1463,10 @@ class MainWindow(QMainWindow):
         if session is None:
             return None
         redact = redact or self.redaction.enabled  # issue 9: redaction mode masks exports too
+        if not await session.read_view("Export"):  # every record, read on demand (issue 24)
+            QMessageBox.warning(self, "Export", "Nothing was exported: the store's records "
+                                "were not all read.")
+            return None
         try:
             count: int = await self._runner.run(
                 export_records, session.engine, path,

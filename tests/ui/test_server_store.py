@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from engine.errors import Cancelled
@@ -23,12 +25,13 @@ from engine.query import RecordQuery, SortKey
 from engine.records import Layer, MemoryRecord, NewMemory, RecordState
 from engine.store import MemoryStore, StoreSpec
 from engine.store.chroma_store import CancelFn, ProgressFn
-from tests.ui.conftest import open_store
+from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
 from ui.records.consolidate_view import ConsolidateDialog
 from ui.records.record_links import RecordRef
 from ui.records.records_model import COLUMNS
 from ui.shared.session import StoreSession
+from ui.shared.tasks import spawn
 
 pytestmark = [pytest.mark.server, pytest.mark.slow,
               pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
@@ -322,5 +325,37 @@ def test_opening_the_agent_list_reads_the_agents(
         HeldView.release.set()
         qtbot.waitUntil(lambda: agent.count() == 4, timeout=int(HANG_GUARD * 1000))
         assert [agent.itemData(i) for i in range(1, 4)] == ["a0", "a1", "a2"]
+    finally:
+        HeldView.release.set()
+
+
+def test_export_reads_every_record_and_gives_up_when_the_read_is_cancelled(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
+        server_store: tuple[StoreSpec, list[MemoryRecord]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spec, batch = server_store
+    window = held_window(make_window)
+    warnings: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning",
+                        lambda _parent, _title, text: warnings.append(text))
+    try:
+        open_store(qtbot, window, spec.location, collection=spec.collection, indexed=False,
+                   timeout=HANG_GUARD)
+        session = window.session
+        assert session is not None and window.export_action.isEnabled()
+        first = spawn(window.run_export(tmp_path / "first.jsonl", redact=False))
+        qtbot.waitUntil(lambda: reading(session))
+        assert session.view_wanted_by == "Export"
+        window.index_cancel.click()
+        qtbot.waitUntil(first.done, timeout=int(HANG_GUARD * 1000))
+        assert first.result() is None and not (tmp_path / "first.jsonl").exists()
+        assert warnings == ["Nothing was exported: the store's records were not all read."]
+        assert window.session is session and session.indexing
+        HeldView.release.set()
+        count = run(qtbot, window.run_export(tmp_path / "second.jsonl", redact=False),
+                    timeout=HANG_GUARD)
+        assert count == len(batch) and session.engine.view_ready
+        lines = (tmp_path / "second.jsonl").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == len(batch)
     finally:
         HeldView.release.set()

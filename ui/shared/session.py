@@ -253,6 +253,7 @@ class StoreSession(DataSession):
         self._indexed = asyncio.Event()
         self._ready = engine.view_ready
         self._loading = False
+        self._read_done = asyncio.Event()  # the current read ended (see read_view)
         self._cancel_indexing = CancelFlag()
         self.indexing_error = ""
         self.view_wanted_by = ""
@@ -293,10 +294,11 @@ class StoreSession(DataSession):
             return
         self._loading = True
         self._cancel_indexing = CancelFlag()
+        self._read_done = asyncio.Event()
         self.indexing_error = ""
         progress = self.runner.progress_relay(self.indexing_progress.emit)
         self.indexing_started.emit()
-        spawn(self._index(self.engine, self._cancel_indexing, progress))
+        spawn(self._index(self.engine, self._cancel_indexing, self._read_done, progress))
 
     def request_view(self, feature: str) -> None:
         """``feature`` (its title: "Timeline", "Sorting by importance") needs every record in
@@ -306,13 +308,15 @@ class StoreSession(DataSession):
         self.view_wanted_by = feature
         self.start_indexing()
 
-    async def _index(self, engine: MemoryEngine, cancel: CancelFlag,
+    async def _index(self, engine: MemoryEngine, cancel: CancelFlag, done: asyncio.Event,
                      progress: Callable[[int, int], None]) -> None:
         try:
             await self.runner.run(engine.load_view, progress=progress, cancelled=cancel.is_set)
         except EngineError as exc:
             if engine is self.engine:
                 self.indexing_error = str(exc)
+        finally:
+            done.set()
         if engine is not self.engine:
             return  # the engine was replaced (reopened) meanwhile; its own indexing reports
         self._loading = False
@@ -334,22 +338,29 @@ class StoreSession(DataSession):
         it (their waits answer False)."""
         self._cancel_indexing.set()
         self._indexed.set()
+        self._read_done.set()
 
     @property
     def indexing_cancelled(self) -> bool:
         """True once :meth:`cancel_indexing` was called for the current read."""
         return self._cancel_indexing.is_set()
 
-    async def wait_indexed(self, feature: str = "") -> bool:
-        """Wait until the view is ready; False when it never will be (an eager read failed,
-        or the session ended).
+    async def read_view(self, feature: str) -> bool:
+        """Ask for the view for ``feature`` (a title, e.g. "Export") and wait for that read:
+        True once the view is ready, False when the read failed or was cancelled (the person
+        chose not to wait) or the session ended. What a command that needs every record
+        awaits; a view that should follow a later read uses :meth:`wait_indexed`."""
+        if self._ready:
+            return True
+        self.request_view(feature)
+        await self._read_done.wait()
+        return self._ready
 
-        Args:
-            feature: What needs the view (a title, e.g. "Adopt"): it is asked for
-                (:meth:`request_view`). Without one, this only waits.
-        """
-        if feature:
-            self.request_view(feature)
+    async def wait_indexed(self) -> bool:
+        """Wait until the view is ready; False when it never will be (an eager read failed,
+        or the session ended). This does not ask for the view (:meth:`request_view`), and a
+        cancelled read on demand does not end the wait: a view waiting here shows what it
+        waited for whenever the view is read."""
         await self._indexed.wait()
         return self._ready
 
