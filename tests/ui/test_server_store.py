@@ -267,6 +267,17 @@ def test_redaction_on_a_server_store_is_the_engines(
         shown = [model.data(model.index(i, 0)) for i in range(30)]
         assert not any(email in text for text in shown)
         assert not reading(session)
+        # Find similar's texts come masked from the engine too (all 29 other records).
+        window.links.trigger("similar", RecordRef(batch[0].id, batch[0].content))
+        similar = window.records.similar
+        qtbot.waitUntil(lambda: len(similar.ids()) == 20, timeout=int(HANG_GUARD * 1000))
+        items = [similar.tree.topLevelItem(i) for i in range(20)]
+        texts = [similar.title.text(), similar.title.toolTip()] + [
+            text for item in items if item is not None
+            for text in (item.text(1), item.toolTip(1))]
+        assert len(texts) == 42 and not any(email in text for text in texts)
+        assert "<REDACT:sha256-" in similar.title.text()
+        assert not reading(session)
         # Part of the secret typed in the search box: answered by the view, never by Chroma.
         model.set_query(RecordQuery(text="whitlock"))
         qtbot.waitUntil(lambda: model.waiting)
