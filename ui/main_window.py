@@ -711,7 +711,8 @@ class MainWindow(QMainWindow):
         # adopting reads every record first (issue 24: a server store's, only when asked)
         self.adopt_action.setEnabled(foreign and session is not None
                                      and self._services.open_target is not None)
-        self.links.set_available(engine=indexed, writable=writable)
+        # issue 24: Find similar works on a store before its full view (its index answers)
+        self.links.set_available(engine=indexed, writable=writable, store=session is not None)
         self.detach_action.setEnabled(attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
             item = self.nav.item(number)

@@ -160,8 +160,18 @@ def test_find_similar_asks_the_server_before_the_full_view(
                    timeout=HANG_GUARD)
         session = window.session
         assert session is not None
+        # The table's context menu offers Find similar before the full view is read.
+        model = window.records.model
+        model.set_query(RecordQuery(text="server record 0 near"))  # the server finds it
+        qtbot.waitUntil(lambda: model.settled and model.total == 1)
+        assert model.preview and model.loaded_ids() == [batch[0].id]
+        window.records.table.selectRow(0)
+        find = next(a for a in window.records.table.actions() if a.text() == "Find similar")
+        assert find.isEnabled()
+        fate = next(a for a in window.records.table.actions() if a.text() == "Show fate")
+        assert not fate.isEnabled()  # Fate works on the full view
         window.nav.setCurrentRow(list(window.views).index("budget"))
-        window.links.trigger("similar", RecordRef(batch[0].id, batch[0].content))
+        find.trigger()
         assert window.stack.currentWidget() is window.records
         similar = window.records.similar
         qtbot.waitUntil(lambda: bool(similar.ids()), timeout=int(HANG_GUARD * 1000))

@@ -61,7 +61,8 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
 RECORD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 """The shape of a record id (a UUID): ``RECORD_ID.fullmatch(text)`` tells an id from words."""
 
-_ENGINE_ACTIONS = ("fate", "pipeline", "similar")  # need an open store (not while attached)
+_ENGINE_ACTIONS = ("fate", "pipeline")  # need a store's full view (not while attached)
+_STORE_ACTIONS = ("similar",)  # need an open store: before its full view, its index answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,7 @@ class RecordLinks(QObject):
         super().__init__(parent)
         self._redaction = redaction
         self._attached: list[_Attached] = []
+        self._store = False
         self._engine = False
         self._writable = False
 
@@ -186,8 +188,11 @@ class RecordLinks(QObject):
             lambda position, where=entry: self._on_context_menu(where, position))
         self._update(entry)
 
-    def set_available(self, *, engine: bool, writable: bool) -> None:
-        """Enable what the session allows: engine actions need a store, Delete a writable one."""
+    def set_available(self, *, engine: bool, writable: bool, store: bool | None = None) -> None:
+        """Enable what the session allows: Find similar needs an open store (``store``;
+        default ``engine``), Fate and Pipeline its full view (``engine``), Delete a writable
+        one."""
+        self._store = engine if store is None else store
         self._engine, self._writable = engine, writable
         for entry in self._attached:
             self._update(entry)
@@ -195,7 +200,8 @@ class RecordLinks(QObject):
     def _update(self, entry: _Attached) -> None:
         for key, made in entry.actions.items():
             made.setEnabled(self._writable if key == "delete"
-                            else self._engine if key in _ENGINE_ACTIONS else True)
+                            else self._engine if key in _ENGINE_ACTIONS
+                            else self._store if key in _STORE_ACTIONS else True)
 
     def menu(self, widget: QWidget) -> QMenu | None:
         """The context menu of ``widget``'s current record (None: no record is current).
