@@ -12,8 +12,11 @@ e.g. a Chroma server store at scale; the :class:`StoreIndex` says so), a query C
 — the default order, newest written first, with any of the agent, layer, privacy, category,
 state, importance, time and text filters — is answered by its ``server_rows``: Chroma filters and
 pages, and only the page's records are read (:attr:`RecordTableModel.preview`). A sort by
-another column or a tag filter waits for the view (:attr:`RecordTableModel.waiting`, with
-:attr:`RecordTableModel.waiting_for` naming why) and runs when it is ready.
+another column or a tag filter asks for the view (``StoreIndex.request_view``: a server store
+reads it only on demand), waits for it (:attr:`RecordTableModel.waiting`, with
+:attr:`RecordTableModel.waiting_for` naming why) and runs when it is ready. While redaction is
+on, the engine decides what Chroma may answer and masks the page before it leaves the engine
+(``server_answers`` / ``server_rows`` with the table's ``shown``; ``RowPage.masked``).
 """
 
 from __future__ import annotations
