@@ -52,6 +52,7 @@ from engine.query import (
     RecordRow,
     RowPage,
     locate_row,
+    masked_rows,
     page_rows,
     select_rows,
     server_filter,
@@ -493,20 +494,28 @@ class MemoryEngine:
         return RowPage([RecordRow.of(r) for r in records], total, offset,
                        [float(d) for d in np.atleast_1d(decayed)])
 
-    def server_rows(self, query: RecordQuery) -> RowPage:
+    def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
         """A page of ``query``'s rows filtered by Chroma itself, newest written first (no view).
 
         What the records browser shows of a store whose view is not read yet (a Chroma server
         store at scale): :func:`engine.query.server_filter` turns the filters into Chroma
         ``where`` / ``where_document`` filters. ``query`` must be one Chroma can answer.
 
+        Args:
+            shown: The exit's masking function while redaction is on
+                (:attr:`engine.exits.ExitPolicy.shown`). The rows' content, agent, tags and
+                source are then masked here, before they leave the engine
+                (``RowPage.masked``), and the filters that must match masked text are refused
+                (:meth:`server_answers`).
+
         Raises:
-            ValidationError: ``query`` needs the full view (its sort or tag filter, named), or
-                the collection was written by another tool and has only the unfiltered page.
+            ValidationError: ``query`` needs the full view (its sort, its tag filter, or a
+                text or agent filter under redaction, named), or the collection was written
+                by another tool and has only the unfiltered page.
             StoreUnavailable: Chroma failed.
         """
         now = self._clock.now()
-        reason = self.server_answers(query)
+        reason = self.server_answers(query, shown=shown)
         if reason is not None:
             raise ValidationError("query", query, f"{reason} needs the full view")
         server = server_filter(query, now_ms=now)
@@ -523,11 +532,21 @@ class MemoryEngine:
             np.asarray([r.created_at for r in records]),
             np.asarray([r.access_count for r in records]), now,
             self._config.memory.importance_decay_half_life_days)
-        return RowPage([RecordRow.of(r) for r in records], total, query.offset,
-                       [float(d) for d in np.atleast_1d(decayed)])
+        rows = [RecordRow.of(r) for r in records]
+        return RowPage(rows if shown is None else masked_rows(rows, shown), total, query.offset,
+                       [float(d) for d in np.atleast_1d(decayed)], masked=shown is not None)
 
-    def server_answers(self, query: RecordQuery) -> str | None:
-        """None when :meth:`server_rows` can answer ``query``, else what needs the full view."""
+    def server_answers(self, query: RecordQuery, *, shown: Masking | None = None) -> str | None:
+        """None when :meth:`server_rows` can answer ``query``, else what needs the full view.
+
+        Args:
+            shown: The exit's masking function while redaction is on. The text, agent and tag
+                filters then match the masked text (the exit policy's rule), which only the
+                full view can compare: Chroma holds the raw text, and a ``where_document``
+                on it would find records by the secret the page masks.
+        """
+        if shown is not None and (query.text or query.agent_id is not None or query.tags):
+            return "filtering while redaction is on"
         if not self._store.server_filterable and dataclasses.replace(
                 query, offset=0, limit=100) != RecordQuery():
             return "filtering a collection written by another tool"

@@ -322,7 +322,7 @@ class ConsolidateDialog(QDialog):
         self._update_buttons()
         relay = self._runner.progress_relay(self._on_progress)
         try:
-            if not await session.wait_indexed():
+            if not await session.read_view("Consolidate Duplicates"):
                 raise Cancelled("the store's index was not read")
             report: ConsolidationReport = await self._runner.run(
                 session.engine.consolidate, None, dry_run=True, progress=relay,
