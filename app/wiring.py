@@ -169,6 +169,13 @@ def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None
                              defer_view=True)
 
 
+def gui_model_spec(settings: Settings) -> ModelSpec:
+    """The model the window loads: the settings' model, converted (on a first launch) in a
+    helper process, since torch and the conversion in the app's process stall the GUI thread
+    (:mod:`engine.embedding_convert`)."""
+    return dataclasses.replace(settings.model_spec(), convert_in_child=True)
+
+
 def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
                  conversation_agent: str | None, progress: Callable[[int, int], None],
                  cancelled: Callable[[], bool], /, *,
@@ -295,7 +302,8 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         if windows and not loop.is_closed():
             loop.call_soon_threadsafe(windows[0].show_model_state, status)
 
-    embedder = settings.model_spec().embedder(on_state=on_model_state) if load_model else None
+    embedder = gui_model_spec(settings).embedder(on_state=on_model_state) \
+        if load_model else None
     settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,

@@ -79,6 +79,7 @@ from engine.retrieval.dense import IvfIndex
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
+    Blend,
     Centring,
     Decaying,
     TimeOrder,
@@ -92,6 +93,7 @@ from engine.retrieval.scoring import (
     lexsort_rank,
     neighbour_lines,
     neighbour_matrix,
+    previous_rows,
     recency,
     recency_base,
     relevance_of,
@@ -415,6 +417,7 @@ class Retriever:
             candidate_sources={} if picked is None else picked.sources,
             scored_count=candidates.count if picked is None else len(picked.rows),
             candidate_bound=None if picked is None else picked.bound,
+            **self._blend_diagnostics(snapshot, candidates, scored.mode),
         )
         return RetrievedBundle(records=tuple(records), total_tokens=used,
                                truncated=len(packed) < candidates.count,
@@ -647,16 +650,24 @@ class Retriever:
 
     def _cosine(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
                 rows: Rows | None) -> F64:
-        """The (centred) cosine of ``rows`` (None: every row) with ``query``, clipped at 0.
+        """The (centred, blended) cosine of ``rows`` (None: every row) with ``query``, clipped
+        at 0.
 
-        A subset is computed with the same operations as every row (the centring's per-row
-        terms taken at those rows), from the view's float32 vectors: a row's dot product is
-        summed row by row (``einsum``, as fast as the BLAS product here), so it has the same
-        bits on the candidate path as in exhaustive scoring (a BLAS matrix-vector product
-        sums the last rows of a call in another order, see ``scoring._mean_dots``).
+        A subset is computed with the same operations as every row (the centring's and the
+        blend's per-row terms taken at those rows), from the view's float32 vectors: a row's
+        dot product is summed row by row (``einsum``, as fast as the BLAS product here), so it
+        has the same bits on the candidate path as in exhaustive scoring (a BLAS matrix-vector
+        product sums the last rows of a call in another order, see ``scoring._mean_dots``).
+        With ``semantic_blend`` the rows' predecessors' dot products are mixed in
+        (:class:`~engine.retrieval.scoring.Blend`).
         """
         vectors = snapshot.vectors[:snapshot.n]
         cosine: F32 = np.einsum("ij,j->i", vectors if rows is None else vectors[rows], query)
+        blend = self._blend(snapshot, candidates)
+        if blend is not None:
+            before = blend.predecessors(rows)
+            cosine = blend.mixed(cosine, cosine[before] if rows is None
+                                 else np.einsum("ij,j->i", vectors[before], query), rows)
         strength = self.config.semantic_centering
         if strength <= 0:
             return np.maximum(cosine, 0.0, dtype=np.float64)
@@ -669,11 +680,55 @@ class Retriever:
             snapshot, ("centring", candidates.key, strength),
             lambda: Centring.of(vectors, over(), strength),
             lambda old, start: old.extended(vectors, over(), start, strength))
+        if blend is not None:
+            plain = centring
+            centring = _derived(snapshot, ("blended centring", candidates.key, strength,
+                                           blend.weight, self.config.context_window_ms,
+                                           self.config.semantic_blend_layers),
+                                lambda: blend.centring(plain))
         if rows is not None:
             centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
                                            inverse_norm=centring.inverse_norm[rows])
         semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         return semantic
+
+    def _blend_diagnostics(self, snapshot: ViewSnapshot, candidates: Candidates,
+                           mode: SemanticMode) -> dict[str, Any]:
+        """``semantic_blend`` and ``blended`` of the diagnostics (nothing when no cosine was
+        blended: no query, no model, or the blend off)."""
+        blend = self._blend(snapshot, candidates) \
+            if mode in (SemanticMode.COSINE, SemanticMode.MIXED) else None
+        if blend is None:
+            return {}
+        return {"semantic_blend": blend.weight, "blended": blend.previous}
+
+    def _blend(self, snapshot: ViewSnapshot, candidates: Candidates) -> Blend | None:
+        """The view state's :class:`~engine.retrieval.scoring.Blend` for ``candidates`` (None
+        when ``semantic_blend`` is 0). A row of the ``semantic_blend_layers`` is blended with
+        its nearest earlier time neighbour (the order the ``context`` component reads: same
+        agent and layer, within ``context_window_ms``) when both have a vector and the
+        predecessor is eligible: a record the request may not see (another privacy partition,
+        paused, expired) lends nothing, as in ``context``."""
+        weight = self.config.semantic_blend
+        layers = self.config.semantic_blend_layers
+        if weight <= 0 or not layers:
+            return None
+        window = self.config.context_window_ms
+
+        def previous() -> npt.NDArray[np.int32]:
+            n = snapshot.n
+            found = previous_rows(self._time_neighbours(snapshot).order, n, window)
+            has = snapshot.has_vector[:n]
+            usable = (found >= 0) & has & np.asarray([layer in layers for layer in LAYERS])[
+                snapshot.layer[:n]]
+            usable[usable] &= candidates.eligible[found[usable]] & has[found[usable]]
+            found[~usable] = -1
+            return found
+
+        vectors = snapshot.vectors[:snapshot.n]
+        return _grown(snapshot, ("blend", candidates.key, weight, window, layers),
+                      lambda: Blend.of(vectors, previous(), weight),
+                      lambda old, _: Blend.of(vectors, previous(), weight, old))
 
     def _score_candidates(self, snapshot: ViewSnapshot, request: RetrievalRequest,
                           candidates: Candidates, weights: ScoringWeights, now_ms: float,
@@ -1104,6 +1159,11 @@ class Retriever:
     def _neighbours(self, snapshot: ViewSnapshot
                     ) -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
         """The time-neighbour matrix, the rows with at least one neighbour, and their lines."""
+        value = self._time_neighbours(snapshot)
+        return value.matrix, value.rows, value.lines
+
+    def _time_neighbours(self, snapshot: ViewSnapshot) -> _Neighbours:
+        """The view state's time order and neighbours (``context_neighbours`` each side)."""
         k, window = self.config.context_neighbours, self.config.context_window_ms
 
         def build() -> _Neighbours:
@@ -1147,8 +1207,7 @@ class Retriever:
                     float(snapshot.created_at[:snapshot.n].sum()), value)
             return value
 
-        value = _grown(snapshot, ("neighbours", k, window), build, extend)
-        return value.matrix, value.rows, value.lines
+        return _grown(snapshot, ("neighbours", k, window), build, extend)
 
     # -- 3-4. rank and pack ----------------------------------------------------------------
 

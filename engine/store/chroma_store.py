@@ -606,17 +606,22 @@ class MemoryStore:
 
         Blocking (tens of seconds at 100K): run it on a worker. Everything waiting for the view
         proceeds once it returns; if it fails or is cancelled they raise
-        :class:`StoreUnavailable` instead, and the store should be closed.
+        :class:`StoreUnavailable` instead. A read that failed or was cancelled may be asked
+        for again (issue 24: a server store reads its view only when a feature needs it, and
+        the person may cancel and ask later); it starts from the first record.
 
         Raises:
             Cancelled: ``cancelled()`` turned true, or the store was closed meanwhile.
-            StoreUnavailable: Chroma failed.
+            StoreUnavailable: Chroma failed, or the store was closed.
         """
         with self._loading:
             if self._view_ready.is_set():
-                if self._view_failure is not None:
+                if self._view_failure is None:
+                    return
+                if self._stop_loading.is_set() or self._collection is None:  # closed
                     raise StoreUnavailable(self._view_failure)
-                return
+                self._view_failure = None  # asked again after a failed or cancelled read
+                self._view_ready.clear()
             try:
                 self._view = self._read_view(now_ms, progress, cancelled)
                 self._mark_held_states()
@@ -955,6 +960,51 @@ class MemoryStore:
         distances = result["distances"][0]
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)
                 if math.isfinite(float(d))]
+
+    def similar_by_id(self, record_id: str, k: int, *, now_ms: float = 0.0
+                      ) -> tuple[MemoryRecord, list[tuple[MemoryRecord, float]]]:
+        """The record ``record_id`` and Chroma's HNSW neighbours of its stored vector, nearest
+        first, as ``(record, cosine similarity)``; the record itself is left out. No view
+        needed: Find similar on a server store before its full view is read (issue 24). Two
+        Chroma calls: the record with its vector, then the query. A neighbour whose distance
+        is not a finite number is left out.
+
+        Raises:
+            RecordNotFound: no such record.
+            ValidationError: the record has no vector yet, or ``k`` is not in 1..1000.
+            StoreUnavailable: Chroma failed.
+        """
+        if not 1 <= k <= 1000:
+            raise ValidationError("k", k, "must be in 1..1000")
+        if self._collection is None:
+            raise RecordNotFound(record_id)
+        try:
+            got = self._collection.get(ids=[record_id],
+                                       include=["documents", "metadatas", "embeddings"])
+            if not got["ids"]:
+                raise RecordNotFound(record_id)
+            vector = np.asarray(got["embeddings"][0], dtype=np.float32)
+            if not vector.any():  # the zero vector of a record stored while the model loaded
+                raise ValidationError("record", record_id,
+                                      "has no embedding yet: similar records are found once "
+                                      "the model embedded it")
+            # one more than asked: the record itself is its own nearest neighbour (Chroma
+            # returns fewer when the collection is smaller)
+            found = self._collection.query(
+                query_embeddings=vector.reshape(1, -1), n_results=k + 1,
+                include=["documents", "metadatas", "distances"])
+        except (RecordNotFound, ValidationError):
+            raise
+        except Exception as exc:
+            raise _failure(self._spec, f"querying {self.location}", exc) from exc
+        record = self._decode(record_id, got["documents"][0], got["metadatas"][0], now_ms)
+        out: list[tuple[MemoryRecord, float]] = []
+        for i, d, m, distance in zip(found["ids"][0], found["documents"][0],
+                                     found["metadatas"][0], found["distances"][0],
+                                     strict=True):
+            if i != record_id and math.isfinite(float(distance)):
+                out.append((self._decode(i, d, m, now_ms), 1.0 - float(distance)))
+        return record, out[:k]
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -512,7 +512,7 @@ class RetrievalView(QWidget):
         self.summary.setText(
             f"{count_of(diag.candidate_count, 'candidate')}, {diag.filtered_count:,} filtered"
             " · semantic "
-            f"{diag.semantic_mode.value} · strategy {bundle.strategy_applied} · "
+            f"{diag.semantic_label} · strategy {bundle.strategy_applied} · "
             f"{diag.time_ms:.1f} ms (+{diag.embed_ms:.0f} ms embed) · dropped: {drops}"
             + (" · content compressed" if diag.compression_applied else ""))
         self._update_enabled()

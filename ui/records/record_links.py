@@ -17,7 +17,7 @@ action                 shortcut          what it does (signal the window answers
 Open in Records        Ctrl+Return       ``open_requested(id)``
 Show fate              Ctrl+Shift+F      ``fate_requested(id)``
 Run through pipeline   Ctrl+Shift+P      ``pipeline_requested(id)``
-Find similar           Ctrl+Shift+S      ``similar_requested(text)`` (masked while redaction is on)
+Find similar           Ctrl+Shift+S      ``similar_requested(id, text)`` (text as shown)
 Copy text              Ctrl+C            the content to the clipboard (masked while redaction is on)
 Copy id                Ctrl+Shift+C      the id to the clipboard
 Delete                 Del               ``delete_requested(ref)`` (undoable; off when read-only)
@@ -61,7 +61,8 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
 RECORD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 """The shape of a record id (a UUID): ``RECORD_ID.fullmatch(text)`` tells an id from words."""
 
-_ENGINE_ACTIONS = ("fate", "pipeline", "similar")  # need an open store (not while attached)
+_ENGINE_ACTIONS = ("fate", "pipeline")  # need a store's full view (not while attached)
+_STORE_ACTIONS = ("similar",)  # need an open store: before its full view, its index answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +137,8 @@ class RecordLinks(QObject):
         open_requested(str): Show this record in the Records view.
         fate_requested(str): Show this record's fate.
         pipeline_requested(str): Put this record in the pipeline stepper's form.
-        similar_requested(str): Retrieve the memories similar to this text.
+        similar_requested(str, str): Show the memories similar to this record (its id, and
+            its text as shown: masked while redaction is on).
         delete_requested(object): Delete this :class:`RecordRef` (the window confirms).
         message(str): A short status message ("Copied the text of …").
     """
@@ -144,7 +146,7 @@ class RecordLinks(QObject):
     open_requested = QtSignal(str)
     fate_requested = QtSignal(str)
     pipeline_requested = QtSignal(str)
-    similar_requested = QtSignal(str)
+    similar_requested = QtSignal(str, str)
     delete_requested = QtSignal(object)
     message = QtSignal(str)
 
@@ -152,6 +154,7 @@ class RecordLinks(QObject):
         super().__init__(parent)
         self._redaction = redaction
         self._attached: list[_Attached] = []
+        self._store = False
         self._engine = False
         self._writable = False
 
@@ -185,8 +188,11 @@ class RecordLinks(QObject):
             lambda position, where=entry: self._on_context_menu(where, position))
         self._update(entry)
 
-    def set_available(self, *, engine: bool, writable: bool) -> None:
-        """Enable what the session allows: engine actions need a store, Delete a writable one."""
+    def set_available(self, *, engine: bool, writable: bool, store: bool | None = None) -> None:
+        """Enable what the session allows: Find similar needs an open store (``store``;
+        default ``engine``), Fate and Pipeline its full view (``engine``), Delete a writable
+        one."""
+        self._store = engine if store is None else store
         self._engine, self._writable = engine, writable
         for entry in self._attached:
             self._update(entry)
@@ -194,7 +200,8 @@ class RecordLinks(QObject):
     def _update(self, entry: _Attached) -> None:
         for key, made in entry.actions.items():
             made.setEnabled(self._writable if key == "delete"
-                            else self._engine if key in _ENGINE_ACTIONS else True)
+                            else self._engine if key in _ENGINE_ACTIONS
+                            else self._store if key in _STORE_ACTIONS else True)
 
     def menu(self, widget: QWidget) -> QMenu | None:
         """The context menu of ``widget``'s current record (None: no record is current).
@@ -244,7 +251,7 @@ class RecordLinks(QObject):
         elif kind == "pipeline":
             self.pipeline_requested.emit(ref.id)
         elif kind == "similar":  # the query box shows it: masked while redaction is on
-            self.similar_requested.emit(self._redaction.show(ref.text))
+            self.similar_requested.emit(ref.id, self._redaction.show(ref.text))
         elif kind == "copy_text":
             self._redaction.copy(ref.text)
             self.message.emit(f"Copied the text of {quoted(self._redaction.show(ref.text))}")

@@ -8,6 +8,7 @@ at least as often as docs/retrieval.md states.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,6 +38,18 @@ PROVE_ALL = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_c
 # every list probed and nothing widened: the first candidate set and its bound as they are
 ALL_LISTS = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
                             static_candidates=4, dense_probes=10_000, proven_records=0)
+
+# the query-time blend of each record's vector with its predecessor's (docs/retrieval.md
+# "Third round"), in every layer; the generated records are hours apart, so a wider window
+# gives them predecessors
+BLENDED = {False: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.0),
+                  dataclasses.replace(PROVE_ALL, semantic_blend=0.0)),
+           True: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.3,
+                                      semantic_blend_layers=frozenset(Layer),
+                                      context_window_ms=86_400_000.0),
+                  dataclasses.replace(PROVE_ALL, semantic_blend=0.3,
+                                      semantic_blend_layers=frozenset(Layer),
+                                      context_window_ms=86_400_000.0))}
 UNWIDENED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
                             static_candidates=4, dense_probes=2, proven_records=0)
 
@@ -127,16 +140,22 @@ def _packed(bundle: RetrievedBundle) -> list[tuple[str, float]]:
     return [(r.id, float(diagnostics.scores[rows[r.id]])) for r in bundle.records]
 
 
+@pytest.mark.parametrize("blend", [False, True])
 @pytest.mark.parametrize("agent", [None, "agent1"])
 def test_forced_candidates_pack_what_exhaustive_scoring_packs_on_a_small_store(
-        agent: str | None) -> None:
+        agent: str | None, blend: bool) -> None:
     work = Workload(600)
+    exhaustive, forced = BLENDED[blend]
     for row in (5, 77, 301, 599):
         query = " ".join(work.records[row].content.split()[:4])
         vector = work.query_near(row)
-        reference = _retrieve(EXHAUSTIVE, work, query, vector, agent=agent)
-        candidate = _retrieve(PROVE_ALL, work, query, vector, agent=agent)
+        reference = _retrieve(exhaustive, work, query, vector, agent=agent)
+        candidate = _retrieve(forced, work, query, vector, agent=agent)
         assert candidate.diagnostics.candidate_sources  # the candidate path ran
+        if blend:  # most rows have a predecessor, and the two paths blend the same rows
+            assert np.count_nonzero(reference.diagnostics.blended >= 0) > 100
+            np.testing.assert_array_equal(candidate.diagnostics.blended,
+                                          reference.diagnostics.blended)
         assert candidate.diagnostics.scored_count < reference.diagnostics.scored_count
         assert _packed(candidate) == _packed(reference)
         assert candidate.total_tokens == reference.total_tokens
@@ -202,16 +221,28 @@ def test_candidates_that_run_out_before_the_budget_fall_back_to_every_row() -> N
     assert _packed(candidate) == _packed(reference)
 
 
-def test_top_five_agreement_on_a_generated_20k_store_meets_the_stated_figure() -> None:
-    work = Workload(20_000, clusters=200)
-    config = RetrievalConfig(candidate_threshold=0)
+AGREEMENT_CONFIGS = {False: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.0),
+                             RetrievalConfig(candidate_threshold=0, semantic_blend=0.0)),
+                     True: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.3,
+                                                semantic_blend_layers=frozenset(Layer)),
+                            RetrievalConfig(candidate_threshold=0, semantic_blend=0.3,
+                                            semantic_blend_layers=frozenset(Layer)))}
+
+
+@pytest.mark.parametrize("blend", [False, True])
+def test_top_five_agreement_on_a_generated_20k_store_meets_the_stated_figure(
+        blend: bool) -> None:
+    work = Workload(20_000, clusters=200)  # ~3,300 records per agent and layer: minutes apart
+    exhaustive, config = AGREEMENT_CONFIGS[blend]
     agreements = []
     for _ in range(25):
         row = int(work.rng.integers(0, 20_000))
         query, vector = work.text(5), work.query_near(row)
-        reference = [i for i, _ in _packed(_retrieve(EXHAUSTIVE, work, query, vector))][:5]
+        reference = [i for i, _ in _packed(_retrieve(exhaustive, work, query, vector))][:5]
         candidate = _retrieve(config, work, query, vector)
         assert candidate.diagnostics.candidate_sources
+        blended = int(np.count_nonzero(candidate.diagnostics.blended >= 0))
+        assert (blended > 3000) if blend else blended == 0
         top = [i for i, _ in _packed(candidate)][:5]
         agreements.append(len(set(top) & set(reference)) / len(reference))
     assert float(np.mean(agreements)) >= STATED_AGREEMENT
