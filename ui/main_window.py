@@ -68,6 +68,7 @@ from engine import (
     LifecycleRun,
     MemoryEngine,
     MemoryReader,
+    RecordState,
     SalienceCut,
     StoreSpec,
 )
@@ -394,12 +395,17 @@ class MainWindow(QMainWindow):
         links.pipeline_requested.connect(self.run_in_pipeline)
         links.similar_requested.connect(self.find_similar)
         links.delete_requested.connect(self._on_delete_record_requested)
+        links.state_requested.connect(self._on_state_requested)
         links.message.connect(self._on_view_message)
-        # The table's Del is the links' Delete (its whole selection); the Edit menu's Delete
-        # only shows the key, or the two would make Del ambiguous while the table has focus.
-        self.records.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        links.attach(self.records.table, self.records.current_record,
-                     delete=self.records.delete_action.trigger, open_here=False)
+        # The table's Del and Ctrl+Alt+P/A/R are the links' (on its whole selection); the Edit
+        # menu's Delete, Pause, Archive and Resume only show the keys, or a key would be
+        # ambiguous while the table (or another view's record list) has focus.
+        records = self.records
+        own = {"delete": records.delete_action, "pause": records.pause_action,
+               "archive": records.archive_action, "resume": records.resume_action}
+        for made in own.values():
+            made.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        links.attach(records.table, records.current_record, own=own, open_here=False)
         observe = self.observe
         observe.timeline.open_record.connect(self.show_record)
         links.attach(observe.timeline.record_bar, observe.timeline.current_record)
@@ -446,6 +452,9 @@ class MainWindow(QMainWindow):
     def _on_delete_record_requested(self, ref: RecordRef) -> None:
         if self.confirm_delete(ref):
             spawn(self.delete_record(ref))
+
+    def _on_state_requested(self, ref: RecordRef, state: RecordState) -> None:
+        spawn(self.records.ask_state_of(ref, state, quoted(self.redaction.show(ref.text))))
 
     async def delete_record(self, ref: RecordRef) -> bool:
         """Delete ``ref`` through the store's undoable delete; False when not possible."""

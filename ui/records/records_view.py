@@ -65,7 +65,7 @@ from engine import (
     RecordRow,
 )
 from engine.errors import EngineError, RecordNotFound, ValidationError
-from engine.records import Layer, Privacy, RecordState
+from engine.records import Layer, MemoryRecord, Privacy, RecordState
 from ui.records.record_detail import RecordDetailPanel
 from ui.records.record_links import RecordRef
 from ui.records.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
@@ -931,14 +931,43 @@ class RecordsView(QWidget):
         if rows and session is self._session:
             self._ask_state(rows, state)
 
-    def _ask_state(self, rows: Sequence[RecordRow], state: RecordState) -> None:
-        """Confirm pausing, archiving or resuming ``rows`` with the true counts, then do it."""
+    async def ask_state_of(self, ref: RecordRef, state: RecordState, name: str) -> None:
+        """Pause, archive or resume one record named in another view (its record menu).
+
+        Its state is read on a worker first, so the question (or "is paused already") is
+        true; the change is undoable, as for the table's selection.
+
+        Args:
+            name: How the record is named to the person (its quoted, masked text).
+        """
+        session = self._session
+        if session is None or self._writable is None:
+            return
+        try:
+            found = await self._runner.run(session.reader.get_records, [ref.id])
+        except EngineError as exc:
+            QMessageBox.warning(self, _STATE_WORDS[state][0], f"Not changed: {exc}")
+            return
+        if session is not self._session:
+            return
+        if not found:
+            self.message.emit(f"{name} is no longer stored")
+            return
+        self._ask_state(found, state, name=name)
+
+    def _ask_state(self, rows: Sequence[RecordRow | MemoryRecord], state: RecordState, *,
+                   name: str | None = None) -> None:
+        """Confirm pausing, archiving or resuming ``rows`` with the true counts, then do it.
+
+        ``name`` names a single record (another view's menu) instead of "this record"."""
         verb, word, meaning = _STATE_WORDS[state]
         changing = [row.id for row in rows if row.state is not state]
         if not changing:
-            self.message.emit(f"The selected records are {word} already")
+            self.message.emit(f"{name} is {word} already" if name
+                              else f"The selected records are {word} already")
             return
-        noun = "this record" if len(changing) == 1 else f"these {len(changing):,} records"
+        noun = name or ("this record" if len(changing) == 1
+                        else f"these {len(changing):,} records")
         already = len(rows) - len(changing)
         extra = f" ({already:,} of the {len(rows):,} selected {'is' if already == 1 else 'are'}" \
             f" {word} already.)" if already else ""
