@@ -6,9 +6,10 @@ default button) starts a dry run, ``engine.stepped(new, simulate=True)``: every 
 same numbers as a real ingest, from the same code, and nothing written or emitted. **Ingest**
 starts a real run, whose write is one undoable step (Edit → Undo takes it back through
 ``MemoryEngine.undo_run``: the insert deleted, the merged or updated record restored, the
-review item withdrawn). Either gives a :class:`~engine.ingest.pipeline.SteppedRun`; the
-candidate-search panel says which partition was searched (agent, layer, privacy and its
-size), so a paraphrase stored under another layer or agent is seen to be out of reach.
+review item withdrawn; Edit → Redo ingests the memory again). Either gives a
+:class:`~engine.ingest.pipeline.SteppedRun`; the candidate-search panel says which partition
+was searched (agent, layer, privacy and its size), so a paraphrase stored under another layer
+or agent is seen to be out of reach.
 **Step** runs its next stage on a worker,
 **Continue** runs the remaining stages with the speed control's delay between them
 (``asyncio.sleep`` on the GUI loop) and **Pause** stops between stages. The driver holds no lock
@@ -80,6 +81,7 @@ from engine import (
     EventsDetail,
     ExitPolicy,
     Masking,
+    MemoryEngine,
     NormalizeDetail,
     PersistDetail,
     RunWrites,
@@ -175,27 +177,35 @@ def partition_sentence(start: Mapping[str, Any], candidates: Mapping[str, Any],
 
 
 class IngestCommand(QUndoCommand):
-    """An Ingest from the Pipeline view, undoable: undo takes the run's write back.
+    """An Ingest from the Pipeline view, undoable and redoable.
 
-    ``MemoryEngine.undo_run`` deletes the record the run inserted, restores the records it
-    merged into, updated or linked, and withdraws its review item and merge aliases. Redo is
-    not offered (the command is obsolete once undone): a memory is ingested again by running
-    it again, which decides afresh against the store as it is then.
+    Undo takes the run's write back: ``MemoryEngine.undo_run`` deletes the record the run
+    inserted, restores the records it merged into, updated or linked, and withdraws its review
+    item and merge aliases. Redo ingests the same memory again through the same stepped
+    pipeline (every stage at once, on a worker, after the window's other writes), as the
+    Consolidate command's redo applies its steps again: the store being as before the run, it
+    decides as the run did (the same merge, the same review item), against the store as it is
+    then if it changed meanwhile; an inserted record comes back under a new id. What the redo
+    wrote is what the next Undo takes back. The first :meth:`redo` (run by
+    ``QUndoStack.push``) does nothing: the run wrote before the command was pushed.
     """
 
-    def __init__(self, session: StoreSession, text: str, written: RunWrites) -> None:
+    def __init__(self, session: StoreSession, text: str, written: RunWrites,
+                 memory: NewMemory) -> None:
         super().__init__(text)
         self._session = session
         self._written = written
+        self._memory = memory
+        self._applied = True
 
     @property
     def written(self) -> RunWrites:
-        """What the run wrote."""
+        """What the run (or the last redo) wrote."""
         return self._written
 
     def undo(self) -> None:
-        self.setObsolete(True)  # the stack drops it: nothing to redo
-        session, written = self._session, self._written
+        self._applied = False
+        session = self._session
         what = f"Undo {self.text()}"
 
         def left_alone(conflicts: list[tuple[str, str]]) -> None:
@@ -203,14 +213,40 @@ class IngestCommand(QUndoCommand):
                 session.failed.emit(f"{what} left {count_of(len(conflicts), 'record')} alone: "
                                     + "; ".join(why for _, why in conflicts))
 
-        # the engine when the write runs (an out-of-process import may have replaced it)
-        session.schedule_write(lambda: session.engine.undo_run(written),
-                               [after.id for _, after in written.pairs], what, left_alone)
+        # the engine when the write runs (an out-of-process import may have replaced it), and
+        # the writes then: a redo queued before this undo has replaced them by its own
+        session.schedule_write(lambda: session.engine.undo_run(self._written),
+                               [after.id for _, after in self._written.pairs], what, left_alone)
 
     def redo(self) -> None:
-        # the first redo (push) finds the run's write already done; after an undo the command
-        # is obsolete and removed, so this is never asked to write
-        return
+        if self._applied:
+            return  # the push: the run wrote already
+        self._applied = True
+        session, memory = self._session, self._memory
+        what = f"Redo {self.text()}"
+
+        def again() -> SteppedRun:
+            run = _ingest_again(session.engine, memory)
+            assert run.written is not None  # a real run that finished has its writes
+            self._written = run.written  # before any later write (an undo) starts
+            return run
+
+        def done(run: SteppedRun) -> None:
+            result = run.result
+            if self._written.empty and result is not None:  # the store changed meanwhile
+                session.failed.emit(f"{what} wrote nothing: " + sentence(reason_sentence(
+                    result.reason.value, target=result.target_id,
+                    conflicts=[c.to_json() for c in result.conflicts], texts={})))
+
+        session.schedule_write(again, [after.id for _, after in self._written.pairs], what,
+                               done)
+
+
+def _ingest_again(engine: MemoryEngine, memory: NewMemory) -> SteppedRun:
+    """Worker: ``memory`` through every stage of a real stepped run (an Ingest's redo)."""
+    run = engine.stepped(memory)
+    run.run()  # every remaining stage, no pause
+    return run
 
 
 class SimilarityBars(QWidget):
@@ -443,6 +479,7 @@ class StepperView(QWidget):
         self._redact: Callable[[str], str] | None = None
         self._shown: Masking | None = None
         self.run: SteppedRun | None = None
+        self._memory: NewMemory | None = None  # the run's memory (an Ingest's redo runs it)
         self.threshold = 0.85
         self.floor = 0.70
         self._busy = False
@@ -856,6 +893,7 @@ class StepperView(QWidget):
         self._policy, self._tier = policy, memory.source_tier
         self._set_thresholds(semantic=True)
         self.run = run
+        self._memory = memory
         self._texts = {run.incoming_id: memory.content}
         self._paused = True
         self.empty_state.clear()
@@ -925,8 +963,10 @@ class StepperView(QWidget):
     def _push_undo(self, session: StoreSession, run: SteppedRun, written: RunWrites) -> None:
         """Make the run's write one undo step and tell the views what changed."""
         content = self._texts.get(run.incoming_id, "")
+        assert self._memory is not None  # set with the run
         session.undo_stack.push(IngestCommand(
-            session, f"Ingest ‘{elide(content, 30)}’" if content else "Ingest", written))
+            session, f"Ingest ‘{elide(content, 30)}’" if content else "Ingest", written,
+            self._memory))
         session.records_changed.emit([after.id for _, after in written.pairs])
         self.message.emit("Ingested from the Pipeline view (Edit → Undo takes it back)")
 
