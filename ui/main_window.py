@@ -948,10 +948,11 @@ class MainWindow(QMainWindow):
         self.show_banner(text, warning=False)
 
     def _on_count_changed(self, count: int) -> None:
+        session = self._controller.session or self._controller.attached
+        self.records.set_store_count(count if count >= 0 and session is not None else None)
         if count < 0:
             self.count_label.setText("count unavailable")
             return
-        session = self._controller.session or self._controller.attached
         self.count_label.setText(count_of(count, "record") if session is not None else "")
         self.count_label.setToolTip("")
         if self._controller.session is not None:

@@ -351,6 +351,7 @@ class RecordsView(QWidget):
         self._pending_row: int | None = None  # where the engine says the linked record is
         self._agents: list[str] = []
         self._indexed = (0, 0)
+        self._store_count: int | None = None  # the status bar's count (set by the window)
         self._filter_changed = False
         self._content_sized_by_user = False
         self._fitting = False
@@ -616,9 +617,19 @@ class RecordsView(QWidget):
         elif self.model.preview:
             text = (f"{count_of(self.model.total, 'record')}, newest written first, "
                     f"from the store ({progress})")
+        elif self._store_count is not None and self.model.total < self._store_count:
+            # the filters show part of the store (the default hides archived records): say
+            # so, or "201 records" here and "204 records" in the status bar disagree
+            text = f"{self.model.total:,} of {count_of(self._store_count, 'record')}"
         else:
             text = count_of(self.model.total, "record")
         self.count_label.setText(text)
+
+    def set_store_count(self, count: int | None) -> None:
+        """The number of records in the store (the status bar's; None: not known), so the
+        count says how many of them the filters show ("201 of 204 records")."""
+        self._store_count = count
+        self._show_count()
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
         self._indexed = (done, total)
