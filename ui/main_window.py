@@ -360,6 +360,7 @@ class MainWindow(QMainWindow):
         # An empty store's Records view offers what the File menu does to fill it.
         self.records.empty_actions = (self.demo_action, self.import_action,
                                       self.conversation_action)
+        self.layers.set_empty_actions((self.demo_action, self.import_action))
         self.redaction.changed.connect(self._on_redaction_changed)
         controller.session_changed.connect(self._on_session_changed)
         controller.store_state_changed.connect(self._on_store_state_changed)
