@@ -564,6 +564,7 @@ class StepperView(QWidget):
         self.speed_label = QLabel("", self)
         self.status_label = QLabel("Pick a memory and press Simulate (nothing is written) "
                                    "or Ingest.", self)
+        self.status_label.setWordWrap(True)  # beside the buttons: cut off at 1000 px wide
         controls = QHBoxLayout()
         for button in (self.simulate_button, self.ingest_button, self.step_button,
                        self.continue_button, self.pause_button):
