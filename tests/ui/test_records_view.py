@@ -346,3 +346,33 @@ def test_pause_archive_resume_a_multi_selection(
     qtbot.waitUntil(lambda: view.filters.state.currentText() == "Any" and model.settled
                     and model.total == SMALL, timeout=10_000)
     qtbot.waitUntil(lambda: archived[0] in view.selected_ids(), timeout=10_000)
+
+
+def test_the_detail_of_no_record_shows_no_record_s_values(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], small_store: Path) -> None:
+    """Polish: after the shown record is deleted, the detail said "No record selected" beside
+    the deleted record's layer, privacy, importance and confidence."""
+    window = make_window()
+    open_store(qtbot, window, small_store)
+    view = window.records
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None, timeout=10_000)
+    detail = view.detail
+    assert detail.layer.currentText() and detail.importance.text()
+    record = detail.record
+    assert record is not None
+    run(qtbot, view.delete_records([record.id]))
+    qtbot.waitUntil(lambda: detail.record is None, timeout=10_000)
+    assert [detail.layer.currentText(), detail.privacy.currentText(), detail.importance.text(),
+            detail.confidence.text(), detail.ttl.text()] == ["", "", "", "", ""]
+    # the next record's values come back (the table reloaded after the delete first)
+    qtbot.waitUntil(lambda: view.model.settled and view.model.total == SMALL - 1,
+                    timeout=10_000)
+    view.table.clearSelection()
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: detail.record is not None, timeout=10_000)
+    shown = detail.record
+    assert shown is not None
+    assert detail.layer.currentText() == shown.layer.value
+    assert detail.privacy.currentText() == shown.privacy.value
+    assert detail.importance.text() == f"{shown.importance:.3f}" and detail.ttl.text()

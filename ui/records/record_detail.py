@@ -40,6 +40,7 @@ from ui.shared.format import diff_value, elide, label_for, local_time, phrase
 __all__ = ["DAY_MS", "HISTORY_FIELDS", "RecordDetailPanel", "changed_fields"]
 
 DAY_MS = 86_400_000.0
+_DAYS = " days"  # the time to live's unit
 _ERROR_STYLE = "border: 1px solid #d1242f;"
 
 
@@ -95,7 +96,7 @@ class RecordDetailPanel(QWidget):
         self.ttl.setObjectName("expires_at")
         self.ttl.setRange(0.0, 36_500.0)
         self.ttl.setDecimals(1)
-        self.ttl.setSuffix(" days")
+        self.ttl.setSuffix(_DAYS)
         self.ttl.setSpecialValueText("no expiry")
         self.ttl.setToolTip("Time to live from creation; 0 = never expires")
         numbers = QHBoxLayout()
@@ -203,6 +204,13 @@ class RecordDetailPanel(QWidget):
             self._title.setToolTip("")
             self.content.setPlainText("")
             self.tags.setText("")
+            # blank, not the last record's layer, privacy and numbers (they stayed after a
+            # delete, beside "No record selected", as if they were a record's)
+            for combo in (self.layer, self.privacy):
+                combo.setCurrentIndex(-1)
+            self.ttl.setSuffix("")  # clear() keeps the suffix: " days" of nothing
+            for spin in (self.importance, self.confidence, self.ttl):
+                spin.clear()
             for browser in (self.fields_view, self.links_view, self.history_view):
                 browser.setHtml("<p><i>Select a record to see its fields, provenance, links "
                                 "and history.</i></p>")
@@ -227,6 +235,7 @@ class RecordDetailPanel(QWidget):
         self.confidence.setValue(record.confidence)
         self.tags.setText(", ".join(record.tags))
         ttl = record.ttl_ms
+        self.ttl.setSuffix(_DAYS)
         self.ttl.setValue(0.0 if ttl is None else max(0.1, ttl / DAY_MS))
 
     def _show(self, text: str) -> str:
