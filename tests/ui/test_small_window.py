@@ -15,7 +15,7 @@ from engine.memory_engine import MemoryEngine
 from engine.records import Category, Layer, NewMemory
 from engine.store import StoreSpec
 from tests.support.fakes import HashingEmbedder
-from tests.ui.conftest import open_store
+from tests.ui.conftest import open_store, run
 from tests.ui.observe_fixtures import BASE, GRAY
 from ui.main_window import MainWindow
 
@@ -100,3 +100,18 @@ def test_review_items_wrap_to_the_lists_width(
     lines = review.list.fontMetrics().lineSpacing()
     assert rect.height() >= 3 * lines  # the reason line and the text over two lines
 
+
+
+def test_retrieval_over_an_empty_store_says_so_and_offers_the_demo(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    """Polish: a question asked of an empty store said "No record of this agent and layer
+    policy fits the request. Try another agent, purpose or a larger budget"."""
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "empty")
+    retrieval = window.observe.retrieval
+    window.nav.setCurrentRow(list(window.views).index("retrieval"))
+    retrieval.query_edit.setText("when is the team standup?")
+    assert run(qtbot, retrieval.retrieve()) is not None
+    assert retrieval.empty_state.is_shown()
+    assert retrieval.empty_state.title() == "Nothing to retrieve from"
+    assert retrieval.empty_state.button_texts() == ["Load Demo Data", "Import JSONL…"]
