@@ -287,7 +287,7 @@ def test_candidate_search_names_its_partition(qtbot: QtBot, stepper: StepperView
     note = stepper.panels[Stage.CANDIDATES].note
     assert not note.isHidden()
     assert note.text().startswith("Candidates searched among 0 records in layer ‘episodic’, "
-                                  "privacy ‘PRIVATE’, agent ‘default’.")
+                                  "privacy ‘private’, agent ‘default’.")
     assert "1 more record of this agent and privacy in other layers: compared for novelty " \
         "only" in note.text()
     assert "other than ‘fact’ merge only at similarity 0.95 or above" in note.text()

@@ -95,6 +95,7 @@ from engine.errors import EngineError
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
 from ui.records.record_links import RECORD_ID, RecordRef, fetch_texts, record_tooltip
 from ui.records.record_search import RecordSearch
+from ui.shared.choices import chosen_privacy, fill_privacy, show_privacy
 from ui.shared.empty_state import EmptyState
 from ui.shared.fields_view import FieldsPanel
 from ui.shared.format import (
@@ -164,7 +165,7 @@ def partition_sentence(start: Mapping[str, Any], candidates: Mapping[str, Any],
     size = int(candidates.get("partition_size") or 0)
     wider = int(candidates.get("surprise_partition_size") or 0)
     agent, layer = start.get("agent_id", ""), start.get("layer", "")
-    privacy, category = start.get("privacy", ""), start.get("category", "")
+    privacy, category = str(start.get("privacy", "")).lower(), start.get("category", "")
     text = (f"Candidates searched among {count_of(size, 'record')} in layer ‘{layer}’, "
             f"privacy ‘{privacy}’, agent ‘{agent}’.")
     if wider > size:
@@ -519,8 +520,8 @@ class StepperView(QWidget):
         self.tier_box = QComboBox(self)
         self.tier_box.addItems([x.value for x in TrustTier])
         self.privacy_box = QComboBox(self)
-        self.privacy_box.addItems([x.value for x in Privacy])
-        self.privacy_box.setCurrentText(Privacy.PRIVATE.value)
+        fill_privacy(self.privacy_box)
+        show_privacy(self.privacy_box, Privacy.PRIVATE)
         source_row = QHBoxLayout()
         source_row.addWidget(self.source_box)
         source_row.addWidget(self.record_edit, 1)
@@ -767,7 +768,7 @@ class StepperView(QWidget):
             or "default", layer=Layer(self.layer_box.currentText()),
             category=Category(self.category_box.currentText()),
             source_tier=TrustTier(self.tier_box.currentText()),
-            privacy=Privacy(self.privacy_box.currentText()), source=source)
+            privacy=chosen_privacy(self.privacy_box) or Privacy.PRIVATE, source=source)
 
     def fill_form(self, new: NewMemory) -> None:
         """Show ``new`` in the form."""
@@ -776,7 +777,7 @@ class StepperView(QWidget):
         self.layer_box.setCurrentText(new.layer.value)
         self.category_box.setCurrentText(new.category.value)
         self.tier_box.setCurrentText(new.source_tier.value)
-        self.privacy_box.setCurrentText(new.privacy.value)
+        show_privacy(self.privacy_box, new.privacy)
 
     def _on_load_record_clicked(self) -> None:
         text = self.record_edit.text().strip()

@@ -33,8 +33,9 @@ from PySide6.QtWidgets import (
 )
 
 from engine import LinkedRecord, RecordDetail
-from engine.records import Layer, MemoryRecord, Privacy, RecordState
+from engine.records import Layer, MemoryRecord, RecordState
 from ui.records.record_links import quoted, record_tooltip
+from ui.shared.choices import chosen_privacy, fill_privacy, show_privacy
 from ui.shared.format import diff_value, elide, label_for, local_time, phrase
 
 __all__ = ["DAY_MS", "HISTORY_FIELDS", "RecordDetailPanel", "changed_fields"]
@@ -86,7 +87,7 @@ class RecordDetailPanel(QWidget):
         self.layer.addItems([layer.value for layer in Layer])
         self.privacy = QComboBox(self)
         self.privacy.setObjectName("privacy")
-        self.privacy.addItems([p.value for p in Privacy])
+        fill_privacy(self.privacy)
         self.importance = self._unit_spin("importance")
         self.confidence = self._unit_spin("confidence")
         self.tags = QLineEdit(self)
@@ -230,7 +231,7 @@ class RecordDetailPanel(QWidget):
     def _fill_form(self, record: MemoryRecord) -> None:
         self.content.setPlainText(self._show(record.content))
         self.layer.setCurrentText(record.layer.value)
-        self.privacy.setCurrentText(record.privacy.value)
+        show_privacy(self.privacy, record.privacy)
         self.importance.setValue(record.importance)
         self.confidence.setValue(record.confidence)
         self.tags.setText(", ".join(record.tags))
@@ -341,8 +342,9 @@ class RecordDetailPanel(QWidget):
             out["content"] = content
         if self.layer.currentText() != record.layer.value:
             out["layer"] = self.layer.currentText()
-        if self.privacy.currentText() != record.privacy.value:
-            out["privacy"] = self.privacy.currentText()
+        privacy = chosen_privacy(self.privacy)
+        if privacy is not None and privacy is not record.privacy:
+            out["privacy"] = privacy.value
         for name, spin in (("importance", self.importance), ("confidence", self.confidence)):
             if abs(spin.value() - getattr(record, name)) > 5e-4:
                 out[name] = round(spin.value(), 3)

@@ -65,10 +65,11 @@ from engine import (
     RecordRow,
 )
 from engine.errors import EngineError, RecordNotFound, ValidationError
-from engine.records import Layer, MemoryRecord, Privacy, RecordState
+from engine.records import Layer, MemoryRecord, RecordState
 from ui.records.record_detail import RecordDetailPanel
 from ui.records.record_links import RecordRef
 from ui.records.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
+from ui.shared.choices import chosen_privacy, fill_privacy
 from ui.shared.dialogs import AddMemoryDialog
 from ui.shared.empty_state import EmptyState
 from ui.shared.session import DataSession, StoreSession
@@ -138,7 +139,7 @@ class FilterBar(QWidget):
         self.layer = QComboBox(self)
         self.layer.addItems([_ANY, *(layer.value for layer in Layer)])
         self.privacy = QComboBox(self)
-        self.privacy.addItems([_ANY, *(p.value for p in Privacy)])
+        fill_privacy(self.privacy, any_text=_ANY)
         self.state = QComboBox(self)
         self.state.addItems([label for label, _ in STATE_CHOICES])
         self.state.setToolTip("Paused records are kept and listed but never retrieved; archived "
@@ -226,13 +227,12 @@ class FilterBar(QWidget):
         """The filters as a query (sort and page left at their defaults)."""
         agent = self.agent.currentData()
         layer = self.layer.currentText()
-        privacy = self.privacy.currentText()
         low, high = self.importance_min.value(), self.importance_max.value()
         dated = self.dates.isChecked()
         return RecordQuery(
             agent_id=agent if isinstance(agent, str) else None,
             layer=None if layer == _ANY else Layer(layer),
-            privacy=None if privacy == _ANY else Privacy(privacy),
+            privacy=chosen_privacy(self.privacy),
             tags=tuple(t.strip() for t in self.tags.text().split(",") if t.strip()),
             text=self.text.text().strip() or None,
             importance_min=low if low > 0.0 else None,
