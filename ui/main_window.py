@@ -423,6 +423,7 @@ class MainWindow(QMainWindow):
         links.attach(observe.map.plot, observe.map.current_record)
         links.attach(self.fate.steps, self.fate.current_step_record)
         links.attach(self.fate.record_bar, self.fate.current_record)
+        links.attach(self.scan.table, self.scan.current_record)
         for tree, role in self.layers.record_trees():
             links.attach(tree, tree_record(tree, role))
 

@@ -572,7 +572,7 @@ def test_every_view_that_shows_records_offers_pause_archive_resume(
     observe = window.observe
     widgets = [window.records.table, observe.review.list, observe.retrieval.live,
                observe.timeline.record_bar, observe.timeline.detail.fields, observe.map.plot,
-               observe.pipeline.candidate_bars, window.fate.steps,
+               observe.pipeline.candidate_bars, window.fate.steps, window.scan.table,
                *(tree for tree, _role in window.layers.record_trees())]
     assert len(widgets) > 8  # the Layers tabs have record lists
     for widget in widgets:

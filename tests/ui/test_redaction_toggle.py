@@ -116,6 +116,14 @@ def test_scan_view_lists_jumps_and_redacts_in_place_undoably(
     window.undo_action.trigger()
     qtbot.waitUntil(lambda: session.pending() == 0 and len(view.hits) == 4)
     assert SECRETS[2] in session.engine.get(ids[2]).content
+    # the record context menu is offered here too, on the text as the scan shows it (masked)
+    first = view.table.topLevelItem(0)
+    assert first is not None
+    view.table.setCurrentItem(first)
+    ref = view.current_record()
+    assert ref is not None and ref.text == next(h.preview for h in view.hits if h.id == ref.id)
+    menu = window.links.menu(view.table)
+    assert menu is not None and "Show fate" in [a.text() for a in menu.actions()]
 
 
 def test_task_graph_is_masked_too(qtbot: QtBot, tmp_path: Path,

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from engine import MemoryEngine, RedactionHit
 from engine.errors import EngineError
-from ui.records.record_links import record_tooltip
+from ui.records.record_links import RecordRef, record_tooltip
 from ui.shared.empty_state import EmptyState
 from ui.shared.format import findings
 from ui.shared.redaction import Redaction
@@ -165,6 +165,15 @@ class ScanView(QWidget):
                 "again whenever records change.")
         self._update_buttons()
         return hits
+
+    def current_record(self) -> RecordRef | None:
+        """The current row's record (the record context menu's): its text as the scan shows it,
+        redacted, so Copy text and Find similar never carry the secret."""
+        item = self.table.currentItem()
+        record_id = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
+        if item is None or not isinstance(record_id, str):
+            return None
+        return RecordRef(record_id, item.text(0))
 
     def selected_ids(self) -> list[str]:
         """Ids of the selected rows."""
