@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -118,6 +120,13 @@ def _is_open(dialog: QWidget) -> bool:
     return shiboken6.isValid(dialog) and dialog.isVisible()
 
 
+def _copy_workspace(source: Path) -> Path:
+    """Worker: ``source`` copied into a new temporary folder, without its cache."""
+    target = Path(tempfile.mkdtemp(prefix="mnemoscope-demo-")) / source.name
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".mnemoscope"))
+    return target
+
+
 @dataclass(frozen=True, slots=True)
 class Preferences:
     """What the window remembers between runs (stored by ``app`` in the settings file).
@@ -190,6 +199,8 @@ class WindowServices:
     default_store: str = ""
     demo_memories: Path | None = None
     demo_conversation: Path | None = None
+    demo_workspace: Path | None = None
+    """The demo task workspace (opened from a copy: the shipped one stays as it is)."""
     version: str = ""
     bulk_import: BulkImport | None = None
     llm: LLMServices | None = None
@@ -254,6 +265,13 @@ class MainWindow(QMainWindow):
         # issue 9
         self.fate = FateView(self._runner, self.redaction, self)
         self.tasks_view = TaskGraphView(self.redaction, self)
+        self.demo_workspace_action = QAction("Open the Demo Workspace", self)
+        self.demo_workspace_action.setToolTip(
+            "A copy of the demo task cards in a temporary folder (edits there are not kept)")
+        self.demo_workspace_action.triggered.connect(
+            lambda: spawn(self.open_demo_workspace()))
+        if services.demo_workspace is not None:  # a new user's next step in Tasks
+            self.tasks_view.set_empty_actions((self.demo_workspace_action,))
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
         self.provider_dialog: ProviderSettingsDialog | None = None
@@ -1295,6 +1313,23 @@ class MainWindow(QMainWindow):
         await self._controller.detach()
 
     # -- import / export -------------------------------------------------------------------
+
+    async def open_demo_workspace(self) -> Path | None:
+        """Copy the demo task workspace to a temporary folder (worker) and open the copy.
+
+        A copy, because a workspace is written to (its cache, a person's edits) and the shipped
+        one may be read-only; the copy is left for the system to clean up with its temp files.
+        """
+        source = self._services.demo_workspace
+        if source is None:
+            return None
+        try:
+            copy: Path = await self._runner.run(_copy_workspace, source)
+        except OSError as exc:
+            QMessageBox.warning(self, "Demo workspace", f"Could not copy {source}: {exc}")
+            return None
+        await self.tasks_view.open_workspace(copy)
+        return copy
 
     def _on_load_demo_triggered(self) -> None:
         if self._services.demo_memories is not None:
