@@ -63,12 +63,13 @@ if TYPE_CHECKING:
     from ui.settings.provider_dialog import LLMServices
     from ui.shared.tasks import TaskRunner
 
-__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
-           "open_engine", "save_mapping", "window_log_masking"]
+__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "DEMO_WORKSPACE", "attach_remote",
+           "launch", "open_engine", "save_mapping", "window_log_masking"]
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
+DEMO_WORKSPACE = ASSETS / "demo_workspace"
 VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
 SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), ("fate", "fate"),
          ("budget", "budget"), ("tasks", "tasks"), ("layers", "layers-social"),
@@ -316,6 +317,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         default_store=settings.store,
         demo_memories=DEMO_MEMORIES if DEMO_MEMORIES.is_file() else None,
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
+        demo_workspace=DEMO_WORKSPACE if DEMO_WORKSPACE.is_dir() else None,
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_spec() if load_model else None),
         llm=_llm_services(settings_file),
@@ -430,7 +432,7 @@ async def _prepare_steer_views(window: MainWindow, controller: AppControl,
     if isinstance(incoming, str):
         await window.fate.load(incoming)  # as the context menu's Show fate does
     workspace = folder / "workspace"
-    shutil.copytree(ASSETS / "demo_workspace", workspace,
+    shutil.copytree(DEMO_WORKSPACE, workspace,
                     ignore=shutil.ignore_patterns(".mnemoscope"))
     graph = await window.tasks_view.open_workspace(workspace)
     if graph is not None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -68,6 +70,7 @@ from engine import (
     LifecycleRun,
     MemoryEngine,
     MemoryReader,
+    RecordState,
     SalienceCut,
     StoreSpec,
 )
@@ -122,6 +125,13 @@ __all__ = ["MainWindow", "Preferences", "WindowServices"]
 def _is_open(dialog: QWidget) -> bool:
     """True while ``dialog`` exists and is shown (it may be deleted once closed)."""
     return shiboken6.isValid(dialog) and dialog.isVisible()
+
+
+def _copy_workspace(source: Path) -> Path:
+    """Worker: ``source`` copied into a new temporary folder, without its cache."""
+    target = Path(tempfile.mkdtemp(prefix="mnemoscope-demo-")) / source.name
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".mnemoscope"))
+    return target
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +206,8 @@ class WindowServices:
     default_store: str = ""
     demo_memories: Path | None = None
     demo_conversation: Path | None = None
+    demo_workspace: Path | None = None
+    """The demo task workspace (opened from a copy: the shipped one stays as it is)."""
     version: str = ""
     bulk_import: BulkImport | None = None
     llm: LLMServices | None = None
@@ -260,6 +272,13 @@ class MainWindow(QMainWindow):
         # issue 9
         self.fate = FateView(self._runner, self.redaction, self)
         self.tasks_view = TaskGraphView(self.redaction, self)
+        self.demo_workspace_action = QAction("Open the Demo Workspace", self)
+        self.demo_workspace_action.setToolTip(
+            "A copy of the demo task cards in a temporary folder (edits there are not kept)")
+        self.demo_workspace_action.triggered.connect(
+            lambda: spawn(self.open_demo_workspace()))
+        if services.demo_workspace is not None:  # a new user's next step in Tasks
+            self.tasks_view.set_empty_actions((self.demo_workspace_action,))
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
         self.provider_dialog: ProviderSettingsDialog | None = None
@@ -367,6 +386,8 @@ class MainWindow(QMainWindow):
         # An empty store's Records view offers what the File menu does to fill it.
         self.records.empty_actions = (self.demo_action, self.import_action,
                                       self.conversation_action)
+        self.layers.set_empty_actions((self.demo_action, self.import_action))
+        self.observe.retrieval.empty_actions = (self.demo_action, self.import_action)
         self.redaction.changed.connect(self._on_redaction_changed)
         controller.session_changed.connect(self._on_session_changed)
         controller.store_state_changed.connect(self._on_store_state_changed)
@@ -402,13 +423,18 @@ class MainWindow(QMainWindow):
         links.pipeline_requested.connect(self.run_in_pipeline)
         links.similar_requested.connect(self.find_similar)
         links.delete_requested.connect(self._on_delete_record_requested)
+        links.state_requested.connect(self._on_state_requested)
         links.message.connect(self._on_view_message)
-        # The table's Del is the links' Delete (its whole selection); the Edit menu's Delete
-        # only shows the key, or the two would make Del ambiguous while the table has focus.
-        self.records.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        links.attach(self.records.table, self.records.current_record,
-                     delete=self.records.delete_action.trigger, open_here=False)
-        links.attach(self.records.similar.tree, self.records.similar.current_record)
+        # The table's Del and Ctrl+Alt+P/A/R are the links' (on its whole selection); the Edit
+        # menu's Delete, Pause, Archive and Resume only show the keys, or a key would be
+        # ambiguous while the table (or another view's record list) has focus.
+        records = self.records
+        own = {"delete": records.delete_action, "pause": records.pause_action,
+               "archive": records.archive_action, "resume": records.resume_action}
+        for made in own.values():
+            made.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        links.attach(records.table, records.current_record, own=own, open_here=False)
+        links.attach(records.similar.tree, records.similar.current_record)
         observe = self.observe
         observe.timeline.open_record.connect(self.show_record)
         links.attach(observe.timeline.record_bar, observe.timeline.current_record)
@@ -424,6 +450,7 @@ class MainWindow(QMainWindow):
         links.attach(observe.map.plot, observe.map.current_record)
         links.attach(self.fate.steps, self.fate.current_step_record)
         links.attach(self.fate.record_bar, self.fate.current_record)
+        links.attach(self.scan.table, self.scan.current_record)
         for tree, role in self.layers.record_trees():
             links.attach(tree, tree_record(tree, role))
 
@@ -462,6 +489,9 @@ class MainWindow(QMainWindow):
     def _on_delete_record_requested(self, ref: RecordRef) -> None:
         if self.confirm_delete(ref):
             spawn(self.delete_record(ref))
+
+    def _on_state_requested(self, ref: RecordRef, state: RecordState) -> None:
+        spawn(self.records.ask_state_of(ref, state, quoted(self.redaction.show(ref.text))))
 
     async def delete_record(self, ref: RecordRef) -> bool:
         """Delete ``ref`` through the store's undoable delete; False when not possible."""
@@ -984,10 +1014,11 @@ class MainWindow(QMainWindow):
         self.show_banner(text, warning=False)
 
     def _on_count_changed(self, count: int) -> None:
+        session = self._controller.session or self._controller.attached
+        self.records.set_store_count(count if count >= 0 and session is not None else None)
         if count < 0:
             self.count_label.setText("count unavailable")
             return
-        session = self._controller.session or self._controller.attached
         self.count_label.setText(count_of(count, "record") if session is not None else "")
         self.count_label.setToolTip("")
         if self._controller.session is not None:
@@ -1358,6 +1389,23 @@ class MainWindow(QMainWindow):
         await self._controller.detach()
 
     # -- import / export -------------------------------------------------------------------
+
+    async def open_demo_workspace(self) -> Path | None:
+        """Copy the demo task workspace to a temporary folder (worker) and open the copy.
+
+        A copy, because a workspace is written to (its cache, a person's edits) and the shipped
+        one may be read-only; the copy is left for the system to clean up with its temp files.
+        """
+        source = self._services.demo_workspace
+        if source is None:
+            return None
+        try:
+            copy: Path = await self._runner.run(_copy_workspace, source)
+        except OSError as exc:
+            QMessageBox.warning(self, "Demo workspace", f"Could not copy {source}: {exc}")
+            return None
+        await self.tasks_view.open_workspace(copy)
+        return copy
 
     def _on_load_demo_triggered(self) -> None:
         if self._services.demo_memories is not None:

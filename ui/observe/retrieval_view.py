@@ -19,7 +19,16 @@ from dataclasses import dataclass
 import shiboken6
 from PySide6.QtCore import QEvent, QRectF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor, QHelpEvent, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QHelpEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -412,6 +421,7 @@ class RetrievalView(QWidget):
         layout.addWidget(legend)
         layout.addWidget(body, 1)
         self.empty_state = EmptyState(results, "retrieval")
+        self.empty_actions: tuple[QAction, ...] = ()  # the window's ways to fill the store
 
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -461,6 +471,10 @@ class RetrievalView(QWidget):
                 "Type a question…", "…in the box above, as your agent would ask it (\"when is "
                 "the team standup?\"), and press Enter. Every candidate's score shows here, "
                 "split into its parts, with the cut where the token budget ran out.")
+        elif not self.bundle.diagnostics.candidate_count:  # not one record to consider
+            self.empty_state.show_message(
+                "Nothing to retrieve from", "The store holds no memories yet. Load the demo "
+                "data set or import memories, then ask again.", self.empty_actions)
         elif not self.bundle.records:
             self.empty_state.show_message(
                 "Nothing retrieved", "No record of this agent and layer policy fits the "

@@ -68,11 +68,12 @@ from engine import (
     similar_records,
 )
 from engine.errors import EngineError, RecordNotFound, ValidationError
-from engine.records import Layer, Privacy, RecordState
+from engine.records import Layer, MemoryRecord, RecordState
 from ui.records.record_detail import RecordDetailPanel
 from ui.records.record_links import RecordRef
 from ui.records.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
 from ui.records.similar_panel import SimilarPanel
+from ui.shared.choices import chosen_privacy, fill_privacy
 from ui.shared.dialogs import AddMemoryDialog
 from ui.shared.empty_state import EmptyState
 from ui.shared.session import DataSession, StoreSession
@@ -160,7 +161,7 @@ class FilterBar(QWidget):
         self.layer = QComboBox(self)
         self.layer.addItems([_ANY, *(layer.value for layer in Layer)])
         self.privacy = QComboBox(self)
-        self.privacy.addItems([_ANY, *(p.value for p in Privacy)])
+        fill_privacy(self.privacy, any_text=_ANY)
         self.state = QComboBox(self)
         self.state.addItems([label for label, _ in STATE_CHOICES])
         self.state.setToolTip("Paused records are kept and listed but never retrieved; archived "
@@ -248,13 +249,12 @@ class FilterBar(QWidget):
         """The filters as a query (sort and page left at their defaults)."""
         agent = self.agent.currentData()
         layer = self.layer.currentText()
-        privacy = self.privacy.currentText()
         low, high = self.importance_min.value(), self.importance_max.value()
         dated = self.dates.isChecked()
         return RecordQuery(
             agent_id=agent if isinstance(agent, str) else None,
             layer=None if layer == _ANY else Layer(layer),
-            privacy=None if privacy == _ANY else Privacy(privacy),
+            privacy=chosen_privacy(self.privacy),
             tags=tuple(t.strip() for t in self.tags.text().split(",") if t.strip()),
             text=self.text.text().strip() or None,
             importance_min=low if low > 0.0 else None,
@@ -373,6 +373,7 @@ class RecordsView(QWidget):
         self._pending_row: int | None = None  # where the engine says the linked record is
         self._agents: list[str] = []
         self._indexed = (0, 0)
+        self._store_count: int | None = None  # the status bar's count (set by the window)
         self._filter_changed = False
         self._content_sized_by_user = False
         self._fitting = False
@@ -660,9 +661,19 @@ class RecordsView(QWidget):
         elif self.model.preview:
             text = (f"{count_of(self.model.total, 'record')}, newest written first, "
                     "from the store" + (f" ({progress})" if reading else ""))
+        elif self._store_count is not None and self.model.total < self._store_count:
+            # the filters show part of the store (the default hides archived records): say
+            # so, or "201 records" here and "204 records" in the status bar disagree
+            text = f"{self.model.total:,} of {count_of(self._store_count, 'record')}"
         else:
             text = count_of(self.model.total, "record")
         self.count_label.setText(text)
+
+    def set_store_count(self, count: int | None) -> None:
+        """The number of records in the store (the status bar's; None: not known), so the
+        count says how many of them the filters show ("201 of 204 records")."""
+        self._store_count = count
+        self._show_count()
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
         self._indexed = (done, total)
@@ -1005,14 +1016,43 @@ class RecordsView(QWidget):
         if rows and session is self._session:
             self._ask_state(rows, state)
 
-    def _ask_state(self, rows: Sequence[RecordRow], state: RecordState) -> None:
-        """Confirm pausing, archiving or resuming ``rows`` with the true counts, then do it."""
+    async def ask_state_of(self, ref: RecordRef, state: RecordState, name: str) -> None:
+        """Pause, archive or resume one record named in another view (its record menu).
+
+        Its state is read on a worker first, so the question (or "is paused already") is
+        true; the change is undoable, as for the table's selection.
+
+        Args:
+            name: How the record is named to the person (its quoted, masked text).
+        """
+        session = self._session
+        if session is None or self._writable is None:
+            return
+        try:
+            found = await self._runner.run(session.reader.get_records, [ref.id])
+        except EngineError as exc:
+            QMessageBox.warning(self, _STATE_WORDS[state][0], f"Not changed: {exc}")
+            return
+        if session is not self._session:
+            return
+        if not found:
+            self.message.emit(f"{name} is no longer stored")
+            return
+        self._ask_state(found, state, name=name)
+
+    def _ask_state(self, rows: Sequence[RecordRow | MemoryRecord], state: RecordState, *,
+                   name: str | None = None) -> None:
+        """Confirm pausing, archiving or resuming ``rows`` with the true counts, then do it.
+
+        ``name`` names a single record (another view's menu) instead of "this record"."""
         verb, word, meaning = _STATE_WORDS[state]
         changing = [row.id for row in rows if row.state is not state]
         if not changing:
-            self.message.emit(f"The selected records are {word} already")
+            self.message.emit(f"{name} is {word} already" if name
+                              else f"The selected records are {word} already")
             return
-        noun = "this record" if len(changing) == 1 else f"these {len(changing):,} records"
+        noun = name or ("this record" if len(changing) == 1
+                        else f"these {len(changing):,} records")
         already = len(rows) - len(changing)
         extra = f" ({already:,} of the {len(rows):,} selected {'is' if already == 1 else 'are'}" \
             f" {word} already.)" if already else ""
