@@ -238,6 +238,33 @@ def test_a_flat_store_is_migrated_when_opened_for_writing(
     assert np.array_equal(vectors, before_vectors)  # no vector was rewritten
 
 
+def test_a_flat_store_with_a_view_cache_is_migrated_and_cached_again(
+        flat_store: tuple[StoreSpec, list[MemoryRecord]], store_dir: Path) -> None:
+    """The last flat build left a view cache beside its store: the open takes the view from
+    it, migrates Chroma, and the cache saved at close matches the migrated store."""
+    from engine.store.view import ColumnarView
+    from engine.store.view_cache import is_current, save_view
+
+    spec, records = flat_store
+    view = ColumnarView(384)
+    view.upsert(records, unit(COUNT))
+    save_view(view, store_dir, "mnemoscope_memories", arrays_current=False)
+    assert is_current(store_dir, "mnemoscope_memories", 384)
+    seen: list[tuple[int, int]] = []
+    store = MemoryStore.open(spec, now_ms=NOW, progress=lambda d, t: seen.append((d, t)))
+    try:
+        assert seen == [(250, COUNT), (500, COUNT), (COUNT, COUNT), (COUNT, COUNT)]
+        assert not is_current(store_dir, "mnemoscope_memories", 384)  # dropped first
+        assert store.get_many([r.id for r in records]) == records
+    finally:
+        store.close()
+    assert is_current(store_dir, "mnemoscope_memories", 384)
+    assert {m["mnemo_schema"] for m in _stored(store_dir)[1].values()} == {SCHEMA_VERSION}
+    got, vectors, version = _read_all(spec)
+    assert (got, version) == (records, SCHEMA_VERSION)
+    assert np.allclose(vectors, unit(COUNT), atol=1e-6)
+
+
 def test_a_migrated_store_is_refused_by_a_flat_build(
         flat_store: tuple[StoreSpec, list[MemoryRecord]],
         monkeypatch: pytest.MonkeyPatch) -> None:
