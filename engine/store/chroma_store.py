@@ -80,7 +80,7 @@ for up to 176 ms each, 250-record pages for at most 25 ms, and the whole 100K re
 (measured: 34.5 s vs 22.0 s at load ~5)."""
 _MIGRATING = "migrating_to"
 """Collection metadata: set while the records are rewritten in the layout of this schema
-version (``MemoryStore`` "Migration to the lean layout"), so a killed migration resumes."""
+version (``MemoryStore._migrate``), so a killed migration resumes."""
 _SOFT_STATES = "soft_states"
 """Collection metadata: some record was ever written paused or archived (what
 :meth:`MemoryStore.preview` needs to know; a schema-2 store is taken to have)."""

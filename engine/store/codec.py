@@ -19,7 +19,7 @@ Chroma rejects ``None`` and empty lists as metadata values. ``state`` (issue 20,
 what version 2 added; a record without it reads as active. :func:`record_from_chroma` reads
 both layouts, record by record (a store part-way through its migration holds both), and
 :func:`lean_metadata` turns a flat record's metadata into the lean one (the migration,
-``MemoryStore`` "Migration to the lean layout"). ``expires_at`` of None is stored as -1 in
+``MemoryStore._migrate``). ``expires_at`` of None is stored as -1 in
 both. An unknown ``state`` value (a newer build's state) reads as paused: the record is kept
 and shown, and is not retrieved until someone resumes it.
 
