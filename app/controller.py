@@ -194,7 +194,11 @@ class AppController(QObject):
             notes.append(foreign_banner(foreign, spec.collection))
         elif spec.read_only and not notes:
             notes.append("Opened read-only, as asked.")
-        session = StoreSession(engine, self._runner, spec, banner=" ".join(notes), parent=self)
+        # issue 24: a server store reads its full view only when a feature needs it (the
+        # records table pages, filters and searches on the server meanwhile); an embedded
+        # store reads it at once, and caches it for the next open.
+        session = StoreSession(engine, self._runner, spec, banner=" ".join(notes),
+                               on_demand=spec.is_remote, parent=self)
         self._session = session
         session.records_changed.connect(self._on_records_changed)
         session.busy_changed.connect(self._on_busy_changed)
@@ -217,7 +221,7 @@ class AppController(QObject):
         (their loads would compete with it for the workers and the GIL), or once indexed."""
         self._waiting_first_page = None if session.indexing else session
         self._views.show_first(session)
-        if session.indexing:
+        if session.indexing and not session.on_demand:
             session.start_indexing()
 
     def first_page_shown(self) -> None:
@@ -225,6 +229,13 @@ class AppController(QObject):
         session, self._waiting_first_page = self._waiting_first_page, None
         if session is not None and session is self._session and not session.indexing:
             self._views.show_rest(session)
+
+    def need_full_view(self, feature: str) -> None:
+        """``feature`` (its title, e.g. "Timeline") was opened and needs every record in this
+        process: read the open store's deferred view unless it is ready or being read."""
+        session = self._session
+        if session is not None and session.indexing:
+            session.request_view(feature)
 
     def _on_indexing_finished(self, ready: bool) -> None:
         session = self._session
@@ -236,7 +247,15 @@ class AppController(QObject):
             spawn(self.refresh_counts())
             _freeze_long_lived_objects()
             return
-        spawn(self._abandon(session))
+        if not session.on_demand:
+            spawn(self._abandon(session))
+            return
+        # A read asked for on demand: the store stays open and browsable; it can be asked
+        # for again (the waiting views offer it).
+        if not session.indexing_cancelled:
+            self.error.emit(f"Could not read every record of {session.spec.location}: "
+                            f"{session.indexing_error}. Records still browses the store.")
+        self.session_changed.emit(session)
 
     async def _abandon(self, session: StoreSession) -> None:
         """Close a store whose indexing failed or was cancelled, and say so."""
@@ -258,7 +277,7 @@ class AppController(QObject):
             return
         self._session = None
         self._waiting_first_page = None
-        session.cancel_indexing()
+        session.end_waiting()
         self._views.show_all(None)
         await self._set_gateway(None)
         await self._run_engine_services(None)  # they may write: stopped before the close

@@ -63,12 +63,13 @@ if TYPE_CHECKING:
     from ui.settings.provider_dialog import LLMServices
     from ui.shared.tasks import TaskRunner
 
-__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "attach_remote", "launch",
-           "open_engine", "save_mapping", "window_log_masking"]
+__all__ = ["ASSETS", "DEMO_CONVERSATION", "DEMO_MEMORIES", "DEMO_WORKSPACE", "attach_remote",
+           "launch", "open_engine", "save_mapping", "window_log_masking"]
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_MEMORIES = ASSETS / "demo" / "memories.jsonl"
 DEMO_CONVERSATION = ASSETS / "demo" / "conversation.json"
+DEMO_WORKSPACE = ASSETS / "demo_workspace"
 VIEW_NAMES = ("records", "timeline", "pipeline", "review", "retrieval", "map")
 SHOTS = (*((name, name) for name in VIEW_NAMES), ("secrets", "redaction-scan"), ("fate", "fate"),
          ("budget", "budget"), ("tasks", "tasks"), ("layers", "layers-social"),
@@ -167,6 +168,13 @@ def open_engine(settings: Settings, embedder: SentenceTransformerEmbedder | None
                                     sampling_rate=settings.sampling_rate)
     return MemoryEngine.open(spec, ledger_path=ledger, embedder=embedder, config=config,
                              defer_view=True)
+
+
+def gui_model_spec(settings: Settings) -> ModelSpec:
+    """The model the window loads: the settings' model, converted (on a first launch) in a
+    helper process, since torch and the conversion in the app's process stall the GUI thread
+    (:mod:`engine.embedding_convert`)."""
+    return dataclasses.replace(settings.model_spec(), convert_in_child=True)
 
 
 def _bulk_import(model: ModelSpec | None, spec: StoreSpec, path: Path,
@@ -295,7 +303,8 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         if windows and not loop.is_closed():
             loop.call_soon_threadsafe(windows[0].show_model_state, status)
 
-    embedder = settings.model_spec().embedder(on_state=on_model_state) if load_model else None
+    embedder = gui_model_spec(settings).embedder(on_state=on_model_state) \
+        if load_model else None
     settings_file = SettingsFile(settings, _config_dir(), persist=not special)
     services = WindowServices(
         runner=runner,
@@ -308,6 +317,7 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         default_store=settings.store,
         demo_memories=DEMO_MEMORIES if DEMO_MEMORIES.is_file() else None,
         demo_conversation=DEMO_CONVERSATION if DEMO_CONVERSATION.is_file() else None,
+        demo_workspace=DEMO_WORKSPACE if DEMO_WORKSPACE.is_dir() else None,
         version=_version(),
         bulk_import=partial(_bulk_import, settings.model_spec() if load_model else None),
         llm=_llm_services(settings_file),
@@ -422,7 +432,7 @@ async def _prepare_steer_views(window: MainWindow, controller: AppControl,
     if isinstance(incoming, str):
         await window.fate.load(incoming)  # as the context menu's Show fate does
     workspace = folder / "workspace"
-    shutil.copytree(ASSETS / "demo_workspace", workspace,
+    shutil.copytree(DEMO_WORKSPACE, workspace,
                     ignore=shutil.ignore_patterns(".mnemoscope"))
     graph = await window.tasks_view.open_workspace(workspace)
     if graph is not None:

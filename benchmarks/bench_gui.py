@@ -24,12 +24,16 @@ the
   ``mnemoscope bench`` runs in a child process: the engine side stays Qt-free).
 
 * situation stalls (:func:`situation_stall_probe`, issue 19) — the same probe, each run in a
-  fresh process (``--gui-stall SITUATION --json``; what ``mnemoscope bench`` runs): ``model-load``
-  (the window shown, the embedding model loading from its cached OpenVINO conversion;
-  ``--model-cache DIR``, converted on the first run), ``resize`` (five window resizes in each of
-  Records, Timeline, Layers and Map with the demo data), ``review`` (open Review, approve three
-  items one by one) and ``undo`` (undo a 200-row delete in Records). Baseline: the idle loop
-  just before, same run. Goal: no gap over 100 ms (DESIGN).
+  fresh process (``--gui-stall SITUATION --json``; what ``mnemoscope bench`` runs):
+  ``first-launch`` (the window shown, the model converted for OpenVINO as on the app's first
+  launch: in a helper process, then loaded from its conversion; a fresh, empty model cache each
+  run), ``model-load`` (the model loading from its cached OpenVINO conversion, as on every
+  later launch; ``--model-cache DIR``, converted on the first run), ``resize`` (five window
+  resizes in each of Records, Timeline, Layers and Map with the demo data), ``review`` (open
+  Review, approve three items one by one), ``undo`` (undo a 200-row delete in Records) and
+  ``consolidate`` (Store → Consolidate Duplicates on 1,000 records and 100 planted
+  near-duplicate pairs: Apply All of the 100 merges, then Edit → Undo of it; word-overlap path,
+  no model). Baseline: the idle loop just before, same run. Goal: no gap over 100 ms (DESIGN).
 
 Prints a table of medians, p95 and ratios; figures go to docs/gui.md.
 """
@@ -313,7 +317,7 @@ def _stall_document(records: int) -> dict[str, Any]:
 
 # -- event-loop stalls in the situations of issue 19 ---------------------------------------------
 
-SITUATIONS = ("model-load", "resize", "review", "undo")
+SITUATIONS = ("first-launch", "model-load", "resize", "review", "undo", "consolidate")
 """What ``--gui-stall`` measures (see the module docstring)."""
 RESIZE_VIEWS = ("records", "timeline", "layers", "map")
 RESIZE_SIZES = ((1600, 1000), (900, 600), (1280, 800), (1500, 700), (1000, 900))
@@ -345,13 +349,14 @@ async def _stall_store(window: Any, folder: Path, source: Path) -> None:
     await _idle()
 
 
-async def _model_load(window: Any, probe: Any, model_cache: Path) -> None:
+async def _model_load(window: Any, probe: Any, model_cache: Path, phase: str) -> None:
     from engine.embedding import EmbedderState, ModelSpec
 
     loop = asyncio.get_running_loop()
-    embedder = ModelSpec(cache_dir=str(model_cache)).embedder(
+    # as the app loads it (app.wiring): a first launch converts in a helper process
+    embedder = ModelSpec(cache_dir=str(model_cache), convert_in_child=True).embedder(
         on_state=lambda status: loop.call_soon_threadsafe(window.show_model_state, status))
-    probe.phase = "model-load"
+    probe.phase = phase
     embedder.start_loading()
     while embedder.status().state in (EmbedderState.IDLE, EmbedderState.LOADING):
         await asyncio.sleep(0.01)
@@ -402,13 +407,62 @@ async def _undo(window: Any, probe: Any, rows: int) -> None:
     await asyncio.sleep(0.3)
 
 
+CONSOLIDATE_PAIRS = 100
+
+
+def _planted_pairs(pairs: int) -> list[tuple[str, str]]:
+    """Near-duplicate pairs for the word-overlap path: 16 words, and the same with one more
+    (Jaccard 16/17 = 0.94, over every trust tier's threshold); no two pairs share a word."""
+    import random
+
+    rng = random.Random(19)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    made: list[tuple[str, str]] = []
+    for _ in range(pairs):
+        words = ["".join(rng.choice(letters) for _ in range(7)) for _ in range(17)]
+        made.append((" ".join(words[:16]), " ".join(words)))
+    return made
+
+
+async def _consolidate(window: Any, probe: Any) -> None:
+    from engine import Action, NewMemory
+    from ui.records.consolidate_view import PENDING, ConsolidateDialog
+
+    session = window.session
+    for short, long in _planted_pairs(CONSOLIDATE_PAIRS):  # stored side by side, as given
+        await session.runner.run(session.engine.add, NewMemory(short, importance=0.4))
+        await session.runner.run(session.engine.add, NewMemory(long, importance=0.7))
+    dialog = ConsolidateDialog(session, _QT["runner"], window)
+    dialog.show()
+    await dialog.start()
+    merges = [i for i, row in enumerate(dialog.rows)
+              if row.state == PENDING and row.step.action is Action.MERGED]
+    if len(merges) < CONSOLIDATE_PAIRS:
+        raise RuntimeError(f"the dry run found {len(merges)} merges of the "
+                           f"{CONSOLIDATE_PAIRS} planted")
+    await _idle()
+    probe.phase = "consolidate"
+    if not await dialog.apply(merges):
+        raise RuntimeError(f"Apply All failed: {dialog.status.text()}")
+    await _idle()
+    total = window.records.model.total
+    session.undo_stack.undo()
+    while session.pending() or not window.records.model.settled \
+            or window.records.model.total == total:
+        await asyncio.sleep(0.005)
+    await _idle()
+    probe.phase = "after"
+    dialog.close()
+    await asyncio.sleep(0.3)
+
+
 def situation_stall_probe(situation: str, *, model_cache: Path | None = None,
                           watch: bool = False) -> Any:
     """Event-loop gaps of the real window in one ``situation`` (:data:`SITUATIONS`); the probe.
 
-    Phases: ``idle`` (1 s baseline just before) and the situation's own (``model-load``,
-    ``resize``, ``review``, ``undo``). Meant to run once per process: the model's first load
-    in a process is what start-up pays.
+    Phases: ``idle`` (1 s baseline just before) and the situation's own (``first-launch``,
+    ``model-load``, ``resize``, ``review``, ``undo``, ``consolidate``). Meant to run once per
+    process: the model's first load in a process is what start-up pays.
     """
     from app.wiring import DEMO_MEMORIES
     from tests.ui.conftest import write_import_file
@@ -429,18 +483,22 @@ def situation_stall_probe(situation: str, *, model_cache: Path | None = None,
         await asyncio.wait_for(shown.wait(), 30)
         if situation in ("resize", "review"):
             await _stall_store(window, folder, DEMO_MEMORIES)
-        elif situation == "undo":
+        elif situation in ("undo", "consolidate"):
             await _stall_store(window, folder, write_import_file(folder / "1k.jsonl", 1000))
         probe.phase = "idle"
         probe.start()
         try:
             await asyncio.sleep(1.0)
-            if situation == "model-load":
-                await _model_load(window, probe, model_cache or folder / "models")
+            if situation == "first-launch":  # nothing converted yet: a fresh cache
+                await _model_load(window, probe, folder / "models", situation)
+            elif situation == "model-load":
+                await _model_load(window, probe, model_cache or folder / "models", situation)
             elif situation == "resize":
                 await _resize(window, probe)
             elif situation == "review":
                 await _review(window, probe)
+            elif situation == "consolidate":
+                await _consolidate(window, probe)
             else:
                 await _undo(window, probe, 200)
         finally:
@@ -469,13 +527,13 @@ def _situation_document(situation: str, model_cache: Path | None) -> dict[str, A
 def bench_situation_stalls(runs: int) -> list[Row]:
     """Each situation ``runs`` times, each in a fresh process: rows of the per-run max gaps.
 
-    The model's cache is converted by a first ``model-load`` run (its own row: a first launch).
+    ``first-launch`` converts into a fresh cache every run; the shared cache of ``model-load``
+    is converted by a first run that is not counted (``first-launch`` measures that).
     """
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-model-cache-") as cache:
         for situation in SITUATIONS:
             maxima, p99s, nets, idles = [], [], [], []
-            first: list[float] = []
             for run in range(runs + (situation == "model-load")):
                 done = subprocess.run(
                     [sys.executable, str(Path(__file__).resolve()), "--gui-stall", situation,
@@ -483,16 +541,12 @@ def bench_situation_stalls(runs: int) -> list[Row]:
                     capture_output=True, text=True, timeout=900, check=True)
                 document = json.loads(done.stdout.strip().splitlines()[-1])
                 phase = document["phases"][situation]
-                if situation == "model-load" and run == 0:
-                    first.append(phase["max_raw"] / 1000.0)
+                if situation == "model-load" and run == 0:  # converts the shared cache
                     continue
                 maxima.append(phase["max_raw"] / 1000.0)
                 p99s.append(phase["p99_raw"])
                 nets.append(phase["max_net"])
                 idles.append(document["phases"]["idle"]["max_raw"])
-            if first:
-                rows.append(("GUI stall max: model load, first launch (converts)", first,
-                             "torch + conversion in process"))
             rows.append((f"GUI stall max: {situation}", maxima,
                          f"p99 {statistics.median(p99s):.0f} ms, net max "
                          f"{statistics.median(nets):.0f} ms; idle max "

@@ -320,8 +320,9 @@ def compare(n: int, runs: int, seed: int = 7) -> None:
     e, c, h = (summary(wall[k]) for k in ("exhaustive", "candidate", "chroma"))
     ec, cc = (summary(cpu[k]) for k in ("exhaustive", "candidate"))
     resident = corpus.view.resident_bytes()
-    print(f"{n:>8} {_load():>5.1f} | {e.p50:>7.2f} {e.p95:>6.2f} {ec.p50:>6.2f} | "
-          f"{c.p50:>7.2f} {c.p95:>6.2f} {cc.p50:>6.2f} | {float(np.mean(agreement)):>6.3f} "
+    print(f"{n:>8} {_load():>5.1f} | {e.p50:>7.2f} {e.p95:>6.2f} {ec.p50:>6.2f} {ec.p95:>6.2f} | "
+          f"{c.p50:>7.2f} {c.p95:>6.2f} {cc.p50:>6.2f} {cc.p95:>6.2f} | "
+          f"{float(np.mean(agreement)):>6.3f} "
           f"{fallbacks:>4} | {(resident['vectors'] + resident.get('exact', 0)) / 2**20:>8.1f} "
           f"{index.nbytes / 2**20:>6.1f} "
           f"{index_s:>6.1f} | {h.p50:>7.2f} {h.p95:>6.2f}", flush=True)
@@ -330,10 +331,10 @@ def compare(n: int, runs: int, seed: int = 7) -> None:
 def main_candidates(sizes: Sequence[int], runs: int) -> None:
     """``--candidates``: :func:`compare` for each size."""
     print(f"BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS')}, {os.cpu_count()} cores; "
-          f"ms (wall p50/p95, cpu p50); budget {BUDGET} tokens; top-{AGREEMENT_DEPTH} "
+          f"ms (wall p50/p95, cpu p50/p95); budget {BUDGET} tokens; top-{AGREEMENT_DEPTH} "
           f"agreement with exhaustive; MiB; index build s")
-    print(f"{'records':>8} {'load':>5} | {'exh p50':>7} {'p95':>6} {'cpu':>6} | "
-          f"{'cand p50':>7} {'p95':>6} {'cpu':>6} | {'agree':>6} {'all':>4} | "
+    print(f"{'records':>8} {'load':>5} | {'exh p50':>7} {'p95':>6} {'cpu':>6} {'p95':>6} | "
+          f"{'cand p50':>7} {'p95':>6} {'cpu':>6} {'p95':>6} | {'agree':>6} {'all':>4} | "
           f"{'vectors':>8} {'index':>6} {'build':>6} | {'chroma':>7} {'p95':>6}")
     for n in sizes:
         compare(n, runs)

@@ -113,7 +113,7 @@ from engine.records import (
 from engine.text import content_hash, normalize
 
 if TYPE_CHECKING:
-    from engine.browse import Facets, LinkedRecord, RecordDetail
+    from engine.browse import Facets, LinkedRecord, RecordDetail, SimilarRecords, similar_records
     from engine.config import (
         EngineConfig,
         RetrievalConfig,
@@ -239,7 +239,8 @@ _LAZY: dict[str, str] = {
     "ImportEntry": "engine.ingest.imports",
     "UndoPlan": "engine.ingest.imports",
     "read_conversation": "engine.ingest.conversations",
-    **dict.fromkeys(("Facets", "LinkedRecord", "RecordDetail"), "engine.browse"),
+    **dict.fromkeys(("Facets", "LinkedRecord", "RecordDetail", "SimilarRecords",
+                     "similar_records"), "engine.browse"),
     **dict.fromkeys(("EngineConfig", "RetrievalConfig", "engine_config_from_env",
                      "memory_config_from_env"), "engine.config"),
     **dict.fromkeys(("EmbedBackend", "Embedder", "EmbedderState", "EmbedderStatus", "ModelSpec",
@@ -416,6 +417,7 @@ __all__ = [
     "SchemaMismatch",
     "ScoringWeights",
     "SentenceTransformerEmbedder",
+    "SimilarRecords",
     "SocialSummary",
     "SortKey",
     "SpatialHit",
@@ -454,6 +456,7 @@ __all__ = [
     "read_sts",
     "record_fate",
     "redact_text",
+    "similar_records",
     "threshold_what_if",
     "umap_available",
 ]

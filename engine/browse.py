@@ -10,14 +10,23 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.decay import decayed_importance
 from engine.events import Event, EventFilter
 from engine.history import EditEntry
 from engine.memory_engine import MemoryEngine
+from engine.query import RecordRow, masked_rows
 from engine.records import MemoryRecord, RelatedLink
 
-__all__ = ["Facets", "LinkedRecord", "RecordDetail", "facets", "link_preview", "record_detail"]
+if TYPE_CHECKING:
+    from engine.exits import Masking
+
+__all__ = ["SIMILAR_K", "Facets", "LinkedRecord", "RecordDetail", "SimilarRecords", "facets",
+           "link_preview", "record_detail", "similar_records"]
+
+SIMILAR_K = 20
+"""How many neighbours Find similar shows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,3 +147,44 @@ def record_detail(engine: MemoryEngine, record_id: str, *, event_limit: int = 20
         events=events,
         edits=engine.edit_history(record_id, limit=event_limit),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarRecords:
+    """The records nearest to one record by cosine of the stored vectors (Find similar).
+
+    Attributes:
+        record: The record asked about, as a table row.
+        rows: Its neighbours as table rows, nearest first (the record itself left out).
+        cosines: Each neighbour's cosine similarity to the record, in the order of ``rows``.
+        masked: True when redaction was on: every row's text (the record's too) was masked
+            here, before it left the engine.
+    """
+
+    record: RecordRow
+    rows: Sequence[RecordRow]
+    cosines: Sequence[float]
+    masked: bool = False
+
+
+def similar_records(engine: MemoryEngine, record_id: str, *, k: int = SIMILAR_K,
+                    shown: Masking | None = None) -> SimilarRecords:
+    """The ``k`` records nearest to ``record_id``, found by Chroma's HNSW index on the store
+    (the record's stored vector as the query), so no record but these is read: it works on a
+    Chroma server store before its full view is read (issue 24).
+
+    Args:
+        shown: The exit's masking function while redaction is on
+            (:attr:`engine.exits.ExitPolicy.shown`): the texts are masked here.
+
+    Raises:
+        RecordNotFound: no such record.
+        ValidationError: the record has no vector yet (stored while the model loaded).
+        StoreUnavailable: Chroma failed.
+    """
+    record, found = engine.store.similar_by_id(record_id, k, now_ms=engine.clock.now())
+    head, rows = [RecordRow.of(record)], [RecordRow.of(r) for r, _ in found]
+    if shown is not None:
+        head, rows = masked_rows(head, shown), masked_rows(rows, shown)
+    return SimilarRecords(head[0], rows, [cosine for _, cosine in found],
+                          masked=shown is not None)

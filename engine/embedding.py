@@ -11,6 +11,8 @@ cached by content hash in a bounded LRU.
 The model runs on OpenVINO by default (:mod:`engine.embedding_openvino`: the same weights,
 about twice torch's rate on a CPU) and on torch through sentence-transformers when OpenVINO
 cannot run it or :class:`EmbedBackend` says so; :attr:`EmbedderStatus.backend` says which.
+The conversion is cached; the app converts on its first launch in a helper process
+(``convert_in_child``, :mod:`engine.embedding_convert`), so torch never loads in its process.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class EmbedderStatus:
     model_name: str
     dimension: int
     reason: str = ""
+    """Why it failed; while loading, what takes long (the first launch's conversion); once
+    ready, what went wrong on the way (e.g. the conversion helper failed)."""
     load_seconds: float | None = None
     backend: str = ""
     """What runs the model once ready, e.g. ``OpenVINO bf16 (cached)`` or ``torch (…why)``."""
@@ -125,17 +129,21 @@ class ModelSpec:
         path: A local sentence-transformers model directory; None: the packaged model.
         backend: What runs it.
         cache_dir: Where the OpenVINO conversion is kept between runs (None: not kept).
+        convert_in_child: Convert (when nothing is cached yet) in a helper process, not on
+            the load thread: what the GUI app does (:mod:`engine.embedding_convert`).
     """
 
     path: str | None = None
     backend: EmbedBackend = EmbedBackend.OPENVINO
     cache_dir: str | None = None
+    convert_in_child: bool = False
 
     def embedder(self, on_state: Callable[[EmbedderStatus], None] | None = None
                  ) -> SentenceTransformerEmbedder:
         """A new (not yet loading) embedder for this spec."""
         return SentenceTransformerEmbedder(self.path, on_state=on_state, backend=self.backend,
-                                           cache_dir=self.cache_dir)
+                                           cache_dir=self.cache_dir,
+                                           convert_in_child=self.convert_in_child)
 
 
 BUNDLED_MODEL_VARIABLE = "MNEMOSCOPE_BUNDLED_MODEL"
@@ -219,6 +227,9 @@ class SentenceTransformerEmbedder:
         backend: What runs the model (:class:`EmbedBackend`).
         cache_dir: Where the OpenVINO conversion of the model is kept between runs (loaded
             from there without torch); None converts on every load (about two seconds).
+        convert_in_child: With ``cache_dir``, convert a model not cached yet in a helper
+            process (:mod:`engine.embedding_convert`) and load its cached conversion, so torch
+            never loads here; if the helper fails, convert here as before and say so.
     """
 
     def __init__(
@@ -232,6 +243,7 @@ class SentenceTransformerEmbedder:
         on_state: Callable[[EmbedderStatus], None] | None = None,
         backend: EmbedBackend = EmbedBackend.OPENVINO,
         cache_dir: str | Path | None = None,
+        convert_in_child: bool = False,
     ) -> None:
         self._model_path = Path(model_path) if model_path is not None else None
         self._model_name = model_name or (
@@ -249,6 +261,8 @@ class SentenceTransformerEmbedder:
         self._model: Any = None
         self._backend = backend
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._convert_in_child = convert_in_child
+        self._note = ""  # what went wrong on the way to READY (kept as the ready status's reason)
         self._openvino: OpenVinoEncoder | None = None
         self._backend_used = ""
         self._thread: threading.Thread | None = None
@@ -323,30 +337,22 @@ class SentenceTransformerEmbedder:
                 self._openvino = self._load_prebuilt(path)
             else:
                 self._openvino = self._load_cached(path)
+                if self._openvino is None and self._converts_in_child(path):
+                    self._openvino = self._convert_in_child_and_load(path)
             if self._openvino is not None:
                 self._backend_used = self._openvino.description
                 self._load_seconds = time.perf_counter() - started
                 self._ready.set()
-                self._set_state(EmbedderState.READY)
+                self._set_state(EmbedderState.READY, self._note)
                 return
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as transformers_logging
+            from engine.embedding_convert import load_torch_model
 
-            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # untyped lib
-
-            model = SentenceTransformer(str(path), device="cpu")
-            getter = (getattr(model, "get_embedding_dimension", None)
-                      or model.get_sentence_embedding_dimension)
-            actual = int(getter() or 0)
-            if actual != self._dimension:
-                raise EmbeddingUnavailable(
-                    f"model {path} has dimension {actual}, the store expects {self._dimension}"
-                )
+            model = load_torch_model(path, self._dimension)
             self._model = model
             self._openvino, self._backend_used = self._accelerate(model, path)
             self._load_seconds = time.perf_counter() - started
             self._ready.set()
-            self._set_state(EmbedderState.READY)
+            self._set_state(EmbedderState.READY, self._note)
         except Exception as exc:  # any failure leaves the engine on the Jaccard path
             self._set_state(EmbedderState.FAILED, f"{type(exc).__name__}: {exc}")
 
@@ -398,6 +404,60 @@ class SentenceTransformerEmbedder:
         except embedding_openvino.Unsupported:
             embedding_openvino.forget_cached(folder)
             return None
+
+    def _converts_in_child(self, path: Path) -> bool:
+        """Whether the model should be converted by the helper process: asked for, OpenVINO
+        asked for and installed, a cache to write to, and a model whose conversion can be
+        cached (a folder with ``tokenizer.json``, which the cached conversion runs without
+        transformers); otherwise the model loads here as it always did."""
+        if not self._convert_in_child or self._backend is EmbedBackend.TORCH \
+                or self._cache_dir is None or not (path / "tokenizer.json").is_file():
+            return False
+        from engine import embedding_openvino
+
+        try:
+            embedding_openvino.cached_folder(path, self._cache_dir)
+        except embedding_openvino.Unsupported:  # no OpenVINO: torch runs the model
+            return False
+        return True
+
+    def _convert_in_child_and_load(self, path: Path) -> OpenVinoEncoder | None:
+        """Convert the model in the helper process, then load its cached conversion (as later
+        launches do), or None, with the reason kept for the status, if the helper failed:
+        then the model is converted on this thread as before (the GUI may pause), never
+        silently left to torch."""
+        from engine import embedding_convert, embedding_openvino
+
+        assert self._cache_dir is not None  # _converts_in_child checked it
+        total = len(embedding_convert.STEPS)
+        first = "first launch: preparing the model for OpenVINO in a helper process"
+
+        def step(words: str) -> None:
+            number = embedding_convert.STEPS.index(words) + 1 \
+                if words in embedding_convert.STEPS else 0
+            self._set_state(EmbedderState.LOADING,
+                            f"{first}: {words}" + (f" ({number} of {total})" if number else ""))
+
+        self._set_state(EmbedderState.LOADING, first)
+        precision = embedding_openvino.Precision.F32 \
+            if self._backend is EmbedBackend.OPENVINO_F32 else embedding_openvino.Precision.AUTO
+        try:
+            embedding_convert.convert_in_child(path, self._cache_dir, dimension=self._dimension,
+                                               precision=precision,
+                                               model_name=self._model_name, on_step=step)
+        except embedding_openvino.Unsupported as exc:
+            self._note = f"the conversion helper failed ({exc}); the model loaded in the app"
+            self._set_state(EmbedderState.LOADING,
+                            f"the conversion helper failed ({exc}); converting the model in "
+                            "the app instead (the window may pause)")
+            return None
+        step(embedding_convert.STEPS[-1])
+        encoder = self._load_cached(path)
+        if encoder is None:  # converted and checked, yet would not load: convert here
+            self._note = "the helper's conversion would not load; the model loaded in the app"
+            self._set_state(EmbedderState.LOADING, "the helper's conversion would not load; "
+                            "converting the model in the app instead (the window may pause)")
+        return encoder
 
     def _accelerate(self, model: Any, path: Path) -> tuple[OpenVinoEncoder | None, str]:
         """The OpenVINO encoder for ``model`` and the backend's description, or None and why

@@ -52,6 +52,7 @@ from engine.query import (
     RecordRow,
     RowPage,
     locate_row,
+    masked_rows,
     page_rows,
     select_rows,
     server_filter,
@@ -493,20 +494,28 @@ class MemoryEngine:
         return RowPage([RecordRow.of(r) for r in records], total, offset,
                        [float(d) for d in np.atleast_1d(decayed)])
 
-    def server_rows(self, query: RecordQuery) -> RowPage:
+    def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
         """A page of ``query``'s rows filtered by Chroma itself, newest written first (no view).
 
         What the records browser shows of a store whose view is not read yet (a Chroma server
         store at scale): :func:`engine.query.server_filter` turns the filters into Chroma
         ``where`` / ``where_document`` filters. ``query`` must be one Chroma can answer.
 
+        Args:
+            shown: The exit's masking function while redaction is on
+                (:attr:`engine.exits.ExitPolicy.shown`). The rows' content, agent, tags and
+                source are then masked here, before they leave the engine
+                (``RowPage.masked``), and the filters that must match masked text are refused
+                (:meth:`server_answers`).
+
         Raises:
-            ValidationError: ``query`` needs the full view (its sort or tag filter, named), or
-                the collection was written by another tool and has only the unfiltered page.
+            ValidationError: ``query`` needs the full view (its sort, its tag filter, or a
+                text or agent filter under redaction, named), or the collection was written
+                by another tool and has only the unfiltered page.
             StoreUnavailable: Chroma failed.
         """
         now = self._clock.now()
-        reason = self.server_answers(query)
+        reason = self.server_answers(query, shown=shown)
         if reason is not None:
             raise ValidationError("query", query, f"{reason} needs the full view")
         server = server_filter(query, now_ms=now)
@@ -523,11 +532,21 @@ class MemoryEngine:
             np.asarray([r.created_at for r in records]),
             np.asarray([r.access_count for r in records]), now,
             self._config.memory.importance_decay_half_life_days)
-        return RowPage([RecordRow.of(r) for r in records], total, query.offset,
-                       [float(d) for d in np.atleast_1d(decayed)])
+        rows = [RecordRow.of(r) for r in records]
+        return RowPage(rows if shown is None else masked_rows(rows, shown), total, query.offset,
+                       [float(d) for d in np.atleast_1d(decayed)], masked=shown is not None)
 
-    def server_answers(self, query: RecordQuery) -> str | None:
-        """None when :meth:`server_rows` can answer ``query``, else what needs the full view."""
+    def server_answers(self, query: RecordQuery, *, shown: Masking | None = None) -> str | None:
+        """None when :meth:`server_rows` can answer ``query``, else what needs the full view.
+
+        Args:
+            shown: The exit's masking function while redaction is on. The text, agent and tag
+                filters then match the masked text (the exit policy's rule), which only the
+                full view can compare: Chroma holds the raw text, and a ``where_document``
+                on it would find records by the secret the page masks.
+        """
+        if shown is not None and (query.text or query.agent_id is not None or query.tags):
+            return "filtering while redaction is on"
         if not self._store.server_filterable and dataclasses.replace(
                 query, offset=0, limit=100) != RecordQuery():
             return "filtering a collection written by another tool"
@@ -1050,7 +1069,8 @@ class MemoryEngine:
         """The most recent imports, newest first (undone ones included, marked)."""
         return self._import_log().entries(limit)
 
-    def undo_import(self, import_id: str, *, dry_run: bool = False) -> UndoPlan:
+    def undo_import(self, import_id: str, *, dry_run: bool = False,
+                    batch_size: int | None = None) -> UndoPlan:
         """Take an import back as one step (see :mod:`engine.ingest.imports`).
 
         Deletes the records it inserted, writes back those it merged into or updated,
@@ -1059,6 +1079,8 @@ class MemoryEngine:
 
         Args:
             dry_run: Only plan: return what would be done (for a confirmation).
+            batch_size: At most this many records per Chroma write when records are written
+                back (the app's undo of a consolidation, see :meth:`apply_consolidation`).
 
         Raises:
             RecordNotFound: no import has that id.
@@ -1080,7 +1102,7 @@ class MemoryEngine:
                 return plan
             self.delete([r.id for r in plan.delete], actor="undo-import",
                         reason="import undone")
-            self.restore(plan.restore, actor="undo-import")
+            self.restore(plan.restore, actor="undo-import", batch_size=batch_size)
             review.withdraw(plan.withdraw, entry.aliases)
             log.mark_undone(import_id, plan.counts)
         self._events.emit(EVENT_IMPORT_UNDONE, source="undo-import", force=True,
@@ -1160,7 +1182,8 @@ class MemoryEngine:
         return vectors
 
     def apply_consolidation(self, steps: Sequence[ConsolidationStep], *,
-                            agent_id: str | None = None) -> ConsolidationReport:
+                            agent_id: str | None = None,
+                            batch_size: int | None = None) -> ConsolidationReport:
         """Write chosen steps of a dry run as one undoable pass (the GUI steps through a plan).
 
         Each step is written against the records as they are now, not as the dry run read
@@ -1174,6 +1197,11 @@ class MemoryEngine:
         Args:
             steps: Steps of ``consolidate(dry_run=True)`` (each pair at most once).
             agent_id: The agent the dry run consolidated (recorded in the import log).
+            batch_size: At most this many kept records per Chroma write. The app writes small
+                batches: Chroma's bindings hold the GIL for a whole call, which the GUI thread
+                waits out (an Apply All of 100 merges stalled it 230-470 ms; docs/gui.md, "No
+                stall on the GUI thread"). Deletes are not split: a delete call costs about
+                the same (~10 ms of Chroma's CPU) for 8 ids as for 100, measured.
 
         Raises:
             ValidationError: ``steps`` is empty, merges away or defers a record twice, or
@@ -1229,13 +1257,14 @@ class MemoryEngine:
             records = [current[i] for i in wanted]
             vectors = dict(zip(wanted, self._consolidation_vectors(records), strict=True))
             report = self._apply_consolidation(
-                ConsolidationReport(None, False, agent_id, len(records), tuple(fresh)), vectors)
+                ConsolidationReport(None, False, agent_id, len(records), tuple(fresh)), vectors,
+                batch_size=batch_size)
         self._emit_consolidation(report)
         return report
 
     def _apply_consolidation(self, report: ConsolidationReport,
-                             vectors: Mapping[str, npt.NDArray[np.float32] | None]
-                             ) -> ConsolidationReport:
+                             vectors: Mapping[str, npt.NDArray[np.float32] | None], *,
+                             batch_size: int | None = None) -> ConsolidationReport:
         """Write a planned pass as one edit-history batch logged in the import log."""
         from engine.ingest.consolidate import ConsolidationStep, as_new_memory
         from engine.ingest.kinds import Action
@@ -1258,7 +1287,7 @@ class MemoryEngine:
                 vector = vectors.get(record.id)
                 if vector is not None:  # an embedding made for the comparison is kept too
                     matrix[row] = vector
-            self._store.write(after, matrix)
+            self._store.write(after, matrix, batch_size=batch_size)
             self._record_edits("update", pairs, actor="consolidate", batch_id=batch_id)
             gone = [s.other for s in merges]
             self._store.delete([r.id for r in gone])

@@ -8,6 +8,7 @@ Sorts are stable with the record id as the final tie-break, so paging is determi
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     from engine.exits import Masking
 
 __all__ = ["ALL_STATES", "SHOWN_STATES", "RecordPage", "RecordQuery", "RecordRow", "RowPage",
-           "ServerFilter", "SortKey", "locate_row", "page_rows", "parse_states", "select_rows",
-           "server_filter"]
+           "ServerFilter", "SortKey", "locate_row", "masked_rows", "page_rows", "parse_states",
+           "select_rows", "server_filter"]
 
 SHOWN_STATES: frozenset[RecordState] = frozenset({RecordState.ACTIVE, RecordState.PAUSED})
 """The states a listing shows unless asked otherwise: archived records are hidden by default."""
@@ -168,12 +169,19 @@ class RecordRow:
 
 @dataclass(frozen=True, slots=True)
 class RowPage:
-    """One page of table rows, the size of the whole result and each row's decayed importance."""
+    """One page of table rows, the size of the whole result and each row's decayed importance.
+
+    ``masked`` is True when the engine masked the rows' text itself (content, agent, tags,
+    source: :meth:`engine.memory_engine.MemoryEngine.server_rows` under redaction), so the
+    text never left the engine unmasked; False when the rows are as stored and the exit that
+    shows them masks them.
+    """
 
     rows: Sequence[RecordRow]
     total: int
     offset: int
     decayed_importance: Sequence[float] = ()
+    masked: bool = False
 
 
 def _decimal(value: np.float32) -> float:
@@ -194,6 +202,16 @@ def page_rows(snapshot: ViewSnapshot, rows: npt.NDArray[np.intp]) -> list[Record
                 snapshot.created_at[rows], snapshot.last_accessed[rows],
                 snapshot.access_count[rows], snapshot.tag_array[rows], snapshot.privacy[rows],
                 snapshot.source[rows], snapshot.state[rows], strict=True)]
+
+
+def masked_rows(rows: Sequence[RecordRow], shown: Masking) -> list[RecordRow]:
+    """``rows`` with their text masked by ``shown``: content, agent, tags and source (the
+    user's words; the id, numbers and enums stay). Contents go through one batch pass."""
+    contents = shown.many([row.content for row in rows])
+    return [dataclasses.replace(row, content=content, agent_id=shown(row.agent_id),
+                                tags=tuple(shown(tag) for tag in row.tags),
+                                source=shown(row.source))
+            for row, content in zip(rows, contents, strict=True)]
 
 
 def select_rows(snapshot: ViewSnapshot, query: RecordQuery, *, now_ms: float,

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -68,6 +70,7 @@ from engine import (
     LifecycleRun,
     MemoryEngine,
     MemoryReader,
+    RecordState,
     SalienceCut,
     StoreSpec,
 )
@@ -100,7 +103,14 @@ from ui.shared.dialogs import (
     ImportProgressDialog,
 )
 from ui.shared.empty_state import EmptyState
-from ui.shared.full_view import FULL_VIEW_FEATURES, loading_status, waiting_message
+from ui.shared.full_view import (
+    FULL_VIEW_FEATURES,
+    MENU_FEATURES,
+    loading_sentence,
+    loading_status,
+    unread_message,
+    waiting_message,
+)
 from ui.shared.icons import themed_icon
 from ui.shared.redaction import Redaction
 from ui.shared.session import AttachedSession, DataSession, StoreSession
@@ -115,6 +125,13 @@ __all__ = ["MainWindow", "Preferences", "WindowServices"]
 def _is_open(dialog: QWidget) -> bool:
     """True while ``dialog`` exists and is shown (it may be deleted once closed)."""
     return shiboken6.isValid(dialog) and dialog.isVisible()
+
+
+def _copy_workspace(source: Path) -> Path:
+    """Worker: ``source`` copied into a new temporary folder, without its cache."""
+    target = Path(tempfile.mkdtemp(prefix="mnemoscope-demo-")) / source.name
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".mnemoscope"))
+    return target
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +206,8 @@ class WindowServices:
     default_store: str = ""
     demo_memories: Path | None = None
     demo_conversation: Path | None = None
+    demo_workspace: Path | None = None
+    """The demo task workspace (opened from a copy: the shipped one stays as it is)."""
     version: str = ""
     bulk_import: BulkImport | None = None
     llm: LLMServices | None = None
@@ -253,6 +272,13 @@ class MainWindow(QMainWindow):
         # issue 9
         self.fate = FateView(self._runner, self.redaction, self)
         self.tasks_view = TaskGraphView(self.redaction, self)
+        self.demo_workspace_action = QAction("Open the Demo Workspace", self)
+        self.demo_workspace_action.setToolTip(
+            "A copy of the demo task cards in a temporary folder (edits there are not kept)")
+        self.demo_workspace_action.triggered.connect(
+            lambda: spawn(self.open_demo_workspace()))
+        if services.demo_workspace is not None:  # a new user's next step in Tasks
+            self.tasks_view.set_empty_actions((self.demo_workspace_action,))
         self.scan = ScanView(self._runner, self.redaction, self)
         self.budget = BudgetView(self._runner, self)
         self.provider_dialog: ProviderSettingsDialog | None = None
@@ -279,6 +305,7 @@ class MainWindow(QMainWindow):
                 self.no_store[name] = EmptyState(view, "store")
         self.nav.setCurrentRow(0)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.nav.currentRowChanged.connect(self._on_nav_changed)
 
         self.banner = QFrame(self)
         self.banner.setObjectName("banner")
@@ -329,8 +356,8 @@ class MainWindow(QMainWindow):
         self.index_bar.setFixedWidth(100)
         self.index_bar.setTextVisible(False)
         self.index_cancel = QPushButton("Cancel", self)
-        self.index_cancel.setToolTip("Stop indexing the store's records and close it (filters "
-                                     "and sorting need the index)")
+        self.index_cancel.setToolTip("Stop reading the store's records (an embedded store "
+                                     "being indexed closes; a server store stays open)")
         self.index_cancel.clicked.connect(self._on_index_cancel_clicked)
         # issue 23: the open store's scheduled lifecycle, its last run and its off switch
         self.lifecycle = LifecycleStatus(self._runner, enabled=self._prefs.lifecycle,
@@ -359,6 +386,8 @@ class MainWindow(QMainWindow):
         # An empty store's Records view offers what the File menu does to fill it.
         self.records.empty_actions = (self.demo_action, self.import_action,
                                       self.conversation_action)
+        self.layers.set_empty_actions((self.demo_action, self.import_action))
+        self.observe.retrieval.empty_actions = (self.demo_action, self.import_action)
         self.redaction.changed.connect(self._on_redaction_changed)
         controller.session_changed.connect(self._on_session_changed)
         controller.store_state_changed.connect(self._on_store_state_changed)
@@ -394,12 +423,18 @@ class MainWindow(QMainWindow):
         links.pipeline_requested.connect(self.run_in_pipeline)
         links.similar_requested.connect(self.find_similar)
         links.delete_requested.connect(self._on_delete_record_requested)
+        links.state_requested.connect(self._on_state_requested)
         links.message.connect(self._on_view_message)
-        # The table's Del is the links' Delete (its whole selection); the Edit menu's Delete
-        # only shows the key, or the two would make Del ambiguous while the table has focus.
-        self.records.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        links.attach(self.records.table, self.records.current_record,
-                     delete=self.records.delete_action.trigger, open_here=False)
+        # The table's Del and Ctrl+Alt+P/A/R are the links' (on its whole selection); the Edit
+        # menu's Delete, Pause, Archive and Resume only show the keys, or a key would be
+        # ambiguous while the table (or another view's record list) has focus.
+        records = self.records
+        own = {"delete": records.delete_action, "pause": records.pause_action,
+               "archive": records.archive_action, "resume": records.resume_action}
+        for made in own.values():
+            made.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        links.attach(records.table, records.current_record, own=own, open_here=False)
+        links.attach(records.similar.tree, records.similar.current_record)
         observe = self.observe
         observe.timeline.open_record.connect(self.show_record)
         links.attach(observe.timeline.record_bar, observe.timeline.current_record)
@@ -415,6 +450,7 @@ class MainWindow(QMainWindow):
         links.attach(observe.map.plot, observe.map.current_record)
         links.attach(self.fate.steps, self.fate.current_step_record)
         links.attach(self.fate.record_bar, self.fate.current_record)
+        links.attach(self.scan.table, self.scan.current_record)
         for tree, role in self.layers.record_trees():
             links.attach(tree, tree_record(tree, role))
 
@@ -428,8 +464,15 @@ class MainWindow(QMainWindow):
         self.nav.setCurrentRow(list(self.views).index("pipeline"))
         spawn(self.observe.pipeline.load_stored(record_id))
 
-    def find_similar(self, text: str) -> None:
-        """Switch to the retrieval view and retrieve what is similar to ``text``."""
+    def find_similar(self, record_id: str, text: str) -> None:
+        """Show what is similar to record ``record_id`` (its content ``text``, masked while
+        redaction is on): a retrieval with ``text`` in the Retrieval view, or before a store's
+        full view is read, the server's nearest records in the Records view (issue 24)."""
+        session = self._controller.session
+        if session is not None and session.indexing:
+            self.nav.setCurrentRow(list(self.views).index("records"))
+            self.records.find_similar(record_id)
+            return
         self.nav.setCurrentRow(list(self.views).index("retrieval"))
         self.observe.retrieval.query_edit.setText(text)
         spawn(self.observe.retrieval.retrieve())
@@ -446,6 +489,9 @@ class MainWindow(QMainWindow):
     def _on_delete_record_requested(self, ref: RecordRef) -> None:
         if self.confirm_delete(ref):
             spawn(self.delete_record(ref))
+
+    def _on_state_requested(self, ref: RecordRef, state: RecordState) -> None:
+        spawn(self.records.ask_state_of(ref, state, quoted(self.redaction.show(ref.text))))
 
     async def delete_record(self, ref: RecordRef) -> bool:
         """Delete ``ref`` through the store's undoable delete; False when not possible."""
@@ -536,6 +582,14 @@ class MainWindow(QMainWindow):
         self.consolidate_action.setToolTip("Find stored near-duplicates, see what merging them "
                                            "would do, then merge them pair by pair or at once")
         store_menu.addAction(self.consolidate_action)
+        # issue 24: a server store's records are read into this process only when asked
+        self.read_view_action = self._action("&Read Every Record",
+                                             self._on_read_view_triggered)
+        self.read_view_action.setToolTip(
+            "Read every record of the store into this process (a server store browses without "
+            f"them): {', '.join([*FULL_VIEW_FEATURES.values(), *MENU_FEATURES])} need them")
+        store_menu.addAction(self.read_view_action)
+        self.cancel_view_action = self._action("Cancel", self._on_index_cancel_clicked)
 
         view_menu = bar.addMenu("&View")
         self.view_actions: dict[str, QAction] = {}
@@ -675,12 +729,20 @@ class MainWindow(QMainWindow):
         for made in (self.import_action, self.conversation_action, self.demo_action,
                      self.imports_action, self.consolidate_action):
             made.setEnabled(writable)
-        self.export_action.setEnabled(indexed)
+        # issue 24: on a server store these ask for every record themselves, and wait
+        on_demand = session is not None and session.on_demand
+        self.export_action.setEnabled(indexed or on_demand)
+        self.consolidate_action.setEnabled(writable or (
+            on_demand and session is not None and not session.read_only))
+        self.read_view_action.setEnabled(session is not None and session.indexing
+                                         and not session.view_loading)
         foreign = session is not None and session.engine.store.foreign
         self.mapping_action.setEnabled(foreign and self._services.save_mapping is not None)
-        self.adopt_action.setEnabled(foreign and indexed
+        # adopting reads every record first (issue 24: a server store's, only when asked)
+        self.adopt_action.setEnabled(foreign and session is not None
                                      and self._services.open_target is not None)
-        self.links.set_available(engine=indexed, writable=writable)
+        # issue 24: Find similar works on a store before its full view (its index answers)
+        self.links.set_available(engine=indexed, writable=writable, store=session is not None)
         self.detach_action.setEnabled(attached is not None)
         for number, name in enumerate(self.views):  # engine views are off while attached
             item = self.nav.item(number)
@@ -701,13 +763,18 @@ class MainWindow(QMainWindow):
         """Cover the views that need a store while none is open (or one is opening)."""
         session = self._controller.session
         if session is not None or self._controller.attached is not None:
-            # issue 24: while the full view loads, the views that need it say so.
-            loading = session is not None and session.indexing
+            # issue 24: until the full view is read, the views that need it say so.
+            waiting = session is not None and session.indexing
             for name, empty in self.no_store.items():
-                if loading and name in FULL_VIEW_FEATURES:
-                    empty.show_message(*waiting_message(name, *self._view_loaded))
-                else:
+                if not waiting or name not in FULL_VIEW_FEATURES:
                     empty.clear()
+                elif session is not None and session.view_loading:
+                    empty.show_message(*waiting_message(name, *self._view_loaded),
+                                       [self.cancel_view_action])
+                elif session is not None:
+                    empty.show_message(*unread_message(
+                        name, cancelled=session.indexing_cancelled,
+                        error=session.indexing_error), [self.read_view_action])
             return
         for empty in self.no_store.values():
             if opening:
@@ -803,10 +870,13 @@ class MainWindow(QMainWindow):
         if status.state is EmbedderState.READY:
             text = f"model: ready ({status.model_name})"
             tip = f"{status.model_name}, {status.dimension}-d" + (
-                f", run by {status.backend}" if status.backend else "")
+                f", run by {status.backend}" if status.backend else "") + (
+                f"\n{status.reason}" if status.reason else "")  # e.g. the helper failed
         elif status.state is EmbedderState.FAILED:
             text = "model: fallback (Jaccard)"
             tip = status.reason or "no model"
+        elif status.reason:  # the first launch converts the model (tens of seconds)
+            text, tip = "model: preparing (first launch)…", status.reason
         else:
             text, tip = "model: loading…", f"loading {status.model_name} in the background"
         self.model_label.setText(text)
@@ -880,16 +950,21 @@ class MainWindow(QMainWindow):
                 self.undo_group.removeStack(old.undo_stack)
                 old.failed.disconnect(self._on_session_failed)
                 old.indexing_progress.disconnect(self._on_indexing_progress)
+                old.indexing_started.disconnect(self._on_view_read_changed)
+                old.indexing_finished.disconnect(self._on_view_read_changed)
             if store is not None:
                 self.undo_group.addStack(store.undo_stack)
                 self.undo_group.setActiveStack(store.undo_stack)
                 store.failed.connect(self._on_session_failed)
                 store.indexing_progress.connect(self._on_indexing_progress)
+                store.indexing_started.connect(self._on_view_read_changed)
+                store.indexing_finished.connect(self._on_view_read_changed)
                 self._show_store_banner(store)
                 self.show_model_state(store.engine.embedding_status())
                 self.store_label.setToolTip(store.spec.location)
                 self._remember_store(store.spec.location)
-        self._show_indexing(store if store is not None and store.indexing else None)
+                self._on_nav_changed(self.nav.currentRow())  # opened on a view that needs it
+        self._show_indexing(store if store is not None and store.view_loading else None)
         if isinstance(session, AttachedSession):
             self._on_attached(session)
         elif session is None:
@@ -939,10 +1014,11 @@ class MainWindow(QMainWindow):
         self.show_banner(text, warning=False)
 
     def _on_count_changed(self, count: int) -> None:
+        session = self._controller.session or self._controller.attached
+        self.records.set_store_count(count if count >= 0 and session is not None else None)
         if count < 0:
             self.count_label.setText("count unavailable")
             return
-        session = self._controller.session or self._controller.attached
         self.count_label.setText(count_of(count, "record") if session is not None else "")
         self.count_label.setToolTip("")
         if self._controller.session is not None:
@@ -974,21 +1050,52 @@ class MainWindow(QMainWindow):
             widget.setVisible(session is not None)
         if session is not None and self._indexing_shown is not session:
             self._view_loaded = (0, 0)
-            self.index_label.setText(loading_status(0, 0))
+            self._show_loading(session, 0, 0)
             self.index_bar.setRange(0, 0)  # busy until the first progress report
             self.index_cancel.setEnabled(True)
         self._indexing_shown = session
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
+        session = self._controller.session
+        if session is None or not session.view_loading:
+            return  # a report that arrived after the read ended
         self._view_loaded = (done, total)
-        self.index_label.setText(loading_status(done, total))
+        self._show_loading(session, done, total)
         self._show_no_store()  # the waiting views' counts
         self.index_bar.setRange(0, max(1, total))
         self.index_bar.setValue(done)
 
+    def _show_loading(self, session: StoreSession, done: int, total: int) -> None:
+        """The status bar's words for the read (short; the whole sentence on hover)."""
+        self.index_label.setText(loading_status(session.view_wanted_by, done, total))
+        self.index_label.setToolTip(loading_sentence(session.view_wanted_by, done, total))
+
+    def _on_nav_changed(self, row: int) -> None:
+        """A view that needs every record was opened: the controller reads them (issue 24)."""
+        name = list(self.views)[row] if 0 <= row < len(self.views) else ""
+        if name in FULL_VIEW_FEATURES:
+            self._controller.need_full_view(FULL_VIEW_FEATURES[name])
+
+    def _on_read_view_triggered(self) -> None:
+        """Store → Read Every Record, or a waiting view's button: read the full view for the
+        view shown (or for the menu's features when Records is shown)."""
+        name = list(self.views)[self.nav.currentRow()]
+        self._controller.need_full_view(FULL_VIEW_FEATURES.get(name, ""))
+
+    def _on_view_read_changed(self, *_args: object) -> None:
+        """A read of the full view started or ended: the status bar, the waiting views and
+        the menu follow."""
+        session = self._controller.session
+        if session is None or self.sender() is not session:
+            return
+        if session.view_loading:
+            self._indexing_shown = None  # a new read: progress from zero
+        self._show_indexing(session if session.view_loading else None)
+        self._update_actions()
+
     def _on_index_cancel_clicked(self) -> None:
         session = self._controller.session
-        if session is not None:
+        if session is not None and session.view_loading:
             self.index_cancel.setEnabled(False)
             self.index_label.setText("Cancelling…")
             session.cancel_indexing()
@@ -1184,7 +1291,7 @@ class MainWindow(QMainWindow):
         open_target = self._services.open_target
         if session is None or open_target is None or not session.engine.store.foreign:
             return None
-        if not await session.wait_indexed():  # the records to copy are read from the view
+        if not await session.read_view("Adopt"):  # the records to copy: from the view
             return None
         return await adopt_collection(self, session, self._runner, open_target,
                                       show=self.redaction.show, target=target, opened=opened)
@@ -1282,6 +1389,23 @@ class MainWindow(QMainWindow):
         await self._controller.detach()
 
     # -- import / export -------------------------------------------------------------------
+
+    async def open_demo_workspace(self) -> Path | None:
+        """Copy the demo task workspace to a temporary folder (worker) and open the copy.
+
+        A copy, because a workspace is written to (its cache, a person's edits) and the shipped
+        one may be read-only; the copy is left for the system to clean up with its temp files.
+        """
+        source = self._services.demo_workspace
+        if source is None:
+            return None
+        try:
+            copy: Path = await self._runner.run(_copy_workspace, source)
+        except OSError as exc:
+            QMessageBox.warning(self, "Demo workspace", f"Could not copy {source}: {exc}")
+            return None
+        await self.tasks_view.open_workspace(copy)
+        return copy
 
     def _on_load_demo_triggered(self) -> None:
         if self._services.demo_memories is not None:
@@ -1391,6 +1515,10 @@ class MainWindow(QMainWindow):
         if session is None:
             return None
         redact = redact or self.redaction.enabled  # issue 9: redaction mode masks exports too
+        if not await session.read_view("Export"):  # every record, read on demand (issue 24)
+            QMessageBox.warning(self, "Export", "Nothing was exported: the store's records "
+                                "were not all read.")
+            return None
         try:
             count: int = await self._runner.run(
                 export_records, session.engine, path,

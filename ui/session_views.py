@@ -187,6 +187,10 @@ class AppControl(Protocol):
     def first_page_shown(self) -> None:
         """The Records table's first page arrived: the other views may load."""
 
+    def need_full_view(self, feature: str) -> None:
+        """``feature`` (a title) was opened and needs every record in this process: read the
+        open store's deferred view now (issue 24; no-op when it is ready or being read)."""
+
     async def open_store(self, spec: StoreSpec) -> StoreSession | None:
         """Open ``spec`` (closing what is shown)."""
 

@@ -28,9 +28,11 @@ Flow (seed 002 §9):
 6. The engine emits ``memory:retrieval`` and counts accesses (not in inspection mode).
 
 Past ``RetrievalConfig.candidate_threshold`` live records, step 2 computes the query's
-components for a candidate set only (:meth:`Retriever._pick`: dense, lexical, static, date,
-speaker and context sources), which is widened until no row outside it can outrank the first
-packed records, else every row is scored (docs/retrieval.md "How candidates are found").
+components for a candidate set only (:meth:`Retriever._score_candidates`: dense, lexical,
+static, date, speaker and context sources, each found without a pass over every row —
+:mod:`engine.retrieval.candidates` — and scored with the same operations as every row is on
+the exhaustive path), which is widened until no row outside it can outrank the first packed
+records, else every row is scored (docs/retrieval.md "How candidates are found").
 
 What does not depend on the query — candidate masks, the importance and recency bases, the
 layer and access columns, BM25 term statistics, time neighbours, the semantic centring — is
@@ -61,11 +63,23 @@ import numpy.typing as npt
 from engine.config import MemoryConfig, RetrievalConfig, ScoringWeights
 from engine.errors import TokenBudgetUndefined
 from engine.records import MemoryRecord, Privacy
+from engine.retrieval.candidates import (
+    CreatedOrder,
+    StaticOrder,
+    TopStatic,
+    bm25_at,
+    found_at,
+    impact_prefix,
+    member,
+    slack,
+    top_static,
+)
 from engine.retrieval.compression import compress
 from engine.retrieval.dense import IvfIndex, approximate_cosines, rounding_bound, shortlist
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
+    Blend,
     Centring,
     Decaying,
     TimeOrder,
@@ -79,11 +93,12 @@ from engine.retrieval.scoring import (
     lexsort_rank,
     neighbour_lines,
     neighbour_matrix,
+    previous_rows,
     recency,
     recency_base,
     relevance_of,
 )
-from engine.retrieval.temporal import date_match, query_spans
+from engine.retrieval.temporal import DateSpan, date_match, query_spans
 from engine.retrieval.types import (
     COMPONENTS,
     DropReason,
@@ -111,6 +126,11 @@ PACKED = np.int8(-1)
 SKIP_LIMIT = 256
 _FIRST_SLICE = 256
 WIDEN_LIMIT = 16  # most the candidate path multiplies its sources by before it scores all
+# A date or speaker source lists its matching rows up to this many times its size; past that
+# it reads them off the static order (the rows of a month can be a third of the store)
+_LISTED = 8
+_STATIC_ORDERS = 8  # static orders kept for updating (one per weights in use)
+_FLOAT32_MARGIN = 1e-5  # relative rounding of a relevance held in float32, with room
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +240,7 @@ class Candidates:
 
 @dataclass(frozen=True, slots=True)
 class Picked:
-    """The candidate path's choice for one request (see ``Retriever._pick``).
+    """The candidate path's choice for one request (see ``Retriever._score_candidates``).
 
     Attributes:
         rows: The union of the sources: the eligible rows whose exact score is ranked,
@@ -230,13 +250,16 @@ class Picked:
         sources: How many rows each source proposed.
         bound: The highest score a row outside ``rows`` can have (-inf when none is
             outside): the sum over the components of what the sources left out (see
-            ``Retriever._pick``).
+            ``Retriever._score_candidates``).
+        cosines: Rows (ascending) whose (centred, clipped) cosine was computed, and those
+            cosines: a widened request reuses them instead of gathering their vectors again.
     """
 
     rows: Rows
     need: Rows
     sources: dict[str, int]
     bound: float
+    cosines: tuple[Rows, F64]
 
 
 @dataclass(slots=True)
@@ -244,7 +267,8 @@ class Scored:
     """One request's scores and the pieces its component matrix is built from on demand.
 
     ``picked`` is None when every row was scored; on the candidate path only its ``rows``
-    carry their exact score (the others lack the relevance parts).
+    carry a score (their exact one; the others' are 0, and their query-dependent component
+    columns are 0 outside ``picked.need``).
     """
 
     scores: F64
@@ -276,6 +300,8 @@ class Retriever:
         self.index = TextIndex()
         self._lock = threading.Lock()
         self._neighbour_cache: _NeighbourCache | None = None
+        # the last static order per weights, updated for the next view state of its lineage
+        self._static_orders: dict[Hashable, StaticOrder] = {}
 
     def retrieve(self, snapshot: ViewSnapshot, request: RetrievalRequest, *, now_ms: float,
                  memory: MemoryConfig, query_vector: npt.NDArray[np.float32] | None,
@@ -345,7 +371,8 @@ class Retriever:
             compressed.clear()
             compressed_tokens.clear()
             scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
-                                 query_vector, narrow=True, widen=widen)
+                                 query_vector, narrow=True, widen=widen,
+                                 cosines=None if picked is None else picked.cosines)
             picked = scored.picked
             packed, used, stopped = self._pack_ranked(
                 scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
@@ -390,6 +417,7 @@ class Retriever:
             candidate_sources={} if picked is None else picked.sources,
             scored_count=candidates.count if picked is None else len(picked.rows),
             candidate_bound=None if picked is None else picked.bound,
+            **self._blend_diagnostics(snapshot, candidates, scored.mode),
         )
         return RetrievedBundle(records=tuple(records), total_tokens=used,
                                truncated=len(packed) < candidates.count,
@@ -467,13 +495,19 @@ class Retriever:
     def _score(self, snapshot: ViewSnapshot, request: RetrievalRequest, candidates: Candidates,
                weights: ScoringWeights, now_ms: float, memory: MemoryConfig,
                query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
-               widen: int = 1) -> Scored:
+               widen: int = 1, cosines: tuple[Rows, F64] | None = None) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
-        With ``narrow`` (and a query), the relevance parts are computed for the rows
-        :meth:`_pick` chooses and their time neighbours only: those rows' scores are exact,
-        the other rows' lack their cosine and are not ranked (``Scored.picked``).
+        With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
+        picks are scored (``Scored.picked``), exactly; when the clock is behind the data (the
+        decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
+        round of the request computed.
         """
+        if narrow and query_vector is not None and (request.query or "").strip():
+            scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
+                                            memory, query_vector, widen, cosines)
+            if scored is not None:
+                return scored
         config = self.config
         n = snapshot.n
         columns: dict[int, Callable[[], npt.ArrayLike]] = {}
@@ -498,11 +532,7 @@ class Retriever:
         spans = query_spans(query)
         dated = date_match(snapshot.created_at[:n], spans, config.date_tolerance_ms) \
             if spans else None
-        picked = self._pick(snapshot, candidates, weights, scores, lexical, speakers, dated,
-                            query_vector, widen) if narrow and query_vector is not None \
-            else None
-        semantic, mode = self._semantic(snapshot, query_terms, query_vector, candidates,
-                                        None if picked is None else picked.need)
+        semantic, mode = self._semantic(snapshot, query_terms, query_vector, candidates)
         columns[COL.semantic] = _constant(semantic)
         columns[COL.lexical] = _constant(lexical)
         columns[COL.speaker] = lambda: _indicator(speakers, n)
@@ -517,10 +547,6 @@ class Retriever:
         if config.context_neighbours:
             neighbours, with_neighbours, their_neighbours = self._neighbours(snapshot)
             relevance_weight = weights.semantic + weights.lexical
-            if picked is not None and len(with_neighbours):
-                # only the scored rows' lift is read: gather the neighbours of those alone
-                keep = _scored_mask(picked.rows, n)[with_neighbours]
-                with_neighbours, their_neighbours = with_neighbours[keep], their_neighbours[keep]
             if len(with_neighbours) and relevance_weight > 0:
                 # what a neighbour lends: its relevance, 0 for non-candidates and for "no
                 # neighbour" (index -1 reads the extra last slot)
@@ -536,7 +562,7 @@ class Retriever:
                 context[with_neighbours] = np.maximum(best, 0.0)  # context_lift, on fewer rows
                 columns[COL.context] = _constant(context)
                 scores += weights.context * context
-        return Scored(scores, mode, neighbours, columns, picked)
+        return Scored(scores, mode, neighbours, columns)
 
     @staticmethod
     def _add_decaying(scores: F64, columns: dict[int, Callable[[], npt.ArrayLike]], column: int,
@@ -559,21 +585,10 @@ class Retriever:
                      weights: ScoringWeights, columns: dict[int, Callable[[], npt.ArrayLike]]
                      ) -> F64:
         """A fresh array of the weighted layer + access components (cached per view state)."""
-        n = snapshot.n
-        table = self.config.layer_weights[request.purpose]
-        layer_key = tuple(table.get(layer, 0.0) for layer in LAYERS)
-        cap = self.config.access_cap
-        layer = _appended(snapshot, ("layer", layer_key),
-                          lambda start: layer_component(snapshot.layer[start:n], table))
-        access = _appended(snapshot, ("access", cap),
-                           lambda start: access_frequency(snapshot.access_count[start:n], cap),
-                           reads_access=True)
+        layer, access, fixed = self._fixed_part(snapshot, request, weights)
         columns[COL.layer] = _constant(layer)
         columns[COL.access] = _constant(access)
-        key = ("layer+access", layer_key, cap, weights.layer, weights.access)
-        static = _appended(snapshot, key, lambda start: weights.layer * layer[start:]
-                           + weights.access * access[start:], reads_access=True)
-        return static.copy()
+        return fixed.copy()
 
     def _importance_base(self, snapshot: ViewSnapshot, memory: MemoryConfig) -> Decaying:
         half_life, boost = memory.importance_decay_half_life_days, memory.importance_boost
@@ -590,48 +605,83 @@ class Retriever:
 
     def _semantic(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
                   query_vector: npt.NDArray[np.float32] | None, candidates: Candidates,
-                  rows: Rows | None = None) -> tuple[F64, SemanticMode]:
-        """Cosine clipped at 0 (Jaccard for records without a vector, or without a model).
-
-        Args:
-            rows: Compute the cosine for these rows only (the candidate path; 0 elsewhere),
-                or None for every row.
-        """
+                  ) -> tuple[F64, SemanticMode]:
+        """Cosine clipped at 0 (Jaccard for records without a vector, or without a model)."""
         n = snapshot.n
         if query_vector is None:
             return self.index.jaccard(query_terms, n), SemanticMode.JACCARD
         query = query_vector.astype(np.float32, copy=False)
-        if rows is None:
-            semantic = self._cosine(snapshot, query, candidates, None)
-        else:
-            semantic = np.zeros(n, dtype=np.float64)
-            semantic[rows] = self._cosine(snapshot, query, candidates, rows)
-        without = _appended(snapshot, "without_vectors", lambda start: np.flatnonzero(
-            snapshot.alive[start:n] & ~snapshot.has_vector[start:n]) + start)
+        semantic = self._cosine(snapshot, query, candidates, None)
+        without = self._without_vectors(snapshot)
         if len(without) and candidates.eligible[without].any():
             semantic[without] = self.index.jaccard(query_terms, n)[without]
             return semantic, SemanticMode.MIXED
         semantic[without] = 0.0
         return semantic, SemanticMode.COSINE
 
+    def _semantic_at(self, snapshot: ViewSnapshot, query_terms: Sequence[str],
+                     query_vector: F32, candidates: Candidates, rows: Rows,
+                     known: tuple[Rows, F64]) -> tuple[F64, SemanticMode]:
+        """:meth:`_semantic` of ``rows`` (ascending) only, aligned with them.
+
+        Args:
+            known: Rows (ascending) whose cosine is already computed, and their cosines.
+        """
+        query = query_vector.astype(np.float32, copy=False)
+        found, at = found_at(known[0], rows)
+        semantic = np.empty(len(rows), dtype=np.float64)
+        semantic[found] = known[1][at[found]]
+        if not found.all():  # a row's cosine has the same bits whichever rows it comes with
+            semantic[~found] = self._cosine(snapshot, query, candidates, rows[~found])
+        without = self._without_vectors(snapshot)
+        inside = member(without, rows)
+        if len(without) and candidates.eligible[without].any():
+            semantic[inside] = self.index.jaccard(query_terms, snapshot.n)[rows[inside]]
+            return semantic, SemanticMode.MIXED
+        semantic[inside] = 0.0
+        return semantic, SemanticMode.COSINE
+
+    @staticmethod
+    def _without_vectors(snapshot: ViewSnapshot) -> Rows:
+        """Live rows without a vector, ascending."""
+        n = snapshot.n
+        return _appended(snapshot, "without_vectors", lambda start: np.flatnonzero(
+            snapshot.alive[start:n] & ~snapshot.has_vector[start:n]) + start)
+
     def _cosine(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
                 rows: Rows | None) -> F64:
-        """The (centred) cosine of ``rows`` (None: every row) with ``query``, clipped at 0.
+        """The (centred, blended) cosine of ``rows`` (None: every row) with ``query``, clipped
+        at 0.
 
-        A subset is computed with the same operations as every row (the centring's per-row
-        terms taken at those rows), from the view's float32 vectors: a row's dot product is
-        summed row by row (``einsum``, as fast as the BLAS product here), so it has the same
-        bits on the candidate path as in exhaustive scoring (a BLAS matrix-vector product
-        sums the last rows of a call in another order, see ``scoring._mean_dots``).
+        A subset is computed with the same operations as every row (the centring's and the
+        blend's per-row terms taken at those rows), from the view's float32 vectors: a row's
+        dot product is summed row by row (``einsum``, as fast as the BLAS product here), so it
+        has the same bits on the candidate path as in exhaustive scoring (a BLAS matrix-vector
+        product sums the last rows of a call in another order, see ``scoring._mean_dots``).
+        With ``semantic_blend`` the rows' predecessors' dot products are mixed in
+        (:class:`~engine.retrieval.scoring.Blend`).
         """
         if rows is None:
             cosine: F32 = np.einsum("ij,j->i", snapshot.vectors[:snapshot.n], query)
             snapshot.release_vector_pages()  # a pass over every row: see _centring
         else:  # a few thousand rows: read without mapping (docs/retrieval.md "Compact vectors")
             cosine = np.einsum("ij,j->i", snapshot.vector_rows(rows), query)
+        blend = self._blend(snapshot, candidates)
+        if blend is not None:
+            before = blend.predecessors(rows)
+            earlier: F32 = cosine[before] if rows is None else np.einsum(
+                "ij,j->i", snapshot.vector_rows(before.astype(np.intp)), query)
+            cosine = blend.mixed(cosine, earlier, rows)
         centring = self._centring(snapshot, candidates)
         if centring is None:
             return np.maximum(cosine, 0.0, dtype=np.float64)
+        if blend is not None:
+            plain = centring
+            centring = _derived(snapshot, ("blended centring", candidates.key,
+                                           self.config.semantic_centering, blend.weight,
+                                           self.config.context_window_ms,
+                                           self.config.semantic_blend_layers),
+                                lambda: blend.centring(plain))
         if rows is not None:
             centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
                                            inverse_norm=centring.inverse_norm[rows])
@@ -684,78 +734,396 @@ class Retriever:
             bound = bound * scale + np.float32(1e-5)
         return shortlist(probed, approximate, bound, k)
 
-    def _pick(self, snapshot: ViewSnapshot, candidates: Candidates, weights: ScoringWeights,
-              partial: F64, lexical: F64, speakers: Rows, dated: B | None,
-              query_vector: F32, widen: int) -> Picked:
-        """The candidate path's rows: the union of the candidate sources (eligible rows).
+    def _blend_diagnostics(self, snapshot: ViewSnapshot, candidates: Candidates,
+                           mode: SemanticMode) -> dict[str, Any]:
+        """``semantic_blend`` and ``blended`` of the diagnostics (nothing when no cosine was
+        blended: no query, no model, or the blend off)."""
+        blend = self._blend(snapshot, candidates) \
+            if mode in (SemanticMode.COSINE, SemanticMode.MIXED) else None
+        if blend is None:
+            return {}
+        return {"semantic_blend": blend.weight, "blended": blend.previous}
+
+    def _blend(self, snapshot: ViewSnapshot, candidates: Candidates) -> Blend | None:
+        """The view state's :class:`~engine.retrieval.scoring.Blend` for ``candidates`` (None
+        when ``semantic_blend`` is 0). A row of the ``semantic_blend_layers`` is blended with
+        its nearest earlier time neighbour (the order the ``context`` component reads: same
+        agent and layer, within ``context_window_ms``) when both have a vector and the
+        predecessor is eligible: a record the request may not see (another privacy partition,
+        paused, expired) lends nothing, as in ``context``."""
+        weight = self.config.semantic_blend
+        layers = self.config.semantic_blend_layers
+        if weight <= 0 or not layers:
+            return None
+        window = self.config.context_window_ms
+
+        def previous() -> npt.NDArray[np.int32]:
+            n = snapshot.n
+            found = previous_rows(self._time_neighbours(snapshot).order, n, window)
+            has = snapshot.has_vector[:n]
+            usable = (found >= 0) & has & np.asarray([layer in layers for layer in LAYERS])[
+                snapshot.layer[:n]]
+            usable[usable] &= candidates.eligible[found[usable]] & has[found[usable]]
+            found[~usable] = -1
+            return found
+
+        vectors = snapshot.vectors[:snapshot.n]
+        return _grown(snapshot, ("blend", candidates.key, weight, window, layers),
+                      lambda: Blend.of(vectors, previous(), weight),
+                      lambda old, _: Blend.of(vectors, previous(), weight, old))
+
+    def _score_candidates(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                          candidates: Candidates, weights: ScoringWeights, now_ms: float,
+                          memory: MemoryConfig, query_vector: F32, widen: int,
+                          cosines: tuple[Rows, F64] | None = None) -> Scored | None:
+        """The candidate path: the exact score of the union of the candidate sources, found
+        without a pass over every row (docs/retrieval.md "How candidates are found").
 
         * ``dense``: the :attr:`~RetrievalConfig.dense_candidates` best (centred) cosines among
           the rows the dense index's probed lists hold;
-        * ``lexical``: the best BM25 (rows sharing a query term, from the inverted index);
-        * ``static``: the best query-independent part of the score (``partial``: importance,
-          recency, layer, access);
-        * ``date`` / ``speaker``: of the rows the query's day or speaker matches, the best by
-          ``partial`` (each such row gains the same weight);
+        * ``lexical``: the best BM25 among the rows in each query term's postings capped by
+          impact order (:func:`~engine.retrieval.candidates.impact_prefix`), scored exactly;
+        * ``static``: the best query-independent part of the score (importance, recency,
+          layer, access) by the threshold algorithm over the view state's
+          :class:`~engine.retrieval.candidates.StaticOrder`;
+        * ``date`` / ``speaker``: of the rows the query's day or speaker matches (a slice of
+          the creation-time order; the speaker's rows), the best by that part (each gains the
+          same weight);
         * ``context``: the time neighbours of the dense and lexical rows (they may gain a
           ``context`` lift from them).
 
-        A row outside the union scores at most ``bound``: its query-independent part is at
-        most the last static candidate's, its cosine at most the last dense candidate's (the
-        one approximation: the probed lists are taken to hold the best cosines), its BM25 at
-        most the last lexical candidate's (0 when every matching row is a candidate), the
-        date and speaker weights only if their sources were cut, and its relevance plus
-        ``context`` lift at most ``max(w_semantic + w_lexical, w_context)`` times the
-        relevance bound (its neighbours are not dense or lexical candidates either).
+        Every component is computed for the union and its time neighbours only, with the
+        operations exhaustive scoring applies to every row (the same bits). A row outside the
+        union scores at most ``bound``: its query-independent part is at most the last static
+        candidate's, its cosine at most the last dense candidate's (the one approximation: the
+        probed lists are taken to hold the best cosines), its BM25 at most the larger of the
+        last lexical candidate's and the sum of the capped postings' last weights (0 when no
+        row was left out), the date and speaker weights only if their sources were cut, and
+        its relevance plus ``context`` lift at most ``max(w_semantic + w_lexical, w_context)``
+        times the relevance bound (its neighbours are not dense or lexical candidates either).
 
         Args:
-            partial: Every row's score before the query-dependent components.
             widen: Factor on every source's size (the retriever widens until the first
                 packed records score above the bound).
+            cosines: Rows (ascending) whose cosine an earlier round computed, and those.
+
+        Returns:
+            The scores, or None when the clock is behind the data (the decay bases cannot be
+            scaled to ``now_ms``): the caller then scores every row.
         """
         config = self.config
-        eligible = candidates.eligible
-        static_k = config.static_candidates * widen
-        probed = self.dense_index(snapshot).probe(query_vector, config.dense_probes * widen)
-        probed = probed[eligible[probed]]
-        # the exact cosines of the probed rows that can be among the best (the others are
-        # beaten for sure, judged from the compact vectors: docs/retrieval.md "Compact vectors")
-        probed = self._dense_shortlist(snapshot, query_vector, candidates, probed,
-                                       config.dense_candidates * widen)
-        cosine = self._cosine(snapshot, query_vector, candidates, probed)
-        dense = _top(cosine, probed, config.dense_candidates * widen)
-        matching = np.flatnonzero(lexical)  # BM25 is over eligible rows only
-        lexical_rows = _top(lexical[matching], matching, config.lexical_candidates * widen)
-        static = _top(partial[candidates.rows], candidates.rows, static_k)
-        sources: dict[str, Rows] = {"dense": dense, "lexical": lexical_rows, "static": static}
-        cut = 0.0  # weights of the date and speaker sources that left rows out
-        if dated is not None:
-            on_day = np.flatnonzero(dated & eligible)
-            sources["date"] = _top(partial[on_day], on_day, static_k)
-            cut += weights.date if len(on_day) > static_k else 0.0
-        speaking = speakers[eligible[speakers]]
-        if len(speaking):
-            sources["speaker"] = _top(partial[speaking], speaking, static_k)
-            cut += weights.speaker if len(speaking) > static_k else 0.0
-        matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
         n = snapshot.n
+        importance_base, recency_base = (self._importance_base(snapshot, memory),
+                                         self._recency_base(snapshot, memory))
+        importance_scale, recency_scale = importance_base.scale(now_ms), \
+            recency_base.scale(now_ms)
+        if importance_scale is None or recency_scale is None:
+            return None
+        layer, access, fixed = self._fixed_part(snapshot, request, weights)
+        # ``_add_decaying``'s terms: added only when both the weight and the scale are non-0
+        decaying = [(weight * scale, base.base) for weight, scale, base in (
+            (weights.importance, importance_scale, importance_base),
+            (weights.recency, recency_scale, recency_base)) if weight and scale]
+
+        def static_of(rows: Rows) -> F64:
+            """The query-independent part of ``rows``' scores, as ``_score`` sums it."""
+            values: F64 = fixed[rows]
+            for factor, base in decaying:
+                values += factor * base[rows]
+            return values
+
+        eligible = candidates.eligible
+
+        def is_eligible(rows: Rows) -> B:
+            found: B = eligible[rows]
+            return found
+
+        query = (request.query or "").strip()
+        query_terms = terms(query)
+        k = config.static_candidates * widen
+        coefficients = (weights.importance * importance_scale,
+                        weights.recency * recency_scale)
+        order = self._static_order(snapshot, request, weights, memory, fixed,
+                                   importance_base, recency_base, coefficients)
+        scale = order.scale(coefficients)
+        static = top_static(order, scale, k, is_eligible, static_of)
+        sources: dict[str, Rows] = {}
+        dense, dense_least, probed = self._dense_source(snapshot, candidates, query_vector,
+                                                        config.dense_probes * widen,
+                                                        config.dense_candidates * widen,
+                                                        cosines)
+        postings = self._query_postings(snapshot, candidates, query_terms)
+        lexical_rows, best, lexical_out = self._lexical_source(
+            snapshot, candidates, postings, config.lexical_candidates * widen)
+        sources.update(dense=dense, lexical=lexical_rows, static=static.rows)
+        cut = 0.0  # weights of the date and speaker sources that left rows out
+        spans = query_spans(query)
+        tolerance = config.date_tolerance_ms
+        created = snapshot.created_at
+        if spans:
+            on_day = self._dated_rows(snapshot, spans, tolerance, k)
+            if on_day is None:  # too many to list: read the static order for them
+                def dated_ok(rows: Rows) -> B:
+                    return is_eligible(rows) & date_match(created[rows], spans, tolerance)
+                top = top_static(order, scale, k, dated_ok, static_of)
+            else:
+                top = _top_of(on_day[eligible[on_day]], k, static_of)
+            sources["date"] = top.rows
+            cut += 0.0 if top.complete else weights.date
+        speakers = self.index.speaker_rows(query_terms, n)
+        if len(speakers):
+            if len(speakers) > _LISTED * k:
+                def speaking(rows: Rows) -> B:
+                    return is_eligible(rows) & member(speakers, rows)
+                top = top_static(order, scale, k, speaking, static_of)
+            else:
+                top = _top_of(speakers[eligible[speakers]], k, static_of)
+            if len(top.rows):
+                sources["speaker"] = top.rows
+            cut += 0.0 if top.complete else weights.speaker
+        # what a row outside the union can have of each relevance part: at most the last
+        # dense candidate's cosine and the lexical source's bound
+        share = weights.semantic + weights.lexical
+        lexical_bound = lexical_out / best if best > 0 else 0.0
+        relevance_bound = weights.semantic * dense_least + weights.lexical * lexical_bound
+        matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
+        known = probed
         if matrix is not None:
-            near = _neighbours_of(matrix, np.concatenate((sources["dense"], sources["lexical"])),
-                                  n)
+            # only a dense or lexical row more relevant than that bound lends a neighbour more
+            # than the bound allows: the neighbours of those rows are the context source
+            lenders = _distinct(np.concatenate((dense, lexical_rows)), n)
+            known = _with_cosines(probed, lexical_rows, lambda rows: self._cosine(
+                snapshot, query_vector, candidates, rows))
+            if share > 0:
+                lender_semantic, _ = self._semantic_at(snapshot, query_terms, query_vector,
+                                                       candidates, lenders, known)
+                lender_bm25 = bm25_at(postings, lenders)
+                lender_lexical = lender_bm25 / best if best > 0 else lender_bm25
+                lending = weights.semantic * lender_semantic + weights.lexical * lender_lexical
+                # a margin for the float32 relevance the context lift is computed in
+                lenders = lenders[lending > relevance_bound * (1.0 - _FLOAT32_MARGIN)]
+            near = _neighbours_of(matrix, lenders, n)
             sources["context"] = near[eligible[near]]
         rows = _distinct(np.concatenate(list(sources.values())), n)
         need = rows if matrix is None else _distinct(
             np.concatenate((rows, _neighbours_of(matrix, rows, n))), n)
+
+        # the components of ``need`` (the union and its time neighbours), as ``_score``
+        # computes them for every row; ``at`` picks the union's entries
+        at = np.searchsorted(need, rows)
+        semantic, mode = self._semantic_at(snapshot, query_terms, query_vector, candidates,
+                                           need, known)
+        bm25 = bm25_at(postings, need)
+        lexical = bm25 / best if best > 0 else bm25
+        speaker = member(speakers, need)
+        dated = date_match(created[need], spans, tolerance) if spans else None
+        scores = static_of(need)
+        scores += weights.semantic * semantic
+        scores += weights.lexical * lexical
+        scores[speaker] += weights.speaker
+        if dated is not None:
+            scores += weights.date * dated
+        context = np.zeros(len(need), dtype=np.float64)
+        relevance_weight = weights.semantic + weights.lexical
+        lend = matrix is not None and relevance_weight > 0 and bool(
+            len(self._neighbours(snapshot)[1]))
+        if matrix is not None and lend:
+            # as ``_score``: float32 relevance, 0 for ineligible rows and for "no neighbour"
+            relevance = np.zeros(len(need) + 1, dtype=np.float32)
+            np.multiply(semantic, weights.semantic / relevance_weight, out=relevance[:-1])
+            relevance[:-1] += (weights.lexical / relevance_weight) * lexical
+            relevance[:-1][~eligible[need]] = 0.0
+            lines = matrix[rows]
+            found = np.searchsorted(need, lines)
+            found[lines < 0] = len(need)  # the extra 0 at the end
+            lent = context_relevance(relevance, found.astype(np.int32), padded=True)
+            lent -= relevance[at]
+            context[at] = np.maximum(lent, 0.0)
+            scores += weights.context * context
+
+        full = np.zeros(n, dtype=np.float64)
+        full[rows] = scores[at]
         bound = -math.inf
         if len(rows) < candidates.count:
-            relevance = weights.semantic * _least(cosine[np.isin(probed, dense)]) + \
-                weights.lexical * (_least(lexical[lexical_rows])
-                                   if len(lexical_rows) < len(matching) else 0.0)
-            lift = weights.context if matrix is not None and config.context_neighbours else 0.0
-            share = weights.semantic + weights.lexical
-            bound = _least(partial[static]) + cut + relevance * (
+            lift = weights.context if matrix is not None else 0.0
+            bound = _least(static.values) + cut + relevance_bound * (
                 max(share, lift) / share if share > 0 else 1.0)
-        return Picked(rows, need.astype(np.intp),
-                      {name: len(found) for name, found in sources.items()}, bound)
+        picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
+                        bound, known)
+
+        def spread(values: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:
+            """A full-length component column of ``need``'s values (built when read)."""
+            def build() -> F64:
+                out = np.zeros(n, dtype=np.float64)
+                out[need] = values
+                return out
+            return build
+
+        columns: dict[int, Callable[[], npt.ArrayLike]] = {
+            COL.layer: _constant(layer), COL.access: _constant(access),
+            COL.importance: _scaled(importance_base.base, importance_scale),
+            COL.recency: _scaled(recency_base.base, recency_scale),
+            COL.semantic: spread(semantic), COL.lexical: spread(lexical),
+            COL.speaker: spread(speaker.astype(np.float64))}
+        if dated is not None:
+            columns[COL.date] = spread(dated.astype(np.float64))
+        if lend:
+            columns[COL.context] = spread(context)
+        neighbours = matrix if matrix is not None else np.zeros((n, 0), dtype=np.int32)
+        return Scored(full, mode, neighbours, columns, picked)
+
+    def _fixed_part(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                    weights: ScoringWeights) -> tuple[F64, F64, F64]:
+        """The layer and access columns and their weighted sum (cached per view state)."""
+        n = snapshot.n
+        table = self.config.layer_weights[request.purpose]
+        layer_key = tuple(table.get(layer, 0.0) for layer in LAYERS)
+        cap = self.config.access_cap
+        layer = _appended(snapshot, ("layer", layer_key),
+                          lambda start: layer_component(snapshot.layer[start:n], table))
+        access = _appended(snapshot, ("access", cap),
+                           lambda start: access_frequency(snapshot.access_count[start:n], cap),
+                           reads_access=True)
+        key = ("layer+access", layer_key, cap, weights.layer, weights.access)
+        fixed = _appended(snapshot, key, lambda start: weights.layer * layer[start:]
+                          + weights.access * access[start:], reads_access=True)
+        return layer, access, fixed
+
+    def _static_order(self, snapshot: ViewSnapshot, request: RetrievalRequest,
+                      weights: ScoringWeights, memory: MemoryConfig, fixed: F64,
+                      importance: Decaying, recency_base: Decaying,
+                      coefficients: tuple[float, float]) -> StaticOrder:
+        """The view state's :class:`~engine.retrieval.candidates.StaticOrder` for these
+        weights: the last one of the lineage updated (access counting, appends), else sorted
+        for this request's ``coefficients`` (importance and recency weight × scale).
+        """
+        table = self.config.layer_weights[request.purpose]
+        key = ("static order", tuple(table.get(layer, 0.0) for layer in LAYERS),
+               self.config.access_cap, weights.layer, weights.access, weights.importance,
+               weights.recency, memory.importance_decay_half_life_days,
+               memory.importance_boost, float(memory.decay_half_life_ms))
+
+        def compute() -> StaticOrder:
+            with self._lock:
+                last = self._static_orders.get(key)
+            parts = (fixed, importance.base, recency_base.base, coefficients, snapshot.lineage)
+            value = StaticOrder.of(*parts) if last is None else last.updated(*parts)
+            with self._lock:
+                self._static_orders[key] = value
+                while len(self._static_orders) > _STATIC_ORDERS:
+                    self._static_orders.pop(next(iter(self._static_orders)))
+            return value
+
+        return _derived(snapshot, key, compute, reads_access=True)
+
+    def _dense_source(self, snapshot: ViewSnapshot, candidates: Candidates, query: F32,
+                      probes: int, size: int, known: tuple[Rows, F64] | None
+                      ) -> tuple[Rows, float, tuple[Rows, F64]]:
+        """The best (centred) cosines among the eligible rows of the probed lists.
+
+        Returns:
+            (those rows, the least of their cosines — what a row outside them is taken to
+            score at most —, the probed rows ascending and their cosines, which the scoring
+            of the union reuses). ``known``'s cosines are reused, not recomputed.
+        """
+        probed = self.dense_index(snapshot).probe(query, probes)
+        probed = probed[candidates.eligible[probed]]
+        if self._blend(snapshot, candidates) is None:
+            # the exact cosines of the probed rows that can be among the best (the others are
+            # beaten for sure, judged from the compact vectors: docs/retrieval.md "Compact
+            # vectors"); a blended cosine is not bounded by the codes' rounding, so with the
+            # blend on every probed row is computed exactly
+            probed = self._dense_shortlist(snapshot, query, candidates, probed, size)
+        if known is None or not len(known[0]):
+            cosine = self._cosine(snapshot, query, candidates, probed)
+        else:
+            found, at = found_at(known[0], probed)
+            cosine = np.empty(len(probed), dtype=np.float64)
+            cosine[found] = known[1][at[found]]
+            if not found.all():  # a row's cosine has the same bits whichever rows it comes with
+                cosine[~found] = self._cosine(snapshot, query, candidates, probed[~found])
+        if len(probed) <= size:
+            return probed, _least(cosine), (probed, cosine)
+        top = np.argpartition(-cosine, size - 1)[:size]
+        return probed[top], float(cosine[top].min()), (probed, cosine)
+
+    def _query_postings(self, snapshot: ViewSnapshot, candidates: Candidates,
+                        query_terms: Sequence[str]) -> list[tuple[Rows, F64]]:
+        """Each query term's postings among the candidates (rows ascending, BM25 weights),
+        in query order, terms without postings left out (as ``_lexical`` sums them)."""
+        if not candidates.count:
+            return []
+        return [(rows, values) for rows, values in (
+            self._term_bm25(snapshot, candidates, word) for word in dict.fromkeys(query_terms))
+            if len(rows)]
+
+    def _lexical_source(self, snapshot: ViewSnapshot, candidates: Candidates,
+                        postings: list[tuple[Rows, F64]], size: int
+                        ) -> tuple[Rows, float, float]:
+        """The ``size`` best BM25 rows among each term's ``size`` highest-impact postings.
+
+        Returns:
+            (the rows, the best BM25 of any candidate — ``_lexical``'s divisor, exact —, the
+            most BM25 a row left out can have).
+        """
+        if not postings:
+            return np.zeros(0, dtype=np.intp), 0.0, 0.0
+        n = snapshot.n
+        depths = [size] * len(postings)
+        prefixes = [impact_prefix(rows, values, size) for rows, values in postings]
+        found = _distinct(np.concatenate([rows for rows, _ in prefixes]), n)
+        bm25 = bm25_at(postings, found)
+        while True:
+            # a row outside every term's prefix has at most the sum of their last weights
+            # (``unread``): read deeper, the term whose last weight is highest first, until
+            # ``size`` rows found score at least that (MaxScore: a frequent term's weights are
+            # low and flat, and reading it deeper would lower the sum least)
+            unread = slack(sum(last for _, last in prefixes))
+            if len(found) >= size and float(
+                    np.partition(bm25, len(found) - size)[len(found) - size]) >= unread:
+                break
+            term = max(range(len(prefixes)), key=lambda t: prefixes[t][1])
+            if prefixes[term][1] <= 0.0:
+                break  # every posting is read
+            depths[term] *= 4
+            prefixes[term] = impact_prefix(*postings[term], depths[term])
+            added = prefixes[term][0]
+            added = _distinct(added[~member(found, np.sort(added))], n) if len(added) \
+                else added
+            if len(added):
+                merged = np.concatenate((found, added))
+                order = np.argsort(merged, kind="stable")
+                found = merged[order]
+                bm25 = np.concatenate((bm25, bm25_at(postings, added)))[order]
+        best = float(bm25.max()) if len(bm25) else 0.0
+        if best < unread:  # a row outside the prefixes might be the best: sum them all
+            best = self._bm25_max(snapshot, postings)
+        if len(found) > size:
+            top = np.argpartition(-bm25, size - 1)[:size]
+            unread = max(unread, slack(float(bm25[top].min())))
+            found = found[top]
+        return found, best, unread
+
+    @staticmethod
+    def _bm25_max(snapshot: ViewSnapshot, postings: list[tuple[Rows, F64]]) -> float:
+        """The best BM25 of every row holding a query term (as ``_lexical`` finds it)."""
+        bm25 = np.zeros(snapshot.n, dtype=np.float64)
+        for rows, values in postings:
+            bm25[rows] += values
+        return float(bm25.max())
+
+    def _dated_rows(self, snapshot: ViewSnapshot, spans: Sequence[DateSpan], tolerance: float,
+                    k: int) -> Rows | None:
+        """The rows created within ``tolerance`` of ``spans`` (a slice of the creation-time
+        order per span), or None when there are more than ``_LISTED × k`` of them."""
+        n = snapshot.n
+        order = _grown(snapshot, "created order",
+                       lambda: CreatedOrder.of(snapshot.created_at[:n]),
+                       lambda old, start: old.extended(snapshot.created_at[:n], start))
+        found = [order.within(span.start - tolerance, span.end + tolerance) for span in spans]
+        if sum(len(rows) for rows in found) > _LISTED * k:
+            return None
+        return _distinct(np.concatenate(found), n)
 
     def dense_index(self, snapshot: ViewSnapshot) -> IvfIndex:
         """The view state's dense index (built on first use, extended on appends); its
@@ -796,7 +1164,8 @@ class Retriever:
 
     def _term_bm25(self, snapshot: ViewSnapshot, candidates: Candidates, word: str
                    ) -> tuple[Rows, F64]:
-        """One query term's BM25 contribution to the candidates that hold it (cached).
+        """One query term's BM25 contribution to the candidates that hold it (cached), rows
+        ascending.
 
         The term lengths, their total over the candidates and each term's postings among them
         are extended on appends; the weights (which every append changes through the live count
@@ -814,6 +1183,10 @@ class Retriever:
 
         def postings(start: int, old: tuple[Rows, F64] | None) -> tuple[Rows, F64]:
             rows, tfs = index.term_postings(word, eligible, start)
+            # ascending, for the candidate path's look-ups (bm25_at); appended rows follow
+            # every earlier one
+            ascending = np.argsort(rows, kind="stable")
+            rows, tfs = rows[ascending], tfs[ascending]
             if old is None:
                 return rows, tfs
             return append_rows(old[0], rows), append_rows(old[1], tfs)
@@ -834,6 +1207,11 @@ class Retriever:
     def _neighbours(self, snapshot: ViewSnapshot
                     ) -> tuple[npt.NDArray[np.int32], Rows, npt.NDArray[np.int32]]:
         """The time-neighbour matrix, the rows with at least one neighbour, and their lines."""
+        value = self._time_neighbours(snapshot)
+        return value.matrix, value.rows, value.lines
+
+    def _time_neighbours(self, snapshot: ViewSnapshot) -> _Neighbours:
+        """The view state's time order and neighbours (``context_neighbours`` each side)."""
         k, window = self.config.context_neighbours, self.config.context_window_ms
 
         def build() -> _Neighbours:
@@ -877,8 +1255,7 @@ class Retriever:
                     float(snapshot.created_at[:snapshot.n].sum()), value)
             return value
 
-        value = _grown(snapshot, ("neighbours", k, window), build, extend)
-        return value.matrix, value.rows, value.lines
+        return _grown(snapshot, ("neighbours", k, window), build, extend)
 
     # -- 3-4. rank and pack ----------------------------------------------------------------
 
@@ -1020,22 +1397,43 @@ def _proven(scores: F64, packed: Sequence[int], bound: float, count: int) -> boo
     return not first or float(scores[first[-1]]) > bound
 
 
-def _top(values: F64, rows: Rows, k: int) -> Rows:
-    """The ``k`` of ``rows`` with the largest ``values`` (``values[i]`` is ``rows[i]``'s)."""
+def _top_of(rows: Rows, k: int, value: Callable[[Rows], F64]) -> TopStatic:
+    """The ``k`` of ``rows`` with the best ``value`` (a listed date or speaker source)."""
+    values = value(rows)
     if len(rows) <= k:
-        return rows
-    return rows[np.argpartition(-values, k - 1)[:k]]
+        return TopStatic(rows, values, True, len(rows))
+    top = np.argpartition(-values, k - 1)[:k]
+    return TopStatic(rows[top], values[top], False, len(rows))
 
 
-def _distinct(rows: npt.NDArray[np.integer[Any]], n: int) -> Rows:
-    """``rows`` (of ``n``) without repeats, ascending: a mask, cheaper than sorting them."""
-    return np.flatnonzero(_scored_mask(rows, n))
+def _with_cosines(known: tuple[Rows, F64], rows: Rows, cosine: Callable[[Rows], F64]
+                  ) -> tuple[Rows, F64]:
+    """``known`` (rows ascending, their cosines) with the cosines of ``rows`` it lacks."""
+    missing = rows[~member(known[0], rows)]
+    if not len(missing):
+        return known
+    missing = np.sort(missing)
+    merged = np.concatenate((known[0], missing))
+    order = np.argsort(merged, kind="stable")
+    return merged[order], np.concatenate((known[1], cosine(missing)))[order]
 
 
 def _neighbours_of(matrix: npt.NDArray[np.int32], rows: Rows, n: int) -> Rows:
-    """The distinct time neighbours of ``rows`` (lines of the neighbour matrix, -1 = none)."""
+    """The distinct time neighbours of ``rows`` (lines of the neighbour matrix, -1 = none),
+    ascending."""
     near = matrix[rows].ravel()
     return _distinct(near[near >= 0], n)
+
+
+def _distinct(rows: npt.NDArray[np.integer[Any]], n: int) -> Rows:
+    """``rows`` (of ``n``) without repeats, ascending: sorted when they are few, else through
+    a mask (cheaper than sorting many)."""
+    if len(rows) * 32 < n:
+        ordered = np.sort(rows).astype(np.intp, copy=False)
+        if len(ordered) < 2:
+            return ordered
+        return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+    return np.flatnonzero(_scored_mask(rows, n))
 
 
 def _scored_mask(rows: npt.NDArray[np.integer[Any]], n: int) -> B:

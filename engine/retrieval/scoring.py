@@ -38,6 +38,7 @@ from engine.records import Layer
 from engine.store.view import LAYERS, ViewSnapshot, append_rows
 
 __all__ = [
+    "Blend",
     "Centring",
     "ComponentIndex",
     "Decaying",
@@ -50,6 +51,7 @@ __all__ = [
     "linear_recency",
     "neighbour_lines",
     "neighbour_matrix",
+    "previous_rows",
     "recency",
     "recency_base",
 ]
@@ -246,6 +248,101 @@ class Centring:
         centred *= self.inverse_norm
         centred *= np.float32(1.0 / self.query_norm(query))
         return centred
+
+
+@dataclass(frozen=True, slots=True)
+class Blend:
+    """Each record's vector mixed with its predecessor's at query time (``semantic_blend``).
+
+    A record written right after another by the same agent in the same layer (the next turn of
+    an exchange) is scored as ``u = norm((1 - a)·d + a·p)``, ``p`` the predecessor's vector: a
+    short reply ("Yes, it was amazing!") takes some of the topic of what it answers, which its
+    own embedding lacks. Nothing is re-embedded or stored (dedup still compares the plain
+    vectors); for unit ``d`` and ``p``:
+
+    ``q·u = ((1 - a)·q·d + a·q·p) / |(1 - a)·d + a·p|``,
+    ``|(1 - a)·d + a·p|² = (1 - a)² + a² + 2a(1 - a)·d·p``,
+
+    so per query it costs the predecessors' cosines (read from the same matrix-vector product)
+    and a few vector operations; ``d·p`` is per view state. The centring's per-row terms are
+    those of ``u`` (:meth:`centring`), so the blended cosine is centred like the plain one.
+
+    Attributes:
+        previous: By row, the row whose vector is mixed in, or -1 (none: first of its run, no
+            vector, or the predecessor is not eligible for the request).
+        inverse: By row, ``1 / |(1 - a)·d + a·p|`` (1 where ``previous`` is -1).
+        weight: ``a``.
+    """
+
+    previous: I32
+    inverse: F32
+    weight: float
+
+    @classmethod
+    def of(cls, vectors: F32, previous: I32, weight: float, old: Blend | None = None
+           ) -> Blend:
+        """The blend of the rows with a ``previous`` row (``previous``: -1 elsewhere).
+
+        Args:
+            old: The blend of an earlier state whose rows are the first of these, with the same
+                vectors: only the rows whose predecessor changed (appended rows, and the rows an
+                append or eligibility change gave a new predecessor) are recomputed.
+        """
+        inverse = np.ones(len(previous), dtype=np.float32)
+        if old is None:
+            changed = np.flatnonzero(previous >= 0)
+        else:
+            count = len(old.previous)
+            inverse[:count] = old.inverse
+            changed = np.flatnonzero(previous[:count] != old.previous)
+            changed = np.concatenate((changed, np.flatnonzero(previous[count:] >= 0) + count))
+        if len(changed):
+            before = previous[changed]
+            joined = changed[before >= 0]
+            dots = np.einsum("ij,ij->i", vectors[joined], vectors[previous[joined]])
+            keep, mix = 1.0 - weight, weight
+            squared = keep * keep + mix * mix + 2.0 * keep * mix * dots.astype(np.float64)
+            inverse[changed] = 1.0
+            inverse[joined] = (1.0 / np.sqrt(np.maximum(squared, 1e-12))).astype(np.float32)
+        return cls(previous, inverse, weight)
+
+    def mixed(self, own: F32, before: F32, rows: npt.NDArray[np.intp] | None = None) -> F32:
+        """``own``, a per-row quantity ``d·x`` of ``rows`` (None: every row), for the blended
+        vectors: ``u·x``. ``before`` holds the predecessors' ``p·x`` for the rows of ``rows``
+        that have one, in order (:meth:`predecessors`). The same float32 operations whichever
+        rows are asked for, so a row gets the same bits on the candidate path as exhaustively.
+        """
+        previous = self.previous if rows is None else self.previous[rows]
+        inverse = self.inverse if rows is None else self.inverse[rows]
+        has = previous >= 0
+        out: F32 = own.copy()
+        out[has] = (np.float32(1.0 - self.weight) * own[has]
+                    + np.float32(self.weight) * before) * inverse[has]
+        return out
+
+    def predecessors(self, rows: npt.NDArray[np.intp] | None = None) -> npt.NDArray[np.int32]:
+        """The predecessors of the rows of ``rows`` (None: every row) that have one, in order."""
+        previous = self.previous if rows is None else self.previous[rows]
+        found: npt.NDArray[np.int32] = previous[previous >= 0]
+        return found
+
+    def centring(self, centring: Centring) -> Centring:
+        """``centring`` with its per-row terms (``u·m``, ``1 / |u - m|``) for the blended
+        vectors (the same point ``m``)."""
+        mean_dot = self.mixed(centring.mean_dot, centring.mean_dot[self.predecessors()])
+        return Centring(centring.mean, mean_dot, _inverse_norm(mean_dot, centring.mean_norm2),
+                        centring.mean_norm2, centring.count)
+
+
+def previous_rows(order: TimeOrder, n: int, window_ms: float) -> I32:
+    """By row, the live row of the same agent and layer written just before it within
+    ``window_ms`` (column 0 of :func:`neighbour_matrix`), or -1."""
+    out = np.full(n, -1, dtype=np.int32)
+    rows, t, group = order.rows, order.times, order.groups
+    if len(rows) > 1:
+        ok = (group[1:] == group[:-1]) & (t[1:] - t[:-1] <= window_ms)
+        out[rows[1:][ok]] = rows[:-1][ok]
+    return out
 
 
 def mean_rows(count: int) -> int:

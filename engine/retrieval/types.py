@@ -208,6 +208,10 @@ class RetrievalDiagnostics:
         candidate_bound: On the candidate path, the highest score a row outside the
             candidates could have (records packed above it are in the exhaustive order);
             None when exhaustive.
+        semantic_blend: The share of its predecessor's vector a record's vector was blended
+            with for the semantic component (``RetrievalConfig.semantic_blend``; 0: none).
+        blended: By row, the row whose vector was blended into its own (-1: none); empty
+            when nothing was blended.
     """
 
     candidate_count: int
@@ -231,6 +235,8 @@ class RetrievalDiagnostics:
     candidate_sources: Mapping[str, int] = field(default_factory=dict)
     scored_count: int = 0
     candidate_bound: float | None = None
+    semantic_blend: float = 0.0
+    blended: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
     _built: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def _once(self, name: str, build: Callable[[], Any]) -> Any:
@@ -301,6 +307,9 @@ class RetrievalDiagnostics:
             if contribution <= 0.0:
                 break
             how = f"{self.semantic_mode.value} " if name == "semantic" else ""
+            if how and self.is_blended(row):
+                how = f"{self.semantic_mode.value} blended {self.semantic_blend:g} with the " \
+                    f"previous record's, "
             shown.append(f"{name} +{contribution:.3f} ({how}{value:.3f})")
         line = f"score {float(self.scores[row]):.3f}: " + (", ".join(shown) or "no component "
                                                            "above zero")
@@ -308,6 +317,23 @@ class RetrievalDiagnostics:
         if code >= 0:
             line += f"; not packed: {_DROP_CODES[code].value}"
         return line
+
+    @property
+    def semantic_label(self) -> str:
+        """How the semantic component was computed, in a few words for a status line: the
+        mode, and how many eligible records were blended with their predecessor
+        (``cosine, 412 blended 0.3 with the previous record``)."""
+        count = int(np.count_nonzero(self.blended[self.eligible] >= 0)) \
+            if len(self.blended) and len(self.eligible) == len(self.blended) else 0
+        if not count:
+            return self.semantic_mode.value
+        return (f"{self.semantic_mode.value}, {count:,} blended {self.semantic_blend:g} with "
+                "the previous record")
+
+    def is_blended(self, row: int) -> bool:
+        """Whether the semantic component of the row ``row`` is of its vector blended with its
+        predecessor's (``semantic_blend``; :attr:`blended` names the predecessor)."""
+        return row < len(self.blended) and int(self.blended[row]) >= 0
 
     @property
     def candidates(self) -> list[CandidateDiagnostic]:
@@ -333,6 +359,7 @@ class RetrievalDiagnostics:
             "scored_count": self.scored_count,
             "candidate_bound": None if self.candidate_bound is None
             else round(self.candidate_bound, 6),
+            "semantic_blend": self.semantic_blend,
         }
         if candidates:
             order = self.order if limit is None else self.order[:limit]

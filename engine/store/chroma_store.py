@@ -43,8 +43,12 @@ from engine.store import view_cache
 from engine.store.codec import (
     SCHEMA_VERSION,
     SCHEMA_VERSION_BASE,
+    SCHEMA_VERSION_STATES,
+    is_lean,
+    lean_metadata,
     record_from_chroma,
     record_to_chroma,
+    stored_version,
 )
 from engine.store.foreign import (
     DETECT_SAMPLE,
@@ -56,7 +60,7 @@ from engine.store.foreign import (
     detect_layout,
 )
 from engine.store.lock import StoreLock, read_lock_holder
-from engine.store.view import STATES, ColumnarView
+from engine.store.view import ColumnarView
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -74,6 +78,12 @@ _READ_PAGE = 250
 metadata to Python objects holding the GIL: 2000-record pages froze every other thread (the GUI)
 for up to 176 ms each, 250-record pages for at most 25 ms, and the whole 100K read was no slower
 (measured: 34.5 s vs 22.0 s at load ~5)."""
+_MIGRATING = "migrating_to"
+"""Collection metadata: set while the records are rewritten in the layout of this schema
+version (``MemoryStore._migrate``), so a killed migration resumes."""
+_SOFT_STATES = "soft_states"
+"""Collection metadata: some record was ever written paused or archived (what
+:meth:`MemoryStore.preview` needs to know; a schema-2 store is taken to have)."""
 _URL = re.compile(r"^https?://", re.IGNORECASE)
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_READ_TIMEOUT_S = 60.0
@@ -380,6 +390,9 @@ class MemoryStore:
         meta = (collection.metadata or {}) if collection is not None else {}
         version = meta.get("schema_version")
         self._schema_version = version if isinstance(version, int) else SCHEMA_VERSION_BASE
+        self._migrating = _MIGRATING in meta
+        self._soft_states = bool(meta.get(_SOFT_STATES)) \
+            or self._schema_version == SCHEMA_VERSION_STATES
         # server_page's ids of the last filter: (filters, ids in Chroma's order)
         self._server_ids: tuple[str, list[str]] | None = None
         self._server_ids_lock = threading.Lock()
@@ -428,18 +441,20 @@ class MemoryStore:
                     and collection is not None:
                 cached = view_cache.load_view(directory, dimension, stamp)
             if cached is not None:
+                store._migrate(progress)
                 store._view = cached
                 store._view_from_cache = True
                 store._start_warm_up()
                 if progress is not None:
                     progress(len(cached), len(cached))
             elif defer_view and collection is not None:
+                # the migration runs in load_view, on the caller's worker: a server store
+                # answers its first pages meanwhile (the codec reads both layouts)
                 store._chroma_count = store._count_in_chroma()
                 store._view_ready.clear()
             else:
+                store._migrate(progress)
                 store._view = store._read_view(now_ms, progress)
-            if store._view_ready.is_set():
-                store._mark_held_states()
             return store
         except BaseException:
             if lock is not None:
@@ -457,8 +472,7 @@ class MemoryStore:
             else:
                 collection = client.create_collection(
                     spec.collection,
-                    # marked SCHEMA_VERSION by the first soft state written (codec docstring)
-                    metadata={"schema_version": SCHEMA_VERSION_BASE, "dimension": dimension,
+                    metadata={"schema_version": SCHEMA_VERSION, "dimension": dimension,
                               "created_by": "mnemoscope"},
                     configuration={"hnsw": {"space": "cosine"}},
                     embedding_function=None,
@@ -606,20 +620,25 @@ class MemoryStore:
 
         Blocking (tens of seconds at 100K): run it on a worker. Everything waiting for the view
         proceeds once it returns; if it fails or is cancelled they raise
-        :class:`StoreUnavailable` instead, and the store should be closed.
+        :class:`StoreUnavailable` instead. A read that failed or was cancelled may be asked
+        for again (issue 24: a server store reads its view only when a feature needs it, and
+        the person may cancel and ask later); it starts from the first record.
 
         Raises:
             Cancelled: ``cancelled()`` turned true, or the store was closed meanwhile.
-            StoreUnavailable: Chroma failed.
+            StoreUnavailable: Chroma failed, or the store was closed.
         """
         with self._loading:
             if self._view_ready.is_set():
-                if self._view_failure is not None:
+                if self._view_failure is None:
+                    return
+                if self._stop_loading.is_set() or self._collection is None:  # closed
                     raise StoreUnavailable(self._view_failure)
-                return
+                self._view_failure = None  # asked again after a failed or cancelled read
+                self._view_ready.clear()
             try:
+                self._migrate(progress, cancelled)
                 self._view = self._read_view(now_ms, progress, cancelled)
-                self._mark_held_states()
             except BaseException as exc:
                 self._view_failure = (f"the records of {self.location} were not indexed: "
                                       f"{_short(exc)}")
@@ -640,15 +659,15 @@ class MemoryStore:
         What the records browser shows while a deferred view loads: Chroma's own order
         (insertion order), reversed, so the first page is the most recently written records.
         Archived records are left out, as the browser's default filter leaves them out
-        (``engine.query.SHOWN_STATES``). Only a store marked schema version 2 can hold them
-        (:mod:`engine.store.codec`), so only such a store pays for the two ``where``-filtered
-        Chroma reads this takes (the archived ids for the total, then the page). With
-        ``every_state`` every record is shown (a query for every state).
+        (``engine.query.SHOWN_STATES``). Only a store that ever held a soft state can hold
+        them (collection metadata ``soft_states``, or schema version 2: :mod:`engine.store.codec`),
+        so only such a store pays for the two ``where``-filtered Chroma reads this takes (the
+        archived ids for the total, then the page). With ``every_state`` every record is shown
+        (a query for every state).
         """
         where: dict[str, Any] | None = None
         total = self.count()
-        if not every_state and self._schema_version >= SCHEMA_VERSION \
-                and self._collection is not None:
+        if not every_state and self._soft_states and self._collection is not None:
             try:
                 archived = self._collection.get(
                     where={"state": RecordState.ARCHIVED.value}, include=[])["ids"]
@@ -859,11 +878,8 @@ class MemoryStore:
             page = self._collection.get(ids=list(record_ids), include=["metadatas"])
         except Exception as exc:
             raise _failure(self._spec, f"reading {self.location}", exc) from exc
-        out: dict[str, int] = {}
-        for record_id, meta in zip(page["ids"], page["metadatas"], strict=True):
-            version = (meta or {}).get("version", 1)
-            out[record_id] = int(version) if isinstance(version, int | float) else 1
-        return out
+        return {record_id: stored_version(meta)
+                for record_id, meta in zip(page["ids"], page["metadatas"], strict=True)}
 
     def claim_version(self, record_id: str, version: int, token: str, *,
                       stale_after_s: float = CLAIM_STALE_SECONDS) -> bool:
@@ -956,6 +972,51 @@ class MemoryStore:
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)
                 if math.isfinite(float(d))]
 
+    def similar_by_id(self, record_id: str, k: int, *, now_ms: float = 0.0
+                      ) -> tuple[MemoryRecord, list[tuple[MemoryRecord, float]]]:
+        """The record ``record_id`` and Chroma's HNSW neighbours of its stored vector, nearest
+        first, as ``(record, cosine similarity)``; the record itself is left out. No view
+        needed: Find similar on a server store before its full view is read (issue 24). Two
+        Chroma calls: the record with its vector, then the query. A neighbour whose distance
+        is not a finite number is left out.
+
+        Raises:
+            RecordNotFound: no such record.
+            ValidationError: the record has no vector yet, or ``k`` is not in 1..1000.
+            StoreUnavailable: Chroma failed.
+        """
+        if not 1 <= k <= 1000:
+            raise ValidationError("k", k, "must be in 1..1000")
+        if self._collection is None:
+            raise RecordNotFound(record_id)
+        try:
+            got = self._collection.get(ids=[record_id],
+                                       include=["documents", "metadatas", "embeddings"])
+            if not got["ids"]:
+                raise RecordNotFound(record_id)
+            vector = np.asarray(got["embeddings"][0], dtype=np.float32)
+            if not vector.any():  # the zero vector of a record stored while the model loaded
+                raise ValidationError("record", record_id,
+                                      "has no embedding yet: similar records are found once "
+                                      "the model embedded it")
+            # one more than asked: the record itself is its own nearest neighbour (Chroma
+            # returns fewer when the collection is smaller)
+            found = self._collection.query(
+                query_embeddings=vector.reshape(1, -1), n_results=k + 1,
+                include=["documents", "metadatas", "distances"])
+        except (RecordNotFound, ValidationError):
+            raise
+        except Exception as exc:
+            raise _failure(self._spec, f"querying {self.location}", exc) from exc
+        record = self._decode(record_id, got["documents"][0], got["metadatas"][0], now_ms)
+        out: list[tuple[MemoryRecord, float]] = []
+        for i, d, m, distance in zip(found["ids"][0], found["documents"][0],
+                                     found["metadatas"][0], found["distances"][0],
+                                     strict=True):
+            if i != record_id and math.isfinite(float(distance)):
+                out.append((self._decode(i, d, m, now_ms), 1.0 - float(distance)))
+        return record, out[:k]
+
     # -- writing ---------------------------------------------------------------------------
 
     def _check_writable(self) -> None:
@@ -971,32 +1032,94 @@ class MemoryStore:
         """The collection's ``schema_version`` (see :mod:`engine.store.codec`)."""
         return self._schema_version
 
-    def _mark_held_states(self) -> None:
-        """Mark a writable version-1 store that already holds paused or archived records
-        (written by a build that kept states within version 1) as version 2, on opening."""
-        if self._read_only or self._foreign or self._collection is None \
-                or self._schema_version >= SCHEMA_VERSION:
-            return
-        snapshot = self._view.snapshot()
-        active = STATES.index(RecordState.ACTIVE)
-        if bool(np.any(snapshot.alive & (snapshot.state != active))):
-            self._mark_schema(SCHEMA_VERSION)
-
-    def _mark_schema(self, version: int) -> None:
-        """Raise the collection's ``schema_version`` to ``version`` before writing records that
-        need it, so an older build refuses the store instead of misreading it.
+    def _set_collection_meta(self, changes: dict[str, Any], action: str) -> None:
+        """Change keys of the collection's metadata (Chroma's ``modify`` replaces all of it;
+        a None value removes the key).
 
         Raises:
             StoreUnavailable: Chroma refused the change (nothing was written).
         """
         meta = dict(self._collection.metadata or {})
-        meta["schema_version"] = version
+        meta.update(changes)
         try:
-            self._collection.modify(metadata=meta)
+            self._collection.modify(metadata={k: v for k, v in meta.items() if v is not None})
         except Exception as exc:
-            raise _failure(self._spec, f"marking {self.location} schema version {version}",
-                           exc) from exc
-        self._schema_version = version
+            raise _failure(self._spec, f"{action} {self.location}", exc) from exc
+
+    # -- migration to the lean layout (issue 24) --------------------------------------------
+
+    @property
+    def needs_migration(self) -> bool:
+        """True while a writable store still holds records of the flat layout (schema 1, 2)
+        or a migration was stopped part-way (see :meth:`_migrate`)."""
+        return not self._read_only and not self._foreign and self._collection is not None \
+            and (self._schema_version < SCHEMA_VERSION or self._migrating)
+
+    def _migrate(self, progress: ProgressFn | None = None,
+                 cancelled: CancelFn | None = None) -> None:
+        """Rewrite the records of the flat layout in the lean one (:mod:`engine.store.codec`).
+
+        Runs when a writable store of schema 1 or 2 is opened, before its view is read. First
+        the collection is marked schema 3 with ``migrating_to`` set: from then on an older
+        build refuses the store (it would misread lean records), and a migration stopped
+        part-way (killed, cancelled, server gone) resumes at the next writable open. Then the
+        ids of the flat records (``mnemo_schema < 3``) are read once and their metadata
+        rewritten a page at a time by Chroma ``update`` (metadata only: documents and vectors
+        stay, nothing is re-indexed); each record is either flat or lean at any moment, and
+        :func:`~engine.store.codec.record_from_chroma` reads both, so a store stopped
+        midway reads every record as before. Last, ``migrating_to`` is removed.
+
+        Args:
+            progress: Called with (records rewritten, records to rewrite) after each page.
+            cancelled: Polled before each page.
+
+        Raises:
+            Cancelled: ``cancelled()`` turned true or the store is closing (it resumes later).
+            StoreUnavailable: Chroma failed.
+        """
+        if not self.needs_migration:
+            return
+        self._check_writable()  # drops the view cache first: its fingerprint goes stale
+        start_version = self._schema_version
+        self._set_collection_meta({"schema_version": SCHEMA_VERSION, _MIGRATING: SCHEMA_VERSION,
+                                   _SOFT_STATES: True if self._soft_states else None},
+                                  "marking schema version 3 (migrating) of")
+        self._schema_version, self._migrating = SCHEMA_VERSION, True
+        done = 0
+        try:
+            ids = self._collection.get(where={"mnemo_schema": {"$lt": SCHEMA_VERSION}},
+                                       include=[])["ids"]
+            for start in range(0, len(ids), _READ_PAGE):
+                if self._stop_loading.is_set() or (cancelled is not None and cancelled()):
+                    raise Cancelled(f"migrating {self.location} to the lean layout stopped "
+                                    f"after {done:,} of {len(ids):,} records; it resumes "
+                                    "when the store is next opened for writing")
+                page = self._collection.get(ids=ids[start:start + _READ_PAGE],
+                                            include=["metadatas"])
+                # another writer of a server store may have rewritten a record meanwhile
+                flat = [(i, m) for i, m in zip(page["ids"], page["metadatas"], strict=True)
+                        if m and not is_lean(m)]
+                if flat:
+                    self._collection.update(ids=[i for i, _ in flat],
+                                            metadatas=[lean_metadata(m) for _, m in flat])
+                if not self._soft_states and start_version < SCHEMA_VERSION_STATES and any(
+                        m.get("state", "active") != "active" for _, m in flat):
+                    self._mark_soft_states()  # states kept within version 1 by an old build
+                done += len(page["ids"])
+                if progress is not None:
+                    progress(done, len(ids))
+        except (Cancelled, StoreUnavailable):
+            raise
+        except Exception as exc:
+            raise _failure(self._spec, f"migrating {self.location} to the lean layout", exc
+                           ) from exc
+        self._set_collection_meta({_MIGRATING: None}, "ending the migration of")
+        self._migrating = False
+
+    def _mark_soft_states(self) -> None:
+        """Note in the collection that it holds (or held) paused or archived records."""
+        self._set_collection_meta({_SOFT_STATES: True}, "marking soft states in")
+        self._soft_states = True
 
     def write(self, records: Sequence[MemoryRecord],
               vectors: npt.NDArray[np.float32] | None = None, *,
@@ -1026,9 +1149,9 @@ class MemoryStore:
         self._check_writable()
         if not records:
             return
-        if self._schema_version < SCHEMA_VERSION and any(
+        if not self._soft_states and any(
                 record.state is not RecordState.ACTIVE for record in records):
-            self._mark_schema(SCHEMA_VERSION)
+            self._mark_soft_states()
         size = self._max_batch if batch_size is None else max(1, min(batch_size, self._max_batch))
         view = self.view
         dim = view.dimension

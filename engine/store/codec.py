@@ -1,29 +1,48 @@
-"""How a :class:`~engine.records.MemoryRecord` is laid out in Chroma (schema versions 1 and 2).
+"""How a :class:`~engine.records.MemoryRecord` is laid out in Chroma (schema versions 1 to 3).
 
 Chroma keeps the id, the document (``content``), the embedding and a flat metadata dict of
-scalars. Scalars map one to one; non-scalar fields (tags, provenance, merged_from, related,
-metadata) are JSON strings, because Chroma rejects ``None`` and empty lists as metadata values.
-``expires_at`` of None is stored as -1. Every record carries ``mnemo_schema`` so records written
-by other tools are recognised and read leniently (:func:`record_from_chroma` with
-``lenient=True``): their document becomes the content and their metadata is kept as metadata.
+scalars. Records written by other tools are recognised by the missing ``mnemo_schema`` key and
+read leniently (:func:`record_from_chroma` with ``lenient=True``): their document becomes the
+content and their metadata is kept as metadata.
 
-``state`` (issue 20, soft states) is what schema version 2 adds. A record written before it has
-no ``state`` key and reads as active, which is what it was, so no migration rewrites a store.
-The collection's ``schema_version`` says which build may read it safely: a store stays at
-version 1 (:data:`SCHEMA_VERSION_BASE`) until the first record with a state other than active
-is written to it (a pause, an archive, an import of a paused record), and is then marked 2
-(:data:`SCHEMA_VERSION`) before that record is written. An older build, which would ignore the
-key and retrieve paused records, refuses a version-2 store (``SchemaMismatch``, "upgrade
-Mnemoscope"); stores that never held a soft state keep opening in older builds. The mark is
-never lowered (resuming every record leaves it at 2). A version-1 store that already holds
-paused or archived records (written by a build that kept states within version 1) is marked 2
-when this build opens it for writing. An unknown value (a newer build's state)
-reads as paused: the record is kept and shown, and is not retrieved until someone resumes it.
+**The lean layout** (schema version 3, :data:`SCHEMA_VERSION`; issue 24). Chroma does work per
+metadata key of every row it writes (a row per key in its metadata index, plus the log), and
+the engine filters in its own columnar view, so only the keys a Chroma ``where`` filter reads
+are separate keys (:data:`FILTER_KEYS`: the server store's pages and filters,
+``engine.query.server_filter``, and the archived count of ``MemoryStore.preview``), plus
+``mnemo_schema``. Every other field is one JSON object in ``fields``: ten keys per row
+instead of 25 (what that saves: docs/ingest.md, "Ingest at the encoder's pace").
 
-Schema (collection metadata ``schema_version`` = :data:`SCHEMA_VERSION`)::
+**The flat layout** (schema versions 1 and 2, written by earlier builds): every field its own
+key; non-scalar fields (tags, provenance, merged_from, related, metadata) JSON strings, because
+Chroma rejects ``None`` and empty lists as metadata values. ``state`` (issue 20, soft states) is
+what version 2 added; a record without it reads as active. :func:`record_from_chroma` reads
+both layouts, record by record (a store part-way through its migration holds both), and
+:func:`lean_metadata` turns a flat record's metadata into the lean one (the migration,
+``MemoryStore._migrate``). ``expires_at`` of None is stored as -1 in
+both. An unknown ``state`` value (a newer build's state) reads as paused: the record is kept
+and shown, and is not retrieved until someone resumes it.
+
+The collection's ``schema_version`` says which build may read it safely: 3 once a store holds
+(or is being migrated to) lean records, which an older build would misread, so it refuses
+them (``SchemaMismatch``, "upgrade Mnemoscope").
+
+Schema 3 (collection metadata ``schema_version`` = :data:`SCHEMA_VERSION`)::
+
+    mnemo_schema: int (3)
+    layer, agent_id, category, privacy, state: str
+    importance, created_at, expires_at: float
+    fields: JSON object of
+        confidence, last_accessed, recency_anchor: float
+        source, source_tier, content_hash, embedding_model: str
+        access_count, token_estimate, version: int
+        redacted: bool
+        tags, merged_from: [str]; provenance, related: [object]; metadata: object
+
+Schemas 1 and 2 (flat)::
 
     layer, agent_id, category, privacy, source, source_tier, content_hash, embedding_model: str
-    state: str (active / paused / archived; absent = active)
+    state: str (active / paused / archived; absent = active; version 2)
     importance, confidence, created_at, last_accessed, expires_at, recency_anchor: float
     access_count, token_estimate, version, mnemo_schema: int
     redacted: bool
@@ -49,45 +68,128 @@ from engine.records import (
     TrustTier,
 )
 
-__all__ = ["SCHEMA_VERSION", "SCHEMA_VERSION_BASE", "record_from_chroma", "record_to_chroma"]
+__all__ = [
+    "FILTER_KEYS",
+    "SCHEMA_VERSION",
+    "SCHEMA_VERSION_BASE",
+    "SCHEMA_VERSION_STATES",
+    "is_lean",
+    "lean_metadata",
+    "record_from_chroma",
+    "record_to_chroma",
+    "stored_version",
+]
 
-SCHEMA_VERSION = 2
-"""The newest layout this build reads and writes: records may carry a soft state."""
+SCHEMA_VERSION = 3
+"""The newest layout this build reads and writes: the lean one (few keys, the rest packed)."""
+SCHEMA_VERSION_STATES = 2
+"""The flat layout whose records may carry a soft state (paused, archived)."""
 SCHEMA_VERSION_BASE = 1
-"""The layout of a store none of whose records was ever paused or archived (older builds
-read it correctly, so a store is only marked :data:`SCHEMA_VERSION` when it needs to be)."""
+"""The flat layout of a store none of whose records was ever paused or archived."""
+FILTER_KEYS = ("layer", "agent_id", "category", "privacy", "state", "importance",
+               "created_at", "expires_at")
+"""The fields Chroma ``where`` filters read: kept as their own metadata keys in every layout."""
+PACKED = "fields"
+"""The lean layout's one JSON field holding every record field not in :data:`FILTER_KEYS`."""
+_JSON_TEXT = ("tags", "provenance", "merged_from", "related", "metadata")
+"""The flat layout's fields stored as JSON text (in the lean layout: plain JSON values)."""
+_PACKED_FIELDS = ("confidence", "source", "source_tier", "last_accessed", "access_count",
+                  "recency_anchor", "content_hash", "token_estimate", "redacted",
+                  "embedding_model", "version", *_JSON_TEXT)
 _NO_EXPIRY = -1.0
 
 
 def record_to_chroma(record: MemoryRecord) -> dict[str, str | int | float | bool]:
-    """The flat Chroma metadata for ``record`` (the document is ``record.content``)."""
-    return {
-        "mnemo_schema": SCHEMA_VERSION,
-        "layer": record.layer.value,
-        "agent_id": record.agent_id,
-        "importance": float(record.importance),
+    """The lean Chroma metadata for ``record`` (the document is ``record.content``)."""
+    packed = {
         "confidence": float(record.confidence),
-        "category": record.category.value,
-        "privacy": record.privacy.value,
         "source": record.source,
         "source_tier": record.source_tier.value,
-        "created_at": float(record.created_at),
         "last_accessed": float(record.last_accessed),
         "access_count": int(record.access_count),
-        "expires_at": _NO_EXPIRY if record.expires_at is None else float(record.expires_at),
         "recency_anchor": float(record.recency_anchor or record.created_at),
         "content_hash": record.content_hash,
         "token_estimate": int(record.token_estimate),
         "redacted": bool(record.redacted),
         "embedding_model": record.embedding_model,
         "version": int(record.version),
-        "state": record.state.value,
-        "tags": json.dumps(list(record.tags)),
-        "provenance": json.dumps([p.to_json() for p in record.provenance]),
-        "merged_from": json.dumps(list(record.merged_from)),
-        "related": json.dumps([r.to_json() for r in record.related]),
-        "metadata": json.dumps(dict(record.metadata)),
+        "tags": list(record.tags),
+        "provenance": [p.to_json() for p in record.provenance],
+        "merged_from": list(record.merged_from),
+        "related": [r.to_json() for r in record.related],
+        "metadata": dict(record.metadata),
     }
+    return {
+        "mnemo_schema": SCHEMA_VERSION,
+        "layer": record.layer.value,
+        "agent_id": record.agent_id,
+        "category": record.category.value,
+        "privacy": record.privacy.value,
+        "state": record.state.value,
+        "importance": float(record.importance),
+        "created_at": float(record.created_at),
+        "expires_at": _NO_EXPIRY if record.expires_at is None else float(record.expires_at),
+        PACKED: json.dumps(packed, separators=(",", ":")),
+    }
+
+
+def is_lean(metadata: Mapping[str, Any] | None) -> bool:
+    """True when ``metadata`` is one of our records in the lean layout (schema 3)."""
+    schema = (metadata or {}).get("mnemo_schema")
+    return isinstance(schema, int) and schema >= SCHEMA_VERSION
+
+
+def lean_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A flat-layout record's metadata in the lean layout, for Chroma's ``update``.
+
+    A pure rewrite of what is stored, not a decode and encode: a field the flat record lacks
+    stays absent and a JSON text that does not parse is left out, so
+    :func:`record_from_chroma` reads the result exactly as it read the flat record (defaults
+    included). Keys of the flat layout that moved into ``fields`` map to None, which Chroma's
+    ``update`` deletes (it merges metadata key by key); keys the flat layout never had (added
+    by hand) are kept.
+    """
+    packed: dict[str, Any] = {}
+    for key in _PACKED_FIELDS:
+        if key not in metadata:
+            continue
+        value = metadata[key]
+        if key in _JSON_TEXT and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue  # read as the default before, and after
+            if isinstance(value, str):
+                continue  # text in text: read as the default before (not a list or object)
+        packed[key] = value
+    lean: dict[str, Any] = {key: None for key in _PACKED_FIELDS if key in metadata}
+    lean.update({key: metadata[key] for key in FILTER_KEYS if key in metadata})
+    lean["mnemo_schema"] = SCHEMA_VERSION
+    lean[PACKED] = json.dumps(packed, separators=(",", ":"))
+    return lean
+
+
+def _fields(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every stored field as one flat dict, whichever layout wrote ``metadata``: the lean
+    layout's ``fields`` unpacked over its keys (an unreadable ``fields`` reads as empty, so
+    its fields get their defaults, as an unreadable JSON field of the flat layout does)."""
+    meta = dict(metadata or {})
+    if not is_lean(meta):
+        return meta  # the flat layout, or another tool's keys (a "fields" key of theirs stays)
+    raw = meta.pop(PACKED, None)
+    try:
+        packed = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        packed = None
+    if isinstance(packed, dict):
+        meta.update(packed)
+    return meta
+
+
+def stored_version(metadata: Mapping[str, Any] | None) -> int:
+    """The record ``version`` stored in ``metadata`` (either layout; 1 when absent)."""
+    version = _fields(metadata).get("version", 1)
+    return int(version) if isinstance(version, int | float) and math.isfinite(version) else 1
 
 
 def _json_field(meta: Mapping[str, Any], key: str, default: Any) -> Any:
@@ -146,7 +248,7 @@ def record_from_chroma(
     Raises:
         ValidationError: (strict mode) the stored record does not validate.
     """
-    meta = dict(metadata or {})
+    meta = _fields(metadata)
     ours = meta.get("mnemo_schema") is not None
     if not ours and not lenient:
         raise ValidationError("mnemo_schema", None,

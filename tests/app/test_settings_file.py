@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings, SettingsFile, load_settings
-from app.wiring import _llm_services, _preference_saver
+from app.wiring import _llm_services, _preference_saver, gui_model_spec
 from engine.errors import ConfigInvalid
 from engine.llm import LLMSettings, ProviderKind
 from ui.main_window import Preferences
@@ -77,6 +78,9 @@ def test_embedding_backend_from_the_file_and_the_environment(tmp_path: Path) -> 
     assert spec.backend.value == "openvino-f32" and spec.path is None
     assert spec.cache_dir == str(tmp_path / "data" / "models")
     assert Settings().model_spec().backend.value == "openvino"  # the default
+    # the window converts a model not yet cached in a helper process; the CLI in its own
+    assert gui_model_spec(overridden) == dataclasses.replace(spec, convert_in_child=True)
+    assert not spec.convert_in_child
 
 
 def test_an_unknown_embedding_backend_is_refused_by_name(tmp_path: Path) -> None:

@@ -117,6 +117,8 @@ def test_retrieval_weights_come_from_env_variables() -> None:
         "MEMORY_RETRIEVAL_STRATEGY_SHARE": "0.6",
         "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS": "3",
         "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "0",
+        "MEMORY_RETRIEVAL_SEMANTIC_BLEND": "0.25",
+        "MEMORY_RETRIEVAL_SEMANTIC_BLEND_LAYERS": "episodic,social",
     }).retrieval
     assert config.purpose_weights[Purpose.DIALOG].recency == 0.5
     # the purpose's other weights keep their defaults
@@ -127,6 +129,9 @@ def test_retrieval_weights_come_from_env_variables() -> None:
     assert config.layer_policy[Purpose.SUMMARY] == {Layer.EPISODIC, Layer.SEMANTIC}
     assert (config.strategy_share, config.context_neighbours) == (0.6, 3)
     assert (config.date_tolerance_ms, RetrievalConfig().date_tolerance_ms) == (0.0, 86_400_000.0)
+    assert config.semantic_blend == 0.25
+    assert config.semantic_blend_layers == {Layer.EPISODIC, Layer.SOCIAL}
+    assert RetrievalConfig().semantic_blend_layers == {Layer.EPISODIC}
     assert config.weights_for(Purpose.DIALOG, Strategy.RECENCY, PressureState.NORMAL).recency \
         == pytest.approx(0.6)
     assert memory_config_from_env({}).retrieval == RetrievalConfig()
@@ -156,6 +161,12 @@ def test_every_retrieval_weight_has_a_variable() -> None:
          "MEMORY_RETRIEVAL_CONTEXT_NEIGHBOURS: must be an integer >= 0"),
         ({"MEMORY_RETRIEVAL_SOFT_IMPORTANCE_FACTOR": "0"},
          "MEMORY_RETRIEVAL_SOFT_IMPORTANCE_FACTOR: must be a number > 0"),
+        ({"MEMORY_RETRIEVAL_SEMANTIC_BLEND": "1.5"},
+         r"MEMORY_RETRIEVAL_SEMANTIC_BLEND: must be in 0\.0\.\.1\.0"),
+        ({"MEMORY_RETRIEVAL_SEMANTIC_BLEND": "some"},
+         "MEMORY_RETRIEVAL_SEMANTIC_BLEND: must be a number"),
+        ({"MEMORY_RETRIEVAL_SEMANTIC_BLEND_LAYERS": "episodic,dreams"},
+         "MEMORY_RETRIEVAL_SEMANTIC_BLEND_LAYERS: unknown layer 'dreams'"),
         ({"MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "-1"},
          "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS: must be a number >= 0"),
         ({f"MEMORY_RETRIEVAL_WEIGHT_SUMMARY_{c.upper()}": "0" for c in COMPONENTS},

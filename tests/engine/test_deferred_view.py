@@ -128,6 +128,26 @@ def test_cancel_stops_the_read_and_leaves_no_cache(
     again.close()
 
 
+def test_a_cancelled_read_can_be_asked_for_again(
+        written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    """Issue 24: a server store reads its view when a feature asks; a person who cancelled
+    may ask again, and the view then reads from the first record."""
+    spec, batch = written
+    engine = MemoryEngine.open(spec, defer_view=True)
+    try:
+        with pytest.raises(Cancelled):
+            engine.load_view(cancelled=lambda: True)
+        assert not engine.store.view_ready
+        progress: list[tuple[int, int]] = []
+        assert engine.load_view(progress=lambda done, total: progress.append((done, total))) \
+            == COUNT
+        assert engine.view_ready and progress[-1] == (COUNT, COUNT)
+        assert engine.list_records(RecordQuery(limit=COUNT)).total == COUNT
+        assert engine.get(batch[-1].id).content == batch[-1].content
+    finally:
+        engine.close()
+
+
 def test_closing_before_the_view_is_read_releases_waiters(
         written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
     spec, _batch = written

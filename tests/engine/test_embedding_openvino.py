@@ -118,6 +118,81 @@ def test_a_cached_conversion_loads_without_torch(tmp_path: Path) -> None:
         cached.encode_raw(TEXTS, torch=True)
 
 
+def test_a_first_launch_converts_in_a_helper_process_and_never_loads_torch(
+        tmp_path: Path, real_embedder: SentenceTransformerEmbedder) -> None:
+    """The app's first launch (nothing cached): converting in the app's process imported torch
+    and traced the model on the load thread, holding the GIL long enough to stall the GUI
+    thread 258 ms on a quiet machine. The helper process converts and caches; the app's
+    process loads the cached conversion, saying what it is doing while it waits."""
+    script = (
+        "import json, sys\n"
+        "from engine.embedding import ModelSpec\n"
+        "states = []\n"
+        f"spec = ModelSpec(cache_dir={str(tmp_path)!r}, convert_in_child=True)\n"
+        "e = spec.embedder(on_state=lambda s: states.append([s.state.value, s.reason]))\n"
+        "assert e.wait_ready(600), e.status().reason\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'scipy')\n"
+        "         if m in sys.modules]\n"
+        f"vectors = e.embed({TEXTS!r})\n"
+        "print(json.dumps({'backend': e.status().backend, 'heavy': heavy, 'states': states,\n"
+        "                  'vectors': vectors.tolist()}))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                          cwd=Path(__file__).resolve().parents[2], timeout=900)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded["heavy"] == []
+    assert loaded["backend"].startswith("OpenVINO ") and loaded["backend"].endswith("(cached)")
+    assert len(list(tmp_path.glob("openvino-*/model.xml"))) == 1  # what later launches load
+    # progress words while it waits, in order; the ready state carries no complaint
+    words = [reason for state, reason in loaded["states"] if state == "loading" and reason]
+    assert [w.rsplit(": ", 1)[-1] for w in words[1:]] == [
+        "loading the model with torch (1 of 3)", "converting it for OpenVINO (2 of 3)",
+        "loading the converted model (3 of 3)"]
+    assert words[0] == "first launch: preparing the model for OpenVINO in a helper process"
+    assert loaded["states"][-1] == ["ready", ""]
+    vectors = np.asarray(loaded["vectors"], dtype=np.float32)
+    assert float(np.min(np.sum(vectors * real_embedder.encode_raw(TEXTS, torch=True),
+                               axis=1))) > 0.999
+
+
+def test_a_failed_conversion_helper_falls_back_to_converting_here_and_says_so(
+        tmp_path: Path) -> None:
+    """A helper that cannot do its work (here: the cache folder lies under a file, so it
+    cannot be created) is reported while loading and once ready; the model is converted in
+    this process as before, never left silently on torch."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    states: list[tuple[EmbedderState, str]] = []
+    embedder = _ready(ModelSpec(cache_dir=str(blocker / "models"), convert_in_child=True)
+                      .embedder(on_state=lambda s: states.append((s.state, s.reason))))
+    status = embedder.status()
+    assert status.backend.startswith("OpenVINO ") and status.backend.endswith("(converted)")
+    assert status.reason.startswith("the conversion helper failed (")
+    assert "NotADirectoryError" in status.reason or "FileExistsError" in status.reason
+    assert status.reason.endswith("; the model loaded in the app")
+    assert any(state is EmbedderState.LOADING and "converting the model in the app instead"
+               in reason for state, reason in states)
+    assert embedder.embed(["a memory"]).shape == (1, 384)
+
+
+def test_a_conversion_helper_that_does_not_finish_is_stopped_and_says_so(
+        tmp_path: Path) -> None:
+    """A hung helper must not leave the model "preparing" for ever: stopped after its time,
+    the caller gets the reason (and the embedder converts in the app, as above)."""
+    from engine.embedding_convert import convert_in_child
+    from engine.embedding_openvino import Precision, Unsupported
+
+    steps: list[str] = []
+    with pytest.raises(Unsupported, match=r"did not finish in 0\.5 s and was stopped"):
+        # half a second: the helper is still importing torch, far from done
+        convert_in_child(default_model_path(), tmp_path / "models", dimension=384,
+                         precision=Precision.AUTO, model_name="all-MiniLM-L6-v2",
+                         on_step=steps.append, timeout_s=0.5)
+    assert steps in ([], ["loading the model with torch"])
+    assert not list(tmp_path.glob("models/openvino-*/model.xml"))  # nothing half-cached
+
+
 def test_torch_when_asked(tmp_path: Path) -> None:
     embedder = _ready(ModelSpec(backend=EmbedBackend.TORCH, cache_dir=str(tmp_path)).embedder())
     assert embedder.status().backend == "torch"

@@ -38,7 +38,7 @@ RETRIEVE = {"DropReason", "RetrievalRequest", "RetrievedBundle", "RetrievalDiagn
 BROWSE = {"ALL_STATES", "RecordQuery", "RecordRow", "RowPage", "SortKey", "SHOWN_STATES",
           "parse_states",
           "MemoryReader", "LocalReader", "RemoteReader", "EventFeed", "Facets", "LinkedRecord",
-          "RecordDetail",
+          "RecordDetail", "SimilarRecords", "similar_records",
           "EditEntry", "map_points", "MapPoints", "Projection", "umap_available",
           "PatternDetail", "PatternHistoryPoint", "SocialSummary", "SpatialHit"}
 REVIEW_AND_LIFECYCLE = {"ReviewItem", "LifecycleReport", "LifecycleScheduler", "LifecycleRun",

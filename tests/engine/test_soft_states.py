@@ -388,74 +388,42 @@ def test_preview_rows_leave_archived_records_out(store_dir: Path, clock: Determi
         engine.close()
 
 
-def test_a_store_holding_soft_states_is_refused_by_an_older_build(
+def test_a_store_holding_soft_states_is_marked_and_refused_by_an_older_build(
         store_dir: Path, clock: DeterministicClock, fake_embedder: HashingEmbedder,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Schema version 2 is written with the first soft state; a version-1 build refuses it."""
+    """The first soft state written marks the collection (``soft_states``: the preview then
+    leaves archived records out), never unmarked; builds before the lean layout (schema 3,
+    which also carries states) refuse the store. Migrating flat stores that held states:
+    tests/engine/test_lean_schema.py."""
     from engine.errors import SchemaMismatch
     from engine.store import chroma_store
 
-    def collection_version() -> object:
+    def collection_meta() -> dict[str, object]:
         import chromadb
         from chromadb.config import Settings
 
         client = chromadb.PersistentClient(path=str(store_dir),
                                            settings=Settings(anonymized_telemetry=False))
-        return client.get_collection("mnemoscope_memories").metadata["schema_version"]
+        return dict(client.get_collection("mnemoscope_memories").metadata or {})
 
     engine = _open(store_dir, clock, fake_embedder)
     records = _fill(engine, 2)
-    assert engine.store.schema_version == 1  # no soft state yet: older builds still read it
+    assert engine.store.schema_version == 3
     engine.close()
-    assert collection_version() == 1
-    monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", 1)  # an older build
-    _open(store_dir, clock, fake_embedder).close()
-    monkeypatch.undo()
-
+    assert "soft_states" not in collection_meta()
     engine = _open(store_dir, clock, fake_embedder)
     engine.pause([records[0].id])
-    assert engine.store.schema_version == 2
     engine.resume([records[0].id])  # the mark is never lowered
     engine.close()
-    assert collection_version() == 2
-    monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", 1)
-    with pytest.raises(SchemaMismatch, match="schema version 2; this Mnemoscope reads up to 1"):
-        _open(store_dir, clock, fake_embedder)
+    assert collection_meta()["soft_states"] is True
+    for older in (1, 2):
+        monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", older)
+        with pytest.raises(SchemaMismatch,
+                           match=f"schema version 3; this Mnemoscope reads up to {older}"):
+            _open(store_dir, clock, fake_embedder)
     monkeypatch.undo()
     engine = _open(store_dir, clock, fake_embedder)  # this build reads it
     try:
         assert engine.get(records[0].id).state is RecordState.ACTIVE
-    finally:
-        engine.close()
-
-
-@pytest.mark.parametrize("deferred", [False, True], ids=["open", "deferred-view"])
-def test_a_store_given_states_within_version_1_is_marked_when_opened(
-        store_dir: Path, clock: DeterministicClock, fake_embedder: HashingEmbedder,
-        monkeypatch: pytest.MonkeyPatch, deferred: bool) -> None:
-    """A build that kept states within schema version 1 left paused records in a version-1
-    store: this build marks it 2 when it opens it for writing (not when it only reads it)."""
-    from engine.store import chroma_store
-
-    monkeypatch.setattr(chroma_store, "SCHEMA_VERSION", 1)  # the build before the bump
-    engine = _open(store_dir, clock, fake_embedder)
-    records = _fill(engine, 2)
-    engine.pause([records[0].id])
-    assert engine.store.schema_version == 1
-    engine.close()
-    monkeypatch.undo()
-    reader = MemoryEngine.open(StoreSpec(str(store_dir), read_only=True),
-                               embedder=fake_embedder, clock=clock)
-    assert reader.store.schema_version == 1  # a read-only open changes nothing
-    reader.close()
-    if deferred:
-        (store_dir / CACHE_META).unlink()
-    engine = MemoryEngine.open(StoreSpec(str(store_dir)), embedder=fake_embedder, clock=clock,
-                               defer_view=deferred)
-    try:
-        if deferred:
-            assert engine.store.schema_version == 1  # the view is not read yet
-            engine.load_view()
-        assert engine.store.schema_version == 2
     finally:
         engine.close()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import qasync
@@ -38,7 +40,7 @@ from ui.records.consolidate_view import (
     decision_sentence,
 )
 from ui.shared.redaction import Redaction
-from ui.shared.session import StoreSession
+from ui.shared.session import UNDO_BATCH, StoreSession
 from ui.shared.tasks import TaskRunner, pending_tasks
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -330,3 +332,82 @@ def test_a_tie_in_importance_is_said_as_such(planted: StoreSession) -> None:
     older = replace(kept, created_at=kept.created_at - 1)
     assert "both have importance 0.60: the older record is kept" in \
         decision_sentence(replace(step, kept=older))
+
+
+class ChromaCalls:
+    """A real Chroma collection that records each write call: its kind, its size, and whether
+    it ran on the GUI thread."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: list[tuple[str, int, bool]] = []
+
+    def _record(self, kind: str, ids: Sequence[str]) -> None:
+        self.calls.append((kind, len(ids),
+                           threading.current_thread() is threading.main_thread()))
+
+    def upsert(self, **batch: Any) -> None:
+        self._record("upsert", batch["ids"])
+        self._inner.upsert(**batch)
+
+    def update(self, **batch: Any) -> None:
+        self._record("update", batch["ids"])
+        self._inner.update(**batch)
+
+    def delete(self, **batch: Any) -> None:
+        self._record("delete", batch["ids"])
+        self._inner.delete(**batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+PAIRS = 20
+NAMES = ("Ada", "Bea", "Cai", "Dov", "Eli", "Fay", "Gus", "Hal", "Ivo", "Jan", "Kit", "Lev",
+         "Mia", "Ned", "Oli", "Pia", "Quin", "Rex", "Sam", "Tess")
+
+
+def test_apply_all_and_its_undo_write_small_chroma_batches_off_the_gui_thread(
+        qtbot: QtBot, tmp_path: Path, qloop: qasync.QEventLoop, runner: TaskRunner) -> None:
+    """Chroma's bindings hold the GIL for a whole call, so one write of every merge of an
+    Apply All stalled the GUI thread 230-470 ms; the pass and its undo now write UNDO_BATCH
+    records per call on a worker (still one step). Deletes stay whole: a delete call costs
+    about the same for 8 ids as for 100."""
+    table = TableEmbedder()
+    pairs = [(f"{name} takes the coffee black", f"{name} always has the coffee black")
+             for name in NAMES[:PAIRS]]
+    for short, long in pairs:
+        table.pair(short, long, 0.9)
+    engine = _open(tmp_path / "store", table)
+    for short, long in pairs:
+        engine.add(NewMemory(short, importance=0.4))
+        engine.add(NewMemory(long, importance=0.7))
+    before = {r.id: r.content for r in engine.get_many(list(engine.store.view.snapshot().ids))}
+    session = StoreSession(engine, runner, StoreSpec(str(tmp_path / "store")))
+    store = engine.store
+    recording = ChromaCalls(store._collection)
+    try:
+        dialog = _dialog(qtbot, session, runner)
+        assert [r.step.action for r in dialog.rows] == [Action.MERGED] * PAIRS
+        store._collection = recording
+        with qtbot.waitSignal(dialog.applied, timeout=60_000):
+            dialog.apply_all_button.click()
+        assert engine.count() == PAIRS
+        applied = list(recording.calls)
+        assert sum(n for kind, n, _ in applied if kind == "delete") == PAIRS
+        assert sum(n for kind, n, _ in applied if kind != "delete") == PAIRS  # the kept ones
+        assert max(n for kind, n, _ in applied if kind != "delete") <= UNDO_BATCH < PAIRS
+        session.undo_stack.undo()  # one step takes the whole pass back
+        _settle(qtbot)
+        qtbot.waitUntil(lambda: not session.pending(), timeout=60_000)
+        undone = recording.calls[len(applied):]
+        assert sum(n for kind, n, _ in undone if kind != "delete") == 2 * PAIRS
+        assert max(n for kind, n, _ in undone if kind != "delete") <= UNDO_BATCH
+        assert not any(on_gui for _, _, on_gui in recording.calls)
+        assert engine.count() == 2 * PAIRS
+        # every record back as it was (the merged-away ones restored, the kept ones written
+        # back)
+        assert {r.id: r.content for r in engine.get_many(list(before))} == before
+    finally:
+        store._collection = recording._inner
+        _close(qtbot, session)

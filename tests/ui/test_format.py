@@ -373,3 +373,19 @@ def test_lifecycle_events_and_the_ring_are_words() -> None:
     rows = dict(_flat(event_fields(rolled, {}, now_ms=NOW, tz=UTC)))
     assert rows["What happened"].startswith("Rolled off the episodic ring")
     assert "memory:" not in " ".join(str(v) for v in rows.values())
+
+
+def test_every_redaction_finding_has_words() -> None:
+    """Polish: the Secrets view says what a record holds ("2 e-mail addresses, 1 GitHub
+    token"), not ``EMAIL×2, GITHUB_TOKEN×1``; every kind engine/redaction.py finds has words."""
+    import engine.redaction
+    from ui.shared.format import FINDINGS, findings
+
+    source = Path(engine.redaction.__file__).read_text(encoding="utf-8")
+    kinds = set(re.findall(r'_rule\("([A-Z0-9_]+)"', source))
+    kinds |= set(engine.redaction.DEFAULT_PATTERNS) - {"SECRETS"}
+    assert {"EMAIL", "GITHUB_TOKEN", "PRIVATE_KEY", "PASSWORD"} <= kinds
+    assert sorted(kinds - set(FINDINGS)) == []
+    assert findings({"GITHUB_TOKEN": 1, "EMAIL": 2}) == "2 e-mail addresses, 1 GitHub token"
+    assert findings({"PASSWORD": 3}) == "3 passwords or PINs"
+    assert findings({"TICKET_NUMBER": 1}) == "1 ticket number"  # a custom pattern's own kind

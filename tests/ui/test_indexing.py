@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
+from engine.exits import Masking
 from engine.query import RecordQuery, RowPage, SortKey
 from engine.reader import LocalReader
 from engine.records import Layer
@@ -80,6 +81,7 @@ def test_a_filter_waits_for_the_index_and_then_runs(
         uncached: Path) -> None:
     engine = open_fresh(StoreSpec(str(uncached), read_only=True), defer_view=True)
     gate = asyncio.Event()
+    asked: list[str] = []
 
     class Index:  # a StoreIndex whose readiness the test releases
         @property
@@ -90,11 +92,15 @@ def test_a_filter_waits_for_the_index_and_then_runs(
             await gate.wait()
             return engine.view_ready
 
-        def server_answers(self, query: RecordQuery) -> str | None:
-            return engine.server_answers(query)
+        def request_view(self, feature: str) -> None:
+            asked.append(feature)
 
-        def server_rows(self, query: RecordQuery) -> RowPage:
-            return engine.server_rows(query)
+        def server_answers(self, query: RecordQuery, *,
+                           shown: Masking | None = None) -> str | None:
+            return engine.server_answers(query, shown=shown)
+
+        def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+            return engine.server_rows(query, shown=shown)
 
     model = RecordTableModel(runner)
 
@@ -110,6 +116,7 @@ def test_a_filter_waits_for_the_index_and_then_runs(
         model.set_query(RecordQuery(layer=Layer.PROCEDURAL, sort_by=SortKey.IMPORTANCE))
         qtbot.waitUntil(lambda: model.waiting)
         assert state() == (False, True, False, 0)  # no preview rows under the filter
+        assert asked == ["Sorting by importance"]  # the view is asked for by what needs it
         assert run(qtbot, runner.run(engine.load_view), timeout=120) == COUNT
         qtbot.wait(50)
         assert state() == (False, True, False, 0)  # still waiting for the session's word

@@ -250,3 +250,29 @@ def test_paused_and_archived_records_leave_the_layer_views(
     qtbot.waitUntil(lambda: view.data is not None and len(view.data.hits) > 0)
     assert {h.record_id for h in view.data.hits} == {made[2].id, made[3].id}
     assert "2 of 2 points" in view.time_label.text()
+
+
+def test_an_empty_store_s_layers_say_what_fills_them(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    """Polish: each tab of an empty store covers its empty graph (and its axes of nothing) with
+    words and the window's next steps, not a line about ``metadata.social.otherAgentId``; the
+    cover goes once the store has something to show."""
+    window = _open_layers(qtbot, make_window, tmp_path / "empty", "social")
+    layers = window.layers
+    expected = {"social": "No relationships yet", "procedural": "No recurring procedures yet",
+                "spatial": "Nothing placed yet"}
+    for name, title in expected.items():
+        layers.show_tab(name)
+        tab = getattr(layers, name)
+        cover = tab.empty_state
+        assert cover is not None
+        qtbot.waitUntil(lambda cover=cover, title=title: cover.is_shown()  # type: ignore[misc]
+                        and cover.title() == title, timeout=10_000)
+        assert cover.button_texts() == ["Load Demo Data", "Import JSONL…"]
+    assert layers.social.status.text() == ""
+    window.demo_action.trigger()  # the demo data set has all three
+    for name in expected:
+        layers.show_tab(name)
+        cover = getattr(layers, name).empty_state
+        qtbot.waitUntil(lambda cover=cover: not cover.is_shown(),  # type: ignore[misc]
+                        timeout=60_000)

@@ -53,6 +53,21 @@ def test_model_state_and_redaction_in_the_status_bar(
     assert "no weights" in window.model_label.toolTip()
     window.show_model_state(EmbedderStatus(EmbedderState.READY, "all-MiniLM-L6-v2", 384))
     assert window.model_label.text() == "model: ready (all-MiniLM-L6-v2)"
+    # the first launch's conversion in a helper process says what it is doing, and a helper
+    # that failed is still told once the model is ready (it loaded in the app instead)
+    window.show_model_state(EmbedderStatus(
+        EmbedderState.LOADING, "all-MiniLM-L6-v2", 384,
+        "first launch: preparing the model for OpenVINO in a helper process: converting it "
+        "for OpenVINO (2 of 3)"))
+    assert window.model_label.text() == "model: preparing (first launch)…"
+    assert "converting it for OpenVINO (2 of 3)" in window.model_label.toolTip()
+    window.show_model_state(EmbedderStatus(
+        EmbedderState.READY, "all-MiniLM-L6-v2", 384,
+        "the conversion helper failed (exit 1); the model loaded in the app",
+        backend="OpenVINO bf16 (converted)"))
+    assert window.model_label.text() == "model: ready (all-MiniLM-L6-v2)"
+    assert "run by OpenVINO bf16 (converted)" in window.model_label.toolTip()
+    assert "the conversion helper failed (exit 1)" in window.model_label.toolTip()
 
 
 def test_only_working_views_are_listed_and_shortcuts_exist(

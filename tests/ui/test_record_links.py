@@ -417,7 +417,7 @@ def test_read_only_and_attached_turn_off_what_they_cannot_do(
     menu = made.links.menu(made.records.table)
     assert menu is not None
     actions = {a.text(): a for a in menu.actions()}
-    assert not actions["Delete"].isEnabled()
+    assert not actions["Delete"].isEnabled() and not actions["Pause"].isEnabled()
     assert actions["Show fate"].isEnabled() and actions["Copy text"].isEnabled()
 
 
@@ -536,3 +536,118 @@ def test_texts_are_cut_at_a_word_and_ids_named_by_their_text() -> None:
         "merged into ‘Sam likes tea’ (similarity 0.870 ≥ threshold 0.800)"
     assert name_ids(story, {}) == story  # an unknown record keeps its id
     assert record_tooltip("Sam likes tea", record) == f"Sam likes tea\n\nid {record}"
+
+
+# -- Pause / Archive / Resume in every record menu (polish) ----------------------------------
+
+_STATE_KEYS = {"Pause": "Ctrl+Alt+P", "Archive": "Ctrl+Alt+A", "Resume": "Ctrl+Alt+R"}
+
+
+def _answer_yes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Answer every QMessageBox.question Yes; the questions asked are returned."""
+    from typing import Any
+
+    from PySide6.QtWidgets import QMessageBox
+
+    asked: list[str] = []
+
+    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
+        asked.append(text)
+        return QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    return asked
+
+
+def _state_of(qtbot: QtBot, window: MainWindow, record_id: str) -> str:
+    session = window.session
+    assert session is not None
+    return str(run(qtbot, session.runner.run(session.engine.get, record_id)).state.value)
+
+
+def test_every_view_that_shows_records_offers_pause_archive_resume(
+        qtbot: QtBot, window: MainWindow) -> None:
+    """Records table, Review items, Retrieval rows, Timeline event details, Map points,
+    Layers lists and the rest: each widget's record actions hold the three, with their keys."""
+    observe = window.observe
+    widgets = [window.records.table, observe.review.list, observe.retrieval.live,
+               observe.timeline.record_bar, observe.timeline.detail.fields, observe.map.plot,
+               observe.pipeline.candidate_bars, window.fate.steps, window.scan.table,
+               *(tree for tree, _role in window.layers.record_trees())]
+    assert len(widgets) > 8  # the Layers tabs have record lists
+    for widget in widgets:
+        keys = {a.text(): a.shortcut().toString() for a in widget.actions()}
+        assert {text: keys.get(text) for text in _STATE_KEYS} == {
+            text: QKeySequence(key).toString() for text, key in _STATE_KEYS.items()}, widget
+        if widget is not window.records.table:  # its own follow its selection (below)
+            assert all(a.isEnabled() for a in widget.actions() if a.text() in _STATE_KEYS)
+    window.records.table.selectRow(0)  # the table's menu shows them too, with the keys
+    menu = window.links.menu(window.records.table)
+    assert menu is not None
+    shown = {a.text(): a for a in menu.actions()}
+    assert {text: shown[text].shortcut().toString() for text in _STATE_KEYS} == {
+        text: QKeySequence(key).toString() for text, key in _STATE_KEYS.items()}
+    # an active record can be paused or archived, not resumed
+    assert [shown[text].isEnabled() for text in _STATE_KEYS] == [True, True, False]
+
+
+def test_pause_from_a_review_items_menu_asks_and_is_undoable(
+        qtbot: QtBot, window: MainWindow, store: tuple[Path, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    review = window.observe.review
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
+    asked = _answer_yes(monkeypatch)
+    menu = window.links.menu(review.list)
+    assert menu is not None
+    {a.text(): a for a in menu.actions()}["Pause"].trigger()
+    qtbot.waitUntil(lambda: "Paused 1 record" in window.statusBar().currentMessage(),
+                    timeout=10_000)
+    assert len(asked) == 1 and asked[0].startswith(f"Pause ‘{BASE[:20]}")  # named by its text
+    assert _state_of(qtbot, window, store[1]) == "paused"
+    # asked again, it says so instead of asking
+    window.links.trigger("pause", RecordRef(store[1], BASE))
+    qtbot.waitUntil(lambda: "is paused already" in window.statusBar().currentMessage(),
+                    timeout=10_000)
+    assert len(asked) == 1
+    session = window.session
+    assert session is not None
+    window.undo_group.undo()
+    qtbot.waitUntil(lambda: session.pending() == 0 and not session.undo_stack.canUndo(),
+                    timeout=10_000)
+    assert _state_of(qtbot, window, store[1]) == "active"
+
+
+def test_archive_by_keyboard_on_a_review_item_and_pause_on_the_records_table(
+        qtbot: QtBot, window: MainWindow, store: tuple[Path, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl+Alt+A acts on the focused view's record (not ambiguous with the Edit menu's),
+    Ctrl+Alt+P in the table on its selection."""
+    review = window.observe.review
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
+    asked = _answer_yes(monkeypatch)
+    window.activateWindow()
+    review.list.setFocus()
+    qtbot.waitUntil(review.list.hasFocus, timeout=5_000)
+    QTest.keyClick(review.list, Qt.Key.Key_A,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier)
+    qtbot.waitUntil(lambda: "Archived 1 record" in window.statusBar().currentMessage(),
+                    timeout=10_000)
+    assert _state_of(qtbot, window, store[1]) == "archived" and len(asked) == 1
+
+    records = window.records
+    window.nav.setCurrentRow(list(window.views).index("records"))
+    qtbot.waitUntil(lambda: records.model.settled and records.model.record_at(0) is not None,
+                    timeout=10_000)
+    records.table.selectRow(0)
+    first = records.model.record_at(0)
+    assert first is not None and first.id != store[1]
+    records.table.setFocus()
+    qtbot.waitUntil(records.table.hasFocus, timeout=5_000)
+    QTest.keyClick(records.table, Qt.Key.Key_P,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier)
+    qtbot.waitUntil(lambda: "Paused 1 record" in window.statusBar().currentMessage(),
+                    timeout=10_000)
+    assert asked[1].startswith("Pause this record?")  # the table's own question
+    assert _state_of(qtbot, window, first.id) == "paused"

@@ -346,3 +346,69 @@ def test_pause_archive_resume_a_multi_selection(
     qtbot.waitUntil(lambda: view.filters.state.currentText() == "Any" and model.settled
                     and model.total == SMALL, timeout=10_000)
     qtbot.waitUntil(lambda: archived[0] in view.selected_ids(), timeout=10_000)
+
+
+def test_the_detail_of_no_record_shows_no_record_s_values(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], small_store: Path) -> None:
+    """Polish: after the shown record is deleted, the detail said "No record selected" beside
+    the deleted record's layer, privacy, importance and confidence."""
+    window = make_window()
+    open_store(qtbot, window, small_store)
+    view = window.records
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None, timeout=10_000)
+    detail = view.detail
+    assert detail.layer.currentText() and detail.importance.text()
+    record = detail.record
+    assert record is not None
+    run(qtbot, view.delete_records([record.id]))
+    qtbot.waitUntil(lambda: detail.record is None, timeout=10_000)
+    assert [detail.layer.currentText(), detail.privacy.currentText(), detail.importance.text(),
+            detail.confidence.text(), detail.ttl.text()] == ["", "", "", "", ""]
+    # the next record's values come back (the table reloaded after the delete first)
+    qtbot.waitUntil(lambda: view.model.settled and view.model.total == SMALL - 1,
+                    timeout=10_000)
+    view.table.clearSelection()
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: detail.record is not None, timeout=10_000)
+    shown = detail.record
+    assert shown is not None
+    assert detail.layer.currentText() == shown.layer.value
+    assert detail.privacy.currentText() == shown.privacy.value.lower()  # a word, not a code
+    assert detail.importance.text() == f"{shown.importance:.3f}" and detail.ttl.text()
+
+
+def test_privacy_is_offered_as_words_and_saved_as_the_engine_s_code(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], small_store: Path) -> None:
+    """Polish: the filter, the detail, Add memory and the Pipeline's form said PUBLIC and
+    PRIVATE where every other choice is a word (and the detail's fields say "private")."""
+    from engine.records import Privacy
+    from ui.shared.dialogs import AddMemoryDialog
+
+    window = make_window()
+    open_store(qtbot, window, small_store)
+    view = window.records
+    words = ["public", "private"]
+    combos = {"filter": view.filters.privacy, "detail": view.detail.privacy,
+              "pipeline": window.observe.pipeline.privacy_box,
+              "add": AddMemoryDialog(["default"], window).privacy}
+    for where, combo in combos.items():
+        shown = [combo.itemText(i) for i in range(combo.count())]
+        assert shown[-2:] == words, where
+    window.observe.pipeline.content_edit.setPlainText("Sam's flight lands at 9")
+    assert window.observe.pipeline.new_memory().privacy is Privacy.PRIVATE  # the default
+    dialog = AddMemoryDialog(["default"], window)
+    dialog.content.setPlainText("Sam's flight lands at 9")
+    dialog.privacy.setCurrentIndex(words.index("private"))
+    assert dialog.build().privacy is Privacy.PRIVATE
+
+    view.filters.privacy.setCurrentText("public")
+    qtbot.waitUntil(lambda: view.model.settled
+                    and view.model.query.privacy is Privacy.PUBLIC, timeout=10_000)
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None, timeout=10_000)
+    record = view.detail.record
+    assert record is not None and record.privacy is Privacy.PUBLIC
+    assert view.detail.privacy.currentText() == "public"
+    view.detail.privacy.setCurrentText("private")
+    assert view.detail.changes() == {"privacy": "PRIVATE"}

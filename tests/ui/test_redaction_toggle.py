@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -87,9 +88,17 @@ def test_scan_view_lists_jumps_and_redacts_in_place_undoably(
     previews = [h.preview for h in view.hits]  # redacted by the engine, even with mode off
     assert not any(s in p for s in SECRETS for p in previews)
     row = next(i for i in range(view.table.topLevelItemCount())
-               if (item := view.table.topLevelItem(i)) is not None and item.text(0) == ids[2])
+               if (item := view.table.topLevelItem(i)) is not None
+               and item.data(0, Qt.ItemDataRole.UserRole) == ids[2])
     target = view.table.topLevelItem(row)
     assert target is not None
+    # polish: the memory by its redacted text, its id only on hover; what it holds in words
+    hit = next(h for h in view.hits if h.id == ids[2])
+    assert target.text(0) == hit.preview and ids[2] not in target.text(0)
+    assert ids[2] in target.toolTip(0)
+    assert not any(code in target.text(2) for code in hit.kinds)
+    assert all(ids[0] not in view.table.topLevelItem(i).text(c)  # type: ignore[union-attr]
+               for i in range(view.table.topLevelItemCount()) for c in range(4))
     target.setSelected(True)
     view.open_button.click()
     assert window.stack.currentWidget() is window.records
@@ -107,6 +116,14 @@ def test_scan_view_lists_jumps_and_redacts_in_place_undoably(
     window.undo_action.trigger()
     qtbot.waitUntil(lambda: session.pending() == 0 and len(view.hits) == 4)
     assert SECRETS[2] in session.engine.get(ids[2]).content
+    # the record context menu is offered here too, on the text as the scan shows it (masked)
+    first = view.table.topLevelItem(0)
+    assert first is not None
+    view.table.setCurrentItem(first)
+    ref = view.current_record()
+    assert ref is not None and ref.text == next(h.preview for h in view.hits if h.id == ref.id)
+    menu = window.links.menu(view.table)
+    assert menu is not None and "Show fate" in [a.text() for a in menu.actions()]
 
 
 def test_task_graph_is_masked_too(qtbot: QtBot, tmp_path: Path,

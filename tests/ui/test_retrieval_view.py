@@ -3,14 +3,20 @@ live re-ranking by weight sliders, side-by-side pin, redacted context, no access
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import qasync
 from pytestqt.qtbot import QtBot
 
-from engine.records import NewMemory
+from engine.memory_engine import MemoryEngine
+from engine.records import Layer, NewMemory
 from engine.redaction import redact_text
 from engine.retrieval import DropReason
 from engine.retrieval.types import COMPONENTS
+from engine.store import StoreSpec
+from tests.support.fakes import HashingEmbedder
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import session
 from ui.observe.retrieval_view import RetrievalView, cut_index
@@ -128,3 +134,30 @@ def test_paused_and_archived_never_show_and_come_back_when_resumed(
     bundle = run(qtbot, view.retrieve())
     assert bundle is not None
     assert [r.id for r in view.live.rows] == shown
+
+
+def test_the_summary_says_when_turns_were_blended_with_the_turn_before(
+        qtbot: QtBot, qloop: qasync.QEventLoop, runner: TaskRunner, tmp_path: Path) -> None:
+    from app.wiring import forget_embedded_clients
+
+    spec = StoreSpec(str(tmp_path / "turns"))
+    forget_embedded_clients()
+    engine = MemoryEngine.open(spec, embedder=HashingEmbedder())  # cosine, not Jaccard
+    session = StoreSession(engine, runner, spec)
+    try:
+        now = engine.clock.now()
+        for i, text in enumerate(("Ana: we booked the flights to Tokyo",
+                                  "Ben: great, finally!")):
+            engine.ingest(NewMemory(content=text, layer=Layer.EPISODIC,
+                                    created_at=now - DAY + i * 1000.0))
+        made = RetrievalView(runner)
+        qtbot.addWidget(made)
+        made.set_session(session)
+        made.query_edit.setText("flights to Tokyo")
+        bundle = run(qtbot, made.retrieve())
+        assert bundle is not None and bundle.diagnostics.semantic_blend == 0.3
+        assert "semantic cosine, 1 blended 0.3 with the previous record" in \
+            made.summary.text()
+    finally:
+        run(qtbot, session.drain())
+        engine.close()

@@ -287,7 +287,7 @@ def test_candidate_search_names_its_partition(qtbot: QtBot, stepper: StepperView
     note = stepper.panels[Stage.CANDIDATES].note
     assert not note.isHidden()
     assert note.text().startswith("Candidates searched among 0 records in layer ‘episodic’, "
-                                  "privacy ‘PRIVATE’, agent ‘default’.")
+                                  "privacy ‘private’, agent ‘default’.")
     assert "1 more record of this agent and privacy in other layers: compared for novelty " \
         "only" in note.text()
     assert "other than ‘fact’ merge only at similarity 0.95 or above" in note.text()
@@ -307,13 +307,35 @@ def test_undo_takes_an_ingest_from_the_pipeline_back(
     assert stepper.run is not None and stepper.run.written is not None
     changed = _store_state(session)
     assert (changed["records"], changed["review"]) != (before["records"], before["review"])
+    first = _shapes(session)
     stack = session.undo_stack
     assert stack.count() == 1 and stack.undoText().startswith("Ingest ‘")
     stack.undo()
     run(qtbot, session.drain())
     after = _store_state(session)
     assert after["records"] == before["records"] and after["review"] == before["review"]
-    assert not stack.canRedo()  # ingest again by running it again
+    # Redo ingests the memory again: the same decision against the same store
+    assert stack.canRedo() and stack.redoText() == stack.text(0)
+    with qtbot.waitSignal(session.records_changed, timeout=20_000):
+        stack.redo()
+    run(qtbot, session.drain())
+    assert _shapes(session) == first
+    stack.undo()  # and that is undone again: the redo's write, not the first run's
+    run(qtbot, session.drain())
+    again = _store_state(session)
+    assert again["records"] == before["records"] and again["review"] == before["review"]
+
+
+def _shapes(session: StoreSession) -> tuple[object, ...]:
+    """What a redo must give again: every record's content, confidence, number of sources
+    and of merged records (not ids or times, which a fresh run makes anew), and the review
+    queue's pairs (incoming content, target)."""
+    state = _store_state(session)
+    records = sorted((data["content"], data["confidence"], len(data["provenance"]),
+                      len(data["merged_from"]))
+                     for data in (json.loads(text) for text in state["records"].values()))
+    queue = session.engine.review_queue()
+    return (records, sorted((item.incoming.content, item.target_id) for item in queue))
 
 
 def test_run_through_pipeline_fills_every_field_of_the_record(

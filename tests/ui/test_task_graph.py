@@ -294,3 +294,23 @@ def test_a_closed_view_schedules_no_work(
     step = spawn(view._on_owner(len, "abc"))
     qtbot.waitUntil(step.done, timeout=5000)
     assert step.cancelled()
+
+
+def test_an_empty_tasks_view_offers_the_demo_workspace(
+        qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """Polish: a new user's Tasks view offered only a folder picker; the demo task cards ship
+    with the app. They open from a copy, so the shipped folder gets no cache and no edits."""
+    from app.wiring import DEMO_WORKSPACE
+
+    plain = make_window()
+    assert plain.tasks_view.empty_state.button_texts() == ["Open workspace…"]
+    window = make_window(demo_workspace=DEMO_WORKSPACE)
+    view = window.tasks_view
+    assert view.empty_state.button_texts() == ["Open workspace…", "Open the Demo Workspace"]
+    before = sorted(p.name for p in DEMO_WORKSPACE.iterdir())
+    copy = run(qtbot, window.open_demo_workspace(), timeout=60)
+    assert copy is not None and copy != DEMO_WORKSPACE and copy.name == DEMO_WORKSPACE.name
+    assert not view.empty_state.is_shown()
+    assert view.root_label.text() == str(copy) and len(view.nodes) > 5  # its task cards
+    assert sorted(p.name for p in DEMO_WORKSPACE.iterdir()) == before  # nothing written there
+    shutil.rmtree(copy.parent, ignore_errors=True)

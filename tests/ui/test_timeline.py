@@ -74,7 +74,13 @@ def test_history_live_tail_filters_and_click(qtbot: QtBot, runner: TaskRunner,
     assert view.rebins > rebins
     assert any(e.kind == "merge-applied" and e.seq > first_seq for e in view.data.events)
     assert sum(view.lane_counts()) == len(view.data)
-    view.kind_box.setCurrentText("merge-applied")
+    # the lanes and the kind filter say what happened in words; the kind rides along
+    assert view.kind_box.currentText() == "all kinds"
+    view.kind_box.setCurrentText("merged")
+    assert view.kind_box.currentData() == "merge-applied"
+    labels = [label for _at, label in view.plot.getAxis("left")._tickLevels[0]]
+    assert labels[:4] == ["ingest started", "embedded", "candidates found", "merged"]
+    assert not any(":" in label or "-" in label for label in labels)
     assert view.lane_counts()[lane_of("merge-applied")] == 1
     assert sum(view.lane_counts()) == 1
     view.kind_box.setCurrentIndex(0)
@@ -301,7 +307,7 @@ def test_hovering_a_lane_bar_says_how_many_events_and_when(qtbot: QtBot, runner:
         return str(box.toolTip())  # (pyqtgraph is untyped)
 
     tip = hover(start + 5.003, "merge-applied")
-    assert tip.startswith("7 merge-applied events\n"), tip
+    assert tip.startswith("7 events: merged (merge-applied)\n"), tip
     moment = datetime.fromtimestamp(start + 5.003).astimezone()  # in local time, the bar's
     found = re.search(r"(\w{3} \d{2} \w{3}), (\S+) – (\S+)\n", tip)  # day, from, to
     assert found is not None, tip

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import QAction, QShowEvent
 from PySide6.QtWidgets import (
     QBoxLayout,
     QSplitter,
@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from engine import MemoryReader
 from engine.errors import EngineError
 from ui.observe.timeline_view import current_theme
+from ui.shared.empty_state import EmptyState
 from ui.shared.session import DataSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
 
@@ -57,6 +58,8 @@ class LayerTab(QWidget, Generic[T]):
         self._tokens = RequestTokens()
         self._redact: Callable[[str], str] | None = None
         self.record_trees: list[tuple[QTreeWidget, int]] = []  # (list of records, id role)
+        self.empty_state: EmptyState | None = None  # over the tab's graph and detail
+        self.empty_actions: tuple[QAction, ...] = ()  # the window's ways to fill the store
         self._stale = False
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -79,7 +82,18 @@ class LayerTab(QWidget, Generic[T]):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(bar)
         layout.addWidget(split, 1)
+        self.empty_state = EmptyState(split, "layers")
         return layout
+
+    def show_empty(self, empty: bool, title: str, text: str) -> None:
+        """Cover the tab with what to do next (``title``, ``text`` and the window's actions that
+        fill the store) while ``empty``; uncover it otherwise."""
+        if self.empty_state is None:
+            return
+        if empty:
+            self.empty_state.show_message(title, text, self.empty_actions)
+        else:
+            self.empty_state.clear()
 
     def link_records(self, tree: QTreeWidget, role: int) -> None:
         """A click on an item of ``tree`` holding a record id under ``role`` opens that record.

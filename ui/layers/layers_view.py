@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import Signal as QtSignal
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QTabWidget, QTreeWidget, QVBoxLayout, QWidget
 
 from engine import PatternDetail, SocialSummary
@@ -62,6 +63,12 @@ class LayersView(QWidget):
     def _tabs(self) -> tuple[LayerTab[list[SocialSummary]], LayerTab[list[PatternDetail]],
                              LayerTab[SpatialData]]:
         return self.social, self.procedural, self.spatial
+
+    def set_empty_actions(self, actions: tuple[QAction, ...]) -> None:
+        """The window's actions that fill a store, offered by every tab while it has nothing
+        to show (Load demo data, Import…)."""
+        for tab in self._tabs():
+            tab.empty_actions = actions
 
     def record_trees(self) -> list[tuple[QTreeWidget, int]]:
         """The tabs' lists of records (interactions, episodes, neighbours) and their id role."""

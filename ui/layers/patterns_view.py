@@ -39,6 +39,9 @@ from ui.shared.wording import count_of
 __all__ = ["OUTCOME_COLORS", "PatternsView"]
 
 _ALL = "All agents"
+_EMPTY_TEXT = ("Episodes an agent records step by step (metadata.episode) are mined for sequences "
+               "of steps that recur; each shows here with how often it worked. The demo data "
+               "set has a few.")
 _ROLE_INDEX = Qt.ItemDataRole.UserRole + 1
 _ROLE_RECORD = Qt.ItemDataRole.UserRole + 2
 OUTCOME_COLORS = {True: "#1a7f37", False: "#cf222e", None: "#8c959f"}
@@ -47,10 +50,6 @@ _OUTCOME_TEXT = {True: "✓ success", False: "✗ failure", None: "? unknown"}
 
 def _rate(rate: float | None) -> str:
     return "—" if rate is None else f"{rate:.0%}"
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _day(ms: float) -> str:
@@ -163,6 +162,7 @@ class PatternsView(LayerTab[list[PatternDetail]]):
         self.table.blockSignals(False)
         self._select(None)
         self.status.setText("")
+        self.show_empty(False, "", "")
 
     def show_error(self, text: str) -> None:
         """Loading failed."""
@@ -179,14 +179,14 @@ class PatternsView(LayerTab[list[PatternDetail]]):
         self.agent_box.addItems([_ALL, *agents])
         self.agent_box.setCurrentText(current if current in agents else _ALL)
         self.agent_box.blockSignals(False)
+        self.show_empty(not data, "No recurring procedures yet", _EMPTY_TEXT)
         if data:
             episodes = {e for d in data for e in d.pattern.episode_ids}
-            self.status.setText(f"{_count(len(data), 'pattern')} in "
-                                f"{_count(len(episodes), 'episode')} of "
-                                f"{_count(len(agents), 'agent')}")
+            self.status.setText(f"{count_of(len(data), 'pattern')} in "
+                                f"{count_of(len(episodes), 'episode')} of "
+                                f"{count_of(len(agents), 'agent')}")
         else:
-            self.status.setText("No recurring procedures yet: episodic records with "
-                                "metadata.episode steps are mined for them (docs/layers.md).")
+            self.status.setText("")
         self._fill_table()
         if previous is not None:
             self.select_pattern(previous.pattern.agent_id, previous.pattern.pattern_id)

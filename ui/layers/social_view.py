@@ -49,6 +49,9 @@ __all__ = ["GraphNode", "SocialGraph", "SocialView", "edge_width", "layout_graph
            "sentiment_color"]
 
 _ALL = "All agents"
+_EMPTY_TEXT = ("When an agent remembers talking with someone — a record whose metadata names the "
+               "other person (social.otherAgentId) — that person appears here, with how the "
+               "interactions felt over time. The demo data set has a few agents who know people.")
 AGENT_COLOR = "#0969da"
 _TREND_ARROWS = {"rising": "↗ rising", "falling": "↘ falling", "steady": "→ steady",
                  "unknown": "? too few to tell"}
@@ -257,6 +260,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
         self._draw()
         self._select(None)
         self.status.setText("")
+        self.show_empty(False, "", "")
 
     def show_error(self, text: str) -> None:
         """Loading failed."""
@@ -274,13 +278,12 @@ class SocialView(LayerTab[list[SocialSummary]]):
         self.agent_box.setCurrentText(current if current in agents else _ALL)
         self.agent_box.blockSignals(False)
         self._draw()
+        self.show_empty(not data, "No relationships yet", _EMPTY_TEXT)
         if not data:
-            self.status.setText("No social memories yet: records with metadata.social."
-                                "otherAgentId become people here (docs/layers.md).")
+            self.status.setText("")
         else:
-            people = len(data)
-            self.status.setText(f"{people} relationship{'s' if people != 1 else ''} of "
-                                f"{len(agents)} agent{'s' if len(agents) != 1 else ''}")
+            self.status.setText(f"{count_of(len(data), 'relationship')} of "
+                                f"{count_of(len(agents), 'agent')}")
         self.status.adjustSize()
         previous = self.selected
         self._select(next((s for s in data if previous is not None

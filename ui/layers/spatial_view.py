@@ -48,6 +48,9 @@ from ui.shared.wording import count_of
 __all__ = ["SpatialData", "SpatialView"]
 
 _ALL = "All agents"
+_EMPTY_TEXT = ("Memories made somewhere — a record whose metadata has a position (spatial: x, y, "
+               "z) — are drawn here where they were made, filtered by time. The demo data set "
+               "has a home robot's.")
 _ROLE_RECORD = Qt.ItemDataRole.UserRole + 1
 F64 = npt.NDArray[np.float64]
 
@@ -213,6 +216,7 @@ class SpatialView(LayerTab[SpatialData]):
         self.apply_filter()
         self._select(None)
         self.legend.setText("")
+        self.show_empty(False, "", "")
 
     def show_error(self, text: str) -> None:
         """Loading failed."""
@@ -223,6 +227,7 @@ class SpatialView(LayerTab[SpatialData]):
         old_span = self.time_window()
         was_all = self._covers_all(old_span)
         self.data = data
+        self.show_empty(not len(data.x), "Nothing placed yet", _EMPTY_TEXT)
         current = self.agent_box.currentText()
         self.agent_box.blockSignals(True)
         self.agent_box.clear()

@@ -34,6 +34,7 @@ class EventTail(QObject):
 
     def __init__(self, interval_ms: int = 80, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._accept: Callable[[Event], bool] | None = None
         self._lock = threading.Lock()
         self._pending: list[Event] = []
         self._scheduled = False
@@ -44,8 +45,16 @@ class EventTail(QObject):
         self._timer.timeout.connect(self.flush)
         self._wake.connect(self._on_wake, Qt.ConnectionType.QueuedConnection)
 
-    def attach(self, feed: EventFeed | None) -> None:
-        """Follow ``feed`` (None: follow nothing). Events not yet delivered are dropped."""
+    def attach(self, feed: EventFeed | None, *,
+               accept: Callable[[Event], bool] | None = None) -> None:
+        """Follow ``feed`` (None: follow nothing). Events not yet delivered are dropped.
+
+        Args:
+            accept: Picks the events to deliver (None: every one). It is called on the
+                emitting thread: an event it refuses costs that thread one call, the GUI
+                thread nothing.
+        """
+        self._accept = accept
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -56,6 +65,8 @@ class EventTail(QObject):
             self._unsubscribe = feed.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:  # any thread
+        if self._accept is not None and not self._accept(event):
+            return
         with self._lock:
             self._pending.append(event)
             first = not self._scheduled

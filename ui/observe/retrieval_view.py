@@ -19,7 +19,16 @@ from dataclasses import dataclass
 import shiboken6
 from PySide6.QtCore import QEvent, QRectF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor, QHelpEvent, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QHelpEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -412,6 +421,7 @@ class RetrievalView(QWidget):
         layout.addWidget(legend)
         layout.addWidget(body, 1)
         self.empty_state = EmptyState(results, "retrieval")
+        self.empty_actions: tuple[QAction, ...] = ()  # the window's ways to fill the store
 
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -461,6 +471,10 @@ class RetrievalView(QWidget):
                 "Type a question…", "…in the box above, as your agent would ask it (\"when is "
                 "the team standup?\"), and press Enter. Every candidate's score shows here, "
                 "split into its parts, with the cut where the token budget ran out.")
+        elif not self.bundle.diagnostics.candidate_count:  # not one record to consider
+            self.empty_state.show_message(
+                "Nothing to retrieve from", "The store holds no memories yet. Load the demo "
+                "data set or import memories, then ask again.", self.empty_actions)
         elif not self.bundle.records:
             self.empty_state.show_message(
                 "Nothing retrieved", "No record of this agent and layer policy fits the "
@@ -512,7 +526,7 @@ class RetrievalView(QWidget):
         self.summary.setText(
             f"{count_of(diag.candidate_count, 'candidate')}, {diag.filtered_count:,} filtered"
             " · semantic "
-            f"{diag.semantic_mode.value} · strategy {bundle.strategy_applied} · "
+            f"{diag.semantic_label} · strategy {bundle.strategy_applied} · "
             f"{diag.time_ms:.1f} ms (+{diag.embed_ms:.0f} ms embed) · dropped: {drops}"
             + (" · content compressed" if diag.compression_applied else ""))
         self._update_enabled()

@@ -20,8 +20,10 @@ from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QKeySequence, QShortcut, QUndoCommand
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
+    QListView,
     QListWidget,
     QListWidgetItem,
     QPushButton,
@@ -186,6 +188,11 @@ class ReviewView(QWidget):
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.list.setMinimumWidth(240)
         self.list.setAlternatingRowColors(True)
+        # an item's text wraps to the list's width (it was cut at the right edge, to be read
+        # by scrolling sideways); Adjust lays the items out again when the list is resized
+        self.list.setWordWrap(True)
+        self.list.setResizeMode(QListView.ResizeMode.Adjust)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.info = QLabel("", self)
         self.info.setWordWrap(True)
         self.info.setTextFormat(Qt.TextFormat.RichText)
@@ -193,13 +200,16 @@ class ReviewView(QWidget):
         self.incoming_label = QLabel("Incoming memory", self)
         self.stored = QTextBrowser(self)
         self.incoming = QTextBrowser(self)
-        pair = QHBoxLayout()
-        for label, browser in ((self.stored_label, self.stored),
-                               (self.incoming_label, self.incoming)):
-            column = QVBoxLayout()
-            column.addWidget(label)
-            column.addWidget(browser, 1)
-            pair.addLayout(column, 1)
+        # a grid: the two headings wrap (an agent's and a source's names are long) and the two
+        # texts below them still start on the same line
+        pair = QGridLayout()
+        for column, (label, browser) in enumerate(((self.stored_label, self.stored),
+                                                   (self.incoming_label, self.incoming))):
+            label.setWordWrap(True)
+            pair.addWidget(label, 0, column, Qt.AlignmentFlag.AlignBottom)
+            pair.addWidget(browser, 1, column)
+            pair.setColumnStretch(column, 1)
+        pair.setRowStretch(1, 1)
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)

@@ -6,9 +6,10 @@ default button) starts a dry run, ``engine.stepped(new, simulate=True)``: every 
 same numbers as a real ingest, from the same code, and nothing written or emitted. **Ingest**
 starts a real run, whose write is one undoable step (Edit → Undo takes it back through
 ``MemoryEngine.undo_run``: the insert deleted, the merged or updated record restored, the
-review item withdrawn). Either gives a :class:`~engine.ingest.pipeline.SteppedRun`; the
-candidate-search panel says which partition was searched (agent, layer, privacy and its
-size), so a paraphrase stored under another layer or agent is seen to be out of reach.
+review item withdrawn; Edit → Redo ingests the memory again). Either gives a
+:class:`~engine.ingest.pipeline.SteppedRun`; the candidate-search panel says which partition
+was searched (agent, layer, privacy and its size), so a paraphrase stored under another layer
+or agent is seen to be out of reach.
 **Step** runs its next stage on a worker,
 **Continue** runs the remaining stages with the speed control's delay between them
 (``asyncio.sleep`` on the GUI loop) and **Pause** stops between stages. The driver holds no lock
@@ -80,6 +81,7 @@ from engine import (
     EventsDetail,
     ExitPolicy,
     Masking,
+    MemoryEngine,
     NormalizeDetail,
     PersistDetail,
     RunWrites,
@@ -93,6 +95,7 @@ from engine.errors import EngineError
 from engine.records import Category, Layer, NewMemory, Privacy, TrustTier
 from ui.records.record_links import RECORD_ID, RecordRef, fetch_texts, record_tooltip
 from ui.records.record_search import RecordSearch
+from ui.shared.choices import chosen_privacy, fill_privacy, show_privacy
 from ui.shared.empty_state import EmptyState
 from ui.shared.fields_view import FieldsPanel
 from ui.shared.format import (
@@ -162,7 +165,7 @@ def partition_sentence(start: Mapping[str, Any], candidates: Mapping[str, Any],
     size = int(candidates.get("partition_size") or 0)
     wider = int(candidates.get("surprise_partition_size") or 0)
     agent, layer = start.get("agent_id", ""), start.get("layer", "")
-    privacy, category = start.get("privacy", ""), start.get("category", "")
+    privacy, category = str(start.get("privacy", "")).lower(), start.get("category", "")
     text = (f"Candidates searched among {count_of(size, 'record')} in layer ‘{layer}’, "
             f"privacy ‘{privacy}’, agent ‘{agent}’.")
     if wider > size:
@@ -175,27 +178,35 @@ def partition_sentence(start: Mapping[str, Any], candidates: Mapping[str, Any],
 
 
 class IngestCommand(QUndoCommand):
-    """An Ingest from the Pipeline view, undoable: undo takes the run's write back.
+    """An Ingest from the Pipeline view, undoable and redoable.
 
-    ``MemoryEngine.undo_run`` deletes the record the run inserted, restores the records it
-    merged into, updated or linked, and withdraws its review item and merge aliases. Redo is
-    not offered (the command is obsolete once undone): a memory is ingested again by running
-    it again, which decides afresh against the store as it is then.
+    Undo takes the run's write back: ``MemoryEngine.undo_run`` deletes the record the run
+    inserted, restores the records it merged into, updated or linked, and withdraws its review
+    item and merge aliases. Redo ingests the same memory again through the same stepped
+    pipeline (every stage at once, on a worker, after the window's other writes), as the
+    Consolidate command's redo applies its steps again: the store being as before the run, it
+    decides as the run did (the same merge, the same review item), against the store as it is
+    then if it changed meanwhile; an inserted record comes back under a new id. What the redo
+    wrote is what the next Undo takes back. The first :meth:`redo` (run by
+    ``QUndoStack.push``) does nothing: the run wrote before the command was pushed.
     """
 
-    def __init__(self, session: StoreSession, text: str, written: RunWrites) -> None:
+    def __init__(self, session: StoreSession, text: str, written: RunWrites,
+                 memory: NewMemory) -> None:
         super().__init__(text)
         self._session = session
         self._written = written
+        self._memory = memory
+        self._applied = True
 
     @property
     def written(self) -> RunWrites:
-        """What the run wrote."""
+        """What the run (or the last redo) wrote."""
         return self._written
 
     def undo(self) -> None:
-        self.setObsolete(True)  # the stack drops it: nothing to redo
-        session, written = self._session, self._written
+        self._applied = False
+        session = self._session
         what = f"Undo {self.text()}"
 
         def left_alone(conflicts: list[tuple[str, str]]) -> None:
@@ -203,14 +214,40 @@ class IngestCommand(QUndoCommand):
                 session.failed.emit(f"{what} left {count_of(len(conflicts), 'record')} alone: "
                                     + "; ".join(why for _, why in conflicts))
 
-        # the engine when the write runs (an out-of-process import may have replaced it)
-        session.schedule_write(lambda: session.engine.undo_run(written),
-                               [after.id for _, after in written.pairs], what, left_alone)
+        # the engine when the write runs (an out-of-process import may have replaced it), and
+        # the writes then: a redo queued before this undo has replaced them by its own
+        session.schedule_write(lambda: session.engine.undo_run(self._written),
+                               [after.id for _, after in self._written.pairs], what, left_alone)
 
     def redo(self) -> None:
-        # the first redo (push) finds the run's write already done; after an undo the command
-        # is obsolete and removed, so this is never asked to write
-        return
+        if self._applied:
+            return  # the push: the run wrote already
+        self._applied = True
+        session, memory = self._session, self._memory
+        what = f"Redo {self.text()}"
+
+        def again() -> SteppedRun:
+            run = _ingest_again(session.engine, memory)
+            assert run.written is not None  # a real run that finished has its writes
+            self._written = run.written  # before any later write (an undo) starts
+            return run
+
+        def done(run: SteppedRun) -> None:
+            result = run.result
+            if self._written.empty and result is not None:  # the store changed meanwhile
+                session.failed.emit(f"{what} wrote nothing: " + sentence(reason_sentence(
+                    result.reason.value, target=result.target_id,
+                    conflicts=[c.to_json() for c in result.conflicts], texts={})))
+
+        session.schedule_write(again, [after.id for _, after in self._written.pairs], what,
+                               done)
+
+
+def _ingest_again(engine: MemoryEngine, memory: NewMemory) -> SteppedRun:
+    """Worker: ``memory`` through every stage of a real stepped run (an Ingest's redo)."""
+    run = engine.stepped(memory)
+    run.run()  # every remaining stage, no pause
+    return run
 
 
 class SimilarityBars(QWidget):
@@ -443,6 +480,7 @@ class StepperView(QWidget):
         self._redact: Callable[[str], str] | None = None
         self._shown: Masking | None = None
         self.run: SteppedRun | None = None
+        self._memory: NewMemory | None = None  # the run's memory (an Ingest's redo runs it)
         self.threshold = 0.85
         self.floor = 0.70
         self._busy = False
@@ -482,8 +520,8 @@ class StepperView(QWidget):
         self.tier_box = QComboBox(self)
         self.tier_box.addItems([x.value for x in TrustTier])
         self.privacy_box = QComboBox(self)
-        self.privacy_box.addItems([x.value for x in Privacy])
-        self.privacy_box.setCurrentText(Privacy.PRIVATE.value)
+        fill_privacy(self.privacy_box)
+        show_privacy(self.privacy_box, Privacy.PRIVATE)
         source_row = QHBoxLayout()
         source_row.addWidget(self.source_box)
         source_row.addWidget(self.record_edit, 1)
@@ -527,6 +565,7 @@ class StepperView(QWidget):
         self.speed_label = QLabel("", self)
         self.status_label = QLabel("Pick a memory and press Simulate (nothing is written) "
                                    "or Ingest.", self)
+        self.status_label.setWordWrap(True)  # beside the buttons: cut off at 1000 px wide
         controls = QHBoxLayout()
         for button in (self.simulate_button, self.ingest_button, self.step_button,
                        self.continue_button, self.pause_button):
@@ -729,7 +768,7 @@ class StepperView(QWidget):
             or "default", layer=Layer(self.layer_box.currentText()),
             category=Category(self.category_box.currentText()),
             source_tier=TrustTier(self.tier_box.currentText()),
-            privacy=Privacy(self.privacy_box.currentText()), source=source)
+            privacy=chosen_privacy(self.privacy_box) or Privacy.PRIVATE, source=source)
 
     def fill_form(self, new: NewMemory) -> None:
         """Show ``new`` in the form."""
@@ -738,7 +777,7 @@ class StepperView(QWidget):
         self.layer_box.setCurrentText(new.layer.value)
         self.category_box.setCurrentText(new.category.value)
         self.tier_box.setCurrentText(new.source_tier.value)
-        self.privacy_box.setCurrentText(new.privacy.value)
+        show_privacy(self.privacy_box, new.privacy)
 
     def _on_load_record_clicked(self) -> None:
         text = self.record_edit.text().strip()
@@ -856,6 +895,7 @@ class StepperView(QWidget):
         self._policy, self._tier = policy, memory.source_tier
         self._set_thresholds(semantic=True)
         self.run = run
+        self._memory = memory
         self._texts = {run.incoming_id: memory.content}
         self._paused = True
         self.empty_state.clear()
@@ -925,8 +965,10 @@ class StepperView(QWidget):
     def _push_undo(self, session: StoreSession, run: SteppedRun, written: RunWrites) -> None:
         """Make the run's write one undo step and tell the views what changed."""
         content = self._texts.get(run.incoming_id, "")
+        assert self._memory is not None  # set with the run
         session.undo_stack.push(IngestCommand(
-            session, f"Ingest ‘{elide(content, 30)}’" if content else "Ingest", written))
+            session, f"Ingest ‘{elide(content, 30)}’" if content else "Ingest", written,
+            self._memory))
         session.records_changed.emit([after.id for _, after in written.pairs])
         self.message.emit("Ingested from the Pipeline view (Edit → Undo takes it back)")
 

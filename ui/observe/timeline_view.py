@@ -52,7 +52,7 @@ from ui.observe.timeline_data import LANES, TimelineData, TimelineFilter
 from ui.records.record_links import RecordRef, fetch_texts, quoted, record_tooltip
 from ui.shared.empty_state import EmptyState
 from ui.shared.fields_view import FieldsPanel
-from ui.shared.format import event_fields, raw_json, record_ids_in
+from ui.shared.format import event_fields, phrase, raw_json, record_ids_in
 from ui.shared.plot_items import SpanViewBox, TimeAxis, span_caption
 from ui.shared.session import DataSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
@@ -128,8 +128,11 @@ class TimelineView(QWidget):
         self.fit_button.clicked.connect(self.fit_all)
         self.fit_shortcut = QShortcut(QKeySequence(Qt.Key.Key_F), self, self.fit_all)
         self.kind_box = QComboBox(self)
-        self.kind_box.addItem(_ALL)
-        self.kind_box.addItems([k for k in LANES if k != "other"])
+        self.kind_box.addItem(_ALL, None)
+        for kind in LANES[:-1]:  # every lane but "other": its words, the event kind as data
+            self.kind_box.addItem(phrase(kind), kind)
+            self.kind_box.setItemData(self.kind_box.count() - 1, kind,
+                                      Qt.ItemDataRole.ToolTipRole)
         self.record_edit = QLineEdit(self)
         self.record_edit.setPlaceholderText("record id")
         self.source_edit = QLineEdit(self)
@@ -167,7 +170,7 @@ class TimelineView(QWidget):
         view_box.span_selected.connect(self.zoom_to)
         self.plot.setYRange(0, len(LANES), padding=0)
         self.plot.getAxis("left").setTicks(
-            [[(i + 0.45, name.removeprefix("memory:")) for i, name in enumerate(LANES)]])
+            [[(i + 0.45, phrase(name)) for i, name in enumerate(LANES)]])  # words, not kinds
         self.plot.getAxis("left").setWidth(130)
         self.curves = []
         for i, colour in enumerate(LANE_COLORS):  # created once, updated with setData
@@ -389,9 +392,9 @@ class TimelineView(QWidget):
 
     def current_filter(self) -> TimelineFilter:
         """The filter the boxes describe."""
-        kind = self.kind_box.currentText()
+        kind = self.kind_box.currentData()
         return TimelineFilter(
-            kinds=frozenset() if kind == _ALL else frozenset({kind}),
+            kinds=frozenset({kind}) if isinstance(kind, str) else frozenset(),
             record_id=self.record_edit.text().strip(), source=self.source_edit.text().strip(),
             decision=self.decision_edit.text().strip())
 
@@ -444,7 +447,7 @@ class TimelineView(QWidget):
 
         first, last = clock(start), clock(end)
         day = start.strftime("%a %d %b")
-        return (f"{count_of(count, f'{LANES[lane]} event')}\n"
+        return (f"{count_of(count, 'event')}: {phrase(LANES[lane])} ({LANES[lane]})\n"
                 f"{day}, {first} – {last}\nclick for the nearest one's fields")
 
     def _on_hover(self, position: QPointF) -> None:

@@ -60,7 +60,7 @@ from ui.shared.format import (
     thresholds_phrase,
 )
 from ui.shared.redaction import Redaction
-from ui.shared.session import StoreSession
+from ui.shared.session import UNDO_BATCH, StoreSession
 from ui.shared.tasks import CancelFlag, RequestTokens, TaskRunner, spawn
 from ui.shared.wording import count_of
 
@@ -158,7 +158,8 @@ class ConsolidationCommand(QUndoCommand):
         session, batch = self._session, self.report.id
         assert batch is not None  # an applied report always has its batch id
         try:
-            done: UndoPlan = await session.run_write(session.engine.undo_import, batch)
+            done: UndoPlan = await session.run_write(session.engine.undo_import, batch,
+                                                     batch_size=UNDO_BATCH)
         except EngineError as exc:
             session.failed.emit(f"Undo {self.text()} failed: {exc}")
             return
@@ -172,7 +173,7 @@ class ConsolidationCommand(QUndoCommand):
         session = self._session
         try:
             self.report = await session.run_write(session.engine.apply_consolidation,
-                                                  self.steps)
+                                                  self.steps, batch_size=UNDO_BATCH)
         except EngineError as exc:
             session.failed.emit(f"Redo {self.text()} failed: {exc}")
             return
@@ -321,7 +322,7 @@ class ConsolidateDialog(QDialog):
         self._update_buttons()
         relay = self._runner.progress_relay(self._on_progress)
         try:
-            if not await session.wait_indexed():
+            if not await session.read_view("Consolidate Duplicates"):
                 raise Cancelled("the store's index was not read")
             report: ConsolidationReport = await self._runner.run(
                 session.engine.consolidate, None, dry_run=True, progress=relay,
@@ -531,8 +532,9 @@ class ConsolidateDialog(QDialog):
         self._update_buttons()
         session = self._session
         try:
+            # small Chroma calls: each holds the GIL, which the GUI thread waits out
             report: ConsolidationReport = await session.run_write(
-                session.engine.apply_consolidation, steps)
+                session.engine.apply_consolidation, steps, batch_size=UNDO_BATCH)
         except EngineError as exc:
             self._busy = False
             self._update_buttons()

@@ -33,13 +33,15 @@ from PySide6.QtWidgets import (
 )
 
 from engine import LinkedRecord, RecordDetail
-from engine.records import Layer, MemoryRecord, Privacy, RecordState
+from engine.records import Layer, MemoryRecord, RecordState
 from ui.records.record_links import quoted, record_tooltip
+from ui.shared.choices import chosen_privacy, fill_privacy, show_privacy
 from ui.shared.format import diff_value, elide, label_for, local_time, phrase
 
 __all__ = ["DAY_MS", "HISTORY_FIELDS", "RecordDetailPanel", "changed_fields"]
 
 DAY_MS = 86_400_000.0
+_DAYS = " days"  # the time to live's unit
 _ERROR_STYLE = "border: 1px solid #d1242f;"
 
 
@@ -85,7 +87,7 @@ class RecordDetailPanel(QWidget):
         self.layer.addItems([layer.value for layer in Layer])
         self.privacy = QComboBox(self)
         self.privacy.setObjectName("privacy")
-        self.privacy.addItems([p.value for p in Privacy])
+        fill_privacy(self.privacy)
         self.importance = self._unit_spin("importance")
         self.confidence = self._unit_spin("confidence")
         self.tags = QLineEdit(self)
@@ -95,7 +97,7 @@ class RecordDetailPanel(QWidget):
         self.ttl.setObjectName("expires_at")
         self.ttl.setRange(0.0, 36_500.0)
         self.ttl.setDecimals(1)
-        self.ttl.setSuffix(" days")
+        self.ttl.setSuffix(_DAYS)
         self.ttl.setSpecialValueText("no expiry")
         self.ttl.setToolTip("Time to live from creation; 0 = never expires")
         numbers = QHBoxLayout()
@@ -203,6 +205,13 @@ class RecordDetailPanel(QWidget):
             self._title.setToolTip("")
             self.content.setPlainText("")
             self.tags.setText("")
+            # blank, not the last record's layer, privacy and numbers (they stayed after a
+            # delete, beside "No record selected", as if they were a record's)
+            for combo in (self.layer, self.privacy):
+                combo.setCurrentIndex(-1)
+            self.ttl.setSuffix("")  # clear() keeps the suffix: " days" of nothing
+            for spin in (self.importance, self.confidence, self.ttl):
+                spin.clear()
             for browser in (self.fields_view, self.links_view, self.history_view):
                 browser.setHtml("<p><i>Select a record to see its fields, provenance, links "
                                 "and history.</i></p>")
@@ -222,11 +231,12 @@ class RecordDetailPanel(QWidget):
     def _fill_form(self, record: MemoryRecord) -> None:
         self.content.setPlainText(self._show(record.content))
         self.layer.setCurrentText(record.layer.value)
-        self.privacy.setCurrentText(record.privacy.value)
+        show_privacy(self.privacy, record.privacy)
         self.importance.setValue(record.importance)
         self.confidence.setValue(record.confidence)
         self.tags.setText(", ".join(record.tags))
         ttl = record.ttl_ms
+        self.ttl.setSuffix(_DAYS)
         self.ttl.setValue(0.0 if ttl is None else max(0.1, ttl / DAY_MS))
 
     def _show(self, text: str) -> str:
@@ -332,8 +342,9 @@ class RecordDetailPanel(QWidget):
             out["content"] = content
         if self.layer.currentText() != record.layer.value:
             out["layer"] = self.layer.currentText()
-        if self.privacy.currentText() != record.privacy.value:
-            out["privacy"] = self.privacy.currentText()
+        privacy = chosen_privacy(self.privacy)
+        if privacy is not None and privacy is not record.privacy:
+            out["privacy"] = privacy.value
         for name, spin in (("importance", self.importance), ("confidence", self.confidence)):
             if abs(spin.value() - getattr(record, name)) > 5e-4:
                 out[name] = round(spin.value(), 3)

@@ -17,14 +17,19 @@ action                 shortcut          what it does (signal the window answers
 Open in Records        Ctrl+Return       ``open_requested(id)``
 Show fate              Ctrl+Shift+F      ``fate_requested(id)``
 Run through pipeline   Ctrl+Shift+P      ``pipeline_requested(id)``
-Find similar           Ctrl+Shift+S      ``similar_requested(text)`` (masked while redaction is on)
+Find similar           Ctrl+Shift+S      ``similar_requested(id, text)`` (text as shown)
+Pause                  Ctrl+Alt+P        ``state_requested(ref, PAUSED)`` (off when read-only)
+Archive                Ctrl+Alt+A        ``state_requested(ref, ARCHIVED)`` (off when read-only)
+Resume                 Ctrl+Alt+R        ``state_requested(ref, ACTIVE)`` (off when read-only)
 Copy text              Ctrl+C            the content to the clipboard (masked while redaction is on)
 Copy id                Ctrl+Shift+C      the id to the clipboard
 Delete                 Del               ``delete_requested(ref)`` (undoable; off when read-only)
 =====================  ================  ============================================
 
 The shortcuts are per widget (``WidgetWithChildrenShortcut``), so Ctrl+C in a text field still
-copies its selection and two views never compete for a key.
+copies its selection and two views never compete for a key. A widget that acts on a selection of
+its own (the Records table) hands :meth:`RecordLinks.attach` its own actions for some keys: the
+menu entry and the shortcut then run that action, and follow its enabled state.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QAbstractScrollArea, QMenu, QTreeWidget, QWidget
 
-from engine import MemoryReader
+from engine import MemoryReader, RecordState
 from engine.errors import EngineError
 from ui.shared.format import elide, quoted  # one elision and quoting everywhere (re-exported)
 from ui.shared.redaction import Redaction
@@ -52,6 +57,9 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("fate", "Show fate", "Ctrl+Shift+F"),
     ("pipeline", "Run through pipeline", "Ctrl+Shift+P"),
     ("similar", "Find similar", "Ctrl+Shift+S"),
+    ("pause", "Pause", "Ctrl+Alt+P"),
+    ("archive", "Archive", "Ctrl+Alt+A"),
+    ("resume", "Resume", "Ctrl+Alt+R"),
     ("copy_text", "Copy text", "Ctrl+C"),
     ("copy_id", "Copy id", "Ctrl+Shift+C"),
     ("delete", "Delete", "Del"),
@@ -61,7 +69,12 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
 RECORD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 """The shape of a record id (a UUID): ``RECORD_ID.fullmatch(text)`` tells an id from words."""
 
-_ENGINE_ACTIONS = ("fate", "pipeline", "similar")  # need an open store (not while attached)
+_ENGINE_ACTIONS = ("fate", "pipeline")  # need a store's full view (not while attached)
+_STORE_ACTIONS = ("similar",)  # need an open store: before its full view, its index answers
+_STATES = {"pause": RecordState.PAUSED, "archive": RecordState.ARCHIVED,
+           "resume": RecordState.ACTIVE}
+_WRITE_ACTIONS = ("delete", *_STATES)  # need a writable store
+_GROUP_STARTS = ("pause", "copy_text", "delete")  # a separator above each in the menu
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +140,7 @@ class _Attached:
     widget: QWidget
     current: Callable[[], RecordRef | None]
     actions: dict[str, QAction] = field(default_factory=dict)
+    own: Mapping[str, QAction] = field(default_factory=dict)
 
 
 class RecordLinks(QObject):
@@ -136,7 +150,10 @@ class RecordLinks(QObject):
         open_requested(str): Show this record in the Records view.
         fate_requested(str): Show this record's fate.
         pipeline_requested(str): Put this record in the pipeline stepper's form.
-        similar_requested(str): Retrieve the memories similar to this text.
+        similar_requested(str, str): Show the memories similar to this record (its id, and
+            its text as shown: masked while redaction is on).
+        state_requested(object, object): Pause, archive or resume this :class:`RecordRef`:
+            the :class:`~engine.RecordState` it should have (the window confirms).
         delete_requested(object): Delete this :class:`RecordRef` (the window confirms).
         message(str): A short status message ("Copied the text of …").
     """
@@ -144,7 +161,8 @@ class RecordLinks(QObject):
     open_requested = QtSignal(str)
     fate_requested = QtSignal(str)
     pipeline_requested = QtSignal(str)
-    similar_requested = QtSignal(str)
+    similar_requested = QtSignal(str, str)
+    state_requested = QtSignal(object, object)
     delete_requested = QtSignal(object)
     message = QtSignal(str)
 
@@ -152,28 +170,32 @@ class RecordLinks(QObject):
         super().__init__(parent)
         self._redaction = redaction
         self._attached: list[_Attached] = []
+        self._store = False
         self._engine = False
         self._writable = False
 
     def attach(self, widget: QWidget, current: Callable[[], RecordRef | None], *,
-               delete: Callable[[], None] | None = None, open_here: bool = True) -> None:
+               own: Mapping[str, QAction] | None = None, open_here: bool = True) -> None:
         """Give ``widget`` the record actions on its current record.
 
         Args:
             current: The widget's current record (None: none selected).
-            delete: Run instead of asking to delete the current record (the Records table
-                deletes its whole selection).
+            own: Actions the widget runs itself, by key of :data:`ACTIONS`, instead of acting
+                on the current record (the Records table deletes, pauses, archives and resumes
+                its whole selection); the entry is enabled while the widget's action is.
             open_here: False for the Records table itself (it has no "Open in Records").
         """
-        entry = _Attached(widget, current)
+        entry = _Attached(widget, current, own=dict(own or {}))
         for key, text, keys in ACTIONS:
             if key == "open" and not open_here:
                 continue
             made = QAction(text, widget)
             made.setShortcut(QKeySequence(keys))
             made.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            if key == "delete" and delete is not None:
-                made.triggered.connect(delete)
+            mine = entry.own.get(key)
+            if mine is not None:
+                made.triggered.connect(mine.trigger)
+                mine.changed.connect(lambda where=entry: self._update(where))
             else:
                 made.triggered.connect(
                     lambda _checked=False, kind=key, where=entry: self._on_action(kind, where))
@@ -185,16 +207,22 @@ class RecordLinks(QObject):
             lambda position, where=entry: self._on_context_menu(where, position))
         self._update(entry)
 
-    def set_available(self, *, engine: bool, writable: bool) -> None:
-        """Enable what the session allows: engine actions need a store, Delete a writable one."""
+    def set_available(self, *, engine: bool, writable: bool, store: bool | None = None) -> None:
+        """Enable what the session allows: Find similar needs an open store (``store``;
+        default ``engine``), Fate and Pipeline its full view (``engine``), Delete a writable
+        one; Pause, Archive and Resume a writable one too."""
+        self._store = engine if store is None else store
         self._engine, self._writable = engine, writable
         for entry in self._attached:
             self._update(entry)
 
     def _update(self, entry: _Attached) -> None:
         for key, made in entry.actions.items():
-            made.setEnabled(self._writable if key == "delete"
-                            else self._engine if key in _ENGINE_ACTIONS else True)
+            mine = entry.own.get(key)
+            made.setEnabled(mine.isEnabled() if mine is not None
+                            else self._writable if key in _WRITE_ACTIONS
+                            else self._engine if key in _ENGINE_ACTIONS
+                            else self._store if key in _STORE_ACTIONS else True)
 
     def menu(self, widget: QWidget) -> QMenu | None:
         """The context menu of ``widget``'s current record (None: no record is current).
@@ -214,7 +242,7 @@ class RecordLinks(QObject):
         made.addSeparator()
         for key, _text, _keys in ACTIONS:
             if key in entry.actions:
-                if key in ("copy_text", "delete"):
+                if key in _GROUP_STARTS:
                     made.addSeparator()
                 made.addAction(entry.actions[key])
         return made
@@ -244,13 +272,15 @@ class RecordLinks(QObject):
         elif kind == "pipeline":
             self.pipeline_requested.emit(ref.id)
         elif kind == "similar":  # the query box shows it: masked while redaction is on
-            self.similar_requested.emit(self._redaction.show(ref.text))
+            self.similar_requested.emit(ref.id, self._redaction.show(ref.text))
         elif kind == "copy_text":
             self._redaction.copy(ref.text)
             self.message.emit(f"Copied the text of {quoted(self._redaction.show(ref.text))}")
         elif kind == "copy_id":
             QGuiApplication.clipboard().setText(ref.id)
             self.message.emit(f"Copied the id of {quoted(self._redaction.show(ref.text))}")
+        elif kind in _STATES:
+            self.state_requested.emit(ref, _STATES[kind])
         elif kind == "delete":
             self.delete_requested.emit(ref)
         else:

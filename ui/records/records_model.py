@@ -12,8 +12,11 @@ e.g. a Chroma server store at scale; the :class:`StoreIndex` says so), a query C
 — the default order, newest written first, with any of the agent, layer, privacy, category,
 state, importance, time and text filters — is answered by its ``server_rows``: Chroma filters and
 pages, and only the page's records are read (:attr:`RecordTableModel.preview`). A sort by
-another column or a tag filter waits for the view (:attr:`RecordTableModel.waiting`, with
-:attr:`RecordTableModel.waiting_for` naming why) and runs when it is ready.
+another column or a tag filter asks for the view (``StoreIndex.request_view``: a server store
+reads it only on demand), waits for it (:attr:`RecordTableModel.waiting`, with
+:attr:`RecordTableModel.waiting_for` naming why) and runs when it is ready. While redaction is
+on, the engine decides what Chroma may answer and masks the page before it leaves the engine
+(``server_answers`` / ``server_rows`` with the table's ``shown``; ``RowPage.masked``).
 """
 
 from __future__ import annotations
@@ -92,12 +95,21 @@ class StoreIndex(Protocol):
         """Wait for the view; False when it will never be ready."""
         ...
 
-    def server_answers(self, query: RecordQuery) -> str | None:
-        """None when Chroma can answer ``query`` itself, else what needs the view (no I/O)."""
+    def request_view(self, feature: str) -> None:
+        """``feature`` needs the view: read it unless it is ready or being read."""
         ...
 
-    def server_rows(self, query: RecordQuery) -> RowPage:
-        """Blocking: ``query``'s page filtered and paged by Chroma, newest written first."""
+    def server_answers(self, query: RecordQuery, *, shown: Masking | None = None
+                       ) -> str | None:
+        """None when Chroma can answer ``query`` itself, else what needs the view (no I/O).
+
+        ``shown``: the table's masking while redaction is on (the engine refuses the filters
+        that must match masked text)."""
+        ...
+
+    def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+        """Blocking: ``query``'s page filtered and paged by Chroma, newest written first
+        (its text masked by the engine when ``shown`` is given)."""
         ...
 
 
@@ -105,6 +117,7 @@ class StoreIndex(Protocol):
 class _Row:
     record: RecordRow
     decayed: float
+    masked: bool = False  # the engine masked the text already (a server page under redaction)
 
 
 
@@ -112,7 +125,8 @@ class _Row:
 def _cell(row: _Row, key: str, redact: Callable[[str], str] | None) -> str:
     record = row.record
     if key == "content":
-        text = redact(record.content) if redact is not None else record.content
+        text = redact(record.content) if redact is not None and not row.masked \
+            else record.content
         text = " ".join(text.split())
         return text if len(text) <= _PREVIEW else text[:_PREVIEW - 1] + "…"
     if key == "decayed":
@@ -222,7 +236,8 @@ class RecordTableModel(QAbstractTableModel):
         self._redact = redact
         self._shown = None if redact is None else ExitPolicy(redact).shown
         query = self._query
-        if query.text or query.agent_id is not None or query.tags:
+        if query.text or query.agent_id is not None or query.tags or self._preview:
+            # a server page's text was masked (or not) by the engine: asked again
             self.reload()
         elif self._total:
             self.dataChanged.emit(self.index(0, 0), self.index(self._total - 1, 0))
@@ -301,19 +316,18 @@ class RecordTableModel(QAbstractTableModel):
             if reset:
                 self._set_index_state(preview=False, waiting=False)
             return await self._runner.run(partial(reader.list_rows, shown=self._shown), query)
-        if self._shown is not None and (query.text or query.agent_id or query.tags):
-            # under redaction these filters match the masked text, which only the view holds
-            needs_view: str | None = "filtering while redaction is on"
-        else:
-            needs_view = index.server_answers(query)
+        # the engine decides what Chroma may answer under redaction, and masks the page
+        needs_view = index.server_answers(query, shown=self._shown)
         if needs_view is None:
             if reset:
                 self._set_index_state(preview=True, waiting=False)
-            return await self._runner.run(index.server_rows, query)
+            return await self._runner.run(partial(index.server_rows, shown=self._shown), query)
         self._waiting_for = needs_view
         self._set_index_state(preview=False, waiting=True)
         if reset:
             self._clear_rows()  # no preview rows under a filter they do not match
+            # issue 24: the view is read when something needs it, and this query does
+            index.request_view(needs_view[:1].upper() + needs_view[1:])
         ready = await index.wait_indexed()
         if not self._tokens.is_current(token):
             return None
@@ -357,7 +371,7 @@ class RecordTableModel(QAbstractTableModel):
     @staticmethod
     def _rows(result: RowPage) -> list[_Row]:
         decayed = list(result.decayed_importance) or [r.importance for r in result.rows]
-        return [_Row(r, d) for r, d in zip(result.rows, decayed, strict=True)]
+        return [_Row(r, d, result.masked) for r, d in zip(result.rows, decayed, strict=True)]
 
     def _clear_rows(self) -> None:
         """Show no rows while the query waits (still resetting: not settled)."""
@@ -418,8 +432,8 @@ class RecordTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return _cell(item, column.key, self._redact)
         if role == Qt.ItemDataRole.ToolTipRole and column.key == "content":
-            text = item.record.content if self._redact is None else self._redact(
-                item.record.content)
+            text = item.record.content if self._redact is None or item.masked \
+                else self._redact(item.record.content)
             return text[:2000]
         if role == Qt.ItemDataRole.ToolTipRole and column.key in _TIMES:
             return exact_time(getattr(item.record, column.key))

@@ -5,11 +5,12 @@ view); the table model fetches pages of it on workers. Selecting a row fetches t
 detail (:func:`engine.browse.record_detail`) on a worker, dropping stale answers by token.
 Reads go through the session's :class:`~engine.reader.MemoryReader`, so an attached agent
 (read-only) is browsed with the same view. While a store's view is still being read
-(indexing; a Chroma server store at scale), the table pages through Chroma newest-written
-first and Chroma answers its filters and text search (issue 24); a sort by another column or a
-tag filter waits with a note naming it and the "indexing N / M" progress, and editing is off
-until the records are indexed. Writes go through a
-:class:`~ui.shared.session.StoreSession` (serialized, undoable).
+(a Chroma server store at scale), the table pages through Chroma newest-written first and
+Chroma answers its filters and text search (issue 24); a sort by another column or a tag filter
+asks for every record to be read into the process and waits with a note naming it and the
+read's progress, and editing is off until they are read. Find similar asks the store's HNSW
+index and shows the nearest records under the table (:mod:`ui.records.similar_panel`). Writes
+go through a :class:`~ui.shared.session.StoreSession` (serialized, undoable).
 """
 
 from __future__ import annotations
@@ -63,12 +64,16 @@ from engine import (
     RecordDetail,
     RecordQuery,
     RecordRow,
+    SimilarRecords,
+    similar_records,
 )
 from engine.errors import EngineError, RecordNotFound, ValidationError
-from engine.records import Layer, Privacy, RecordState
+from engine.records import Layer, MemoryRecord, RecordState
 from ui.records.record_detail import RecordDetailPanel
 from ui.records.record_links import RecordRef
 from ui.records.records_model import COLUMNS, ROLE_RECORD_ID, RecordTableModel
+from ui.records.similar_panel import SimilarPanel
+from ui.shared.choices import chosen_privacy, fill_privacy
 from ui.shared.dialogs import AddMemoryDialog
 from ui.shared.empty_state import EmptyState
 from ui.shared.session import DataSession, StoreSession
@@ -110,14 +115,31 @@ def _day_start_ms(date: QDate) -> float:
     return float(QDateTime(date, QTime(0, 0), QTimeZone.utc()).toMSecsSinceEpoch())
 
 
+class _ChoicesCombo(QComboBox):
+    """A combo box that says when its list is opened (its choices may still be to read).
+
+    Signals:
+        opened(): The list is about to show.
+    """
+
+    opened = QtSignal()
+
+    def showPopup(self) -> None:
+        self.opened.emit()
+        super().showPopup()
+
+
 class FilterBar(QWidget):
     """Filter inputs; emits the query they describe (debounced for typing).
 
     Signals:
         query_changed(object): A :class:`RecordQuery` with the new filters (page fields unset).
+        agent_choices_wanted(): The agent list was opened (on a server store its choices need
+            every record read: issue 24).
     """
 
     query_changed = QtSignal(object)
+    agent_choices_wanted = QtSignal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -130,7 +152,8 @@ class FilterBar(QWidget):
         self.text = QLineEdit(self)
         self.text.setPlaceholderText("Search content…")
         self.text.setClearButtonEnabled(True)
-        self.agent = QComboBox(self)
+        self.agent = _ChoicesCombo(self)
+        self.agent.opened.connect(self.agent_choices_wanted)
         self.agent.setMinimumContentsLength(8)
         self.agent.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
@@ -138,7 +161,7 @@ class FilterBar(QWidget):
         self.layer = QComboBox(self)
         self.layer.addItems([_ANY, *(layer.value for layer in Layer)])
         self.privacy = QComboBox(self)
-        self.privacy.addItems([_ANY, *(p.value for p in Privacy)])
+        fill_privacy(self.privacy, any_text=_ANY)
         self.state = QComboBox(self)
         self.state.addItems([label for label, _ in STATE_CHOICES])
         self.state.setToolTip("Paused records are kept and listed but never retrieved; archived "
@@ -226,13 +249,12 @@ class FilterBar(QWidget):
         """The filters as a query (sort and page left at their defaults)."""
         agent = self.agent.currentData()
         layer = self.layer.currentText()
-        privacy = self.privacy.currentText()
         low, high = self.importance_min.value(), self.importance_max.value()
         dated = self.dates.isChecked()
         return RecordQuery(
             agent_id=agent if isinstance(agent, str) else None,
             layer=None if layer == _ANY else Layer(layer),
-            privacy=None if privacy == _ANY else Privacy(privacy),
+            privacy=chosen_privacy(self.privacy),
             tags=tuple(t.strip() for t in self.tags.text().split(",") if t.strip()),
             text=self.text.text().strip() or None,
             importance_min=low if low > 0.0 else None,
@@ -351,6 +373,7 @@ class RecordsView(QWidget):
         self._pending_row: int | None = None  # where the engine says the linked record is
         self._agents: list[str] = []
         self._indexed = (0, 0)
+        self._store_count: int | None = None  # the status bar's count (set by the window)
         self._filter_changed = False
         self._content_sized_by_user = False
         self._fitting = False
@@ -383,8 +406,16 @@ class RecordsView(QWidget):
         self.detail = RecordDetailPanel(self)
         self.count_label = QLabel("", self)
 
+        # issue 24: Find similar before a store's full view, answered by the store's index
+        self.similar = SimilarPanel(self)
+        self._similar_tokens = RequestTokens()
+        left = QSplitter(Qt.Orientation.Vertical, self)
+        left.addWidget(self.table)
+        left.addWidget(self.similar)
+        left.setStretchFactor(0, 3)
+        left.setStretchFactor(1, 2)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
-        splitter.addWidget(self.table)
+        splitter.addWidget(left)
         splitter.addWidget(self.detail)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
@@ -402,6 +433,7 @@ class RecordsView(QWidget):
         self.empty_state = EmptyState(splitter, "records")
 
         self.filters.query_changed.connect(self._on_query_changed)
+        self.filters.agent_choices_wanted.connect(self._on_agent_choices_wanted)
         self.model.total_changed.connect(self._on_total_changed)
         self.model.reloaded.connect(self._on_model_reloaded)
         self.model.page_loaded.connect(self._on_page_loaded)
@@ -411,6 +443,7 @@ class RecordsView(QWidget):
         self.table.verticalScrollBar().valueChanged.connect(self._on_scrolled)
         self.detail.save_requested.connect(self._on_save_requested)
         self.detail.navigate.connect(self.go_to_record)
+        self.similar.record_activated.connect(self.go_to_record)
         self.set_session(None)
 
     def _build_actions(self) -> None:
@@ -489,14 +522,18 @@ class RecordsView(QWidget):
         if old is not None:
             old.records_changed.disconnect(self._on_records_changed)
             if isinstance(old, StoreSession):
+                old.indexing_started.disconnect(self._show_count)
                 old.indexing_progress.disconnect(self._on_indexing_progress)
                 old.indexing_finished.disconnect(self._on_indexing_finished)
         self._session = session
         self._indexed = (0, 0)
         self.detail.show_detail(None)
+        self._similar_tokens.next_token()
+        self.similar.clear()
         if session is not None:
             session.records_changed.connect(self._on_records_changed)
             if isinstance(session, StoreSession):
+                session.indexing_started.connect(self._show_count)
                 session.indexing_progress.connect(self._on_indexing_progress)
                 session.indexing_finished.connect(self._on_indexing_finished)
         self._update_actions()
@@ -509,6 +546,8 @@ class RecordsView(QWidget):
         self.model.set_redactor(redact)
         self.detail.set_redactor(redact)
         self._load_detail()
+        if self.similar.record_id:  # its texts were masked (or not) by the engine: asked again
+            self.find_similar(self.similar.record_id)
 
     def _update_actions(self) -> None:
         writable = self._writable is not None
@@ -607,18 +646,34 @@ class RecordsView(QWidget):
         self.total_changed.emit(total)
 
     def _show_count(self) -> None:
-        """The number of rows, and while the store is indexed, what the table shows."""
+        """The number of rows, and before the store's full view is read, what the table shows
+        and whether every record is being read (issue 24: a server store's only on demand)."""
         done, total = self._indexed
-        progress = f"indexing {done:,} / {total:,}" if total else "indexing…"
+        session = self._session
+        reading = isinstance(session, StoreSession) and session.view_loading
+        progress = f"reading every record: {done:,} / {total:,}" if total \
+            else "reading every record…"
         if self.model.waiting:
             text = (f"{progress.capitalize()} — {self.model.waiting_for} needs the full view; "
-                    "it applies when loaded")
+                    "it applies when loaded") if reading else \
+                (f"{self.model.waiting_for.capitalize()} needs the full view: every record "
+                 "read into this process (Store → Read Every Record)")
         elif self.model.preview:
             text = (f"{count_of(self.model.total, 'record')}, newest written first, "
-                    f"from the store ({progress})")
+                    "from the store" + (f" ({progress})" if reading else ""))
+        elif self._store_count is not None and self.model.total < self._store_count:
+            # the filters show part of the store (the default hides archived records): say
+            # so, or "201 records" here and "204 records" in the status bar disagree
+            text = f"{self.model.total:,} of {count_of(self._store_count, 'record')}"
         else:
             text = count_of(self.model.total, "record")
         self.count_label.setText(text)
+
+    def set_store_count(self, count: int | None) -> None:
+        """The number of records in the store (the status bar's; None: not known), so the
+        count says how many of them the filters show ("201 of 204 records")."""
+        self._store_count = count
+        self._show_count()
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
         self._indexed = (done, total)
@@ -630,6 +685,34 @@ class RecordsView(QWidget):
             self.model.reload()  # from Chroma's order to the query's (waiting queries resume)
         self._update_actions()
         self._show_count()
+
+    def _on_agent_choices_wanted(self) -> None:
+        """The agent list was opened: its choices come from every record (Chroma cannot list
+        distinct agents), so a server store reads them now (issue 24)."""
+        session = self._session
+        if isinstance(session, StoreSession) and session.indexing:
+            session.request_view("The agent filter")
+
+    def find_similar(self, record_id: str) -> None:
+        """Show the records nearest to ``record_id`` under the table, found by the store's
+        HNSW index on a worker (:func:`engine.browse.similar_records`; no view needed)."""
+        session = self._session
+        if not isinstance(session, StoreSession):
+            return
+        token = self._similar_tokens.next_token()
+        self.similar.show_loading(record_id)
+        spawn(self._find_similar(session, record_id, token))
+
+    async def _find_similar(self, session: StoreSession, record_id: str, token: int) -> None:
+        try:
+            found: SimilarRecords = await self._runner.run(
+                partial(similar_records, session.engine, record_id, shown=self.model.shown))
+        except EngineError as exc:
+            if self._similar_tokens.is_current(token) and session is self._session:
+                self.similar.show_error(record_id, str(exc))
+            return
+        if self._similar_tokens.is_current(token) and session is self._session:
+            self.similar.show_result(found)
 
     def _on_model_reloaded(self) -> None:
         self._show_count()
@@ -739,6 +822,8 @@ class RecordsView(QWidget):
         if session is None:
             return
         await self._load_detail_for(record_id)
+        if isinstance(session, StoreSession) and session.indexing and not session.view_loading:
+            return  # issue 24: the view is not being read; the detail shows the record
         if isinstance(session, StoreSession) and not await session.wait_indexed():
             return
         if self._pending_select != record_id or session is not self._session:
@@ -931,14 +1016,43 @@ class RecordsView(QWidget):
         if rows and session is self._session:
             self._ask_state(rows, state)
 
-    def _ask_state(self, rows: Sequence[RecordRow], state: RecordState) -> None:
-        """Confirm pausing, archiving or resuming ``rows`` with the true counts, then do it."""
+    async def ask_state_of(self, ref: RecordRef, state: RecordState, name: str) -> None:
+        """Pause, archive or resume one record named in another view (its record menu).
+
+        Its state is read on a worker first, so the question (or "is paused already") is
+        true; the change is undoable, as for the table's selection.
+
+        Args:
+            name: How the record is named to the person (its quoted, masked text).
+        """
+        session = self._session
+        if session is None or self._writable is None:
+            return
+        try:
+            found = await self._runner.run(session.reader.get_records, [ref.id])
+        except EngineError as exc:
+            QMessageBox.warning(self, _STATE_WORDS[state][0], f"Not changed: {exc}")
+            return
+        if session is not self._session:
+            return
+        if not found:
+            self.message.emit(f"{name} is no longer stored")
+            return
+        self._ask_state(found, state, name=name)
+
+    def _ask_state(self, rows: Sequence[RecordRow | MemoryRecord], state: RecordState, *,
+                   name: str | None = None) -> None:
+        """Confirm pausing, archiving or resuming ``rows`` with the true counts, then do it.
+
+        ``name`` names a single record (another view's menu) instead of "this record"."""
         verb, word, meaning = _STATE_WORDS[state]
         changing = [row.id for row in rows if row.state is not state]
         if not changing:
-            self.message.emit(f"The selected records are {word} already")
+            self.message.emit(f"{name} is {word} already" if name
+                              else f"The selected records are {word} already")
             return
-        noun = "this record" if len(changing) == 1 else f"these {len(changing):,} records"
+        noun = name or ("this record" if len(changing) == 1
+                        else f"these {len(changing):,} records")
         already = len(rows) - len(changing)
         extra = f" ({already:,} of the {len(rows):,} selected {'is' if already == 1 else 'are'}" \
             f" {word} already.)" if already else ""

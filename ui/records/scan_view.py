@@ -26,7 +26,9 @@ from PySide6.QtWidgets import (
 
 from engine import MemoryEngine, RedactionHit
 from engine.errors import EngineError
+from ui.records.record_links import RecordRef, record_tooltip
 from ui.shared.empty_state import EmptyState
+from ui.shared.format import findings
 from ui.shared.redaction import Redaction
 from ui.shared.session import StoreSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
@@ -69,10 +71,14 @@ class ScanView(QWidget):
         self.redact_button.clicked.connect(self._on_redact_clicked)
         self.summary = QLabel("Scan the store for secret-shaped and personal text.", self)
         self.table = QTreeWidget(self)
-        self.table.setHeaderLabels(["record", "agent", "kinds", "secret", "preview (redacted)"])
+        # the memory by its (redacted) text first, its id on hover: a column of UUIDs took
+        # half the width and told a person nothing
+        self.table.setHeaderLabels(["memory (redacted)", "agent", "what it holds", "secret"])
         self.table.setRootIsDecorated(False)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.header().setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        header = self.table.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.itemDoubleClicked.connect(lambda *_: self._on_open_clicked())
         self.table.itemSelectionChanged.connect(self._update_buttons)
         top = QHBoxLayout()
@@ -137,13 +143,14 @@ class ScanView(QWidget):
         self.hits = hits
         self.table.clear()
         for hit in hits:
-            kinds = ", ".join(f"{k}×{n}" for k, n in sorted(hit.kinds.items()))
-            item = QTreeWidgetItem([hit.id, hit.agent_id, kinds, "yes" if hit.secret else "",
-                                    hit.preview])  # preview: redacted by the engine
-            item.setToolTip(4, hit.preview)
+            kinds = findings(hit.kinds)
+            item = QTreeWidgetItem([hit.preview, hit.agent_id, kinds,  # redacted by the engine
+                                    "yes" if hit.secret else ""])
+            item.setToolTip(0, record_tooltip(hit.preview, hit.id))
+            item.setToolTip(2, ", ".join(f"{k} ×{n}" for k, n in sorted(hit.kinds.items())))
             item.setData(0, Qt.ItemDataRole.UserRole, hit.id)
             self.table.addTopLevelItem(item)
-        for column in range(4):
+        for column in range(1, 4):
             self.table.resizeColumnToContents(column)
         secrets = sum(1 for h in hits if h.secret)
         verb = "holds" if len(hits) == 1 else "hold"
@@ -158,6 +165,15 @@ class ScanView(QWidget):
                 "again whenever records change.")
         self._update_buttons()
         return hits
+
+    def current_record(self) -> RecordRef | None:
+        """The current row's record (the record context menu's): its text as the scan shows it,
+        redacted, so Copy text and Find similar never carry the secret."""
+        item = self.table.currentItem()
+        record_id = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
+        if item is None or not isinstance(record_id, str):
+            return None
+        return RecordRef(record_id, item.text(0))
 
     def selected_ids(self) -> list[str]:
         """Ids of the selected rows."""

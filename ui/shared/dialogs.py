@@ -34,6 +34,7 @@ from engine.errors import ValidationError
 from engine.records import Category, Layer, NewMemory, Privacy
 from ui.imports.import_dialogs import OutcomeTable, decision_words
 from ui.imports.importing import ACTIONS, DECISIONS, ImportSummary
+from ui.shared.choices import chosen_privacy, fill_privacy
 from ui.shared.format import sentence
 from ui.shared.wording import count_of
 
@@ -234,7 +235,7 @@ class AddMemoryDialog(QDialog):
         self.category = QComboBox(self)
         self.category.addItems([c.value for c in Category])
         self.privacy = QComboBox(self)
-        self.privacy.addItems([p.value for p in Privacy])
+        fill_privacy(self.privacy)
         self.importance = QDoubleSpinBox(self)
         self.importance.setRange(0.0, 1.0)
         self.importance.setSingleStep(0.05)
@@ -271,8 +272,8 @@ class AddMemoryDialog(QDialog):
         return NewMemory(
             content=self.content.toPlainText(), agent_id=self.agent.currentText().strip(),
             layer=Layer(self.layer.currentText()), category=Category(self.category.currentText()),
-            privacy=Privacy(self.privacy.currentText()), importance=self.importance.value(),
-            confidence=self.confidence.value(),
+            privacy=chosen_privacy(self.privacy) or Privacy.PRIVATE,
+            importance=self.importance.value(), confidence=self.confidence.value(),
             tags=tuple(t.strip() for t in self.tags.text().split(",") if t.strip()),
             source="user")
 

@@ -41,6 +41,7 @@ from engine.records import format_timestamp, parse_timestamp
 from ui.shared.wording import count_of
 
 __all__ = [
+    "FINDINGS",
     "PHRASES",
     "Field",
     "compare",
@@ -50,6 +51,7 @@ __all__ = [
     "elide",
     "event_fields",
     "exact_time",
+    "findings",
     "humanize",
     "label_for",
     "local_time",
@@ -222,6 +224,39 @@ bars)."""
 def tag(code: str | None) -> str:
     """A short tag for a reason code (its phrase when it has no tag)."""
     return TAGS.get(code or "") or phrase(code)
+
+
+FINDINGS: Mapping[str, tuple[str, str]] = {
+    "EMAIL": ("e-mail address", "e-mail addresses"), "UUID": ("UUID", "UUIDs"),
+    "NUMSEQ16": ("16-digit number", "16-digit numbers"),
+    "CARD": ("payment card number", "payment card numbers"),
+    "SSN": ("social security number", "social security numbers"),
+    "PHONE": ("phone number", "phone numbers"), "IBAN": ("IBAN", "IBANs"),
+    "PRIVATE_KEY": ("private key", "private keys"), "AWS_KEY_ID": ("AWS key", "AWS keys"),
+    "GCP_API_KEY": ("Google Cloud key", "Google Cloud keys"),
+    "GITHUB_TOKEN": ("GitHub token", "GitHub tokens"),
+    "SLACK_WEBHOOK": ("Slack webhook", "Slack webhooks"),
+    "SLACK_TOKEN": ("Slack token", "Slack tokens"), "STRIPE_KEY": ("Stripe key", "Stripe keys"),
+    "AI_API_KEY": ("AI API key", "AI API keys"), "JWT": ("web token (JWT)", "web tokens (JWT)"),
+    "BEARER": ("authorization header", "authorization headers"),
+    "ASSIGNMENT": ("password or key in code", "passwords or keys in code"),
+    "PASSWORD": ("password or PIN", "passwords or PINs"),
+    "HIGH_ENTROPY": ("random-looking secret", "random-looking secrets"),
+    "CUSTOM": ("custom pattern", "custom patterns"),
+}
+"""What each kind of redaction finding is called (``engine.redaction``'s kinds): singular,
+plural."""
+
+
+def findings(kinds: Mapping[str, int]) -> str:
+    """What a record holds, in words, most first: "2 e-mail addresses, 1 GitHub token".
+
+    A kind without words (a custom pattern's own kind) is humanized."""
+    parts = []
+    for kind, count in sorted(kinds.items(), key=lambda item: (-item[1], item[0])):
+        one, many = FINDINGS.get(kind) or (humanize(kind.lower()),) * 2
+        parts.append(count_of(count, one, many))
+    return ", ".join(parts)
 
 
 _KIND_REASONS = {"memory:retrieval": "{} retrieval strategy"}

@@ -35,7 +35,9 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from engine import (
     Event,
+    EventFeed,
     LocalReader,
+    Masking,
     MemoryEngine,
     MemoryReader,
     RecordQuery,
@@ -99,9 +101,10 @@ def _update_many(engine: MemoryEngine, ids: Sequence[str],
 
 
 UNDO_BATCH = 8
-"""Records per Chroma call when undo/redo writes records back. Chroma's bindings hold the GIL
-for a whole call: undoing a 200-row delete in one upsert stalled the GUI thread 150-550 ms;
-25 rows per call keep each hold near 20-40 ms (docs/gui.md, "No stall on the GUI thread")."""
+"""Records per Chroma call when undo/redo writes records back, and when a consolidation is
+applied or undone. Chroma's bindings hold the GIL for a whole call: undoing a 200-row delete in
+one upsert stalled the GUI thread 150-550 ms, an Apply All of 100 merges 230-470 ms; 25 rows
+per call keep each hold near 20-40 ms (docs/gui.md, "No stall on the GUI thread")."""
 
 
 def _apply(engine: MemoryEngine, restore: Sequence[MemoryRecord], delete: Sequence[str]) -> None:
@@ -126,11 +129,39 @@ class DataSession(QObject):
     def __init__(self, runner: TaskRunner, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.runner = runner
+        self._tail: EventTail | None = None
+        self._changed: set[str] = set()
+        self._reload = QTimer(self)
+        self._reload.setSingleShot(True)
+        self._reload.timeout.connect(self._emit_changed)
 
     @property
     def reader(self) -> MemoryReader:
         """Read access to the memory shown."""
         raise NotImplementedError
+
+    def _follow(self, feed: EventFeed | None, *, reload_ms: int = 500,
+                accept: Callable[[Event], bool] | None = None) -> None:
+        """Re-emit the records named by ``feed``'s events (those ``accept`` takes) as
+        ``records_changed``, gathered for ``reload_ms`` after the first; None: stop."""
+        if self._tail is None:
+            self._tail = EventTail(parent=self)
+            self._tail.arrived.connect(self._on_events)
+        self._reload.setInterval(reload_ms)
+        self._tail.attach(feed, accept=accept)
+        if feed is None:
+            self._reload.stop()
+            self._changed.clear()
+
+    def _on_events(self, events: list[Event]) -> None:
+        self._changed.update(e.record_id for e in events if e.record_id)
+        if self._changed and not self._reload.isActive():
+            self._reload.start()
+
+    def _emit_changed(self) -> None:
+        changed, self._changed = sorted(self._changed), set()
+        if changed:
+            self.records_changed.emit(changed)
 
     @property
     def read_only(self) -> bool:
@@ -172,14 +203,7 @@ class AttachedSession(DataSession):
         self.relay = relay
         relay.setParent(self)
         self._reader = reader
-        self._changed: set[str] = set()
-        self._reload = QTimer(self)
-        self._reload.setSingleShot(True)
-        self._reload.setInterval(reload_ms)
-        self._reload.timeout.connect(self._emit_changed)
-        self._tail = EventTail(parent=self)
-        self._tail.arrived.connect(self._on_events)
-        self._tail.attach(reader.event_feed)
+        self._follow(reader.event_feed, reload_ms=reload_ms)
 
     @property
     def reader(self) -> MemoryReader:
@@ -191,53 +215,70 @@ class AttachedSession(DataSession):
         """Always True: the API has no write endpoint."""
         return True
 
-    def _on_events(self, events: list[Event]) -> None:
-        self._changed.update(e.record_id for e in events if e.record_id)
-        if self._changed and not self._reload.isActive():
-            self._reload.start()
-
-    def _emit_changed(self) -> None:
-        changed, self._changed = sorted(self._changed), set()
-        if changed:
-            self.records_changed.emit(changed)
-
     async def close(self) -> None:
         """Stop following and close the connections (on a worker)."""
-        self._tail.attach(None)
-        self._reload.stop()
+        self._follow(None)
         await self.runner.run(self._reader.close)
 
 
 class StoreSession(DataSession):
     """One open store: the engine, its indexing, serialized writes and the undo stack.
 
+    A store opened with its view deferred reads it either at once (``start_indexing`` right
+    after opening: an embedded store, whose view is then cached) or only when a feature that
+    needs every record asks (:meth:`request_view`, issue 24: a Chroma server store). A read
+    asked for on demand can be cancelled and asked for again; the store stays open and its
+    records browsable meanwhile.
+
     Signals:
         busy_changed(bool): A write started or finished.
+        indexing_started(): A read of the deferred view began (``view_wanted_by`` names the
+            feature that asked for it, "" when it was read at open).
         indexing_progress(int, int): Records of the deferred view read so far, and the total.
-        indexing_finished(bool): The deferred view is ready (True) or failed / was cancelled
-            (False; ``indexing_error`` says why).
+        indexing_finished(bool): The deferred view is ready (True) or its read failed / was
+            cancelled (False; ``indexing_error`` says why, ``indexing_cancelled`` tells which).
     """
 
     busy_changed = QtSignal(bool)
+    indexing_started = QtSignal()
     indexing_progress = QtSignal(int, int)
     indexing_finished = QtSignal(bool)
 
     def __init__(self, engine: MemoryEngine, runner: TaskRunner, spec: StoreSpec, *,
-                 banner: str = "", parent: QObject | None = None) -> None:
+                 banner: str = "", on_demand: bool = False,
+                 parent: QObject | None = None) -> None:
         super().__init__(runner, parent)
         self.engine = engine
         self.spec = spec
         self.banner = banner
+        self.on_demand = on_demand
+        """True: a deferred view is read only when asked for (:meth:`request_view`), and a
+        failed or cancelled read leaves the store open."""
         self.undo_stack = QUndoStack(self)
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy = 0
         self._reader = LocalReader(engine)
+        # Set once waiting for the view is over: it is ready, an eager read failed (the store
+        # is then closed), or the session ended. A cancelled read on demand leaves it clear:
+        # whoever waits for the view gets it if it is asked for again.
         self._indexed = asyncio.Event()
+        self._ready = engine.view_ready
+        self._loading = False
+        self._read_done = asyncio.Event()  # the current read ended (see read_view)
         self._cancel_indexing = CancelFlag()
         self.indexing_error = ""
-        if engine.view_ready:
+        self.view_wanted_by = ""
+        if self._ready:
             self._indexed.set()
+        self._follow_background(engine)
+
+    def _follow_background(self, engine: MemoryEngine) -> None:
+        # The engine's own background writers change records no call of this session made:
+        # the layer service writes derived social summaries and procedural patterns (when the
+        # Layers view reads, or after ingests). Their events are the views' and the status
+        # bar count's only news of it (a count left at 204 beside a table of 223 records).
+        self._follow(engine.events, accept=_background_write)
 
     @property
     def reader(self) -> LocalReader:
@@ -255,59 +296,118 @@ class StoreSession(DataSession):
 
     @property
     def indexing(self) -> bool:
-        """True until the engine's view is ready (or its reading failed)."""
-        return not self._indexed.is_set()
+        """True until the engine's view is ready (not read yet, being read, or its read
+        failed or was cancelled)."""
+        return not self._ready
+
+    @property
+    def view_loading(self) -> bool:
+        """True while the deferred view is being read."""
+        return self._loading
 
     def start_indexing(self) -> None:
-        """Read the engine's deferred view on a worker (no-op when it is ready)."""
-        if self._indexed.is_set():
-            return
-        progress = self.runner.progress_relay(self.indexing_progress.emit)
-        spawn(self._index(self.engine, progress))
+        """Read the engine's deferred view on a worker (no-op when it is ready or being read).
 
-    async def _index(self, engine: MemoryEngine, progress: Callable[[int, int], None]) -> None:
+        A read that failed or was cancelled starts again from the first record.
+        """
+        if self._ready or self._loading:
+            return
+        self._loading = True
+        self._cancel_indexing = CancelFlag()
+        self._read_done = asyncio.Event()
+        self.indexing_error = ""
+        progress = self.runner.progress_relay(self.indexing_progress.emit)
+        self.indexing_started.emit()
+        spawn(self._index(self.engine, self._cancel_indexing, self._read_done, progress))
+
+    def request_view(self, feature: str) -> None:
+        """``feature`` (its title: "Timeline", "Sorting by importance") needs every record in
+        this process: read the view unless it is ready or already being read."""
+        if self._ready or self._loading:
+            return
+        self.view_wanted_by = feature
+        self.start_indexing()
+
+    async def _index(self, engine: MemoryEngine, cancel: CancelFlag, done: asyncio.Event,
+                     progress: Callable[[int, int], None]) -> None:
         try:
-            await self.runner.run(engine.load_view, progress=progress,
-                                  cancelled=self._cancel_indexing.is_set)
+            await self.runner.run(engine.load_view, progress=progress, cancelled=cancel.is_set)
         except EngineError as exc:
             if engine is self.engine:
                 self.indexing_error = str(exc)
+        finally:
+            done.set()
         if engine is not self.engine:
             return  # the engine was replaced (reopened) meanwhile; its own indexing reports
-        self._indexed.set()
-        self.indexing_finished.emit(engine.view_ready)
+        self._loading = False
+        self._ready = engine.view_ready
+        if self._ready or not self.on_demand:
+            self._indexed.set()  # an eager read that failed closes the store: waiting is over
+        self.indexing_finished.emit(self._ready)
 
     def cancel_indexing(self) -> None:
-        """Stop reading the view at the next page (the window then closes the store)."""
+        """Stop reading the view at the next page.
+
+        A read at open ends with the store closed (the window says why); a read on demand
+        leaves the store open and the view unread until it is asked for again.
+        """
         self._cancel_indexing.set()
+
+    def end_waiting(self) -> None:
+        """The session is being closed: stop any read, and release every view waiting for
+        it (their waits answer False)."""
+        self._cancel_indexing.set()
+        self._indexed.set()
+        self._read_done.set()
 
     @property
     def indexing_cancelled(self) -> bool:
-        """True once :meth:`cancel_indexing` was called for the current engine."""
+        """True once :meth:`cancel_indexing` was called for the current read."""
         return self._cancel_indexing.is_set()
 
+    async def read_view(self, feature: str) -> bool:
+        """Ask for the view for ``feature`` (a title, e.g. "Export") and wait for that read:
+        True once the view is ready, False when the read failed or was cancelled (the person
+        chose not to wait) or the session ended. What a command that needs every record
+        awaits; a view that should follow a later read uses :meth:`wait_indexed`."""
+        if self._ready:
+            return True
+        self.request_view(feature)
+        await self._read_done.wait()
+        return self._ready
+
     async def wait_indexed(self) -> bool:
-        """Wait until the view is ready; False when its reading failed or was cancelled."""
+        """Wait until the view is ready; False when it never will be (an eager read failed,
+        or the session ended). This does not ask for the view (:meth:`request_view`), and a
+        cancelled read on demand does not end the wait: a view waiting here shows what it
+        waited for whenever the view is read."""
         await self._indexed.wait()
-        return self.engine.view_ready
+        return self._ready
 
-    def server_answers(self, query: RecordQuery) -> str | None:
-        """None when Chroma can answer ``query`` before the view is read, else what needs it."""
-        return self.engine.server_answers(query)
+    def server_answers(self, query: RecordQuery, *, shown: Masking | None = None
+                       ) -> str | None:
+        """None when Chroma can answer ``query`` before the view is read, else what needs it
+        (``shown``: the masking of the view asking, while redaction is on)."""
+        return self.engine.server_answers(query, shown=shown)
 
-    def server_rows(self, query: RecordQuery) -> RowPage:
-        """Blocking (run it on a worker): ``query``'s page filtered and paged by Chroma."""
-        return self.engine.server_rows(query)
+    def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+        """Blocking (run it on a worker): ``query``'s page filtered and paged by Chroma, its
+        text masked by the engine when ``shown`` is given."""
+        return self.engine.server_rows(query, shown=shown)
 
     def replace_engine(self, engine: MemoryEngine) -> None:
         """Use ``engine`` (the store reopened after an out-of-process import)."""
         self.engine = engine
         self._cancel_indexing = CancelFlag()
         self.indexing_error = ""
-        if engine.view_ready:
+        self.view_wanted_by = ""
+        self._loading = False
+        self._ready = engine.view_ready
+        if self._ready:
             self._indexed.set()
         else:
             self._indexed.clear()
+        self._follow_background(engine)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -428,6 +528,16 @@ class StoreSession(DataSession):
     def pending(self) -> int:
         """Undo/redo writes still running."""
         return len(self._tasks)
+
+
+BACKGROUND_SOURCES = frozenset({"layers"})
+"""Event sources of writes the engine makes by itself (not through a session call): the layer
+service's derived records (``engine.layers``)."""
+
+
+def _background_write(event: Event) -> bool:
+    """Any thread: ``event`` reports a record written or deleted by a background writer."""
+    return event.source in BACKGROUND_SOURCES and bool(event.record_id)
 
 
 _STATE_VERBS = {RecordState.PAUSED: "Pause", RecordState.ARCHIVED: "Archive",

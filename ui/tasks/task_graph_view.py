@@ -478,12 +478,18 @@ class TaskGraphView(QWidget):
         self.open_action.setToolTip("Choose a folder of task cards")
         self.open_action.triggered.connect(self._on_open_clicked)
         self.empty_state = EmptyState(splitter, "tasks")
-        self.empty_state.show_message(
-            "Open a task workspace…", "…a folder of Markdown task cards. Their dependency "
-            "graph shows here, cycles marked, with what each task needs and the context scene "
-            "an agent would get for it.",
-            [self.open_action])
+        self.set_empty_actions(())
         redaction.changed.connect(self._on_redaction_changed)
+
+    def set_empty_actions(self, extra: Sequence[QAction]) -> None:
+        """Offer ``extra`` beside "Open workspace…" while no workspace is open (the window's
+        "Open the Demo Workspace")."""
+        if self._workspace is None:
+            self.empty_state.show_message(
+                "Open a task workspace…", "…a folder of Markdown task cards. Their dependency "
+                "graph shows here, cycles marked, with what each task needs and the context "
+                "scene an agent would get for it.",
+                [self.open_action, *extra])
 
     # -- the owner thread ------------------------------------------------------------------
 

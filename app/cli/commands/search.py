@@ -83,7 +83,7 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
               f"({d.filtered_count} filtered), {bundle.total_tokens}/{d.budget} tokens"
               f"{', truncated' if bundle.truncated else ''}"
               f"{', compressed' if d.compression_applied else ''}; "
-              f"strategy {bundle.strategy_applied}, semantic {d.semantic_mode.value}, "
+              f"strategy {bundle.strategy_applied}, semantic {d.semantic_label}, "
               f"{d.time_ms:.2f} ms")
     scores = {d.ids[r]: float(d.scores[r]) for r in d.rows.tolist()}
     for i, record in enumerate(bundle.records, 1):

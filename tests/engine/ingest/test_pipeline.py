@@ -346,8 +346,10 @@ def _comparable(event: Event) -> dict[str, Any]:
     for key in ("event_id", "ts", "ts_iso", "seq", "latency_ms", "record_id"):
         data.pop(key)
     payload = dict(data["payload"])
+    # over_budget compares a stage's wall time with seed 001's budget: on a loaded machine
+    # one of the two runs may go over where the other did not
     for key in ("incoming_id", "id", "latency_ms", "target_id", "related", "merged_from",
-                "review_id"):
+                "review_id", "over_budget"):
         payload.pop(key, None)
     if "candidates" in payload:  # record ids are random; similarities and order must agree
         payload["candidates"] = [{**c, "id": None} for c in payload["candidates"]]

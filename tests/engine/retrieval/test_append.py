@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine.config import MemoryConfig
+from engine.config import MemoryConfig, RetrievalConfig
 from engine.records import Layer, MemoryRecord, NewMemory
 from engine.retrieval import RetrievalRequest, RetrievedBundle
 from engine.retrieval import retriever as retriever_module
@@ -110,6 +110,7 @@ def _assert_identical(bundle: RetrievedBundle, fresh: RetrievedBundle) -> None:
     np.testing.assert_array_equal(ours.components, theirs.components)
     np.testing.assert_array_equal(ours.eligible, theirs.eligible)
     np.testing.assert_array_equal(ours.neighbours, theirs.neighbours)
+    np.testing.assert_array_equal(ours.blended, theirs.blended)
     np.testing.assert_array_equal(ours.drop_codes, theirs.drop_codes)
     assert bundle.retrieval_hash() == fresh.retrieval_hash()
 
@@ -124,11 +125,20 @@ def _check(retriever: Retriever, work: Workload, agent: str | None, now: float) 
     _assert_identical(bundle, fresh)
 
 
+# the query-time blend with each record's predecessor (an agent's records are 30 minutes
+# apart here: a window of an hour gives them predecessors, which appends change)
+PLAIN = RetrievalConfig(semantic_blend=0.0)
+BLENDED = RetrievalConfig(semantic_blend=0.3, context_window_ms=3_600_000.0,
+                          semantic_blend_layers=frozenset(Layer))
+
+
+@pytest.mark.parametrize("config", [PLAIN, BLENDED], ids=["plain", "blended"])
 @pytest.mark.parametrize("agent", [None, "a1"])
-def test_retrieval_after_appends_is_a_full_recompute_bit_for_bit(agent: str | None) -> None:
+def test_retrieval_after_appends_is_a_full_recompute_bit_for_bit(
+        agent: str | None, config: RetrievalConfig) -> None:
     work = Workload()
     work.add(2000)
-    retriever = Retriever()
+    retriever = Retriever(config)
     now = NOW
     _check(retriever, work, agent, now)
     first_lineage = work.view.snapshot().lineage
@@ -155,13 +165,18 @@ def test_retrieval_after_appends_is_a_full_recompute_bit_for_bit(agent: str | No
     grown = int(np.count_nonzero(snapshot.has_vector))
     assert mean_rows(grown) != mean_rows(counted)  # the centring's mean moved
     assert newest - first_newest > 2 * DECAY_EPOCH_MS  # the decay epoch moved
+    if config.semantic_blend:
+        query, vector = work.query()
+        blended = _retrieve(retriever, work, snapshot, query, vector, agent, now).diagnostics
+        assert np.count_nonzero(blended.blended >= 0) > 500
 
 
+@pytest.mark.parametrize("config", [PLAIN, BLENDED], ids=["plain", "blended"])
 def test_deletes_updates_and_access_counting_between_appends_keep_it_a_full_recompute(
-        ) -> None:
+        config: RetrievalConfig) -> None:
     work = Workload(seed=9)
     work.add(400)
-    retriever = Retriever()
+    retriever = Retriever(config)
     now = NOW
     _check(retriever, work, None, now)
     lineage = work.view.snapshot().lineage

@@ -8,6 +8,7 @@ at least as often as docs/retrieval.md states.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,8 +16,9 @@ import numpy.typing as npt
 import pytest
 
 from engine.config import MemoryConfig, RetrievalConfig
-from engine.records import Layer, MemoryRecord, NewMemory
+from engine.records import Layer, MemoryRecord, NewMemory, Privacy
 from engine.retrieval import RetrievalRequest, Retriever
+from engine.retrieval.candidates import StaticOrder, top_static
 from engine.retrieval.dense import IvfIndex
 from engine.retrieval.types import DropReason, RetrievedBundle
 from engine.store.view import ColumnarView
@@ -33,6 +35,21 @@ FORCED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_cand
 # every list of the dense index: its bound is then exact, not an approximation
 PROVE_ALL = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
                             static_candidates=4, dense_probes=10_000, proven_records=10_000)
+# every list probed and nothing widened: the first candidate set and its bound as they are
+ALL_LISTS = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
+                            static_candidates=4, dense_probes=10_000, proven_records=0)
+
+# the query-time blend of each record's vector with its predecessor's (docs/retrieval.md
+# "Third round"), in every layer; the generated records are hours apart, so a wider window
+# gives them predecessors
+BLENDED = {False: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.0),
+                  dataclasses.replace(PROVE_ALL, semantic_blend=0.0)),
+           True: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.3,
+                                      semantic_blend_layers=frozenset(Layer),
+                                      context_window_ms=86_400_000.0),
+                  dataclasses.replace(PROVE_ALL, semantic_blend=0.3,
+                                      semantic_blend_layers=frozenset(Layer),
+                                      context_window_ms=86_400_000.0))}
 UNWIDENED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
                             static_candidates=4, dense_probes=2, proven_records=0)
 
@@ -73,21 +90,47 @@ class Workload:
         return unit
 
 
+class Conversations(Workload):
+    """A generated store like an agent's conversations: turns attributed to speakers, some
+    flagged important, dated over two months, some public; accesses counted on a few. One
+    speaker (Zed) is rare: few enough rows to be listed rather than read off the static order."""
+
+    SPEAKERS = ("Tim", "Ada Lovelace", "Maria")
+
+    def record(self, i: int) -> MemoryRecord:
+        speaker = "Zed" if i % 101 == 1 else self.SPEAKERS[i % 4] if i % 4 < 3 else None
+        text = f"{self.text(10)} item{i}"
+        new = NewMemory(f"{speaker}: {text}" if speaker else text,
+                        agent_id=f"agent{i % 3}", layer=(Layer.EPISODIC, Layer.SEMANTIC)[i % 2],
+                        importance=float(self.rng.random()),
+                        tags=("important",) if i % 17 == 0 else (),
+                        privacy=Privacy.PUBLIC if i % 5 == 0 else Privacy.PRIVATE,
+                        created_at=NOW - float(self.rng.random()) * 60 * 86_400_000.0)
+        return MemoryRecord.create(new, now_ms=NOW, record_id=f"id{i:06d}")
+
+    def touch_some(self, count: int, now_ms: float) -> None:
+        rows = self.rng.choice(len(self.records), size=count, replace=False)
+        for _ in range(3):
+            self.view.touch([self.records[r].id for r in rows.tolist()], now_ms)
+
+
 _RETRIEVERS: dict[tuple[int, int], Retriever] = {}
 
 
 def _retrieve(config: RetrievalConfig, work: Workload, query: str,
               vector: npt.NDArray[np.float32], *, agent: str | None = None,
-              max_tokens: int = 300) -> RetrievedBundle:
+              max_tokens: int = 300, now_ms: float = NOW,
+              retriever: Retriever | None = None) -> RetrievedBundle:
     def fetch(ids: Sequence[str]) -> list[MemoryRecord]:
         return [work.records[int(i[2:])] for i in ids]
 
     # one retriever per workload and config: its text index is built once
-    retriever = _RETRIEVERS.setdefault((id(work), id(config)), Retriever(config))
+    if retriever is None:
+        retriever = _RETRIEVERS.setdefault((id(work), id(config)), Retriever(config))
     return retriever.retrieve(
         work.view.snapshot(), RetrievalRequest(max_tokens=max_tokens, query=query,
                                                agent_id=agent),
-        now_ms=NOW, memory=MemoryConfig(), query_vector=vector, fetch=fetch)
+        now_ms=now_ms, memory=MemoryConfig(), query_vector=vector, fetch=fetch)
 
 
 def _packed(bundle: RetrievedBundle) -> list[tuple[str, float]]:
@@ -97,16 +140,22 @@ def _packed(bundle: RetrievedBundle) -> list[tuple[str, float]]:
     return [(r.id, float(diagnostics.scores[rows[r.id]])) for r in bundle.records]
 
 
+@pytest.mark.parametrize("blend", [False, True])
 @pytest.mark.parametrize("agent", [None, "agent1"])
 def test_forced_candidates_pack_what_exhaustive_scoring_packs_on_a_small_store(
-        agent: str | None) -> None:
+        agent: str | None, blend: bool) -> None:
     work = Workload(600)
+    exhaustive, forced = BLENDED[blend]
     for row in (5, 77, 301, 599):
         query = " ".join(work.records[row].content.split()[:4])
         vector = work.query_near(row)
-        reference = _retrieve(EXHAUSTIVE, work, query, vector, agent=agent)
-        candidate = _retrieve(PROVE_ALL, work, query, vector, agent=agent)
+        reference = _retrieve(exhaustive, work, query, vector, agent=agent)
+        candidate = _retrieve(forced, work, query, vector, agent=agent)
         assert candidate.diagnostics.candidate_sources  # the candidate path ran
+        if blend:  # most rows have a predecessor, and the two paths blend the same rows
+            assert np.count_nonzero(reference.diagnostics.blended >= 0) > 100
+            np.testing.assert_array_equal(candidate.diagnostics.blended,
+                                          reference.diagnostics.blended)
         assert candidate.diagnostics.scored_count < reference.diagnostics.scored_count
         assert _packed(candidate) == _packed(reference)
         assert candidate.total_tokens == reference.total_tokens
@@ -172,16 +221,28 @@ def test_candidates_that_run_out_before_the_budget_fall_back_to_every_row() -> N
     assert _packed(candidate) == _packed(reference)
 
 
-def test_top_five_agreement_on_a_generated_20k_store_meets_the_stated_figure() -> None:
-    work = Workload(20_000, clusters=200)
-    config = RetrievalConfig(candidate_threshold=0)
+AGREEMENT_CONFIGS = {False: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.0),
+                             RetrievalConfig(candidate_threshold=0, semantic_blend=0.0)),
+                     True: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.3,
+                                                semantic_blend_layers=frozenset(Layer)),
+                            RetrievalConfig(candidate_threshold=0, semantic_blend=0.3,
+                                            semantic_blend_layers=frozenset(Layer)))}
+
+
+@pytest.mark.parametrize("blend", [False, True])
+def test_top_five_agreement_on_a_generated_20k_store_meets_the_stated_figure(
+        blend: bool) -> None:
+    work = Workload(20_000, clusters=200)  # ~3,300 records per agent and layer: minutes apart
+    exhaustive, config = AGREEMENT_CONFIGS[blend]
     agreements = []
     for _ in range(25):
         row = int(work.rng.integers(0, 20_000))
         query, vector = work.text(5), work.query_near(row)
-        reference = [i for i, _ in _packed(_retrieve(EXHAUSTIVE, work, query, vector))][:5]
+        reference = [i for i, _ in _packed(_retrieve(exhaustive, work, query, vector))][:5]
         candidate = _retrieve(config, work, query, vector)
         assert candidate.diagnostics.candidate_sources
+        blended = int(np.count_nonzero(candidate.diagnostics.blended >= 0))
+        assert (blended > 3000) if blend else blended == 0
         top = [i for i, _ in _packed(candidate)][:5]
         agreements.append(len(set(top) & set(reference)) / len(reference))
     assert float(np.mean(agreements)) >= STATED_AGREEMENT
@@ -217,3 +278,125 @@ def test_stores_up_to_the_threshold_and_requests_without_a_vector_score_every_ro
                                  now_ms=NOW, memory=MemoryConfig(), query_vector=None,
                                  fetch=lambda ids: [])
     assert jaccard.diagnostics.candidate_sources == {}
+
+
+HOUR = 3_600_000.0
+DAY = 86_400_000.0
+# a speaker and a day (~1 % of the rows: listed), a month (~half of them: read off the static
+# order), plain words; NOW is 2025-06-15
+QUERIES = ("what did Tim say about w1 w2 on 20 May 2025", "Ada Lovelace w3 w7 in May 2025",
+           "w1 w5 w9 w30", "Maria w2 in April 2025 or on 1 June 2025")
+
+
+@pytest.mark.parametrize("later_ms", [0.0, 3 * HOUR, 20 * DAY])
+def test_every_scored_row_has_its_exhaustive_score_and_no_other_row_beats_the_bound(
+        later_ms: float) -> None:
+    """The union's scores are exhaustive scoring's, bit for bit, and the bound holds for every
+    row left out: before the decay epoch (its scale above 1), hours after (recency decayed,
+    importance not), weeks after; with accesses counted, flagged records, dates, speakers."""
+    work = Conversations(4000, seed=5)
+    work.touch_some(40, NOW)
+    now = NOW + later_ms
+    for number, query in enumerate(QUERIES):
+        vector = work.query_near(97 * number + 11)
+        for agent in (None, "agent2"):
+            reference = _retrieve(EXHAUSTIVE, work, query, vector, agent=agent, now_ms=now)
+            candidate = _retrieve(ALL_LISTS, work, query, vector, agent=agent, now_ms=now,
+                                  max_tokens=60)
+            _assert_exact_with_a_bound(candidate, reference)
+
+
+def _assert_exact_with_a_bound(candidate: RetrievedBundle, reference: RetrievedBundle) -> None:
+    """``candidate``'s scored rows have ``reference``'s (exhaustive) scores, bit for bit, and
+    no row it left out scores above its bound."""
+    diagnostics = candidate.diagnostics
+    assert diagnostics.candidate_sources and diagnostics.candidate_bound is not None
+    scored = np.flatnonzero(diagnostics.eligible)
+    assert len(scored) == diagnostics.scored_count < reference.diagnostics.scored_count
+    assert diagnostics.scores[scored].tolist() == reference.diagnostics.scores[scored].tolist()
+    left_out = reference.diagnostics.eligible & ~diagnostics.eligible
+    assert left_out.any()
+    assert float(reference.diagnostics.scores[left_out].max()) <= diagnostics.candidate_bound
+
+
+@pytest.mark.parametrize("query", [*QUERIES, "Zed w1 w4 on 20 May 2025"])
+def test_listed_date_and_speaker_rows_are_exact_too(query: str) -> None:
+    """With 64 static candidates a day's rows (~200) and a rare speaker's (~40) are listed
+    (up to 8 × 64), a month's and a common speaker's read off the static order: both exact."""
+    work = Conversations(4000, seed=5)
+    config = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
+                             static_candidates=64, dense_probes=10_000, proven_records=0)
+    vector = work.query_near(21)
+    reference = _retrieve(EXHAUSTIVE, work, query, vector)
+    candidate = _retrieve(config, work, query, vector, max_tokens=60)
+    _assert_exact_with_a_bound(candidate, reference)
+
+
+def test_date_and_speaker_sources_take_the_best_matching_rows() -> None:
+    work = Conversations(4000, seed=5)
+    vector = work.query_near(3)
+    for query, source in ((QUERIES[0], "date"), (QUERIES[1], "date"), (QUERIES[0], "speaker")):
+        bundle = _retrieve(ALL_LISTS, work, query, vector, max_tokens=60)
+        assert bundle.diagnostics.candidate_sources[source] == ALL_LISTS.static_candidates
+    packed = _packed(_retrieve(PROVE_ALL, work, QUERIES[0], vector))
+    assert packed == _packed(_retrieve(EXHAUSTIVE, work, QUERIES[0], vector))
+
+
+def test_the_candidate_path_follows_access_counting_and_appends() -> None:
+    """One retriever across view states (its static order updated, not re-sorted) gives what a
+    fresh retriever and exhaustive scoring give."""
+    work = Conversations(3000, seed=9)
+    retriever = Retriever(ALL_LISTS)
+    for step in range(4):
+        query, vector = QUERIES[step % len(QUERIES)], work.query_near(50 * step + 1)
+        kept = _retrieve(ALL_LISTS, work, query, vector, retriever=retriever, max_tokens=60)
+        fresh = _retrieve(ALL_LISTS, work, query, vector, retriever=Retriever(ALL_LISTS),
+                          max_tokens=60)
+        reference = _retrieve(EXHAUSTIVE, work, query, vector, retriever=Retriever(EXHAUSTIVE))
+        _assert_exact_with_a_bound(kept, reference)
+        assert _packed(kept) == _packed(fresh)
+        assert kept.diagnostics.candidate_bound == fresh.diagnostics.candidate_bound
+        # access counting, as the engine does after a retrieval; then two new records
+        work.view.touch([record.id for record in kept.records], NOW)
+        start = len(work.records)
+        added = [work.record(start), work.record(start + 1)]
+        work.records.extend(added)
+        vectors = work.vectors[[start % 3000, (start + 1) % 3000]]
+        work.view.upsert(added, vectors)
+
+
+def test_the_threshold_algorithm_finds_the_top_rows_for_any_decay() -> None:
+    rng = np.random.default_rng(1)
+    n = 5000
+    fixed = np.round(rng.random(n) * 4) / 10  # few distinct values, many ties
+    importance, recency = rng.random(n), rng.random(n) ** 4
+    order = StaticOrder.of(fixed, importance, recency, (0.3, 0.5), lineage=1)
+    accepted = rng.random(n) < 0.4
+    for a, r in ((0.3, 0.5), (0.6, 0.7), (0.2, 0.01), (0.0, 0.4), (0.3, 0.0)):
+        def value(rows: npt.NDArray[np.intp], a: float = a, r: float = r
+                  ) -> npt.NDArray[np.float64]:
+            return fixed[rows] + a * importance[rows] + r * recency[rows]
+
+        found = top_static(order, order.scale((a, r)), 50,
+                           lambda rows: accepted[rows], value)
+        every = np.flatnonzero(accepted)
+        best = np.sort(value(every))[::-1][:50]
+        assert np.sort(found.values)[::-1].tolist() == best.tolist()
+        assert accepted[found.rows].all() and not found.complete
+
+
+def test_the_static_order_moves_changed_and_appended_rows_into_place() -> None:
+    rng = np.random.default_rng(2)
+    n = 3100  # 100 appended and 40 changed: moved, fewer than an eighth of the rows
+    fixed, importance, recency = rng.random(n), rng.random(n), rng.random(n)
+    order = StaticOrder.of(fixed[:3000], importance[:3000], recency[:3000], (1.0, 0.5), 7)
+    changed = rng.choice(3000, 40, replace=False)
+    fixed[changed] += 0.25
+    importance[changed] = rng.random(40)
+    moved = order.updated(fixed, importance, recency, (9.0, 9.0), 7)
+    assert moved.coefficients == (1.0, 0.5)  # moved, not sorted again
+    assert sorted(moved.order.tolist()) == list(range(n))
+    decaying = importance + 0.5 * recency
+    assert (np.diff(decaying[moved.order]) <= 0).all()
+    assert moved.suffix_fixed[0] == fixed.max() and moved.suffix_fixed[-1] == -np.inf
+    assert order.updated(fixed, importance, recency, (2.0, 1.0), 8).coefficients == (2.0, 1.0)

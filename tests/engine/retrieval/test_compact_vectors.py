@@ -76,7 +76,10 @@ def test_a_spilled_view_packs_what_an_in_memory_view_packs(config: RetrievalConf
 def test_the_shortlist_keeps_every_row_whose_exact_cosine_is_among_the_best(
         centring: float) -> None:
     work = Workload(6000, clusters=40)
-    retriever = Retriever(RetrievalConfig(candidate_threshold=0, semantic_centering=centring))
+    # the shortlist serves the plain (centred) cosine: with the query-time blend on, the
+    # candidate path computes every probed row exactly (Retriever._dense_source)
+    retriever = Retriever(RetrievalConfig(candidate_threshold=0, semantic_centering=centring,
+                                          semantic_blend=0.0))
     snapshot = work.view.snapshot()
     candidates = retriever._candidates(snapshot, RetrievalRequest(max_tokens=300, query="w1"),
                                        NOW)
