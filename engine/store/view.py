@@ -435,7 +435,8 @@ class _MappedRows:
 
     Writes never map pages into the process: only the rows a reader indexes are paged in, as
     clean file pages the kernel may drop (and read back) under memory pressure, unlike the
-    anonymous pages of an array. The file is sparse: rows not written read as zeros. A reader
+    anonymous pages of an array. The file's blocks are reserved when it is made
+    (``posix_fallocate``); rows not written read as zeros. A reader
     holding :attr:`array` keeps the mapping (and the file's blocks) alive after the view moved
     to a bigger file.
     """
@@ -447,6 +448,12 @@ class _MappedRows:
                                     dir=directory)
         try:
             os.ftruncate(fd, size)
+            if hasattr(os, "posix_fallocate"):
+                # every block reserved now: a read through the map of a row whose block the
+                # filesystem could not allocate (a full tmpfs, where even reading a hole
+                # allocates) kills the process with SIGBUS; a disk without the room fails
+                # here instead, and the view keeps its vectors in memory
+                os.posix_fallocate(fd, 0, size)
             mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         except BaseException:
             os.close(fd)
