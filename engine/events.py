@@ -404,13 +404,14 @@ def _row_to_event(row: Any) -> Event:
 
 _ENVELOPE_FIELDS = ("record_id", "memory_hash", "stage", "similarity", "thresholds", "source",
                     "latency_ms", "decision_reason", "agent_id", "payload")
+_ENVELOPE_SET = frozenset(_ENVELOPE_FIELDS)
 
 
 def _emit_many(bus: EventBus, items: Sequence[tuple[str, Mapping[str, Any]]], *,
                force: bool = False) -> list[Event | None]:
     built: list[Event | None] = []
     for kind, fields in items:
-        unknown = set(fields) - set(_ENVELOPE_FIELDS)
+        unknown = fields.keys() - _ENVELOPE_SET
         if unknown:
             raise TypeError(f"emit_many: unknown envelope field(s) {sorted(unknown)}")
         if not force and bus.sampling_rate < 1.0 and (
@@ -447,21 +448,31 @@ def _emit_many(bus: EventBus, items: Sequence[tuple[str, Mapping[str, Any]]], *,
     return built
 
 
+_PAYLOAD_JSON = json.JSONEncoder(default=str).encode  # json.dumps(..., default=str), built once
+_INSERT_EVENT = (
+    "INSERT INTO events(event_id, kind, ts, record_id, memory_hash, stage, similarity,"
+    " thresholds, source, latency_ms, decision_reason, agent_id, payload)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
 def _persist_many(ledger: Ledger, events: Sequence[Event]) -> list[Event]:
-    from dataclasses import replace
+    """Insert ``events`` in one transaction with one ``executemany``; the events with their
+    ``seq``.
 
-    out: list[Event] = []
+    ``seq`` is ``INTEGER PRIMARY KEY AUTOINCREMENT`` and the transaction is ``BEGIN
+    IMMEDIATE`` (no other writer between the rows), so the rows get consecutive numbers ending
+    at ``last_insert_rowid()``: one statement for the chunk instead of one per event.
+    """
+    if not events:
+        return []
+    rows = [(event.event_id, event.kind, event.ts, event.record_id, event.memory_hash,
+             event.stage, event.similarity, json.dumps(dict(event.thresholds)), event.source,
+             event.latency_ms, event.decision_reason, event.agent_id,
+             _PAYLOAD_JSON(dict(event.payload))) for event in events]
     with ledger.transaction() as conn:
-        for event in events:
-            cursor = conn.execute(
-                "INSERT INTO events(event_id, kind, ts, record_id, memory_hash, stage, similarity,"
-                " thresholds, source, latency_ms, decision_reason, agent_id, payload)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (event.event_id, event.kind, event.ts, event.record_id, event.memory_hash,
-                 event.stage, event.similarity, json.dumps(dict(event.thresholds)), event.source,
-                 event.latency_ms, event.decision_reason, event.agent_id,
-                 json.dumps(dict(event.payload), default=str)),
-            )
-            out.append(replace(event, seq=int(cursor.lastrowid or 0)))
-    return out
-
+        conn.executemany(_INSERT_EVENT, rows)
+        last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+    first = last - len(events) + 1
+    return [Event(e.event_id, e.kind, e.ts, first + i, e.record_id, e.memory_hash, e.stage,
+                  e.similarity, e.thresholds, e.source, e.latency_ms, e.decision_reason,
+                  e.agent_id, e.payload) for i, e in enumerate(events)]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,6 +136,39 @@ class StageReport:
         """Wire form."""
         return {"stage": self.stage.value, "index": self.index, "data": dict(self.data),
                 "latency_ms": round(self.latency_ms, 3)}
+
+
+class _LazyData(Mapping[str, Any]):
+    """A stage's wire-form data (:attr:`StageReport.data`), built on its first read.
+
+    Batch ingest runs every stage of every memory, but only the stepper, the API and a test
+    read a stage's ``data``, and a batch's reports are never handed out; building the
+    candidates, decision and records as JSON for each memory cost about a tenth of the
+    pipeline's own CPU (issue 24), so a batch's runs build it on first read. The builder
+    reads only frozen values captured when the stage ran: the data is what it was then.
+    """
+
+    __slots__ = ("_build", "_data")
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self._build: Callable[[], dict[str, Any]] | None = build
+        self._data: dict[str, Any] | None = None
+
+    def _built(self) -> dict[str, Any]:
+        if self._data is None:
+            assert self._build is not None
+            self._data = self._build()
+            self._build = None
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,8 +410,10 @@ class _Run:
     """The state of one incoming memory moving through the stages."""
 
     def __init__(self, pipeline: IngestPipeline, new: NewMemory, *, vector: F32 | None,
-                 precomputed: bool, writes: _WriteSet | None) -> None:
+                 precomputed: bool, writes: _WriteSet | None, lazy_data: bool = False) -> None:
         self.pipeline = pipeline
+        # a batch driver's run: its stage data is built only if read (see _LazyData)
+        self.lazy_data = lazy_data
         self.new = new
         self.incoming_id = str(uuid.uuid4())
         self.batched = writes is not None
@@ -447,6 +482,11 @@ class _Run:
             self.writes.runs.append(self)
         return {"error": message}, FailedDetail(message)
 
+    def _data(self, build: Callable[[], dict[str, Any]]) -> Mapping[str, Any]:
+        """A stage's wire-form data: built now for the stepper and the API, on first read in a
+        batch (whose stage reports nobody reads unless a test does)."""
+        return _LazyData(build) if self.lazy_data else build()
+
     def _envelope(self, stage: Stage, **fields: Any) -> dict[str, Any]:
         fields.setdefault("memory_hash", self.content_hash or None)
         fields.setdefault("source", self.new.source)
@@ -504,7 +544,7 @@ class _Run:
             payload={k: v for k, v in data.items() if k != "latency_ms"})))
         return data, detail
 
-    def _candidates(self) -> tuple[dict[str, Any], CandidatesDetail]:
+    def _candidates(self) -> tuple[Mapping[str, Any], CandidatesDetail]:
         began = time.perf_counter()
         pipeline = self.pipeline
         writes = self.writes
@@ -522,25 +562,31 @@ class _Run:
             overlay=writes.overlay if writes is not None else None,
             aliases=aliases, rejected=rejected)
         latency = (time.perf_counter() - began) * 1000.0
-        data = self.search.to_json()
+        search = self.search
         # seed 001 "ANN query < 25 ms", reported with the stage's data and event
-        data["budget_ms"] = pipeline.policy.search_budget_ms
-        data["over_budget"] = latency > pipeline.policy.search_budget_ms
-        best = self.search.exact.id if self.search.exact is not None else (
-            self.search.candidates[0].id if self.search.candidates else None)
-        best_sim = 1.0 if self.search.exact is not None else (
-            self.search.candidates[0].similarity if self.search.candidates else None)
+        budget = pipeline.policy.search_budget_ms
+        over = latency > budget
+
+        def data() -> dict[str, Any]:
+            return {**search.to_json(), "budget_ms": budget, "over_budget": over}
+
+        best = search.exact.id if search.exact is not None else (
+            search.candidates[0].id if search.candidates else None)
+        best_sim = 1.0 if search.exact is not None else (
+            search.candidates[0].similarity if search.candidates else None)
+        # the event's part of the stage data, built from the search (the whole data is lazy)
         self.queued.append(_QueuedEvent(EventKind.CANDIDATE_MATCH, self._envelope(
             Stage.CANDIDATES, record_id=best, similarity=best_sim, latency_ms=latency,
-            payload={"method": data["method"], "path": data["path"],
-                     "hash_hit": data["hash_hit"], "candidates": data["candidates"][:5],
-                     "partition_size": data["partition_size"],
-                     "rejected": data["rejected"], "budget_ms": data["budget_ms"],
-                     "over_budget": data["over_budget"]})))
-        return data, CandidatesDetail(self.search, pipeline.policy.search_budget_ms,
-                                      bool(data["over_budget"]))
+            payload={"method": search.method,
+                     "path": "embedding" if search.semantic else "jaccard",
+                     "hash_hit": search.hash_hit,
+                     "candidates": [c.to_json() for c in search.candidates[:5]],
+                     "partition_size": search.partition_size,
+                     "rejected": list(search.rejected), "budget_ms": budget,
+                     "over_budget": over})))
+        return self._data(data), CandidatesDetail(search, budget, over)
 
-    def _decision(self) -> tuple[dict[str, Any], DecisionDetail]:
+    def _decision(self) -> tuple[Mapping[str, Any], DecisionDetail]:
         search = self.search
         assert search is not None
         new = self.new
@@ -564,10 +610,12 @@ class _Run:
             category=new.category, exact=search.exact, candidates=search.candidates,
             semantic=search.semantic, surprise=self.surprise, policy=self.pipeline.policy,
             pending_targets=pending)
-        return ({"decision": self.decision.to_json(), "surprise": self.surprise.to_json()},
-                DecisionDetail(self.decision, self.surprise))
+        decision, surprise = self.decision, self.surprise
+        return (self._data(lambda: {"decision": decision.to_json(),
+                                    "surprise": surprise.to_json()}),
+                DecisionDetail(decision, surprise))
 
-    def _apply(self) -> tuple[dict[str, Any], ApplyDetail]:
+    def _apply(self) -> tuple[Mapping[str, Any], ApplyDetail]:
         decision, search, surprise = self.decision, self.search, self.surprise
         assert decision is not None
         assert search is not None
@@ -617,15 +665,20 @@ class _Run:
             elif decision.action is Action.DEFERRED:
                 review = self._review(decision)
         self._review_spec = review
-        return ({"action": decision.action.value,
-                 "before": None if self.before is None else self.before.to_json(),
-                 "after": None if self.after is None else self.after.to_json(),
-                 "merge_weight": weight,
-                 "review": None if review is None else {
-                     "reason": review["reason"], "target_id": review["target_id"],
-                     "similarity": review["similarity"],
-                     "conflicts": [c.to_json() for c in decision.conflicts]}},
-                ApplyDetail(decision.action, self.before, self.after, weight,
+        before, after = self.before, self.after
+
+        def data() -> dict[str, Any]:
+            return {"action": decision.action.value,
+                    "before": None if before is None else before.to_json(),
+                    "after": None if after is None else after.to_json(),
+                    "merge_weight": weight,
+                    "review": None if review is None else {
+                        "reason": review["reason"], "target_id": review["target_id"],
+                        "similarity": review["similarity"],
+                        "conflicts": [c.to_json() for c in decision.conflicts]}}
+
+        return (self._data(data),
+                ApplyDetail(decision.action, before, after, weight,
                             None if review is None else review["target_id"]))
 
     @property
@@ -1127,7 +1180,7 @@ class IngestPipeline:
                 return None
             vector = None if vectors is None else vectors[offset]
             run = _Run(self, item, vector=vector, precomputed=vectors is not None,
-                       writes=writes)
+                       writes=writes, lazy_data=True)
             while not run.done:
                 run.step()
             runs.append(run)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from engine.clock import DeterministicClock, DeterministicRNG
 from engine.events import Event, EventBus, EventFilter
 from engine.ledger import Ledger
@@ -39,3 +41,34 @@ def test_sampling_and_redaction_apply() -> None:
     assert [e is not None for e in bus.emit_many([("c", {})], force=True)] == [True]
     bus.sampling_rate = 0.0
     assert bus.emit_many([("d", {})]) == [None]
+
+
+def test_returned_seqs_are_the_stored_ones_under_concurrent_writers() -> None:
+    """``emit_many`` numbers its events from ``last_insert_rowid()`` after one
+    ``executemany``: with other threads emitting (singly and in batches) at the same time,
+    every returned ``seq`` must still be the one the ledger stored for that event."""
+    bus = _bus()
+    returned: list[Event] = []
+    lock = threading.Lock()
+
+    def work(batch: int) -> None:
+        for round_ in range(20):
+            if batch:
+                got = bus.emit_many([(f"k{batch}", {"payload": {"i": i, "r": round_}})
+                                     for i in range(batch)])
+                kept = [e for e in got if e is not None]
+            else:
+                single = bus.emit("single")
+                kept = [] if single is None else [single]
+            with lock:
+                returned.extend(kept)
+
+    threads = [threading.Thread(target=work, args=(size,)) for size in (0, 1, 3, 7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stored = {e.event_id: e.seq for e in bus.query(EventFilter(limit=1000))}
+    assert len(returned) == 20 * (1 + 1 + 3 + 7) == len(stored)
+    assert {e.event_id: e.seq for e in returned} == stored
+    assert sorted(stored.values()) == list(range(1, len(stored) + 1))
