@@ -31,6 +31,8 @@ def _stats(stats: Stats | None, unit: str) -> str:
 def _size(size: int) -> str:
     if size <= 0:
         return ""
+    if size >= 1_000_000 and size % 1_000_000 == 0:
+        return f"{size // 1_000_000}M"
     return f"{size // 1000}K" if size >= 1000 and size % 1000 == 0 else str(size)
 
 
