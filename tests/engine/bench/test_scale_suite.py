@@ -145,3 +145,16 @@ def test_the_cached_store_is_served_by_chroma_run_over_its_own_directory(
     matching = sum(1 for i in range(SIZE) if i % 12 == 8)
     assert f"{matching:,} match" in rows[f"server-filter-page@{SIZE}"].note
     assert view_cache.is_current(path, "mnemoscope_memories", 384)  # serving changed nothing
+
+
+def test_the_report_names_1m_rows_and_says_how_the_scale_rows_are_made() -> None:
+    from engine.bench import BenchReport, MachineInfo
+    from engine.bench.report import render_markdown
+
+    rows = server_rows([*((n, [0.2], "") for n in "cfsat"), ("get", [0.1], "")], 1_000_000,
+                       lambda _: None)
+    report = BenchReport(MachineInfo("cpu", 2, 2, 4.0, "Linux", "3.11"), tuple(rows),
+                         "2026-01-01T00:00:00Z", 1.0, (1_000_000,), quick=False)
+    text = render_markdown(report)
+    assert "| server store → records table first page | 1M |" in text
+    assert "`benchmarks/bench_scale.py`" in text and "--cache DIR" in text
