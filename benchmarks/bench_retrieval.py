@@ -292,7 +292,8 @@ class Comparison:
 def compare_requests(snapshot: Any, collection: Any, queries: Sequence[str],
                      vectors: np.ndarray) -> Comparison:
     """Time each request on ``snapshot`` by exhaustive scoring and by the candidate path, and
-    a plain Chroma query (HNSW, documents and metadata, top 10) on ``collection``.
+    a plain Chroma query (HNSW, documents and metadata, top 10) on ``collection`` (None: no
+    peer; ``wall["chroma"]`` stays empty).
 
     The first :data:`WARMUP` requests are not recorded. Records are not fetched (a no-op
     fetch: materialising them is a separate Chroma cost).
@@ -330,10 +331,12 @@ def compare_requests(snapshot: Any, collection: Any, queries: Sequence[str],
                 if name == "candidate" and not bundle.diagnostics.candidate_sources:
                     fallbacks += 1
         started = time.perf_counter()
-        collection.query(query_embeddings=[vector.tolist()], n_results=10,
-                         include=["documents", "metadatas", "distances"])
+        if collection is not None:
+            collection.query(query_embeddings=[vector.tolist()], n_results=10,
+                             include=["documents", "metadatas", "distances"])
         if i >= WARMUP:
-            wall["chroma"].append((time.perf_counter() - started) * 1000.0)
+            if collection is not None:
+                wall["chroma"].append((time.perf_counter() - started) * 1000.0)
             top = packed.get("exhaustive", [])[:AGREEMENT_DEPTH]
             if top:
                 found = set(packed.get("candidate", [])[:AGREEMENT_DEPTH])
@@ -341,18 +344,23 @@ def compare_requests(snapshot: Any, collection: Any, queries: Sequence[str],
     return Comparison(wall, cpu, agreement, fallbacks, index.nbytes, index_s)
 
 
-def compare(n: int, runs: int, seed: int = 7) -> None:
-    """One ``--candidates`` row: candidate path vs exhaustive vs Chroma on ``n`` records."""
+def compare(n: int, runs: int, seed: int = 7, *, peer: bool = True) -> None:
+    """One ``--candidates`` row: candidate path vs exhaustive vs Chroma on ``n`` records.
+
+    Args:
+        peer: Also build (once, cached) and query the Chroma store of the same records.
+    """
     corpus = build_topical(n, seed)
     rng = np.random.default_rng(seed + 1)
     queries = [" ".join(rng.choice(VOCABULARY, size=5, p=_ZIPF)) for _ in range(runs + WARMUP)]
     near = corpus.vectors[rng.integers(0, n, len(queries))]
     near = near + 0.03 * rng.standard_normal(near.shape).astype(np.float32)
     near /= np.linalg.norm(near, axis=1, keepdims=True)
-    collection: Any = chroma_peer(corpus, seed)
+    collection: Any = chroma_peer(corpus, seed) if peer else None
     measured = compare_requests(corpus.view.snapshot(), collection, queries, near)
     wall, cpu = measured.wall, measured.cpu
-    e, c, h = (summary(wall[k]) for k in ("exhaustive", "candidate", "chroma"))
+    e, c = (summary(wall[k]) for k in ("exhaustive", "candidate"))
+    h = summary(wall["chroma"] or [float("nan")])
     ec, cc = (summary(cpu[k]) for k in ("exhaustive", "candidate"))
     resident = corpus.view.resident_bytes()
     print(f"{n:>8} {_load():>5.1f} | {e.p50:>7.2f} {e.p95:>6.2f} {ec.p50:>6.2f} | "
@@ -362,7 +370,7 @@ def compare(n: int, runs: int, seed: int = 7) -> None:
           f"{measured.index_s:>6.1f} | {h.p50:>7.2f} {h.p95:>6.2f}", flush=True)
 
 
-def main_candidates(sizes: Sequence[int], runs: int) -> None:
+def main_candidates(sizes: Sequence[int], runs: int, *, peer: bool = True) -> None:
     """``--candidates``: :func:`compare` for each size."""
     print(f"BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS')}, {os.cpu_count()} cores; "
           f"ms (wall p50/p95, cpu p50); budget {BUDGET} tokens; top-{AGREEMENT_DEPTH} "
@@ -371,7 +379,7 @@ def main_candidates(sizes: Sequence[int], runs: int) -> None:
           f"{'cand p50':>7} {'p95':>6} {'cpu':>6} | {'agree':>6} {'all':>4} | "
           f"{'vectors':>8} {'index':>6} {'build':>6} | {'chroma':>7} {'p95':>6}")
     for n in sizes:
-        compare(n, runs)
+        compare(n, runs, peer=peer)
 
 
 if __name__ == "__main__":
@@ -380,7 +388,10 @@ if __name__ == "__main__":
         parser.add_argument("--candidates", action="store_true")
         parser.add_argument("--sizes", default="10000,100000")
         parser.add_argument("--runs", type=int, default=200)
+        parser.add_argument("--no-peer", action="store_true",
+                            help="no Chroma store (its build is the slow part at 1M)")
         options = parser.parse_args()
-        main_candidates([int(s) for s in options.sizes.split(",")], options.runs)
+        main_candidates([int(s) for s in options.sizes.split(",")], options.runs,
+                        peer=not options.no_peer)
     else:
         main()
