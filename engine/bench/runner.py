@@ -159,8 +159,10 @@ def run_bench(options: BenchOptions, *, gui: GuiSuite | None = None,
         if options.wants("scale"):
             cache = options.cache or DEFAULT_CACHE
             say(f"scale: cached stores of {sizes} in {cache}, beside plain Chroma")
+            # a smoke run's resident memory is measured without the model (loading it in a
+            # fresh process is most of the suite's time at tiny sizes)
             results.append(scale_suite(sizes, cache, options.runs, options.queries, say,
-                                       server=options.scale_server,
+                                       server=options.scale_server, model=not options.quick,
                                        open_runs=1 if options.quick else 3, root=root))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
