@@ -381,19 +381,22 @@ def _vm(field_name: str) -> int:
     return 0
 
 
-def resident_here(path: Path, *, model: bool) -> dict[str, Any]:
+def resident_here(path: Path, *, model: bool, model_cache: Path | None = None
+                  ) -> dict[str, Any]:
     """Resident memory of this process after opening ``path`` (and loading the model).
 
     Opens the store as the app does (``MemoryEngine.open``, read-only, the view from its
-    cache), loads the embedding model if ``model``, and runs one retrieval (which builds the
-    candidate path's dense index past its threshold, and embeds the query with the model),
-    then reads the process's RSS and its peak.
+    cache), loads the embedding model if ``model`` (the engine's default backend, its
+    conversion kept in ``model_cache`` as the app keeps it), and runs one retrieval (which
+    builds the candidate path's dense index past its threshold, and embeds the query with the
+    model), then reads the process's RSS and its peak.
     """
-    from engine.embedding import SentenceTransformerEmbedder
+    from engine.embedding import ModelSpec
     from engine.memory_engine import MemoryEngine
     from engine.retrieval import RetrievalRequest
 
-    embedder = SentenceTransformerEmbedder() if model else None
+    cache_dir = None if model_cache is None else str(model_cache)
+    embedder = ModelSpec(cache_dir=cache_dir).embedder() if model else None
     if embedder is not None:
         embedder.start_loading()
     engine = MemoryEngine.open(StoreSpec(str(path), read_only=True), embedder=embedder)
@@ -404,7 +407,8 @@ def resident_here(path: Path, *, model: bool) -> dict[str, Any]:
         resident = engine.store.view.resident_bytes()
         return {"rss": _vm("VmRSS"), "peak": _vm("VmHWM"), "view_vectors": resident["vectors"],
                 "view_columns": resident["columns"], "records": engine.store.count(),
-                "model": bool(model)}
+                "model": bool(model),
+                "backend": embedder.status().backend if embedder is not None else ""}
     finally:
         engine.close()
 
@@ -412,16 +416,25 @@ def resident_here(path: Path, *, model: bool) -> dict[str, Any]:
 def resident(path: Path, *, model: bool = True) -> dict[str, Any]:
     """:func:`resident_here` in a fresh process (nothing else of the benchmark resident).
 
+    The model's conversion is kept in ``model`` beside the cached stores; when there is none
+    yet, a first process makes it and is not measured (converting imports torch, which the
+    app's later launches do not).
+
     Raises:
         RuntimeError: the child process failed (its stderr's last lines say why).
     """
     command = [sys.executable, str(Path(__file__).resolve()), "--resident", str(path), "--json"]
+    model_cache = path.parent.parent / "model"
     if not model:
         command.append("--no-model")
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
-    if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        raise RuntimeError(f"resident-memory process exited with {done.returncode}: {tail}")
+    else:
+        command += ["--model-cache", str(model_cache)]
+    runs = 2 if model and not (model_cache.exists() and any(model_cache.iterdir())) else 1
+    for _ in range(runs):
+        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+        if done.returncode != 0:
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            raise RuntimeError(f"resident-memory process exited with {done.returncode}: {tail}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -475,10 +488,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="resident memory without the embedding model")
     parser.add_argument("--resident", type=Path, default=None, metavar="STORE",
                         help="internal: print this process's resident memory with STORE open")
+    parser.add_argument("--model-cache", type=Path, default=None,
+                        help="with --resident: where the model's conversion is kept")
     parser.add_argument("--json", action="store_true", help="with --resident: JSON only")
     args = parser.parse_args(argv)
     if args.resident is not None:
-        print(json.dumps(resident_here(args.resident, model=not args.no_model)))
+        print(json.dumps(resident_here(args.resident, model=not args.no_model,
+                                       model_cache=args.model_cache)))
         return 0
     from engine.bench.scale import DEFAULT_CACHE, scale_suite
 

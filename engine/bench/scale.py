@@ -207,6 +207,7 @@ def _resident_row(script: Any, path: Path, size: int, model: bool, log: Log) -> 
         return missing_row(f"resident@{size}", what, size, "MiB", target,
                            f"could not run: {exc}")
     view = (measured["view_vectors"] + measured["view_columns"]) / MIB
+    loaded = f", the model loaded ({measured['backend']})" if model else ", no model"
     rss = measured["rss"] / MIB
     log(f"resident@{size}: RSS {rss:.0f} MiB (view arrays {view:.0f} MiB)")
     return _row(key=f"resident@{size}", what=what, size=size, unit="MiB",
@@ -214,7 +215,7 @@ def _resident_row(script: Any, path: Path, size: int, model: bool, log: Log) -> 
                 baseline_stats=Stats.of([view]), ratio=rss / view if view > 0 else math.nan,
                 target=target,
                 note=f"process RSS in a fresh process after MemoryEngine.open (read-only, view "
-                     f"cache){', the model loaded' if model else ', no model'} and one "
+                     f"cache){loaded} and one "
                      f"retrieval; peak {measured['peak'] / MIB:.0f} MiB; view vectors "
                      f"{measured['view_vectors'] / MIB:.0f} MiB, columns "
                      f"{measured['view_columns'] / MIB:.0f} MiB")
