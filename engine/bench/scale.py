@@ -126,17 +126,22 @@ def scale_suite(sizes: Sequence[int], cache: Path, runs: int, queries: int, log:
 def _open_rows(script: Any, path: Path, size: int, runs: int, log: Log) -> list[BenchRow]:
     times = script.open_times(path, runs)
     peer = Stats.of(_ms(times.chroma_read))
+    peer_cpu = Stats.of(_ms(times.cpu["chroma_read"])).median
     rows = []
-    for key, what, values, note in (
-            ("open-cached", "open a store (read-only), view cache", times.cached,
+    for key, name, what, values, note in (
+            ("open-cached", "cached", "open a store (read-only), view cache", times.cached,
              f"median of {runs} opens after a warm-up open; MemoryStore.open as the app"),
-            ("open-uncached", "open a store (read-only), no view cache", times.uncached,
+            ("open-uncached", "uncached", "open a store (read-only), no view cache",
+             times.uncached,
              "every record read from Chroma into the view (the cache moved aside), once")):
         stats = Stats.of(_ms(values))
+        cpu = Stats.of(_ms(times.cpu[name])).median
         rows.append(_row(key=f"{key}@{size}", what=what, size=size, unit="ms", stats=stats,
                          baseline="plain Chroma read of every record (documents, metadata, "
                                   "embeddings)", baseline_stats=peer,
-                         ratio=_ratio(stats, peer, "median"), note=note))
+                         ratio=_ratio(stats, peer, "median"),
+                         note=f"{note}; process CPU {cpu:.0f} ms (Chroma's read "
+                              f"{peer_cpu:.0f} ms)"))
         log(f"{key}@{size}: {stats.median:.0f} ms (Chroma's full read {peer.median:.0f} ms)")
     return rows
 

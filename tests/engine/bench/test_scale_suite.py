@@ -98,6 +98,7 @@ def test_the_suite_emits_each_scale_row_beside_its_chroma_peer(
         assert row.baseline_stats.median > 0 and row.ratio > 0, row
     assert "Chroma" in rows[f"retrieval-candidate@{SIZE}"].baseline
     assert "Chroma" in rows[f"open-uncached@{SIZE}"].baseline
+    assert "process CPU" in rows[f"open-uncached@{SIZE}"].note  # the load-proof figure
     assert "search path: exact" in rows[f"scale-dedup@{SIZE}"].note  # its partition searched
     agreement = rows[f"agreement@{SIZE}"]
     assert agreement.target == AGREEMENT_TARGET and agreement.status in ("met", "missed")
