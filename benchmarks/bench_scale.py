@@ -410,11 +410,12 @@ def resident_here(path: Path, *, model: bool, model_cache: Path | None = None
     try:
         if embedder is not None and not embedder.wait_ready():
             raise RuntimeError(f"the embedding model did not load: {embedder.status()}")
+        before_retrieval = _vm("VmRSS")
         engine.retrieve(RetrievalRequest(query="w1 w7 w42", max_tokens=BUDGET))
         resident = engine.store.view.resident_bytes()
-        return {"rss": _vm("VmRSS"), "peak": _vm("VmHWM"), "view_vectors": resident["vectors"],
-                "view_columns": resident["columns"], "records": engine.store.count(),
-                "model": bool(model),
+        return {"rss": _vm("VmRSS"), "peak": _vm("VmHWM"), "opened": before_retrieval,
+                "view_vectors": resident["vectors"], "view_columns": resident["columns"],
+                "records": engine.store.count(), "model": bool(model),
                 "backend": embedder.status().backend if embedder is not None else ""}
     finally:
         engine.close()

@@ -220,8 +220,9 @@ def _resident_row(script: Any, path: Path, size: int, model: bool, log: Log) -> 
                 baseline_stats=Stats.of([view]), ratio=rss / view if view > 0 else math.nan,
                 target=target,
                 note=f"process RSS in a fresh process after MemoryEngine.open (read-only, view "
-                     f"cache){loaded} and one "
-                     f"retrieval; peak {measured['peak'] / MIB:.0f} MiB; view vectors "
+                     f"cache){loaded} and one retrieval ({measured['opened'] / MIB:.0f} MiB "
+                     f"before it: the retrieval adds the candidate path's indexes); peak "
+                     f"{measured['peak'] / MIB:.0f} MiB; view vectors "
                      f"{measured['view_vectors'] / MIB:.0f} MiB, columns "
                      f"{measured['view_columns'] / MIB:.0f} MiB")
 
