@@ -159,3 +159,14 @@ def test_the_report_names_1m_rows_and_says_how_the_scale_rows_are_made() -> None
     text = render_markdown(report)
     assert "| server store → records table first page | 1M |" in text
     assert "`benchmarks/bench_scale.py`" in text and "--cache DIR" in text
+
+
+def test_sizes_above_100k_go_to_the_scale_suite_only() -> None:
+    from dataclasses import replace
+
+    from engine.bench import BenchOptions, run_bench
+
+    options = replace(BenchOptions.quick_run((300, 1_000_000)), only=("retrieval",))
+    report = run_bench(options)
+    assert {row.size for row in report.rows} == {300}  # no fresh 1M store in a normal run
+    assert any("retrieval at [300]" in line for line in report.log)
