@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the run's own bound is the subprocess's 600 s; 285 s at load 12
 def test_quick_bench_writes_report_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "docs" / "benchmarks.md"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HF_HUB_OFFLINE="1",
