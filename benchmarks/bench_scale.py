@@ -45,6 +45,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -500,6 +501,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --resident: where the model's conversion is kept")
     parser.add_argument("--json", action="store_true", help="with --resident: JSON only")
     args = parser.parse_args(argv)
+    # SIGTERM, and SIGINT even where the shell started this in the background with SIGINT
+    # ignored, stop a build between Chroma calls: ensure_store closes the store (its view
+    # cache saved), and the next run resumes from the marker.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.resident is not None:
         print(json.dumps(resident_here(args.resident, model=not args.no_model,
                                        model_cache=args.model_cache)))
@@ -514,7 +520,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.build_only:
         for size in sizes:
-            ensure_store(cache, size, log=log)
+            try:
+                ensure_store(cache, size, log=log)
+            except KeyboardInterrupt:
+                written = _marker(cache / str(size)).get("written", 0)
+                log(f"stopped with {written:,} of {size:,} records written; run again to resume")
+                return 130
         return 0
     result = scale_suite(sizes, cache, args.runs, args.queries, log, server=not args.no_server,
                          model=not args.no_model)
