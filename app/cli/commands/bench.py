@@ -84,7 +84,8 @@ def register(subparsers: Any) -> None:
     bench.add_argument("--cache", type=Path, default=None, metavar="DIR",
                        help="where the scale suite keeps its generated stores between runs "
                             "(default: the temp folder's mnemoscope-bench-scale); building "
-                            "1M records takes about an hour, reusing them seconds")
+                            "1M records costs about 15 minutes of one core (far longer on a "
+                            "busy machine), reusing them seconds")
     bench.add_argument("--no-server", action="store_true",
                        help="scale suite: do not serve the stores with `chroma run`")
     bench.set_defaults(handler=run)
