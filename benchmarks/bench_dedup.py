@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -66,10 +67,13 @@ def build(path: Path, size: int, rng: np.random.Generator) -> tuple[np.ndarray, 
 
 def measure(path: Path, vectors: np.ndarray, texts: list[str], queries: int,
             exact_max: int, rng: np.random.Generator, *,
-            changed: bool = True) -> tuple[str, np.ndarray]:
+            changed: bool = True,
+            new: Callable[[str], NewMemory] = NewMemory) -> tuple[str, np.ndarray]:
     """(search path used, [[wall ms, process CPU ms, view-snapshot CPU ms]] per decision).
 
     Args:
+        new: Makes an incoming memory of a text (its agent, layer and privacy choose the
+            partition searched; the default matches :func:`build`'s records).
         changed: Change the view before each decision, as the write of a single ingest does
             (False: the decisions share one snapshot, as in a batch-ingest chunk).
     """
@@ -92,7 +96,7 @@ def measure(path: Path, vectors: np.ndarray, texts: list[str], queries: int,
                 vector = rng.standard_normal(DIM).astype(np.float32)
                 text = _text(rng, 10_000_000 + q)
             vector /= np.linalg.norm(vector)
-            run = pipeline.stepped(NewMemory(text), vector=vector)
+            run = pipeline.stepped(new(text), vector=vector)
             if changed:
                 view.touch(touched, 1.8e12)
             wall, cpu = time.perf_counter(), time.process_time()

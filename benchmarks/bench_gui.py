@@ -600,62 +600,81 @@ def _server_store(records: int, folder: Path) -> Any:
 def bench_server_store(records: int, runs: int, folder: Path) -> list[Row]:
     """Issue 24: a Chroma server store's first page and filtered pages before its full view.
 
+    The store: ``records`` records of ``tests/ui/bigstore.py`` on a ``chroma run`` over
+    ``folder`` (built once); the rows: :func:`server_pages`, the full view read twice at most.
+    """
+    from engine.query import RecordQuery
+    from tests.ui.bigstore import AGENTS, LAYERS
+
+    server, url = _server_store(records, folder)
+    try:
+        # Record i: agent AGENTS[i % 4], layer LAYERS[i % 6] (tests/ui/bigstore.py): 1 in 12.
+        return server_pages(url, SERVER_COLLECTION, records, runs,
+                            filtered=RecordQuery(agent_id=AGENTS[0], layer=LAYERS[2], limit=200),
+                            text="About TOPIC 42",  # 1 in 97, another case
+                            full_view_runs=max(1, min(runs, 2)))
+    finally:
+        server.__exit__(None, None, None)
+
+
+def server_pages(url: str, collection: str, records: int, runs: int, *, filtered: Any,
+                 text: str, full_view_runs: int) -> list[Row]:
+    """Time the records table of the server store ``collection`` at ``url`` from the server.
+
     Each run connects anew (``MemoryEngine.open(defer_view=True)``, what the window does) and
     times, from the server: connecting (Chroma's count), the first page of the records table
-    (the default query: archived records hidden, newest written first), a page filtered by
-    agent and layer, a page of the text filter (``where_document``), and the second page of
-    the records table (its ids already selected by the first). Same run: a plain Chroma
-    ``get`` of 200 records, and the full-view open these replace (every record read into the
-    process before the first page; ``MemoryEngine.open`` without ``defer_view``).
+    (the default query: archived records hidden, newest written first), the second page (its
+    ids already selected by the first), the page of ``filtered`` (a ``RecordQuery``) and a page
+    of the text filter ``text`` (``where_document``). Same run: a plain Chroma ``get`` of 200
+    records, and (``full_view_runs`` times; 0: not measured, the row is left out) the full-view
+    open these replace (every record read into the process before the first page;
+    ``MemoryEngine.open`` without ``defer_view``).
+
+    Returns:
+        Rows in this order: connect, first page, second page, filtered page, text page, the
+        Chroma ``get``, then the full-view open if it was measured.
     """
     import chromadb
 
     from engine.memory_engine import MemoryEngine
     from engine.query import RecordQuery
     from engine.store import StoreSpec
-    from tests.ui.bigstore import AGENTS, LAYERS
 
-    server, url = _server_store(records, folder)
-    rows: list[Row] = []
-    try:
-        spec = StoreSpec(url, collection=SERVER_COLLECTION, read_only=True)
-        timings: dict[str, list[float]] = {name: [] for name in (
-            "connect", "first page", "next page", "filtered page", "text page",
-            "chroma get", "full view")}
-        # Record i: agent AGENTS[i % 4], layer LAYERS[i % 6] (tests/ui/bigstore.py): 1 in 12.
-        filtered = RecordQuery(agent_id=AGENTS[0], layer=LAYERS[2], limit=200)
-        text = RecordQuery(text="About TOPIC 42", limit=200)  # 1 in 97, another case
-        shown: dict[str, int] = {}
-        for _ in range(runs):
-            started = time.perf_counter()
-            engine = MemoryEngine.open(spec, defer_view=True)
-            timings["connect"].append(time.perf_counter() - started)
-            try:
-                for name, query in (("first page", RecordQuery(limit=200)),
-                                    ("next page", RecordQuery(offset=200, limit=200)),
-                                    ("filtered page", filtered), ("text page", text)):
-                    started = time.perf_counter()
-                    page = engine.server_rows(query)
-                    timings[name].append(time.perf_counter() - started)
-                    shown[name] = page.total
-                    assert not engine.view_ready
-            finally:
-                engine.close()
-            host, port = url.split("//")[1].split(":")
-            client = chromadb.HttpClient(host=host, port=int(port))
-            collection = client.get_collection(SERVER_COLLECTION, embedding_function=None)
-            started = time.perf_counter()
-            collection.get(limit=200, include=["documents", "metadatas"])
-            timings["chroma get"].append(time.perf_counter() - started)
-        for _ in range(max(1, min(runs, 2))):
-            started = time.perf_counter()
-            engine = MemoryEngine.open(spec)
-            engine.list_rows(RecordQuery(limit=200))
-            timings["full view"].append(time.perf_counter() - started)
+    spec = StoreSpec(url, collection=collection, read_only=True)
+    timings: dict[str, list[float]] = {name: [] for name in (
+        "connect", "first page", "next page", "filtered page", "text page",
+        "chroma get", "full view")}
+    shown: dict[str, int] = {}
+    for _ in range(runs):
+        started = time.perf_counter()
+        engine = MemoryEngine.open(spec, defer_view=True)
+        timings["connect"].append(time.perf_counter() - started)
+        try:
+            for name, query in (("first page", RecordQuery(limit=200)),
+                                ("next page", RecordQuery(offset=200, limit=200)),
+                                ("filtered page", filtered),
+                                ("text page", RecordQuery(text=text, limit=200))):
+                started = time.perf_counter()
+                page = engine.server_rows(query)
+                timings[name].append(time.perf_counter() - started)
+                shown[name] = page.total
+                assert not engine.view_ready
+        finally:
             engine.close()
-    finally:
-        server.__exit__(None, None, None)
+        host, port = url.split("//")[1].split(":")
+        client = chromadb.HttpClient(host=host, port=int(port))
+        chroma = client.get_collection(collection, embedding_function=None)
+        started = time.perf_counter()
+        chroma.get(limit=200, include=["documents", "metadatas"])
+        timings["chroma get"].append(time.perf_counter() - started)
+    for _ in range(full_view_runs):
+        started = time.perf_counter()
+        engine = MemoryEngine.open(spec)
+        engine.list_rows(RecordQuery(limit=200))
+        timings["full view"].append(time.perf_counter() - started)
+        engine.close()
     size = f"{records:,}-record server store"
+    rows: list[Row] = []
     rows.append((f"connect ({size})", timings["connect"], "count only"))
     rows.append((f"first page, server ({size})", timings["first page"],
                  f"{shown['first page']:,} shown"))
@@ -666,8 +685,9 @@ def bench_server_store(records: int, runs: int, folder: Path) -> list[Row]:
     rows.append((f"text filter page, server ({size})", timings["text page"],
                  f"{shown['text page']:,} match"))
     rows.append(("plain Chroma get of 200 records", timings["chroma get"], "peer"))
-    rows.append((f"full-view open + first page ({size})", timings["full view"],
-                 "what the server path replaces"))
+    if timings["full view"]:
+        rows.append((f"full-view open + first page ({size})", timings["full view"],
+                     "what the server path replaces"))
     return rows
 
 

@@ -267,19 +267,41 @@ def chroma_peer(corpus: Corpus, seed: int) -> object:
     return collection
 
 
-def compare(n: int, runs: int, seed: int = 7) -> None:
-    """One ``--candidates`` row: candidate path vs exhaustive vs Chroma on ``n`` records."""
-    corpus = build_topical(n, seed)
-    rng = np.random.default_rng(seed + 1)
-    queries = [" ".join(rng.choice(VOCABULARY, size=5, p=_ZIPF)) for _ in range(runs + WARMUP)]
-    near = corpus.vectors[rng.integers(0, n, len(queries))]
-    near = near + 0.03 * rng.standard_normal(near.shape).astype(np.float32)
-    near /= np.linalg.norm(near, axis=1, keepdims=True)
+@dataclass
+class Comparison:
+    """What :func:`compare_requests` measured (warm-up requests excluded).
+
+    Attributes:
+        wall: Per-request wall ms of ``exhaustive``, ``candidate`` and the ``chroma`` peer.
+        cpu: Per-request CPU ms (``time.thread_time``) of ``exhaustive`` and ``candidate``.
+        agreement: Per request, the share of exhaustive scoring's first
+            :data:`AGREEMENT_DEPTH` packed records that the candidate path packed first too.
+        fallbacks: Candidate-path requests that scored every row (no candidate sources).
+        index_bytes: Resident bytes of the candidate path's dense index.
+        index_s: Seconds its first build took.
+    """
+
+    wall: dict[str, list[float]]
+    cpu: dict[str, list[float]]
+    agreement: list[float]
+    fallbacks: int
+    index_bytes: int
+    index_s: float
+
+
+def compare_requests(snapshot: Any, collection: Any, queries: Sequence[str],
+                     vectors: np.ndarray) -> Comparison:
+    """Time each request on ``snapshot`` by exhaustive scoring and by the candidate path, and
+    a plain Chroma query (HNSW, documents and metadata, top 10) on ``collection`` (None: no
+    peer; ``wall["chroma"]`` stays empty).
+
+    The first :data:`WARMUP` requests are not recorded. Records are not fetched (a no-op
+    fetch: materialising them is a separate Chroma cost).
+    """
+    n = snapshot.n
     exhaustive = Retriever(RetrievalConfig(candidate_threshold=n + 1))
     candidate = Retriever(RetrievalConfig(candidate_threshold=0))
     memory = MemoryConfig()
-    snapshot = corpus.view.snapshot()
-    collection: Any = chroma_peer(corpus, seed)
     index_started = time.perf_counter()
     index = candidate.dense_index(snapshot)  # built lazily on the first candidate request
     index_s = time.perf_counter() - index_started
@@ -295,7 +317,7 @@ def compare(n: int, runs: int, seed: int = 7) -> None:
             return []
         return fetch
 
-    for i, (query, vector) in enumerate(zip(queries, near, strict=True)):
+    for i, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
         request = RetrievalRequest(max_tokens=BUDGET, query=query)
         packed.clear()
         for name, retriever in (("exhaustive", exhaustive), ("candidate", candidate)):
@@ -309,26 +331,47 @@ def compare(n: int, runs: int, seed: int = 7) -> None:
                 if name == "candidate" and not bundle.diagnostics.candidate_sources:
                     fallbacks += 1
         started = time.perf_counter()
-        collection.query(query_embeddings=[vector.tolist()], n_results=10,
-                         include=["documents", "metadatas", "distances"])
+        if collection is not None:
+            collection.query(query_embeddings=[vector.tolist()], n_results=10,
+                             include=["documents", "metadatas", "distances"])
         if i >= WARMUP:
-            wall["chroma"].append((time.perf_counter() - started) * 1000.0)
+            if collection is not None:
+                wall["chroma"].append((time.perf_counter() - started) * 1000.0)
             top = packed.get("exhaustive", [])[:AGREEMENT_DEPTH]
             if top:
                 found = set(packed.get("candidate", [])[:AGREEMENT_DEPTH])
                 agreement.append(len(found & set(top)) / len(top))
-    e, c, h = (summary(wall[k]) for k in ("exhaustive", "candidate", "chroma"))
+    return Comparison(wall, cpu, agreement, fallbacks, index.nbytes, index_s)
+
+
+def compare(n: int, runs: int, seed: int = 7, *, peer: bool = True) -> None:
+    """One ``--candidates`` row: candidate path vs exhaustive vs Chroma on ``n`` records.
+
+    Args:
+        peer: Also build (once, cached) and query the Chroma store of the same records.
+    """
+    corpus = build_topical(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    queries = [" ".join(rng.choice(VOCABULARY, size=5, p=_ZIPF)) for _ in range(runs + WARMUP)]
+    near = corpus.vectors[rng.integers(0, n, len(queries))]
+    near = near + 0.03 * rng.standard_normal(near.shape).astype(np.float32)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    collection: Any = chroma_peer(corpus, seed) if peer else None
+    measured = compare_requests(corpus.view.snapshot(), collection, queries, near)
+    wall, cpu = measured.wall, measured.cpu
+    e, c = (summary(wall[k]) for k in ("exhaustive", "candidate"))
+    h = summary(wall["chroma"] or [float("nan")])
     ec, cc = (summary(cpu[k]) for k in ("exhaustive", "candidate"))
     resident = corpus.view.resident_bytes()
     print(f"{n:>8} {_load():>5.1f} | {e.p50:>7.2f} {e.p95:>6.2f} {ec.p50:>6.2f} {ec.p95:>6.2f} | "
           f"{c.p50:>7.2f} {c.p95:>6.2f} {cc.p50:>6.2f} {cc.p95:>6.2f} | "
-          f"{float(np.mean(agreement)):>6.3f} "
-          f"{fallbacks:>4} | {(resident['vectors'] + resident.get('exact', 0)) / 2**20:>8.1f} "
-          f"{index.nbytes / 2**20:>6.1f} "
-          f"{index_s:>6.1f} | {h.p50:>7.2f} {h.p95:>6.2f}", flush=True)
+          f"{float(np.mean(measured.agreement)):>6.3f} {measured.fallbacks:>4} | "
+          f"{(resident['vectors'] + resident.get('exact', 0)) / 2**20:>8.1f} "
+          f"{measured.index_bytes / 2**20:>6.1f} "
+          f"{measured.index_s:>6.1f} | {h.p50:>7.2f} {h.p95:>6.2f}", flush=True)
 
 
-def main_candidates(sizes: Sequence[int], runs: int) -> None:
+def main_candidates(sizes: Sequence[int], runs: int, *, peer: bool = True) -> None:
     """``--candidates``: :func:`compare` for each size."""
     print(f"BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS')}, {os.cpu_count()} cores; "
           f"ms (wall p50/p95, cpu p50/p95); budget {BUDGET} tokens; top-{AGREEMENT_DEPTH} "
@@ -337,7 +380,7 @@ def main_candidates(sizes: Sequence[int], runs: int) -> None:
           f"{'cand p50':>7} {'p95':>6} {'cpu':>6} {'p95':>6} | {'agree':>6} {'all':>4} | "
           f"{'vectors':>8} {'index':>6} {'build':>6} | {'chroma':>7} {'p95':>6}")
     for n in sizes:
-        compare(n, runs)
+        compare(n, runs, peer=peer)
 
 
 if __name__ == "__main__":
@@ -346,7 +389,10 @@ if __name__ == "__main__":
         parser.add_argument("--candidates", action="store_true")
         parser.add_argument("--sizes", default="10000,100000")
         parser.add_argument("--runs", type=int, default=200)
+        parser.add_argument("--no-peer", action="store_true",
+                            help="no Chroma store (its build is the slow part at 1M)")
         options = parser.parse_args()
-        main_candidates([int(s) for s in options.sizes.split(",")], options.runs)
+        main_candidates([int(s) for s in options.sizes.split(",")], options.runs,
+                        peer=not options.no_peer)
     else:
         main()

@@ -8,7 +8,32 @@ from typing import Any
 
 from engine.bench.types import BenchReport, BenchRow, Stats
 
-__all__ = ["render_markdown", "report_to_json"]
+__all__ = ["SCALE_HOW", "render_markdown", "report_to_json"]
+
+# The scale suite's bullet of "How each figure is produced" (also in docs/benchmarks.md).
+SCALE_HOW = (
+    "* **scale** (issue 24) — `benchmarks/bench_scale.py` (`ensure_store`, `open_times`, "
+    "`retrieval`, `dedup`, `resident`, `server`; `engine/bench/scale.py` makes the rows): a "
+    "real embedded store of N generated records (vectors around 200 topics, 12 Zipf words of "
+    "5,000; agents, layers, privacy as `tests/ui/bigstore.py`), written with precomputed "
+    "vectors through `MemoryStore.write` in Chroma's largest batch, built once under "
+    "`--cache DIR` (`DIR/N/store`, marker `DIR/N/scale.json`; an interrupted build resumes, "
+    "a complete one is reused) and measured with plain Chroma on the same collection in the "
+    "same run as the peer: `open-cached@N` / `open-uncached@N` (read-only open with the view "
+    "cache, and once without it) vs Chroma's read of every record; "
+    "`retrieval-exhaustive@N` / `retrieval-candidate@N` (`compare_requests` of "
+    "`bench_retrieval.py`: 5 Zipf words, a vector near a stored record's, no fetch) vs a "
+    "Chroma HNSW query (top 10, documents and metadata), `agreement@N` the mean top-5 "
+    "agreement of the candidate path with exhaustive scoring; `scale-dedup@N` "
+    "(`bench_dedup.measure` in one agent/layer/privacy partition, 1 record in 12) vs a Chroma "
+    "nearest-10 query; `resident@N` the RSS of a fresh process that opened the store "
+    "(view cache), loaded the model and retrieved once, vs the view's arrays "
+    "(`ColumnarView.resident_bytes()`); `server-…@N` the same directory served by "
+    "`chroma run --path` (`bench_gui.server_pages`: connect, first, second, agent + layer and "
+    "text pages from the server) vs a plain Chroma `get` of 200 records, with the full-view "
+    "open they replace up to 100K. 1M: `mnemoscope bench --only scale --sizes "
+    "10000,100000,1000000 --cache DIR` (build it first with `nice -n 10 python "
+    "benchmarks/bench_scale.py --cache DIR --sizes 1000000 --build-only`).")
 
 
 def _num(value: float, unit: str) -> str:
@@ -31,6 +56,8 @@ def _stats(stats: Stats | None, unit: str) -> str:
 def _size(size: int) -> str:
     if size <= 0:
         return ""
+    if size >= 1_000_000 and size % 1_000_000 == 0:
+        return f"{size // 1_000_000}M"
     return f"{size // 1000}K" if size >= 1000 and size % 1000 == 0 else str(size)
 
 
@@ -147,6 +174,7 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "the idle loop's max gap in the same run.",
         "* **workspace** — `benchmarks/bench_workspace.py` (`generate`): a new `Workspace` "
         "with an empty card cache loads every card. Baseline: reading the files' bytes.",
+        SCALE_HOW,
         "",
     ]
     if plots:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.bench.machine import collect_machine_info, load_average
+from engine.bench.scale import DEFAULT_CACHE, scale_suite
 from engine.bench.suites import (
     ROOT,
     SuiteResult,
@@ -26,7 +27,10 @@ from engine.bench.types import BenchReport
 
 __all__ = ["SUITES", "BenchOptions", "GuiSuite", "TimelineSuite", "run_bench"]
 
-SUITES = ("dedup", "retrieval", "ingest", "workspace", "gui", "timeline")
+SUITES = ("dedup", "retrieval", "ingest", "workspace", "gui", "timeline", "scale")
+# Sizes above this are measured by the scale suite only, on its cached store: the dedup and
+# retrieval suites build their stores afresh in every run (an hour for 1M records).
+FRESH_MAX = 100_000
 
 # The GUI benchmarks need Qt; the app passes them in: (largest store or None, log) -> result.
 GuiSuite = Callable[[Path | None, int, Callable[[str], None]], SuiteResult]
@@ -39,8 +43,8 @@ class BenchOptions:
     """What to run and how big.
 
     Attributes:
-        sizes: Record counts for dedup and retrieval; the largest store is reused for the
-            first-page benchmark.
+        sizes: Record counts for the scale suite, and for dedup and retrieval up to
+            :data:`FRESH_MAX`; the largest dedup store is reused for the first-page benchmark.
         quick: Smoke run: few repetitions, small ingest and workspace.
         only: Suites to run (subset of :data:`SUITES`); empty = all.
         queries: Dedup decisions timed per size.
@@ -52,6 +56,9 @@ class BenchOptions:
         stall_records: Records imported while the GUI event loop is timed.
         timeline_events: Events in the timeline benchmark.
         timeline_frames: Pan/zoom frames timed.
+        cache: Where the scale suite keeps its generated stores between runs (None: the temp
+            folder's ``mnemoscope-bench-scale``).
+        scale_server: The scale suite also times each store served by ``chroma run``.
     """
 
     sizes: tuple[int, ...] = (10_000, 100_000)
@@ -66,6 +73,8 @@ class BenchOptions:
     stall_records: int = 10_000
     timeline_events: int = 100_000
     timeline_frames: int = 120
+    cache: Path | None = None
+    scale_server: bool = True
 
     @classmethod
     def quick_run(cls, sizes: tuple[int, ...] = (300, 600)) -> BenchOptions:
@@ -102,15 +111,16 @@ def run_bench(options: BenchOptions, *, gui: GuiSuite | None = None,
     started_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     began = time.perf_counter()
     sizes = sorted(set(options.sizes))
+    fresh = [size for size in sizes if size <= FRESH_MAX]
     results: list[SuiteResult] = []
     workdir = Path(tempfile.mkdtemp(prefix="mnemoscope-bench-"))
     try:
         if options.wants("dedup"):
-            say(f"dedup decision at {sizes}")
-            results.append(dedup_suite(sizes, options.queries, workdir, say))
+            say(f"dedup decision at {fresh}")
+            results.append(dedup_suite(fresh, options.queries, workdir, say))
         if options.wants("retrieval"):
-            say(f"retrieval at {sizes}")
-            results.append(retrieval_suite(sizes, options.runs, say))
+            say(f"retrieval at {fresh}")
+            results.append(retrieval_suite(fresh, options.runs, say))
         if options.wants("ingest"):
             say(f"ingest of {options.turns} turns with the real model")
             results.append(ingest_suite(options.turns, say))
@@ -146,6 +156,14 @@ def run_bench(options: BenchOptions, *, gui: GuiSuite | None = None,
             else:
                 say(f"timeline frames with {options.timeline_events:,} events")
                 results.append(timeline(options.timeline_events, options.timeline_frames, say))
+        if options.wants("scale"):
+            cache = options.cache or DEFAULT_CACHE
+            say(f"scale: cached stores of {sizes} in {cache}, beside plain Chroma")
+            # a smoke run's resident memory is measured without the model (loading it in a
+            # fresh process is most of the suite's time at tiny sizes)
+            results.append(scale_suite(sizes, cache, options.runs, options.queries, say,
+                                       server=options.scale_server, model=not options.quick,
+                                       open_runs=1 if options.quick else 3, root=root))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     rows = tuple(row for result in results for row in result.rows)

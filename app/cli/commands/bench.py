@@ -6,6 +6,11 @@ GUI benchmarks of ``benchmarks/bench_gui.py`` and PNG plots drawn with QPainter 
 
     mnemoscope [--json] bench [--sizes 10000,100000] [--quick] [--only dedup,retrieval]
                               [--out docs/benchmarks.md] [--no-plots]
+                              [--cache DIR] [--no-server]
+
+``--sizes 10000,100000,1000000 --cache DIR`` adds the 1M rows (issue 24): the scale suite
+builds each generated store once under ``DIR`` and reuses it in later runs; the dedup and
+retrieval suites, which build afresh every run, stay at sizes up to 100K.
 """
 
 from __future__ import annotations
@@ -76,6 +81,13 @@ def register(subparsers: Any) -> None:
     bench.add_argument("--out", type=Path, default=DEFAULT_OUT,
                        help="markdown report to write (plots go to <its folder>/benchmarks/)")
     bench.add_argument("--no-plots", action="store_true", help="do not draw PNG plots")
+    bench.add_argument("--cache", type=Path, default=None, metavar="DIR",
+                       help="where the scale suite keeps its generated stores between runs "
+                            "(default: the temp folder's mnemoscope-bench-scale); building "
+                            "1M records costs about 15 minutes of one core (far longer on a "
+                            "busy machine), reusing them seconds")
+    bench.add_argument("--no-server", action="store_true",
+                       help="scale suite: do not serve the stores with `chroma run`")
     bench.set_defaults(handler=run)
 
 
@@ -87,8 +99,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         options = BenchOptions.quick_run(args.sizes or (300, 600))
     else:
         options = BenchOptions(sizes=args.sizes or (10_000, 100_000))
-    if args.only:
-        options = BenchOptions(**{**_fields(options), "only": args.only})
+    options = BenchOptions(**{**_fields(options), "only": args.only or options.only,
+                              "cache": args.cache, "scale_server": not args.no_server})
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     report = run_bench(options, gui=gui_suite, timeline=timeline_suite, log=ctx.warn)
     out: Path = args.out
@@ -182,54 +194,8 @@ def gui_suite(store: Path | None, runs: int, log: Any) -> SuiteResult:
         target=None, note="no DESIGN target of its own: start-up (judged above) + the open",
         load=load_average()[0])))
     log(f"first-page-cold at {size}: median {stats.median:.0f} ms")
-    if size:
-        result.rows += _server_rows(script, size, runs, log)
+    # The server-store rows (issue 24) come from the scale suite, on its cached stores.
     return result
-
-
-_SERVER_ROWS = (("server-connect", "connect to a server store (Chroma's count)"),
-                ("server-first-page", "server store → records table first page"),
-                ("server-second-page", "server store → records table second page"),
-                ("server-filter-page", "server store → agent + layer filtered page"),
-                ("server-text-page", "server store → text filter page (where_document)"))
-
-
-def _server_rows(script: Any, size: int, runs: int, log: Any) -> list[BenchRow]:
-    """Issue 24: a Chroma server store's records table before its full view.
-
-    ``bench_gui.bench_server_store``: a ``chroma run`` holding ``size`` generated records
-    (built once, kept under the temp directory), connected anew each run; its pages beside a
-    plain Chroma ``get`` of 200 records (the baseline) and the full-view open they replace.
-    """
-    import tempfile
-
-    folder = Path(tempfile.gettempdir()) / "mnemoscope-bench-server" / str(size)
-    try:
-        measured = script.bench_server_store(size, runs, folder)
-    except Exception as exc:  # a benchmark that cannot run is a row that says why
-        return [missing_row("server-first-page", "server store → records table first page",
-                            size, "ms", None, f"could not run: {exc}")]
-    *pages, peer, full = measured
-    base = Stats.of([v * 1000.0 for v in peer[1]])
-    full_stats = Stats.of([v * 1000.0 for v in full[1]])
-    rows = []
-    for (key, what), (_name, values, note) in zip(_SERVER_ROWS, pages, strict=True):
-        stats = Stats.of([v * 1000.0 for v in values])
-        rows.append(judged(BenchRow(
-            key=key, what=what, size=size, unit="ms", stats=stats,
-            baseline="plain Chroma get of 200 records", baseline_stats=base,
-            ratio=stats.median / base.median if base.median > 0 else math.nan, target=None,
-            note=f"{note}; full-view open + first page median {full_stats.median:.0f} ms "
-                 "(what this replaces); goal ≤ 1 s at 1M", load=load_average()[0])))
-        log(f"{key} at {size}: median {stats.median:.0f} ms")
-    rows.append(judged(BenchRow(
-        key="server-full-view", what="full-view open + first page (server store)", size=size,
-        unit="ms", stats=full_stats, baseline="plain Chroma get of 200 records",
-        baseline_stats=base,
-        ratio=full_stats.median / base.median if base.median > 0 else math.nan, target=None,
-        note="every record read into the process first: MemoryEngine.open without "
-             "defer_view", load=load_average()[0])))
-    return rows
 
 
 def timeline_suite(events: int, frames: int, log: Any) -> SuiteResult:
