@@ -583,9 +583,12 @@ def _server_store(records: int, folder: Path) -> Any:
             if existing:
                 import chromadb
 
-                chromadb.HttpClient(host=url.split("//")[1].split(":")[0],
-                                    port=int(url.rsplit(":", 1)[1])).delete_collection(
-                    SERVER_COLLECTION)
+                client = chromadb.HttpClient(host=url.split("//")[1].split(":")[0],
+                                             port=int(url.rsplit(":", 1)[1]))
+                try:
+                    client.delete_collection(SERVER_COLLECTION)
+                finally:
+                    client.close()
             # stderr: `mnemoscope --json bench` reads this process's stdout as JSON
             print(f"building {records:,} records on the server (cached in {folder}) …",
                   file=sys.stderr, flush=True)
@@ -663,10 +666,13 @@ def server_pages(url: str, collection: str, records: int, runs: int, *, filtered
             engine.close()
         host, port = url.split("//")[1].split(":")
         client = chromadb.HttpClient(host=host, port=int(port))
-        chroma = client.get_collection(collection, embedding_function=None)
-        started = time.perf_counter()
-        chroma.get(limit=200, include=["documents", "metadatas"])
-        timings["chroma get"].append(time.perf_counter() - started)
+        try:
+            chroma = client.get_collection(collection, embedding_function=None)
+            started = time.perf_counter()
+            chroma.get(limit=200, include=["documents", "metadatas"])
+            timings["chroma get"].append(time.perf_counter() - started)
+        finally:  # its HTTP connections (left to the GC, a test process warns later)
+            client.close()
     for _ in range(full_view_runs):
         started = time.perf_counter()
         engine = MemoryEngine.open(spec)

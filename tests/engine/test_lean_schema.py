@@ -360,36 +360,39 @@ def test_a_flat_server_store_is_migrated_and_filtered_on_the_server(
 
     url = urlparse(chroma_server_url)
     assert url.hostname is not None and url.port is not None
-    client = chromadb.HttpClient(host=url.hostname, port=url.port,
-                                 settings=Settings(anonymized_telemetry=False))
-    records = sample_records(300)
-    write_flat_store(client, records, unit(300), schema_version=2,
-                     collection=unique_collection)
-    spec = StoreSpec(chroma_server_url, collection=unique_collection)
-    query = RecordQuery(agent_id="a1", states=ALL_STATES - {RecordState.ARCHIVED})
-    found = server_filter(query, now_ms=NOW)
-    assert not isinstance(found, str)
-    reader = MemoryStore.open(dataclasses.replace(spec, read_only=True), now_ms=NOW,
-                              defer_view=True)
-    try:  # flat, read-only: pages and filters answered by the server
-        flat_page, flat_total = reader.server_page(found.where, None, 0, 50, now_ms=NOW)
-    finally:
-        reader.close()
-    store = MemoryStore.open(spec, now_ms=NOW, defer_view=True)
+    client: Any = chromadb.HttpClient(host=url.hostname, port=url.port,
+                                      settings=Settings(anonymized_telemetry=False))
     try:
-        store.load_view(NOW)
-        assert store.schema_version == SCHEMA_VERSION
-        page, total = store.server_page(found.where, None, 0, 50, now_ms=NOW)
-        assert (page, total) == (flat_page, flat_total)
-        assert total == sum(1 for r in records if r.agent_id == "a1"
-                            and r.state is not RecordState.ARCHIVED)
-        ids = sorted(r.id for r in records)
-        assert store.get_many(ids) == sorted(records, key=lambda r: r.id)
-    finally:
-        store.close()
-    lean: list[Any] = client.get_collection(unique_collection).get(
-        include=["metadatas"])["metadatas"] or []
-    assert len(lean) == 300
-    assert {m["mnemo_schema"] for m in lean} == {SCHEMA_VERSION}
-    assert all(set(m) == {"mnemo_schema", *FILTER_KEYS, "fields"} for m in lean)
-    assert all(isinstance(json.loads(m["fields"]), dict) for m in lean)
+        records = sample_records(300)
+        write_flat_store(client, records, unit(300), schema_version=2,
+                         collection=unique_collection)
+        spec = StoreSpec(chroma_server_url, collection=unique_collection)
+        query = RecordQuery(agent_id="a1", states=ALL_STATES - {RecordState.ARCHIVED})
+        found = server_filter(query, now_ms=NOW)
+        assert not isinstance(found, str)
+        reader = MemoryStore.open(dataclasses.replace(spec, read_only=True), now_ms=NOW,
+                                  defer_view=True)
+        try:  # flat, read-only: pages and filters answered by the server
+            flat_page, flat_total = reader.server_page(found.where, None, 0, 50, now_ms=NOW)
+        finally:
+            reader.close()
+        store = MemoryStore.open(spec, now_ms=NOW, defer_view=True)
+        try:
+            store.load_view(NOW)
+            assert store.schema_version == SCHEMA_VERSION
+            page, total = store.server_page(found.where, None, 0, 50, now_ms=NOW)
+            assert (page, total) == (flat_page, flat_total)
+            assert total == sum(1 for r in records if r.agent_id == "a1"
+                                and r.state is not RecordState.ARCHIVED)
+            ids = sorted(r.id for r in records)
+            assert store.get_many(ids) == sorted(records, key=lambda r: r.id)
+        finally:
+            store.close()
+        lean: list[Any] = client.get_collection(unique_collection).get(
+            include=["metadatas"])["metadatas"] or []
+        assert len(lean) == 300
+        assert {m["mnemo_schema"] for m in lean} == {SCHEMA_VERSION}
+        assert all(set(m) == {"mnemo_schema", *FILTER_KEYS, "fields"} for m in lean)
+        assert all(isinstance(json.loads(m["fields"]), dict) for m in lean)
+    finally:  # its HTTP connections: left to the GC they warn in a later test
+        client.close()

@@ -93,7 +93,7 @@ def test_uncached_100k_store_shows_a_first_page_while_it_is_indexed(
         # A sort Chroma cannot do waits for the index, showing that it does, then runs.
         model.set_query(RecordQuery(layer=Layer.PROCEDURAL, sort_by=SortKey.IMPORTANCE))
         qtbot.waitUntil(lambda: model.waiting)
-        assert "Indexing" in window.records.count_label.text()
+        assert "Reading every record" in window.records.count_label.text()
         assert window.index_label.isVisibleTo(window)
         qtbot.waitUntil(lambda: not session.indexing, timeout=1_500_000)
         indexed = time.perf_counter() - started
