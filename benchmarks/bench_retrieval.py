@@ -366,7 +366,7 @@ def compare(n: int, runs: int, seed: int = 7, *, peer: bool = True) -> None:
     print(f"{n:>8} {_load():>5.1f} | {e.p50:>7.2f} {e.p95:>6.2f} {ec.p50:>6.2f} {ec.p95:>6.2f} | "
           f"{c.p50:>7.2f} {c.p95:>6.2f} {cc.p50:>6.2f} {cc.p95:>6.2f} | "
           f"{float(np.mean(measured.agreement)):>6.3f} {measured.fallbacks:>4} | "
-          f"{(resident['vectors'] + resident.get('exact', 0)) / 2**20:>8.1f} "
+          f"{resident['vectors'] / 2**20:>8.1f} "
           f"{measured.index_bytes / 2**20:>6.1f} "
           f"{measured.index_s:>6.1f} | {h.p50:>7.2f} {h.p95:>6.2f}", flush=True)
 

@@ -13,13 +13,6 @@ so the index is built here over the snapshot's vectors:
   array sorted by list (CSR offsets), so probing a list is a slice;
 * a query probes the ``probe`` lists whose centroids are nearest and returns the rows in them.
 
-The index reads the view's compact int8 codes (:func:`engine.store.view.quantize`), never the
-exact float32 vectors, which may be a memory-mapped file (building over them would page all of
-it in): a row's codes point the same way as its vector within the rounding, and which centroid
-is nearest does not depend on a row's scale. :func:`shortlist` narrows the probed rows, from
-the codes too, to those whose exact cosine can be among the best, with a bound on the rounding,
-so the exact scores are read for a few hundred rows instead of every probed one.
-
 Appending rows assigns only the new rows (:meth:`IvfIndex.extended`): they go to a small tail
 that queries scan with a mask, merged into the lists once it outgrows a tenth of them. The
 centroids stay where training put them; a view whose lineage changes (an update of an existing
@@ -39,16 +32,14 @@ import numpy.typing as npt
 
 from engine.store.view import append_rows
 
-__all__ = ["TRAIN_PER_LIST", "IvfIndex", "approximate_cosines", "shortlist"]
+__all__ = ["TRAIN_PER_LIST", "IvfIndex"]
 
 F32 = npt.NDArray[np.float32]
-I8 = npt.NDArray[np.int8]
 Rows = npt.NDArray[np.intp]
 
 TRAIN_PER_LIST = 32  # k-means sample size per list: centroids anchor probes, not ranks
 _ITERATIONS = 8
 _CHUNK = 16_384  # rows assigned per product (bounds the temporary rows × lists matrix)
-_SLACK = 1e-4  # float32 rounding of two dot products of unit vectors, with room to spare
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +74,8 @@ class IvfIndex:
                    + self.tail_rows.nbytes + self.tail_lists.nbytes)
 
     @classmethod
-    def build(cls, vectors: F32 | I8, has_vector: npt.NDArray[np.bool_]) -> IvfIndex:
-        """Train the quantiser on ``vectors`` and assign every row with a vector.
-
-        ``vectors`` are the view's int8 codes (or unit float32 rows): only their directions
-        count.
+    def build(cls, vectors: F32, has_vector: npt.NDArray[np.bool_]) -> IvfIndex:
+        """Train the quantiser on ``vectors`` (unit rows) and assign every row with a vector.
 
         Deterministic: the same vectors give the same index (a fixed-seed sample, no random
         restarts), so two runs of a benchmark or a test see the same candidates.
@@ -106,7 +94,7 @@ class IvfIndex:
         return cls(centroids, offsets, with_vector[order], np.zeros(0, np.intp),
                    np.zeros(0, np.int32), len(vectors))
 
-    def extended(self, vectors: F32 | I8, has_vector: npt.NDArray[np.bool_]) -> IvfIndex:
+    def extended(self, vectors: F32, has_vector: npt.NDArray[np.bool_]) -> IvfIndex:
         """This index plus the rows ``self.n..len(vectors)`` (appended since it was built)."""
         added = np.flatnonzero(has_vector[self.n:]) + self.n
         if not self.lists:
@@ -141,47 +129,10 @@ class IvfIndex:
         return found
 
 
-def approximate_cosines(codes: I8, scales: F32, rows: Rows, query: F32) -> F32:
-    """``codes[rows] × scales[rows] · query``: each within ``scales[row] / 2 × |query|₁`` (plus
-    float32 rounding) of the exact cosine of ``rows`` (see :func:`shortlist`)."""
-    dots: F32 = np.einsum("ij,j->i", codes[rows], query, dtype=np.float32, casting="unsafe")
-    dots *= scales[rows]
-    return dots
-
-
-def rounding_bound(scales: F32, rows: Rows, query: F32) -> F32:
-    """How far :func:`approximate_cosines` of ``rows`` may be from their exact cosines.
-
-    A code is within half a step (``scale / 2``) of its component, so a dot product with the
-    query is within ``scale / 2 × Σ|query_i|``; :data:`_SLACK` covers float32 rounding in both
-    sums (under 1e-5 for unit vectors of a few hundred dimensions).
-    """
-    bound: F32 = scales[rows] * np.float32(0.5 * float(np.abs(query).sum()) * (1 + 1e-4))
-    bound += np.float32(_SLACK)
-    return bound
-
-
-def shortlist(rows: Rows, approximate: F32, bound: F32, k: int) -> Rows:
-    """Those of ``rows`` whose exact value can be among the ``k`` largest.
-
-    ``approximate[i]`` is within ``bound[i]`` of row i's exact value. A row whose largest
-    possible value is below the k-th largest of the smallest possible values is beaten by at
-    least ``k`` rows whatever the exact values are, so the ``k`` best exact values are all
-    among the rows kept (ties at that value aside).
-    """
-    if len(rows) <= k:
-        return rows
-    lowest = approximate - bound
-    kth = np.partition(lowest, len(lowest) - k)[len(lowest) - k]
-    kept: Rows = rows[approximate + bound >= kth]
-    return kept
-
-
-def _train(vectors: F32 | I8, rows: Rows, lists: int) -> F32:
+def _train(vectors: F32, rows: Rows, lists: int) -> F32:
     """Spherical k-means centroids of a deterministic sample of ``vectors[rows]``."""
     sample = rows[:: max(1, len(rows) // (lists * TRAIN_PER_LIST))]
-    data = vectors[sample].astype(np.float32)
-    data /= np.maximum(np.linalg.norm(data, axis=1), 1e-12)[:, None]  # codes: unit again
+    data = vectors[sample]
     # start from evenly spaced sample rows: deterministic and spread over insertion order
     centroids = np.array(data[np.linspace(0, len(data) - 1, lists).astype(np.intp)],
                          dtype=np.float32)
@@ -197,12 +148,10 @@ def _train(vectors: F32 | I8, rows: Rows, lists: int) -> F32:
     return centroids
 
 
-def _assign(vectors: F32 | I8, rows: Rows, centroids: F32) -> npt.NDArray[np.int32]:
-    """The nearest centroid of each of ``vectors[rows]``, in chunks (a row's length does not
-    change which centroid is nearest: codes need no scale)."""
+def _assign(vectors: F32, rows: Rows, centroids: F32) -> npt.NDArray[np.int32]:
+    """The nearest centroid of each of ``vectors[rows]``, in chunks."""
     out = np.empty(len(rows), np.int32)
     for start in range(0, len(rows), _CHUNK):
         chunk = rows[start:start + _CHUNK]
-        out[start:start + len(chunk)] = np.argmax(
-            vectors[chunk].astype(np.float32) @ centroids.T, axis=1)
+        out[start:start + len(chunk)] = np.argmax(vectors[chunk] @ centroids.T, axis=1)
     return out

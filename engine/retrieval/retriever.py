@@ -75,7 +75,7 @@ from engine.retrieval.candidates import (
     top_static,
 )
 from engine.retrieval.compression import compress
-from engine.retrieval.dense import IvfIndex, approximate_cosines, rounding_bound, shortlist
+from engine.retrieval.dense import IvfIndex
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
@@ -661,25 +661,29 @@ class Retriever:
         With ``semantic_blend`` the rows' predecessors' dot products are mixed in
         (:class:`~engine.retrieval.scoring.Blend`).
         """
-        if rows is None:
-            cosine: F32 = np.einsum("ij,j->i", snapshot.vectors[:snapshot.n], query)
-            snapshot.release_vector_pages()  # a pass over every row: see _centring
-        else:  # a few thousand rows: read without mapping (docs/retrieval.md "Compact vectors")
-            cosine = np.einsum("ij,j->i", snapshot.vector_rows(rows), query)
+        vectors = snapshot.vectors[:snapshot.n]
+        cosine: F32 = np.einsum("ij,j->i", vectors if rows is None else vectors[rows], query)
         blend = self._blend(snapshot, candidates)
         if blend is not None:
             before = blend.predecessors(rows)
-            earlier: F32 = cosine[before] if rows is None else np.einsum(
-                "ij,j->i", snapshot.vector_rows(before.astype(np.intp)), query)
-            cosine = blend.mixed(cosine, earlier, rows)
-        centring = self._centring(snapshot, candidates)
-        if centring is None:
+            cosine = blend.mixed(cosine, cosine[before] if rows is None
+                                 else np.einsum("ij,j->i", vectors[before], query), rows)
+        strength = self.config.semantic_centering
+        if strength <= 0:
             return np.maximum(cosine, 0.0, dtype=np.float64)
+
+        def over() -> B:  # the rows the centring is over
+            with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
+            return with_vectors
+
+        centring = _grown(
+            snapshot, ("centring", candidates.key, strength),
+            lambda: Centring.of(vectors, over(), strength),
+            lambda old, start: old.extended(vectors, over(), start, strength))
         if blend is not None:
             plain = centring
-            centring = _derived(snapshot, ("blended centring", candidates.key,
-                                           self.config.semantic_centering, blend.weight,
-                                           self.config.context_window_ms,
+            centring = _derived(snapshot, ("blended centring", candidates.key, strength,
+                                           blend.weight, self.config.context_window_ms,
                                            self.config.semantic_blend_layers),
                                 lambda: blend.centring(plain))
         if rows is not None:
@@ -687,52 +691,6 @@ class Retriever:
                                            inverse_norm=centring.inverse_norm[rows])
         semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
         return semantic
-
-    def _centring(self, snapshot: ViewSnapshot, candidates: Candidates) -> Centring | None:
-        """The view state's :class:`Centring` over the candidates, or None without one."""
-        strength = self.config.semantic_centering
-        if strength <= 0:
-            return None
-        vectors = snapshot.vectors[:snapshot.n]
-
-        def over() -> B:  # the rows the centring is over
-            with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
-            return with_vectors
-
-        def build() -> Centring:
-            centring = Centring.of(vectors, over(), strength)
-            # it read every row's exact vector once (through the map); the candidate path
-            # reads a few thousand per request, so none need stay in this process's memory
-            snapshot.release_vector_pages()
-            return centring
-
-        centring: Centring = _grown(
-            snapshot, ("centring", candidates.key, strength), build,
-            lambda old, start: old.extended(vectors, over(), start, strength))
-        return centring
-
-    def _dense_shortlist(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
-                         probed: Rows, k: int) -> Rows:
-        """Those of ``probed`` whose exact (centred) cosine can be among the ``k`` best.
-
-        Computed from the view's int8 codes with a bound on their rounding
-        (:func:`~engine.retrieval.dense.shortlist`), so the exact float32 vectors (perhaps a
-        memory-mapped file) are read for these rows only; the ``k`` best exact cosines of
-        ``probed`` are the ``k`` best of the rows returned.
-        """
-        if len(probed) <= k:
-            return probed
-        approximate = approximate_cosines(snapshot.codes, snapshot.scales, probed, query)
-        bound = rounding_bound(snapshot.scales, probed, query)
-        centring = self._centring(snapshot, candidates)
-        if centring is not None:  # the centring is per row affine with a positive factor
-            scale = centring.inverse_norm[probed] * np.float32(
-                1.0 / centring.query_norm(query))
-            approximate = dataclasses.replace(
-                centring, mean_dot=centring.mean_dot[probed],
-                inverse_norm=centring.inverse_norm[probed]).cosine(approximate, query)
-            bound = bound * scale + np.float32(1e-5)
-        return shortlist(probed, approximate, bound, k)
 
     def _blend_diagnostics(self, snapshot: ViewSnapshot, candidates: Candidates,
                            mode: SemanticMode) -> dict[str, Any]:
@@ -1028,12 +986,6 @@ class Retriever:
         """
         probed = self.dense_index(snapshot).probe(query, probes)
         probed = probed[candidates.eligible[probed]]
-        if self._blend(snapshot, candidates) is None:
-            # the exact cosines of the probed rows that can be among the best (the others are
-            # beaten for sure, judged from the compact vectors: docs/retrieval.md "Compact
-            # vectors"); a blended cosine is not bounded by the codes' rounding, so with the
-            # blend on every probed row is computed exactly
-            probed = self._dense_shortlist(snapshot, query, candidates, probed, size)
         if known is None or not len(known[0]):
             cosine = self._cosine(snapshot, query, candidates, probed)
         else:
@@ -1131,11 +1083,11 @@ class Retriever:
         the view's resident memory."""
         n = snapshot.n
 
-        def build() -> IvfIndex:  # over the compact codes (engine.retrieval.dense)
-            return IvfIndex.build(snapshot.codes[:n], snapshot.has_vector[:n])
+        def build() -> IvfIndex:
+            return IvfIndex.build(snapshot.vectors[:n], snapshot.has_vector[:n])
 
         def extend(old: IvfIndex, _: int) -> IvfIndex:
-            return old.extended(snapshot.codes[:n], snapshot.has_vector[:n])
+            return old.extended(snapshot.vectors[:n], snapshot.has_vector[:n])
 
         return _grown(snapshot, "dense index", build, extend)
 

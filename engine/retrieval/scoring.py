@@ -236,17 +236,14 @@ class Centring:
                         append_rows(self.inverse_norm, _inverse_norm(added, self.mean_norm2)),
                         self.mean_norm2, count)
 
-    def query_norm(self, query: F32) -> float:
-        """``|q - m|`` (unit ``q``)."""
-        return math.sqrt(max(1.0 - 2.0 * float(query @ self.mean) + self.mean_norm2, 1e-12))
-
     def cosine(self, cosine: F32, query: F32) -> F32:
         """``cos(q - m, d - m)`` for every row from the plain cosines ``q·d``."""
         query_dot = float(query @ self.mean)
+        query_norm = math.sqrt(max(1.0 - 2.0 * query_dot + self.mean_norm2, 1e-12))
         centred: F32 = cosine - self.mean_dot
         centred += np.float32(self.mean_norm2 - query_dot)
         centred *= self.inverse_norm
-        centred *= np.float32(1.0 / self.query_norm(query))
+        centred *= np.float32(1.0 / query_norm)
         return centred
 
 

@@ -430,7 +430,7 @@ class MemoryStore:
             client = _connect(spec)
             collection, foreign = cls._collection_for(client, spec, dimension)
             read_only = spec.read_only or foreign
-            view = ColumnarView(dimension, spill=directory)
+            view = ColumnarView(dimension)
             store = cls(spec, client, collection, view, read_only=read_only, foreign=foreign,
                         lock=lock)
             store._opened_at = now_ms
@@ -574,7 +574,7 @@ class MemoryStore:
     def _read_view(self, now_ms: float, progress: ProgressFn | None,
                    cancelled: CancelFn | None = None) -> ColumnarView:
         """A new view with every record of the collection, read from Chroma page by page."""
-        view = ColumnarView(self._view.dimension, spill=self._cache_dir)
+        view = ColumnarView(self._view.dimension)
         if self._collection is None:
             return view
         try:

@@ -29,34 +29,16 @@ share a :attr:`ViewSnapshot.lineage`, and data derived for one of them can be ex
 rows appended since instead of recomputed (:meth:`ViewSnapshot.grown`): an agent that writes
 and reads in a loop pays per request for its new rows, not for all of them.
 
-Vectors are kept twice, for two uses (docs/retrieval.md "Compact vectors"):
-
-* ``codes`` / ``scales``: int8 codes with a float32 scale per row (``vector ≈ codes × scale``,
-  388 bytes a row at 384 dimensions instead of 1,536), resident. What scans many rows reads
-  them: the dense index's lists and probes, the dense candidates' shortlist.
-* ``vectors``: the exact float32 rows, which every score is computed from. With a ``spill``
-  directory (an embedded store's folder) they live in an unlinked temporary file there, written
-  with ``pwrite``; a few rows are read with ``preadv`` (:meth:`ViewSnapshot.vector_rows`), a
-  pass over every row through a read-only memory map (``vectors``), whose pages the reader
-  releases after (:meth:`ViewSnapshot.release_vector_pages`): the float32 matrix is not the
-  process's memory but file pages the kernel caches, drops and reads again. Without a folder
-  they are an ordinary array (server stores, tests, benchmarks).
-
 Thread-safety: all mutation happens under the view's lock; a snapshot is read without it.
 """
 
 from __future__ import annotations
 
 import itertools
-import mmap
-import os
-import sys
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
 import numpy as np
@@ -75,7 +57,6 @@ __all__ = [
     "IdColumn",
     "ViewSnapshot",
     "append_rows",
-    "quantize",
 ]
 
 LAYERS: tuple[Layer, ...] = tuple(Layer)
@@ -104,11 +85,6 @@ _COPY_ON_WRITE = ("_alive", "_contents", "_hashes", "_tags")
 _TEXT = ("_ids", "_contents", "_hashes", "_tags")
 # Layout numbers are unique in the process, so two views (a reload) never share one.
 _LAYOUTS = itertools.count(1)
-# int8 code of a row's largest component (the scale is that component / CODE_MAX)
-CODE_MAX = 127
-_QUANTIZE_CHUNK = 65_536  # rows quantized per step (bounds the float32 temporaries)
-# A spill file smaller than this keeps its pages mapped after a pass (~40K rows of 384)
-RELEASE_MIN_BYTES = 64 << 20
 # Most values a lineage keeps for extension (ViewSnapshot.grown); the oldest kept goes first.
 # Retrieval keeps ~20 per request shape plus one per query term seen.
 GROWN_LIMIT = 4096
@@ -153,10 +129,7 @@ class ViewSnapshot:
     :data:`CATEGORIES`, :data:`STATES` and ``agents`` / ``sources``. ``expires_at`` is ``inf``
     for no expiry. ``vectors`` rows are unit length where ``has_vector`` is set and zero
     elsewhere. Arrays are read-only views shared with the view and with other readers of the
-    same version. ``codes`` and ``scales`` are the compact copy of ``vectors``
-    (:func:`quantize`): ``vectors[i] ≈ codes[i] × scales[i]``, each component within
-    ``scales[i] / 2``. ``vectors`` may be a read-only memory map (see the module doc): index
-    the rows you need rather than reading all of them where the compact copy will do.
+    same version.
 
     The text columns come two ways: ``id_array``, ``content_array``, ``hash_array`` and
     ``tag_array`` are object arrays (index them, or take ``array[rows].tolist()``, when a few
@@ -202,8 +175,6 @@ class ViewSnapshot:
     token_estimate: I32
     has_vector: B
     vectors: F32
-    codes: I8
-    scales: F32
     id_array: Obj
     content_array: Obj
     hash_array: Obj
@@ -220,29 +191,6 @@ class ViewSnapshot:
     # it (see grown); shared by the snapshots of one lineage
     _grown: dict[Hashable, tuple[int, int, Any]] = field(default_factory=dict, repr=False,
                                                          compare=False)
-    _mapped: _MappedRows | None = field(default=None, repr=False, compare=False)
-
-    def vector_rows(self, rows: npt.NDArray[np.intp]) -> F32:
-        """``vectors[rows]`` (a copy), read from the spill file without mapping its pages when
-        the vectors are spilled (see :meth:`_MappedRows.read_rows`): for a few thousand rows.
-
-        A spill file under :data:`RELEASE_MIN_BYTES` stays mapped (its pages are not released
-        either): its rows are gathered through the map, ~2× cheaper than ``preadv``.
-        """
-        if self._mapped is None or not self._mapped.releases:
-            found: F32 = self.vectors[rows]
-            return found
-        return self._mapped.read_rows(rows)
-
-    def release_vector_pages(self) -> None:
-        """Drop the pages of ``vectors`` this process has read from its resident set, when
-        they are memory-mapped (see the module doc); nothing otherwise.
-
-        For a caller that has just read every row (a pass computing per-row data it keeps):
-        the pages stay in the kernel's page cache, and the next read of a row maps it again.
-        """
-        if self._mapped is not None:
-            self._mapped.release()
 
     @property
     def ids(self) -> list[str]:
@@ -407,136 +355,6 @@ def append_rows(old: npt.NDArray[Any], new: npt.NDArray[Any]) -> npt.NDArray[Any
     return _frozen(buffer[:total])
 
 
-def quantize(vectors: F32) -> tuple[I8, F32]:
-    """int8 codes and a float32 scale per row: ``vectors[i] ≈ codes[i] × scales[i]``.
-
-    The scale is the row's largest absolute component / 127, so that component's code is ±127
-    and every component is within ``scales[i] / 2`` of its code times the scale (rounding to
-    nearest). A zero row has scale 0 and codes 0.
-    """
-    rows = len(vectors)
-    codes = np.empty(vectors.shape, dtype=np.int8)
-    scales = np.empty(rows, dtype=np.float32)
-    for start in range(0, rows, _QUANTIZE_CHUNK):
-        block = np.asarray(vectors[start:start + _QUANTIZE_CHUNK], dtype=np.float32)
-        peak = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(len(block), np.float32)
-        scale = (peak / np.float32(CODE_MAX)).astype(np.float32)
-        divisor = np.where(scale > 0, scale, np.float32(1.0))
-        scaled = np.rint(block / divisor[:, None])
-        np.clip(scaled, -CODE_MAX, CODE_MAX, out=scaled)
-        codes[start:start + len(block)] = scaled
-        scales[start:start + len(block)] = scale
-    return codes, scales
-
-
-class _MappedRows:
-    """Float32 rows in an unlinked temporary file: written with ``pwrite``, read through a
-    read-only memory map (:attr:`array`).
-
-    Writes never map pages into the process: only the rows a reader indexes are paged in, as
-    clean file pages the kernel may drop (and read back) under memory pressure, unlike the
-    anonymous pages of an array. The file's blocks are reserved when it is made
-    (``posix_fallocate``); rows not written read as zeros. A reader
-    holding :attr:`array` keeps the mapping (and the file's blocks) alive after the view moved
-    to a bigger file.
-    """
-
-    def __init__(self, directory: Path, capacity: int, dimension: int) -> None:
-        self.row_bytes = dimension * 4
-        size = max(1, capacity) * self.row_bytes
-        fd, name = tempfile.mkstemp(prefix=".mnemoscope-vectors-", suffix=".f32",
-                                    dir=directory)
-        try:
-            os.ftruncate(fd, size)
-            if hasattr(os, "posix_fallocate"):
-                # every block reserved now: a read through the map of a row whose block the
-                # filesystem could not allocate (a full tmpfs, where even reading a hole
-                # allocates) kills the process with SIGBUS; a disk without the room fails
-                # here instead, and the view keeps its vectors in memory
-                os.posix_fallocate(fd, 0, size)
-            mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        except BaseException:
-            os.close(fd)
-            os.unlink(name)
-            raise
-        if sys.platform != "win32":
-            os.unlink(name)  # nothing to clean up after a crash; the open handle keeps it
-        else:  # Windows cannot delete an open file: delete it when the rows are collected
-            weakref.finalize(self, _remove_quietly, name)
-        if hasattr(mmap, "MADV_RANDOM"):
-            # rows are read scattered (a shortlist): without this a fault maps the 16
-            # neighbouring cached pages too (fault-around), and a thousand rows of a 100K file
-            # mapped most of it
-            mapping.madvise(mmap.MADV_RANDOM)
-        self._fd = fd
-        self._mapping = mapping
-        weakref.finalize(self, os.close, fd)
-        array: F32 = np.frombuffer(mapping, dtype=np.float32).reshape(capacity, dimension)
-        self.array = array
-
-    def write(self, row: int, values: npt.ArrayLike) -> None:
-        """Write ``values`` (one row or a block of rows) from ``row`` on."""
-        data = np.ascontiguousarray(values, dtype=np.float32).tobytes()
-        offset = row * self.row_bytes
-        if hasattr(os, "pwrite"):
-            while data:
-                written = os.pwrite(self._fd, data, offset)
-                data, offset = data[written:], offset + written
-        else:  # Windows: the view's lock serialises writers
-            os.lseek(self._fd, offset, os.SEEK_SET)
-            while data:
-                data = data[os.write(self._fd, data):]
-
-    def read_rows(self, rows: npt.NDArray[np.intp]) -> F32:
-        """A copy of ``array[rows]`` read with ``preadv``, mapping no page into the process.
-
-        The kernel maps a file's pages in large folios (up to 2 MiB here): gathering a
-        thousand scattered rows through the map made most of a 100K file resident, reading
-        them costs ~1 µs a row and leaves them in the page cache only.
-        """
-        dimension = self.array.shape[1]
-        out: F32 = np.empty((len(rows), dimension), dtype=np.float32)
-        if not hasattr(os, "preadv"):  # Windows: through the map
-            out[:] = self.array[rows]
-            return out
-        buffer = out.data.cast("B")
-        size = self.row_bytes
-        for i, row in enumerate(rows.tolist()):
-            os.preadv(self._fd, [buffer[i * size:(i + 1) * size]], row * size)
-        return out
-
-    def release(self) -> None:
-        """Unmap the pages read so far from the process (MADV_DONTNEED: a shared, read-only
-        file mapping loses no data; the pages stay cached and are mapped again on read).
-
-        Not below :data:`RELEASE_MIN_BYTES` of file: mapping a small file's pages again on
-        every pass would cost more than the little memory it frees."""
-        if self.releases:
-            self._mapping.madvise(mmap.MADV_DONTNEED)
-
-    @property
-    def releases(self) -> bool:
-        """True when :meth:`release` unmaps pages: a file of at least
-        :data:`RELEASE_MIN_BYTES` where the platform can (Linux, macOS)."""
-        return hasattr(mmap, "MADV_DONTNEED") and len(self._mapping) >= RELEASE_MIN_BYTES
-
-    def copy_from(self, other: _MappedRows, rows: int) -> None:
-        """The first ``rows`` rows of ``other``, copied file to file (not through a map)."""
-        step = max(1, (8 << 20) // self.row_bytes)
-        for start in range(0, rows, step):
-            count = min(step, rows - start)
-            data = os.pread(other._fd, count * self.row_bytes, start * self.row_bytes) \
-                if hasattr(os, "pread") else other.array[start:start + count].tobytes()
-            self.write(start, np.frombuffer(data, dtype=np.float32))
-
-
-def _remove_quietly(name: str) -> None:
-    try:
-        os.unlink(name)
-    except OSError:
-        return
-
-
 def _objects(values: Sequence[Any]) -> Obj:
     """An object array holding ``values`` as they are (tuples stay elements, not rows)."""
     return np.fromiter(values, dtype=object, count=len(values))
@@ -548,16 +366,10 @@ class ColumnarView:
     Args:
         dimension: Embedding length.
         capacity: Initial row capacity (grows by doubling).
-        spill: A directory for the exact float32 vectors (an unlinked temporary file there,
-            memory-mapped; see the module doc), or None to keep them in memory. When a file
-            cannot be made there (a read-only folder), they are kept in memory.
     """
 
-    def __init__(self, dimension: int, capacity: int = 1024, *,
-                 spill: Path | None = None) -> None:
+    def __init__(self, dimension: int, capacity: int = 1024) -> None:
         self._dim = dimension
-        self._spill = spill
-        self._mapped: _MappedRows | None = None  # the exact vectors' file, when spilled
         self._lock = threading.RLock()
         self._n = 0
         self._dead = 0
@@ -612,82 +424,19 @@ class ColumnarView:
         self._anchor: F64 = grow(get("_anchor"), (capacity,), np.float64)
         self._tokens: I32 = grow(get("_tokens"), (capacity,), np.int32)
         self._has_vec: B = grow(get("_has_vec"), (capacity,), np.bool_, False)
-        self._codes: I8 = grow(get("_codes"), (capacity, self._dim), np.int8)
-        self._scales: F32 = grow(get("_scales"), (capacity,), np.float32)
-        self._vectors: F32 = self._allocate_exact(capacity, existing)
+        self._vectors: F32 = grow(get("_vectors"), (capacity, self._dim), np.float32)
         self._ids: Obj = grow(get("_ids"), (capacity,), object, None)
         self._contents: Obj = grow(get("_contents"), (capacity,), object, None)
         self._hashes: Obj = grow(get("_hashes"), (capacity,), object, None)
         self._tags: Obj = grow(get("_tags"), (capacity,), object, None)
         self._shared.clear()  # every column is a fresh array no snapshot holds
 
-    def _allocate_exact(self, capacity: int, existing: bool) -> F32:
-        """The exact vectors' array for ``capacity`` rows, holding the first ``_n`` rows."""
-        old_mapped = self._mapped if existing else None
-        if self._spill is not None:
-            try:
-                mapped = _MappedRows(self._spill, capacity, self._dim)
-                if old_mapped is not None:
-                    mapped.copy_from(old_mapped, self._n)
-                elif existing:
-                    mapped.write(0, self._vectors[: self._n])
-            except (OSError, ValueError):
-                self._spill = None  # no file there (read-only folder, no space): in memory
-            else:
-                self._mapped = mapped
-                return mapped.array
-        self._mapped = None
-        fresh: F32 = np.zeros((capacity, self._dim), dtype=np.float32)  # calloc: see grow
-        if existing:
-            fresh[: self._n] = self._vectors[: self._n]
-        return fresh
-
-    def _write_vectors(self, written: dict[int, F32]) -> None:
-        """Write each row's unit vector (a zero row for none) and its codes, in one batch."""
-        if not written:
-            return
-        rows = np.fromiter(written, dtype=np.intp, count=len(written))
-        vectors = np.stack(list(written.values())).astype(np.float32, copy=False)
-        codes, scales = quantize(vectors)
-        self._codes[rows] = codes
-        self._scales[rows] = scales
-        if self._mapped is None:
-            self._vectors[rows] = vectors
-            return
-        # one write per run of consecutive rows (appended rows are one run)
-        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        for first, last in zip([0, *breaks.tolist()], [*breaks.tolist(), len(rows)],
-                               strict=True):
-            self._write_exact(int(rows[first]), vectors[first:last])
-
-    def _write_exact(self, row: int, block: F32) -> None:
-        """Write ``block`` as the exact vectors of rows ``row..``.
-
-        A spill file that cannot take them (a full disk) is given up for memory first, with
-        every row written so far, so no vector is lost or half-written.
-        """
-        if self._mapped is not None:
-            try:
-                self._mapped.write(row, block)
-                return
-            except OSError:
-                kept = max(self._n, row)  # the rows before these that hold vectors
-                fresh: F32 = np.zeros(self._vectors.shape, dtype=np.float32)  # calloc
-                fresh[:kept] = self._vectors[:kept]
-                self._vectors, self._mapped, self._spill = fresh, None, None
-        self._vectors[row:row + len(block)] = block
-
     @classmethod
     def from_columns(cls, dimension: int, columns: dict[str, Any], *, ids: list[str],
                      contents: list[str], hashes: list[str], tags: list[tuple[str, ...]],
-                     agents: list[str], sources: list[str],
-                     spill: Path | None = None) -> ColumnarView:
-        """Rebuild a view from saved live columns (see :mod:`engine.store.view_cache`).
-
-        ``columns["codes"]`` and ``columns["scales"]`` (the compact vectors) are optional:
-        without them (a cache saved before they were) they are computed from ``vectors``.
-        """
-        view = cls(dimension, capacity=max(16, len(ids) * 2), spill=spill)
+                     agents: list[str], sources: list[str]) -> ColumnarView:
+        """Rebuild a view from saved live columns (see :mod:`engine.store.view_cache`)."""
+        view = cls(dimension, capacity=max(16, len(ids) * 2))
         n = len(ids)
         targets: dict[str, Any] = {"agent": view._agent, "source": view._source,
                                    "layer": view._layer,
@@ -697,20 +446,9 @@ class ColumnarView:
                    "created_at": view._created, "last_accessed": view._accessed,
                    "access_count": view._access_count, "expires_at": view._expires,
                    "recency_anchor": view._anchor, "token_estimate": view._tokens,
-                   "has_vector": view._has_vec}
+                   "has_vector": view._has_vec, "vectors": view._vectors}
         for name, target in targets.items():
             target[:n] = columns[name]
-        vectors = columns["vectors"]
-        if "codes" in columns and "scales" in columns:
-            view._codes[:n] = columns["codes"]
-            view._scales[:n] = columns["scales"]
-        step = _QUANTIZE_CHUNK
-        for start in range(0, n, step):  # in blocks: a mapped cache file is paged in a block
-            block = np.asarray(vectors[start:start + step], dtype=np.float32)
-            if "codes" not in columns or "scales" not in columns:
-                view._codes[start:start + len(block)], view._scales[start:start + len(block)] = \
-                    quantize(block)
-            view._write_exact(start, block)
         view._alive[:n] = True
         view._n = n
         for target, values in ((view._ids, ids), (view._contents, contents),
@@ -741,16 +479,12 @@ class ColumnarView:
             return self._n - self._dead
 
     def resident_bytes(self) -> dict[str, int]:
-        """Bytes the view's numpy data occupies, by kind, for its rows.
+        """Bytes the view's numpy data occupies in memory, by kind, for its rows.
 
-        ``vectors`` is the compact embedding matrix, resident (int8 codes and a float32 scale
-        per row, ``rows × (dimension + 4)``); ``exact`` the float32 vectors held in memory
-        (``rows × dimension × 4``; 0 when they are spilled to a file); ``mapped`` the float32
-        vectors in the spill file (paged in only where read, as file pages the kernel can
-        drop; 0 when in memory); ``columns`` the scalar columns (masks, codes, times, counts).
-        Capacity beyond the rows is not counted: it is allocated zeroed (calloc) and its pages
-        are not touched until rows are written. The texts, ids and tags are Python objects and
-        are not counted here.
+        ``vectors`` is the embedding matrix (float32, ``rows × dimension × 4``); ``columns``
+        the scalar columns (masks, codes, times, counts). Capacity beyond the rows is not
+        counted: it is allocated zeroed (calloc) and its pages are not touched until rows are
+        written. The texts, ids and tags are Python objects and are not counted here.
         """
         with self._lock:
             rows = self._n
@@ -759,16 +493,7 @@ class ColumnarView:
                        "_accessed", "_access_count", "_expires", "_anchor", "_tokens",
                        "_has_vec")
             columns = sum(rows * getattr(self, name).itemsize for name in scalars)
-            exact = rows * self._dim * self._vectors.itemsize
-            return {"vectors": rows * (self._dim * self._codes.itemsize + self._scales.itemsize),
-                    "exact": 0 if self._mapped is not None else exact,
-                    "mapped": exact if self._mapped is not None else 0, "columns": columns}
-
-    @property
-    def spilled(self) -> bool:
-        """True when the exact vectors are in a memory-mapped file (see the module doc)."""
-        with self._lock:
-            return self._mapped is not None
+            return {"vectors": rows * self._dim * self._vectors.itemsize, "columns": columns}
 
     def __contains__(self, record_id: object) -> bool:
         with self._lock:
@@ -839,13 +564,11 @@ class ColumnarView:
                 access_count=_frozen(self._access_count[:n]),
                 expires_at=_frozen(self._expires[:n]), recency_anchor=_frozen(self._anchor[:n]),
                 token_estimate=_frozen(self._tokens[:n]), has_vector=_frozen(self._has_vec[:n]),
-                vectors=_frozen(self._vectors[:n]), codes=_frozen(self._codes[:n]),
-                scales=_frozen(self._scales[:n]), id_array=_frozen(self._ids[:n]),
+                vectors=_frozen(self._vectors[:n]), id_array=_frozen(self._ids[:n]),
                 content_array=_frozen(self._contents[:n]), hash_array=_frozen(self._hashes[:n]),
                 tag_array=_frozen(self._tags[:n]), version=self._version, layout=self._layout,
                 access_version=self._access_version, lineage=self._lineage,
                 _lists=self._text_lists, _derived=self._derived, _grown=self._grown,
-                _mapped=self._mapped,
             )
             self._shared.update(_COPY_ON_WRITE)
             self._snapshot = snapshot
@@ -898,7 +621,6 @@ class ColumnarView:
         with self._lock:
             text_changed = layout_changed = existing = False
             appended_from = self._n  # rows from here on are this call's own
-            written: dict[int, F32] = {}  # row -> its new vector, written after the loop
             for i, record in enumerate(records):
                 row = self._rows.get(record.id)
                 before = None if row is None else self._partition_key(row)
@@ -917,7 +639,7 @@ class ColumnarView:
                     self._has_vec[row] = False
                     text_changed = True
                 else:
-                    text_changed |= self._update_text(row, record, written)
+                    text_changed |= self._update_text(row, record)
                 self._index(record.content_hash, row)
                 self._agent[row] = self._code(record.agent_id, self._agents, self._agent_code)
                 self._source[row] = self._code(record.source, self._sources, self._source_code)
@@ -938,23 +660,20 @@ class ColumnarView:
                     vector = vectors[i]
                     norm = float(np.linalg.norm(vector))
                     if norm > 0.0:
-                        written[row] = (vector / norm).astype(np.float32)
+                        self._vectors[row] = vector / norm
                         self._has_vec[row] = True
                 layout_changed |= before is not None and before != self._partition_key(row)
-            self._write_vectors(written)
             self._changed(text=text_changed, layout=layout_changed, existing=existing)
 
-    def _update_text(self, row: int, record: MemoryRecord, written: dict[int, F32]) -> bool:
-        """Write the text columns of an existing row (copy-on-write); True if one changed.
-
-        A new content hash clears the row's vector (``written[row]``: a zero row)."""
+    def _update_text(self, row: int, record: MemoryRecord) -> bool:
+        """Write the text columns of an existing row (copy-on-write); True if one changed."""
         changed = False
         old_hash = self._hashes[row]
         if old_hash != record.content_hash:
             self._unindex(old_hash, row)
             self._own("_hashes")[row] = record.content_hash
             self._has_vec[row] = False
-            written[row] = np.zeros(self._dim, dtype=np.float32)
+            self._vectors[row] = 0.0
             changed = True
         if self._contents[row] != record.content:
             self._own("_contents")[row] = record.content
@@ -1022,16 +741,13 @@ class ColumnarView:
         arrays = {name: getattr(self, name) for name in (
             "_alive", "_agent", "_source", "_layer", "_privacy", "_tier", "_category",
             "_state", "_importance", "_confidence", "_created", "_accessed", "_access_count",
-            "_expires", "_anchor", "_tokens", "_has_vec", "_codes", "_scales", *_TEXT)}
-        vectors = self._vectors
+            "_expires", "_anchor", "_tokens", "_has_vec", "_vectors", *_TEXT)}
         capacity = max(16, len(keep) * 2)
         self._n = 0
         self._alive = None  # type: ignore[assignment]  # forces _allocate to start fresh
         self._allocate(capacity)
         for name, old in arrays.items():
             getattr(self, name)[: len(keep)] = old[keep]
-        for start in range(0, len(keep), _QUANTIZE_CHUNK):  # blocks: a map is paged per block
-            self._write_exact(start, vectors[keep[start:start + _QUANTIZE_CHUNK]])
         self._n = len(keep)
         self._dead = 0
         self._rows = {record_id: row for row, record_id in enumerate(self._ids[: self._n])}

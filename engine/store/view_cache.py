@@ -24,15 +24,10 @@ Files (live rows only, in row order):
 
 * ``.mnemoscope-view.json`` — format, dimension, fingerprint, count, generation, agents, sources
   and the distinct tag sets;
-* ``.mnemoscope-view.npz`` — the numeric columns, each row's tag-set code, ids, contents and
-  hashes as one UTF-8 blob per column with the end offset (in characters) of each string, and
-  the compact vectors (``codes``, int8, and ``scales``; see :mod:`engine.store.view`);
-* ``.mnemoscope-view.vectors.npy`` — the exact float32 embedding matrix, memory-mapped on load
-  and copied block by block into the view (into its spill file: the store's folder).
-
-A cache saved before the compact vectors were (no ``codes`` / ``scales`` in the archive) is
-still read: the codes are computed from the float32 matrix while it is copied, and the next
-clean close saves them.
+* ``.mnemoscope-view.npz`` — the numeric columns, each row's tag-set code, and ids, contents and
+  hashes as one UTF-8 blob per column with the end offset (in characters) of each string;
+* ``.mnemoscope-view.vectors.npy`` — the embedding matrix, memory-mapped on load and copied once
+  into the view.
 
 No pickles: a store folder may come from someone else.
 """
@@ -154,7 +149,7 @@ def save_view(view: ColumnarView, directory: Path, collection: str, *,
         return
     stored = _stored(directory) if arrays_current else None
     if stored is not None and stored.get("fingerprint") == stamp \
-            and stored.get("format") == FORMAT and stored.get("compact") is True:
+            and stored.get("format") == FORMAT:
         return
     snapshot = view.snapshot()
     live = snapshot.live_rows
@@ -165,8 +160,6 @@ def save_view(view: ColumnarView, directory: Path, collection: str, *,
                             for r in rows), dtype=np.int32, count=len(rows))
     arrays: dict[str, Any] = {name: getattr(snapshot, name)[live] for name in _NUMERIC}
     arrays["tag_code"] = tag_code
-    arrays["codes"] = snapshot.codes[live]
-    arrays["scales"] = snapshot.scales[live]
     arrays["generation"] = np.array(generation)
     for name in _STRINGS:
         column = getattr(snapshot, name)
@@ -174,7 +167,7 @@ def save_view(view: ColumnarView, directory: Path, collection: str, *,
     vectors = np.ascontiguousarray(snapshot.vectors[live], dtype=np.float32)
     meta = {
         "format": FORMAT, "dimension": view.dimension, "fingerprint": stamp,
-        "count": len(rows), "generation": generation, "compact": True,
+        "count": len(rows), "generation": generation,
         "agents": list(snapshot.agents), "sources": list(snapshot.sources),
         "tag_sets": [list(tags) for tags in tag_sets],
     }
@@ -213,11 +206,6 @@ def _read(directory: Path, dimension: int, meta: dict[str, Any]) -> ColumnarView
         if str(data["generation"]) != meta["generation"]:
             return None  # the files are from different saves
         columns = {name: data[name] for name in _NUMERIC}
-        if "codes" in data.files and "scales" in data.files:  # absent in older saves
-            columns["codes"], columns["scales"] = data["codes"], data["scales"]
-            if columns["codes"].shape != (count, dimension) or columns["codes"].dtype != np.int8 \
-                    or columns["scales"].dtype != np.float32:
-                return None
         strings = {name: _decode_strings(data[f"{name}_utf8"], data[f"{name}_end"])
                    for name in _STRINGS}
         tag_code = data["tag_code"]
@@ -234,7 +222,6 @@ def _read(directory: Path, dimension: int, meta: dict[str, Any]) -> ColumnarView
         return ColumnarView.from_columns(
             dimension, columns, ids=strings["ids"], contents=strings["contents"],
             hashes=strings["hashes"], tags=[tag_sets[c] for c in tag_code.tolist()],
-            agents=[str(a) for a in meta["agents"]], sources=[str(s) for s in meta["sources"]],
-            spill=directory)
+            agents=[str(a) for a in meta["agents"]], sources=[str(s) for s in meta["sources"]])
     finally:
         del columns, vectors  # unmap the vectors file now (Windows cannot replace a mapped file)

@@ -3,18 +3,15 @@ their rows, alive mask and text columns (copy-on-write) while writers carry on."
 
 from __future__ import annotations
 
-import errno
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from engine.records import MemoryRecord, NewMemory
-from engine.store import view as view_module
-from engine.store.view import ColumnarView, ViewSnapshot, quantize
+from engine.store.view import ColumnarView, ViewSnapshot
 from engine.text import content_hash
 
 NOW = 1_767_225_600_000.0
@@ -263,114 +260,9 @@ def test_set_access_names_an_unknown_record_and_changes_nothing() -> None:
 
 def test_resident_bytes_count_the_rows_not_the_capacity() -> None:
     view = ColumnarView(DIM, capacity=4096)
-    assert view.resident_bytes() == {"vectors": 0, "exact": 0, "mapped": 0, "columns": 0}
+    assert view.resident_bytes() == {"vectors": 0, "columns": 0}
     view.upsert([record(i) for i in range(10)], unit(10))
     resident = view.resident_bytes()
-    assert resident["vectors"] == 10 * (DIM + 4)  # int8 codes and a float32 scale per row
-    assert resident["exact"] == 10 * DIM * 4 and resident["mapped"] == 0  # float32, in memory
+    assert resident["vectors"] == 10 * DIM * 4  # float32
     # 7 one-byte, 6 four-byte and 4 eight-byte scalar columns
     assert resident["columns"] == 10 * (7 * 1 + 6 * 4 + 4 * 8)
-
-
-def test_spilled_exact_vectors_are_mapped_not_resident(tmp_path: Path) -> None:
-    view = ColumnarView(DIM, capacity=16, spill=tmp_path)
-    view.upsert([record(i) for i in range(10)], unit(10))
-    assert view.spilled
-    assert view.resident_bytes()["exact"] == 0
-    assert view.resident_bytes()["mapped"] == 10 * DIM * 4
-    assert view.resident_bytes()["vectors"] == 10 * (DIM + 4)
-    # the file is unlinked at once: a crash leaves nothing in the store's folder
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_codes_stay_within_half_a_step_of_the_exact_vectors() -> None:
-    vectors = unit(500, seed=3)
-    vectors[7] = 0.0
-    codes, scales = quantize(vectors)
-    assert codes.dtype == np.int8 and scales.dtype == np.float32
-    assert int(np.abs(codes).max(axis=1)[0]) == 127 and scales[7] == 0 and not codes[7].any()
-    error = np.abs(codes * scales[:, None] - vectors)
-    assert bool((error <= scales[:, None] / 2 + 1e-7).all())
-
-
-def spilled_and_in_memory(tmp_path: Path) -> list[ColumnarView]:
-    return [ColumnarView(DIM, capacity=16), ColumnarView(DIM, capacity=16, spill=tmp_path)]
-
-
-def test_a_spilled_view_holds_the_same_vectors_through_every_change(tmp_path: Path) -> None:
-    records = [record(i) for i in range(2000)]
-    vectors = unit(2000, seed=4)
-    states = []
-    for view in spilled_and_in_memory(tmp_path):
-        view.upsert(records[:1000], vectors[:1000])  # grows from 16 rows: files replaced
-        early = view.snapshot()
-        view.upsert(records[1000:], vectors[1000:])
-        view.upsert([records[5].replace(content="changed")])  # a new hash clears the vector
-        view.upsert([records[6]], unit(1, seed=9))  # a new vector in place
-        view.remove([r.id for r in records[100:900]])  # compacts (a third dead)
-        snapshot = view.snapshot()
-        live = snapshot.live_rows
-        states.append((np.asarray(snapshot.vectors[live]), snapshot.codes[live].copy(),
-                       snapshot.scales[live].copy(), snapshot.has_vector[live].copy(),
-                       view.vector(records[6].id), np.asarray(early.vectors[:1000])))
-        rows = np.array([0, 3, 2, 9, 9, len(live) - 1], dtype=np.intp)
-        assert np.array_equal(snapshot.vector_rows(rows), snapshot.vectors[rows])
-    plain, spilled = states
-    for a, b in zip(plain, spilled, strict=True):
-        assert a is not None and b is not None
-        assert np.array_equal(a, b)
-    exact, codes, scales, has, sixth, early_rows = spilled
-    assert not has[5] and not exact[5].any() and not codes[5].any() and scales[5] == 0
-    assert sixth is not None and np.allclose(sixth, unit(1, seed=9)[0], atol=1e-6)
-    assert np.allclose(early_rows, vectors[:1000], atol=1e-6)  # what an early reader saw
-    again, _ = quantize(exact)
-    assert np.array_equal(again, codes)
-
-
-def test_a_folder_without_room_for_the_file_keeps_the_vectors_in_memory(
-        tmp_path: Path) -> None:
-    missing = tmp_path / "gone"
-    view = ColumnarView(DIM, capacity=16, spill=missing)
-    records = [record(i) for i in range(3)]
-    view.upsert(records, unit(3))
-    assert not view.spilled and view.resident_bytes()["exact"] == 3 * DIM * 4
-    assert view.vector(records[1].id) is not None
-
-
-def test_rows_of_a_large_spill_file_are_read_without_the_map_and_survive_a_release(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(view_module, "RELEASE_MIN_BYTES", 0)  # every file counts as large
-    view = ColumnarView(DIM, capacity=16, spill=tmp_path)
-    records = [record(i) for i in range(300)]
-    view.upsert(records, unit(300, seed=5))
-    snapshot = view.snapshot()
-    rows = np.array([299, 0, 150, 150, 7], dtype=np.intp)
-    expected = np.asarray(snapshot.vectors[rows]).copy()
-    snapshot.release_vector_pages()
-    assert np.array_equal(snapshot.vector_rows(rows), expected)
-    assert np.array_equal(np.asarray(snapshot.vectors[rows]), expected)  # mapped again
-    in_memory = ColumnarView(DIM, capacity=16)
-    in_memory.upsert(records, unit(300, seed=5))
-    assert np.array_equal(in_memory.snapshot().vector_rows(rows), expected)
-
-
-@pytest.mark.parametrize("capacity", [16, 1024], ids=["while-growing", "while-writing"])
-def test_a_spill_file_that_runs_out_of_room_moves_the_vectors_into_memory(
-        capacity: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    records = [record(i) for i in range(600)]
-    vectors = unit(600, seed=6)
-    reference = ColumnarView(DIM, capacity=16)
-    reference.upsert(records, vectors)
-    view = ColumnarView(DIM, capacity=capacity, spill=tmp_path)
-    view.upsert(records[:250], vectors[:250])
-    before = view.snapshot()
-
-    def full(self: object, row: int, values: object) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(view_module._MappedRows, "write", full)
-    view.upsert(records[250:], vectors[250:])  # from 16 rows it grows: a file-to-file copy
-    assert not view.spilled and view.resident_bytes()["exact"] == 600 * DIM * 4
-    assert np.array_equal(view.snapshot().vectors, reference.snapshot().vectors)
-    assert np.array_equal(view.snapshot().codes, reference.snapshot().codes)
-    assert np.array_equal(before.vectors, reference.snapshot().vectors[:250])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -189,69 +188,4 @@ def test_vectors_that_do_not_belong_fall_back_to_chroma(store_dir: Path, damage:
     snapshot = reopened.view.snapshot()
     row = snapshot.ids.index(batch[0].id)
     assert float(snapshot.importance[row]) == pytest.approx(reopened.get(batch[0].id).importance)
-    reopened.close()
-
-
-def test_the_compact_vectors_round_trip_and_the_exact_ones_are_spilled(store_dir: Path) -> None:
-    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
-    store.write(records(30), vectors(30))
-    store.close()
-    with np.load(store_dir / view_cache.CACHE_ARRAYS) as data:
-        assert data["codes"].dtype == np.int8 and data["codes"].shape == (30, 384)
-    cached = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
-    assert cached._view_from_cache and cached.view.spilled
-    view_cache.invalidate(store_dir)
-    fresh = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
-    same_view(cached, fresh)
-    a, b = cached.view.snapshot(), fresh.view.snapshot()
-    order = [b.ids.index(record_id) for record_id in a.ids]
-    # Chroma hands back the vectors re-normalized: equal within float32 rounding
-    assert np.abs(a.codes.astype(int) - b.codes[order]).max() <= 1
-    assert np.allclose(a.scales, b.scales[order], rtol=1e-5)
-    cached.close()
-    fresh.close()
-
-
-def drop_compact_block(store_dir: Path) -> None:
-    """Rewrite the cache as a save from before the compact vectors (no codes, no scales)."""
-    path = store_dir / view_cache.CACHE_ARRAYS
-    with np.load(path) as data:
-        arrays = {name: data[name] for name in data.files if name not in ("codes", "scales")}
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-    meta_path = store_dir / view_cache.CACHE_META
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    del meta["compact"]
-    meta_path.write_text(json.dumps(meta), encoding="utf-8")
-
-
-def test_a_cache_saved_without_the_compact_vectors_is_read_and_then_rewritten(
-        store_dir: Path) -> None:
-    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
-    store.write(records(25), vectors(25))
-    store.close()
-    with np.load(store_dir / view_cache.CACHE_ARRAYS) as data:
-        codes, scales = data["codes"], data["scales"]
-    drop_compact_block(store_dir)
-    old = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)  # a writer that only reads
-    assert old._view_from_cache and old.count() == 25
-    snapshot = old.view.snapshot()
-    assert np.array_equal(snapshot.codes, codes) and np.array_equal(snapshot.scales, scales)
-    old.close()  # nothing was written: the cache is saved again, with the compact block
-    with np.load(store_dir / view_cache.CACHE_ARRAYS) as data:
-        assert np.array_equal(data["codes"], codes)
-
-
-def test_compact_vectors_of_the_wrong_shape_fall_back_to_chroma(store_dir: Path) -> None:
-    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
-    store.write(records(5), vectors(5))
-    store.close()
-    path = store_dir / view_cache.CACHE_ARRAYS
-    with np.load(path) as data:
-        arrays = {name: data[name] for name in data.files}
-    arrays["codes"] = arrays["codes"][:, :10]
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-    reopened = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
-    assert not reopened._view_from_cache and reopened.count() == 5
     reopened.close()
