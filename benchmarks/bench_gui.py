@@ -73,19 +73,23 @@ def _env(home: str, mode: str) -> dict[str, str]:
 
 def _timed_launch(args: list[str], env: dict[str, str], marker: str) -> tuple[float, str]:
     """Start ``python -m app.main *args``; seconds until a stdout line starts with ``marker``."""
-    started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "app.main", *args], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert child.stdout is not None
-    found, line = None, ""
-    for line in child.stdout:
-        if line.startswith(marker):
-            found = time.perf_counter() - started
-            break
-    child.wait(timeout=600)
-    child.stdout.close()
-    if found is None:
-        raise RuntimeError(f"the app never printed {marker!r} (exit {child.returncode})")
+    with tempfile.TemporaryFile("w+") as errors:  # a file: a pipe left unread could fill up
+        started = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "app.main", *args], cwd=ROOT, env=env,
+                                 stdout=subprocess.PIPE, stderr=errors, text=True)
+        assert child.stdout is not None
+        found, line = None, ""
+        for line in child.stdout:
+            if line.startswith(marker):
+                found = time.perf_counter() - started
+                break
+        child.wait(timeout=600)
+        child.stdout.close()
+        if found is None:
+            errors.seek(0)
+            tail = "\n".join(errors.read().strip().splitlines()[-15:])
+            raise RuntimeError(f"the app never printed {marker!r} (exit {child.returncode}); "
+                               f"its last words:\n{tail or '(nothing on stderr)'}")
     return found, line.strip()
 
 
@@ -583,12 +587,14 @@ def _server_store(records: int, folder: Path) -> Any:
             if existing:
                 import chromadb
 
+                from engine.store import close_client
+
                 client = chromadb.HttpClient(host=url.split("//")[1].split(":")[0],
                                              port=int(url.rsplit(":", 1)[1]))
                 try:
                     client.delete_collection(SERVER_COLLECTION)
                 finally:
-                    client.close()
+                    close_client(client)
             # stderr: `mnemoscope --json bench` reads this process's stdout as JSON
             print(f"building {records:,} records on the server (cached in {folder}) …",
                   file=sys.stderr, flush=True)
@@ -641,7 +647,7 @@ def server_pages(url: str, collection: str, records: int, runs: int, *, filtered
 
     from engine.memory_engine import MemoryEngine
     from engine.query import RecordQuery
-    from engine.store import StoreSpec
+    from engine.store import StoreSpec, close_client
 
     spec = StoreSpec(url, collection=collection, read_only=True)
     timings: dict[str, list[float]] = {name: [] for name in (
@@ -672,7 +678,7 @@ def server_pages(url: str, collection: str, records: int, runs: int, *, filtered
             chroma.get(limit=200, include=["documents", "metadatas"])
             timings["chroma get"].append(time.perf_counter() - started)
         finally:  # its HTTP connections (left to the GC, a test process warns later)
-            client.close()
+            close_client(client)
     for _ in range(full_view_runs):
         started = time.perf_counter()
         engine = MemoryEngine.open(spec)

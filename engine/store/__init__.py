@@ -7,6 +7,7 @@ from engine.store.chroma_store import (
     CollectionInfo,
     MemoryStore,
     StoreSpec,
+    close_client,
     list_collections,
 )
 from engine.store.codec import SCHEMA_VERSION
@@ -37,5 +38,6 @@ __all__ = [
     "StoreLock",
     "StoreSpec",
     "ViewSnapshot",
+    "close_client",
     "list_collections",
 ]

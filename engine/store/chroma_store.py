@@ -69,6 +69,7 @@ __all__ = [
     "CollectionInfo",
     "MemoryStore",
     "StoreSpec",
+    "close_client",
     "list_collections",
 ]
 
@@ -195,7 +196,7 @@ def _connect(spec: StoreSpec) -> Any:
             client.heartbeat()
         except Exception as exc:
             if client is not None:
-                _close_client(client)
+                close_client(client)
             failure = _failure(spec, action, exc)
             if isinstance(failure, StoreTimeout):
                 raise failure from exc
@@ -300,8 +301,12 @@ def _forget_failed_system(identifier: str) -> None:
     SharedSystemClient._identifier_to_refcount.pop(identifier, None)
 
 
-def _close_client(client: Any) -> None:
-    """Close a Chroma client, including the httpx session its HTTP client leaves open."""
+def close_client(client: Any) -> None:
+    """Close a Chroma client, including the httpx session its HTTP client leaves open.
+
+    Use it for every ``chromadb.HttpClient`` (tests and benchmarks too): chromadb's own
+    ``close()`` leaves the session's sockets to the garbage collector, which warns.
+    """
     owners = (client, getattr(client, "_admin_client", None))
     sessions = [getattr(getattr(o, "_server", None), "_session", None) for o in owners]
     with contextlib.suppress(Exception):  # closing must not fail during shutdown
@@ -346,7 +351,7 @@ def list_collections(spec: StoreSpec) -> list[CollectionInfo]:
     except Exception as exc:
         raise _failure(spec, f"listing the collections of {spec.location}", exc) from exc
     finally:
-        _close_client(client)
+        close_client(client)
     return infos
 
 
@@ -426,6 +431,7 @@ class MemoryStore:
         directory = None if spec.is_remote else Path(spec.location).expanduser()
         stamp = view_cache.fingerprint(directory, spec.collection) \
             if directory is not None else None
+        client = None
         try:
             client = _connect(spec)
             collection, foreign = cls._collection_for(client, spec, dimension)
@@ -457,6 +463,8 @@ class MemoryStore:
                 store._view = store._read_view(now_ms, progress)
             return store
         except BaseException:
+            if client is not None:  # its HTTP session's sockets, or the embedded system
+                close_client(client)
             if lock is not None:
                 lock.release()
             raise
@@ -1308,7 +1316,7 @@ class MemoryStore:
         self._collection = None
         client, self._client = self._client, None
         if client is not None:
-            _close_client(client)
+            close_client(client)
             if self._cache_dir is not None and not self._read_only and self.view_ready:
                 with contextlib.suppress(OSError):  # a cache we cannot write is only slower
                     view_cache.save_view(self._view, self._cache_dir, self._spec.collection,

@@ -29,7 +29,7 @@ from engine.records import (
     RelatedLink,
     TrustTier,
 )
-from engine.store import MemoryStore, StoreSpec
+from engine.store import MemoryStore, StoreSpec, close_client
 from engine.store.codec import (
     FILTER_KEYS,
     SCHEMA_VERSION,
@@ -169,7 +169,7 @@ def _stored(directory: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]
         return dict(collection.metadata or {}), dict(zip(got["ids"], got["metadatas"],
                                                          strict=True))
     finally:
-        client.close()
+        close_client(client)
 
 
 def _read_all(spec: StoreSpec) -> tuple[list[MemoryRecord], npt.NDArray[np.float32], int]:
@@ -192,7 +192,7 @@ def flat_store(store_dir: Path) -> tuple[StoreSpec, list[MemoryRecord]]:
     records = sample_records(COUNT)
     client = _client(store_dir)
     write_flat_store(client, records, unit(COUNT), schema_version=1)
-    client.close()
+    close_client(client)
     return StoreSpec(str(store_dir)), records  # ids sort in creation order
 
 
@@ -295,7 +295,7 @@ def test_a_new_store_is_lean_from_the_start(store_dir: Path) -> None:
 
 _KILLED_MIDWAY = """
 import os, signal, sys
-from engine.store import MemoryStore, StoreSpec
+from engine.store import MemoryStore, StoreSpec, close_client
 
 def progress(done, total):
     if done >= 250:  # the first page is rewritten: die before the next
@@ -395,4 +395,4 @@ def test_a_flat_server_store_is_migrated_and_filtered_on_the_server(
         assert all(set(m) == {"mnemo_schema", *FILTER_KEYS, "fields"} for m in lean)
         assert all(isinstance(json.loads(m["fields"]), dict) for m in lean)
     finally:  # its HTTP connections: left to the GC they warn in a later test
-        client.close()
+        close_client(client)

@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from engine.records import MemoryRecord, NewMemory
-from engine.store import MemoryStore, StoreSpec, view_cache
+from engine.store import MemoryStore, StoreSpec, close_client, view_cache
 
 NOW = 1_767_225_600_000.0
 
@@ -87,7 +87,7 @@ def test_another_writer_makes_the_cache_stale(store_dir: Path) -> None:
 
     collection.add(ids=[extra.id], documents=[extra.content],
                    metadatas=[record_to_chroma(extra)], embeddings=vectors(1, seed=2))
-    client.close()  # type: ignore[attr-defined]  # chromadb's ClientAPI stub lacks close()
+    close_client(client)
     reopened = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
     assert not reopened._view_from_cache and reopened.count() == 4
     reopened.close()

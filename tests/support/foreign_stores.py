@@ -17,9 +17,11 @@ Each writer calls chromadb directly with the keys the tool's own source uses:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -69,67 +71,75 @@ def _vectors(texts: list[str], dimension: int, seed: int) -> list[list[float]]:
     return [row.tolist() for row in matrix]
 
 
-def _client(path: Path | str) -> Any:
-    """An embedded client on a directory, or an HTTP client on a ``chroma run`` URL."""
+@contextlib.contextmanager
+def _client(path: Path | str) -> Iterator[Any]:
+    """An embedded client on a directory, or an HTTP client on a ``chroma run`` URL; closed
+    after (an HTTP client's sockets otherwise warn inside a later test)."""
     import chromadb
     from chromadb.config import Settings
 
+    from engine.store import close_client
+
     if isinstance(path, str) and path.startswith("http"):
         host, port = urlsplit(path).hostname, urlsplit(path).port
-        return chromadb.HttpClient(host=host or "127.0.0.1", port=port or 8000,
-                                   settings=Settings(anonymized_telemetry=False))
-    # the settings mem0 itself passes (and the store's: one Chroma system per path per process)
-    return chromadb.PersistentClient(path=str(path),
+        client = chromadb.HttpClient(host=host or "127.0.0.1", port=port or 8000,
                                      settings=Settings(anonymized_telemetry=False))
+    else:  # the settings mem0 itself passes (and the store's: one system per path per process)
+        client = chromadb.PersistentClient(path=str(path),
+                                           settings=Settings(anonymized_telemetry=False))
+    try:
+        yield client
+    finally:
+        close_client(client)
 
 
 def write_mem0(path: Path | str, name: str = "mem0", dimension: int = 384) -> list[str]:
     """A mem0 collection at ``path`` (a directory or a server URL); returns the ids in write
     order."""
-    client = _client(path)
-    collection = client.get_or_create_collection(name=name, embedding_function=None)
-    ids = [str(uuid.uuid4()) for _ in MEM0_MEMORIES]
-    payloads = [{"data": text, "hash": hashlib.md5(text.encode()).hexdigest(), **meta}
-                for text, meta in MEM0_MEMORIES]
-    collection.add(ids=ids, embeddings=_vectors([t for t, _ in MEM0_MEMORIES], dimension, 1),
-                   metadatas=payloads)
+    with _client(path) as client:
+        collection = client.get_or_create_collection(name=name, embedding_function=None)
+        ids = [str(uuid.uuid4()) for _ in MEM0_MEMORIES]
+        payloads = [{"data": text, "hash": hashlib.md5(text.encode()).hexdigest(), **meta}
+                    for text, meta in MEM0_MEMORIES]
+        collection.add(ids=ids, embeddings=_vectors([t for t, _ in MEM0_MEMORIES], dimension, 1),
+                       metadatas=payloads)
     return ids
 
 
 def write_langchain(path: Path, name: str = "langchain", dimension: int = 1536) -> list[str]:
     """A LangChain collection (1536-d vectors, as OpenAI embeddings make)."""
-    client = _client(path)
-    collection = client.get_or_create_collection(name=name, embedding_function=None)
-    ids = [str(uuid.uuid4()) for _ in LANGCHAIN_DOCUMENTS]
-    collection.upsert(ids=ids,
-                      embeddings=_vectors([t for t, _ in LANGCHAIN_DOCUMENTS], dimension, 2),
-                      documents=[text for text, _ in LANGCHAIN_DOCUMENTS],
-                      metadatas=[meta for _, meta in LANGCHAIN_DOCUMENTS])
+    with _client(path) as client:
+        collection = client.get_or_create_collection(name=name, embedding_function=None)
+        ids = [str(uuid.uuid4()) for _ in LANGCHAIN_DOCUMENTS]
+        collection.upsert(ids=ids,
+                          embeddings=_vectors([t for t, _ in LANGCHAIN_DOCUMENTS], dimension, 2),
+                          documents=[text for text, _ in LANGCHAIN_DOCUMENTS],
+                          metadatas=[meta for _, meta in LANGCHAIN_DOCUMENTS])
     return ids
 
 
 def write_llamaindex(path: Path, name: str = "llamaindex", dimension: int = 384) -> list[str]:
     """A LlamaIndex collection (one node per text, each from its own source document)."""
-    client = _client(path)
-    collection = client.get_or_create_collection(name=name, embedding_function=None)
-    ids, metadatas = [], []
-    for text, meta in LLAMAINDEX_NODES:
-        node_id, ref_doc = str(uuid.uuid4()), str(uuid.uuid4())
-        node: dict[str, Any] = {"id_": node_id, "embedding": None, "metadata": meta,
-                "excluded_embed_metadata_keys": [], "excluded_llm_metadata_keys": [],
-                "relationships": {"1": {"node_id": ref_doc, "node_type": "4",
-                                        "metadata": meta, "hash": None, "class_name":
-                                        "RelatedNodeInfo"}},
-                "text": "", "mimetype": "text/plain", "start_char_idx": 0,
-                "end_char_idx": len(text), "text_template": "{metadata_str}\n\n{content}",
-                "metadata_template": "{key}: {value}", "metadata_seperator": "\n",
-                "class_name": "TextNode"}
-        ids.append(node_id)
-        metadatas.append({**meta, "_node_content": json.dumps(node), "_node_type": "TextNode",
-                          "document_id": ref_doc, "doc_id": ref_doc, "ref_doc_id": ref_doc})
-    collection.add(ids=ids,
-                   embeddings=_vectors([t for t, _ in LLAMAINDEX_NODES], dimension, 3),
-                   documents=[text for text, _ in LLAMAINDEX_NODES], metadatas=metadatas)
+    with _client(path) as client:
+        collection = client.get_or_create_collection(name=name, embedding_function=None)
+        ids, metadatas = [], []
+        for text, meta in LLAMAINDEX_NODES:
+            node_id, ref_doc = str(uuid.uuid4()), str(uuid.uuid4())
+            node: dict[str, Any] = {"id_": node_id, "embedding": None, "metadata": meta,
+                    "excluded_embed_metadata_keys": [], "excluded_llm_metadata_keys": [],
+                    "relationships": {"1": {"node_id": ref_doc, "node_type": "4",
+                                            "metadata": meta, "hash": None, "class_name":
+                                            "RelatedNodeInfo"}},
+                    "text": "", "mimetype": "text/plain", "start_char_idx": 0,
+                    "end_char_idx": len(text), "text_template": "{metadata_str}\n\n{content}",
+                    "metadata_template": "{key}: {value}", "metadata_seperator": "\n",
+                    "class_name": "TextNode"}
+            ids.append(node_id)
+            metadatas.append({**meta, "_node_content": json.dumps(node), "_node_type": "TextNode",
+                              "document_id": ref_doc, "doc_id": ref_doc, "ref_doc_id": ref_doc})
+        collection.add(ids=ids,
+                       embeddings=_vectors([t for t, _ in LLAMAINDEX_NODES], dimension, 3),
+                       documents=[text for text, _ in LLAMAINDEX_NODES], metadatas=metadatas)
     return ids
 
 
@@ -137,14 +147,14 @@ def write_custom(path: Path | str, name: str = "notes") -> list[str]:
     """A collection of no known tool: text under ``memory``, agent ``who``, time ``when``,
     last change ``changed`` (epoch seconds), importance ``weight``, session ``thread``; no
     documents."""
-    client = _client(path)
-    collection = client.get_or_create_collection(name=name, embedding_function=None)
-    rows = [("Prefers aisle seats", "frank", "2024-02-01T10:00:00Z", 1706868000, 0.9, "t-1"),
-            ("Works from Lisbon in winter", "grace", "2024-02-02T11:00:00Z", 1706958000, 0.3,
-             "t-2")]
-    ids = [f"note-{i}" for i in range(len(rows))]
-    collection.add(ids=ids, embeddings=_vectors([r[0] for r in rows], 384, 4),
-                   metadatas=[{"memory": text, "who": who, "when": when, "changed": changed,
-                               "weight": weight, "thread": thread}
-                              for text, who, when, changed, weight, thread in rows])
+    with _client(path) as client:
+        collection = client.get_or_create_collection(name=name, embedding_function=None)
+        rows = [("Prefers aisle seats", "frank", "2024-02-01T10:00:00Z", 1706868000, 0.9, "t-1"),
+                ("Works from Lisbon in winter", "grace", "2024-02-02T11:00:00Z", 1706958000, 0.3,
+                 "t-2")]
+        ids = [f"note-{i}" for i in range(len(rows))]
+        collection.add(ids=ids, embeddings=_vectors([r[0] for r in rows], 384, 4),
+                       metadatas=[{"memory": text, "who": who, "when": when, "changed": changed,
+                                   "weight": weight, "thread": thread}
+                                  for text, who, when, changed, weight, thread in rows])
     return ids
