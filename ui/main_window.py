@@ -89,7 +89,7 @@ from ui.observe.budget_view import BudgetView
 from ui.observe.fate_view import FateView
 from ui.observe.observe import ObserveViews
 from ui.records.consolidate_view import ConsolidateDialog
-from ui.records.record_links import RecordLinks, RecordRef, quoted, tree_record
+from ui.records.record_links import RecordLinks, RecordRef, quoted
 from ui.records.records_view import RecordsView
 from ui.records.scan_view import ScanView
 from ui.session_views import AppControl
@@ -451,8 +451,8 @@ class MainWindow(QMainWindow):
         links.attach(self.fate.steps, self.fate.current_step_record)
         links.attach(self.fate.record_bar, self.fate.current_record)
         links.attach(self.scan.table, self.scan.current_record)
-        for tree, role in self.layers.record_trees():
-            links.attach(tree, tree_record(tree, role))
+        for tree in self.layers.record_trees():
+            links.attach(tree, tree.current_record)
 
     def show_fate(self, record_id: str) -> None:
         """Switch to the Fate view and show what happened to ``record_id``."""

@@ -29,8 +29,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -55,7 +53,6 @@ _EMPTY_TEXT = ("When an agent remembers talking with someone — a record whose 
 AGENT_COLOR = "#0969da"
 _TREND_ARROWS = {"rising": "↗ rising", "falling": "↘ falling", "steady": "→ steady",
                  "unknown": "? too few to tell"}
-_ROLE_RECORD = Qt.ItemDataRole.UserRole + 1
 
 
 def sentiment_color(value: float | None) -> QColor:
@@ -223,12 +220,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
         self.trend_plot.addItem(self.ewma_curve)
         self.sentiment_dots = pg.ScatterPlotItem(size=8, pen=None)
         self.trend_plot.addItem(self.sentiment_dots)
-        self.records = QTreeWidget(self)
-        self.records.setHeaderLabels(["When", "Sentiment", "Interaction"])
-        self.records.setRootIsDecorated(False)
-        self.records.setColumnWidth(0, 120)
-        self.records.setColumnWidth(1, 72)
-        self.link_records(self.records, _ROLE_RECORD)
+        self.records = self.record_tree(["When", "Sentiment", "Interaction"], (120, 72))
         self.open_button = QPushButton("Open summary record", self)
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self._on_open_summary)
@@ -433,11 +425,9 @@ class SocialView(LayerTab[list[SocialSummary]]):
             pad = max((t1 - t0) * 0.05, 3600.0)
             self.trend_plot.setXRange(t0 - pad, t1 + pad, padding=0)
         for point in reversed(summary.series):
-            item = QTreeWidgetItem([
+            self.records.add_record([
                 (format_timestamp(point.ts) or "")[:16].replace("T", " "),
-                "—" if point.sentiment is None else f"{point.sentiment:+.2f}", "…"])
-            item.setData(0, _ROLE_RECORD, point.record_id)
-            self.records.addTopLevelItem(item)
+                "—" if point.sentiment is None else f"{point.sentiment:+.2f}"], point.record_id)
         if self.session is not None and summary.series:
             spawn(self._load_contents(summary))
 
@@ -455,15 +445,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
             return []
         if not self._record_tokens.is_current(token) or summary is not self.selected:
             return []
-        contents = {r.id: " ".join(r.content.split()) for r in found}
-        for row in range(self.records.topLevelItemCount()):
-            item = self.records.topLevelItem(row)
-            if item is None:
-                continue
-            record_id = item.data(0, _ROLE_RECORD)
-            text = contents.get(str(record_id))
-            item.setText(2, self._shown(text) if text is not None else "(no longer stored)")
-            item.setToolTip(2, self._shown(text) if text is not None else "")
+        self.records.set_texts({r.id: r.content for r in found}, self._shown)
         return found
 
     def _on_open_summary(self) -> None:
