@@ -1394,7 +1394,8 @@ class MainWindow(QMainWindow):
         """Copy the demo task workspace to a temporary folder (worker) and open the copy.
 
         A copy, because a workspace is written to (its cache, a person's edits) and the shipped
-        one may be read-only; the copy is left for the system to clean up with its temp files.
+        one may be read-only. The Tasks view owns the copy's folder: it is deleted when another
+        workspace (or a new copy) replaces it and when the window closes.
         """
         source = self._services.demo_workspace
         if source is None:
@@ -1404,7 +1405,7 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             QMessageBox.warning(self, "Demo workspace", f"Could not copy {source}: {exc}")
             return None
-        await self.tasks_view.open_workspace(copy)
+        await self.tasks_view.open_workspace(copy, scratch=copy.parent)
         return copy
 
     def _on_load_demo_triggered(self) -> None:
