@@ -387,7 +387,8 @@ class MainWindow(QMainWindow):
         self.records.empty_actions = (self.demo_action, self.import_action,
                                       self.conversation_action)
         self.layers.set_empty_actions((self.demo_action, self.import_action))
-        self.observe.retrieval.empty_actions = (self.demo_action, self.import_action)
+        for view in (self.observe.retrieval, self.observe.timeline, self.observe.map):
+            view.empty_actions = (self.demo_action, self.import_action)
         self.redaction.changed.connect(self._on_redaction_changed)
         controller.session_changed.connect(self._on_session_changed)
         controller.store_state_changed.connect(self._on_store_state_changed)

@@ -165,6 +165,8 @@ def test_each_view_shows_its_empty_state_until_it_has_data(
     assert all(b.isEnabled() for b in records.buttons)
     qtbot.waitUntil(lambda: views.timeline.empty_state.is_shown())
     assert views.timeline.empty_state.title() == "No events yet"
+    # its next step is a button, as in Records (it was only named in the sentence)
+    assert views.timeline.empty_state.button_texts() == ["Load Demo Data", "Import JSONL…"]
     window.nav.setCurrentRow(list(window.views).index("review"))
     qtbot.waitUntil(lambda: views.review.empty_state.is_shown())
     assert views.review.empty_state.title() == "Nothing to review"
@@ -220,6 +222,7 @@ def test_map_is_empty_until_records_have_embeddings(
     view = window.observe.map
     qtbot.waitUntil(lambda: view.data is not None)
     assert view.empty_state.is_shown() and view.empty_state.title() == "Nothing to map yet"
+    assert view.empty_state.button_texts() == ["Load Demo Data", "Import JSONL…"]
     # the empty state alone explains it: no legend and no key to marks that cannot show
     assert view.legend.text() == "" and view.marks.isHidden()
     assert run(qtbot, window.run_import(write_import_file(tmp_path / "m.jsonl", 6))) is not None

@@ -31,7 +31,7 @@ import pyqtgraph as pg
 import shiboken6
 from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -238,6 +238,7 @@ class TimelineView(QWidget):
         layout.addWidget(split, 1)
         layout.addWidget(self.marks)
         self.empty_state = EmptyState(split, "timeline")
+        self.empty_actions: tuple[QAction, ...] = ()  # the window's ways to fill the store
         self.apply_theme(current_theme())
         self.fit_all()
 
@@ -302,8 +303,8 @@ class TimelineView(QWidget):
         else:
             self.empty_state.show_message(
                 "No events yet", "Every ingest, merge, review and retrieval decision shows "
-                "here as an event in its lane. Ingest or import memories (File → Import, or "
-                "Load Demo Data) to see the decisions.")
+                "here as an event in its lane. Load the demo data set or import memories to "
+                "see the decisions.", self.empty_actions)
         if not added and not fit:
             return
         self._refresh_kind_tooltip()
