@@ -115,3 +115,46 @@ def test_retrieval_over_an_empty_store_says_so_and_offers_the_demo(
     assert retrieval.empty_state.is_shown()
     assert retrieval.empty_state.title() == "Nothing to retrieve from"
     assert retrieval.empty_state.button_texts() == ["Load Demo Data", "Import JSONL…"]
+
+
+def test_review_items_stand_apart(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    """Polish: wrapped review items touched, the next one's reason line directly under the
+    last one's text (in the dark theme, with alternate rows barely darker, they ran together)."""
+    path = tmp_path / "store"
+    engine = MemoryEngine.open(StoreSpec(str(path)), embedder=HashingEmbedder())
+    try:
+        for text in (BASE, GRAY, BASE.replace("Sam", "Alex"), GRAY.replace("Sam", "Alex")):
+            engine.ingest(NewMemory(content=text, agent_id="travel", source="travel:1",
+                                    layer=Layer.EPISODIC, category=Category.EPISODE))
+        assert engine.pending_review_count() >= 2
+    finally:
+        engine.close()
+    window = make_window()
+    open_store(qtbot, window, path)
+    window.resize(900, 600)
+    review = window.observe.review
+    window.nav.setCurrentRow(list(window.views).index("review"))
+    qtbot.waitUntil(lambda: len(review.items) >= 2, timeout=10_000)
+    qtbot.wait(50)
+    first, second = (review.list.visualItemRect(review.list.item(i)) for i in range(2))
+    assert second.top() - first.bottom() - 1 >= 4  # a gap between them, never an overlap
+
+
+def test_the_pipeline_summary_reads_across_the_view(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], store: Path) -> None:
+    """Polish: beside the buttons, the run's summary was a column of five lines at 1000 px."""
+    window = make_window()
+    open_store(qtbot, window, store)
+    window.resize(1000, 700)
+    pipeline = window.observe.pipeline
+    window.nav.setCurrentRow(list(window.views).index("pipeline"))
+    pipeline.content_edit.setPlainText("Sam's passport number is due for renewal in March.")
+    assert run(qtbot, pipeline.start(simulate=True))
+    while pipeline.run is not None and pipeline.run.next_stage is not None:
+        assert run(qtbot, pipeline.step()) is not None
+    label = pipeline.status_label
+    assert "nothing was written" in label.text()
+    qtbot.wait(50)  # a layout pass
+    assert label.width() >= pipeline.width() * 0.8
+    assert label.height() <= 2 * label.fontMetrics().lineSpacing() + 4
