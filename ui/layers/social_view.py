@@ -124,15 +124,25 @@ def _label_direction(node: GraphNode, graph: SocialGraph) -> tuple[float, float]
     if node.summary is not None:
         agent = next(n for n in graph.nodes if n.summary is None and n.name == node.agent)
         dx, dy = node.x - agent.x, node.y - agent.y
-    else:  # an agent: towards the centre (its people face outwards), along one axis so two
-        # agents side by side put their labels above or below themselves, not into each other
-        dx, dy = -node.x, -node.y
-        if math.hypot(dx, dy) < 1e-9:
-            return 0.0, -1.0  # a lone agent's people are above it
-        return (math.copysign(1.0, dx), 0.0) if abs(dx) > abs(dy) else \
-            (0.0, math.copysign(1.0, dy))
-    length = math.hypot(dx, dy)
-    return (0.0, 1.0) if length < 1e-9 else (dx / length, dy / length)
+        length = math.hypot(dx, dy)
+        return (0.0, 1.0) if length < 1e-9 else (dx / length, dy / length)
+    # An agent: its people face outwards, so the side towards the centre is free; but two
+    # agents level with each other (left and right of the circle) put horizontal labels into
+    # each other's in a narrow plot. So a label goes below or above its agent (towards the
+    # centre), and sideways only where the agent's own people are there.
+    if math.hypot(node.x, node.y) < 1e-9:
+        return 0.0, -1.0  # a lone agent's people are above it
+    people = [math.atan2(n.y - node.y, n.x - node.x) for n in graph.nodes
+              if n.summary is not None and n.agent == node.name]
+    vertical = (0.0, -1.0 if node.y > 1e-9 else 1.0)
+    choices = (vertical, (-math.copysign(1.0, node.x), 0.0) if abs(node.x) > 1e-9 else
+               vertical, (0.0, -vertical[1]))
+    for dx, dy in choices:
+        direction = math.atan2(dy, dx)
+        if all(abs(math.remainder(direction - angle, 2 * math.pi)) > math.radians(40)
+               for angle in people):
+            return dx, dy
+    return choices[1]
 
 
 def _node_size(node: GraphNode) -> float:
