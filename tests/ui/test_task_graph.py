@@ -60,8 +60,13 @@ def test_cycle_is_drawn_red_with_its_path_and_live_reload(
     assert len(red) == 3  # the three cycle edges
     view.nodes["A"].setSelected(True)  # a click selects the node
     assert "Task A" in view.card_label.text()
-    assert view.dependencies.item(0).text() == "B"
-    assert view.dependents.item(0).text() == "C"
+    # a related task by its title, as on its node (the id alone said little)
+    assert view.dependencies.item(0).text() == "B — Task B"
+    assert view.dependents.item(0).text() == "C — Task C"
+    assert "status: blocked" in view.dependents.item(0).toolTip()
+    view.dependencies.itemActivated.emit(view.dependencies.item(0))  # Enter / double-click
+    assert view.nodes["B"].isSelected() and "Task B" in view.card_label.text()
+    assert view.dependents.item(0).text() == "A — Task A"
     with qtbot.waitSignal(view.graph_shown, timeout=10_000):  # the watcher sees a new card
         _card(root, "E", "todo", "D")
     assert "E" in view.nodes

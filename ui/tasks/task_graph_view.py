@@ -426,6 +426,8 @@ class TaskGraphView(QWidget):
         self.card_label.setTextFormat(Qt.TextFormat.PlainText)
         self.dependencies = QListWidget(self)
         self.dependents = QListWidget(self)
+        for related in (self.dependencies, self.dependents):
+            related.itemActivated.connect(self._on_related_activated)
         self.budget = QSlider(Qt.Orientation.Horizontal, self)
         self.budget.setRange(200, 12000)
         self.budget.setSingleStep(100)
@@ -903,10 +905,29 @@ class TaskGraphView(QWidget):
                                      f"status: {status_word(info.status)} · "
                                      f"priority: {info.priority} · importance "
                                      f"{node.importance:.2f}\n{node.path}"))
+        nodes = {n.id: n for n in graph.nodes}
         for widget, ids in ((self.dependencies, deps), (self.dependents, users)):
             widget.clear()
-            widget.addItems([show(i) for i in ids] or ["—"])
+            for task_id in ids:  # a task by its title, as on its node: ids alone say little
+                other = nodes.get(task_id)
+                title = other.title if other is not None and other.title != task_id else ""
+                item = QListWidgetItem(show(f"{task_id} — {title}" if title else task_id))
+                item.setData(Qt.ItemDataRole.UserRole, task_id)
+                if other is not None:
+                    item.setToolTip(show(f"{task_id} — {other.title}\nstatus: "
+                                         f"{status_word(other.status)} (double-click to "
+                                         "select it)"))
+                widget.addItem(item)
+            if not ids:
+                widget.addItem("—")
         spawn(self.preview_scene())
+
+    def _on_related_activated(self, item: QListWidgetItem) -> None:
+        """Go to a prerequisite or dependent: select it and scroll it into view."""
+        task_id = item.data(Qt.ItemDataRole.UserRole)
+        if isinstance(task_id, str) and task_id in self._nodes:
+            self.select(task_id)  # refills this list: ``item`` is gone from here on
+            self.canvas.ensureVisible(self._nodes[task_id], 60, 60)
 
     def _clear_card(self, text: str) -> None:
         self.card_label.setText(text)
