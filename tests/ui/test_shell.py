@@ -474,3 +474,24 @@ def test_secrets_and_budget_say_when_there_is_nothing(
         view.set_gateway(None, None, None, None)
         run(qtbot, runner.run(gateway.close))
     run(qtbot, runner.run(idle.close))
+
+
+def test_every_column_title_starts_with_a_capital(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    """Polish: Fate, Secrets and the Pipeline's tables titled their columns "when", "memory
+    (redacted)", "similarity", beside Records' "Content" and "Layer"."""
+    from PySide6.QtWidgets import QHeaderView
+
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    titles = {}
+    for header in window.findChildren(QHeaderView):
+        model = header.model()
+        if model is None:
+            continue
+        for section in range(header.count()):
+            text = str(model.headerData(section, header.orientation()) or "")
+            if text[:1].isalpha():
+                titles[text] = type(header.parentWidget()).__name__
+    assert len(titles) > 30  # the records table, fate, secrets, pipeline, budget, layers…
+    assert {text: where for text, where in titles.items() if not text[0].isupper()} == {}

@@ -159,7 +159,7 @@ class FateView(QWidget):
         self.open_button.clicked.connect(self._on_open_clicked)
         self.open_button.hide()
         self.steps = QTreeWidget(self)
-        self.steps.setHeaderLabels(["when", "what", "story"])
+        self.steps.setHeaderLabels(["When", "What", "Story"])
         self.steps.setRootIsDecorated(False)
         self.steps.header().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.steps.itemDoubleClicked.connect(self._on_step_double_clicked)

@@ -462,7 +462,7 @@ class StagePanel(QWidget):
             layout.addWidget(scroll)
         if stage is Stage.APPLY:
             self.diff = QTableWidget(0, 3, self)
-            self.diff.setHorizontalHeaderLabels(["field", "before", "after"])
+            self.diff.setHorizontalHeaderLabels(["Field", "Before", "After"])
             self.diff.horizontalHeader().setStretchLastSection(True)
             self.diff.verticalHeader().hide()
             layout.addWidget(self.diff, 2)
@@ -664,7 +664,7 @@ class StepperView(QWidget):
         self.whatif_summary = QLabel("", self.whatif_box)
         self.whatif_summary.setWordWrap(True)
         self.whatif_table = QTableWidget(0, 3, self.whatif_box)
-        self.whatif_table.setHorizontalHeaderLabels(["similarity", "record A", "record B"])
+        self.whatif_table.setHorizontalHeaderLabels(["Similarity", "Record A", "Record B"])
         self.whatif_table.horizontalHeader().setStretchLastSection(True)
         self.whatif_table.verticalHeader().hide()
         form = QFormLayout()
