@@ -57,8 +57,10 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     # a merged record has no decay forecast and no warning: no empty lines above its story
     # (they left a gap of two lines)
     assert view.forecast_label.isHidden() and view.warning_label.isHidden()
+    layout = view.layout()
+    assert layout is not None
     gap = view.steps.geometry().top() - view.content_label.geometry().bottom()
-    assert gap <= view.layout().spacing() + 2
+    assert gap <= layout.spacing() + 2
     assert view.open_button.isVisible()
     view.open_button.click()  # → the Records view shows the survivor
     assert window.stack.currentWidget() is window.records
