@@ -14,6 +14,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
+from engine import PairChange, WhatIf
 from engine.ingest.kinds import Stage
 from engine.redaction import redact_text
 from tests.ui.conftest import run
@@ -215,6 +216,22 @@ def test_what_if_in_the_view(qtbot: QtBot, stepper: StepperView, session: StoreS
     assert result is not None and result.old == 0.85 and result.new == 0.6
     assert "0.85 → 0.60" in stepper.whatif_summary.text()
     assert session.engine.count() == before  # read-only
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_what_if_pairs_read_on_one_line_each_without_scrolling(
+        qtbot: QtBot, stepper: StepperView) -> None:
+    """Polish: in the narrow what-if box the fixed columns wrapped each text into two cut
+    lines and the table scrolled sideways."""
+    stepper.resize(1120, 700)  # as in the window at its default size
+    stepper.show()
+    pairs = tuple(PairChange(f"a{i}", f"b{i}", 0.9 - i / 100, "merge", f"{BASE} ({i})",
+                             f"{GRAY} ({i})") for i in range(6))
+    stepper.show_what_if(WhatIf(0.85, 0.6, pairs, len(pairs), 40, False))
+    table = stepper.whatif_table
+    qtbot.waitUntil(lambda: table.horizontalHeader().length() <= table.viewport().width())
+    assert not table.wordWrap()
+    assert table.columnWidth(1) == table.columnWidth(2) > table.columnWidth(0)
 
 
 def _store_state(session: StoreSession) -> dict[str, Any]:

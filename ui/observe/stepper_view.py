@@ -57,6 +57,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QGroupBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QListWidget,
@@ -665,7 +666,13 @@ class StepperView(QWidget):
         self.whatif_summary.setWordWrap(True)
         self.whatif_table = QTableWidget(0, 3, self.whatif_box)
         self.whatif_table.setHorizontalHeaderLabels(["Similarity", "Record A", "Record B"])
-        self.whatif_table.horizontalHeader().setStretchLastSection(True)
+        # one line a pair, the two texts sharing the width (whole on hover): in a narrow box
+        # the fixed columns wrapped each text into two cut lines and scrolled sideways
+        self.whatif_table.setWordWrap(False)
+        header = self.whatif_table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        for column in (1, 2):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch)
         self.whatif_table.verticalHeader().hide()
         form = QFormLayout()
         form.addRow("tier", self.whatif_tier)
@@ -1171,6 +1178,11 @@ class StepperView(QWidget):
         result = await self._runner.run(_what_if, session, tier, new)
         if session is not self._session:
             return None
+        self.show_what_if(result)
+        return result
+
+    def show_what_if(self, result: WhatIf) -> None:
+        """Show a what-if answer: its summary and the pairs that would change."""
         self.whatif_result = result
         verb = "would merge" if result.new < result.old else "would no longer merge"
         sampled = " (partitions sampled)" if result.sampled else ""
@@ -1184,7 +1196,6 @@ class StepperView(QWidget):
                 item = QTableWidgetItem(value)
                 item.setToolTip(value)
                 self.whatif_table.setItem(r, c, item)
-        return result
 
 
 def _begin(session: StoreSession, memory: NewMemory,
