@@ -168,8 +168,15 @@ def test_the_summary_says_when_turns_were_blended_with_the_turn_before(
 def test_row_texts_take_the_spare_width(qtbot: QtBot, view: RetrievalView) -> None:
     """Polish: the texts that name the candidates had a fixed 30 % of the rows' width (a
     dozen characters beside a long empty bar area); now what the bar and figures leave."""
+    view.budget_spin.setValue(30)  # some packed, some over budget
     assert run(qtbot, view.retrieve()) is not None
     bars = view.live
+    cut = bars.cut
+    assert cut is not None and 0 < cut < len(bars.rows)
+    # the cut line says which rows were packed and which were over budget; the rows do not
+    # repeat it, so their texts get the room ("packed", "✗ over budget" on hover)
+    assert bars.figures(0).endswith(" tok") and bars.fate(0) == "packed"
+    assert bars.figures(cut).endswith(" tok") and bars.fate(cut) == "✗ over budget"
     metrics = bars.fontMetrics()
     widest = max(metrics.horizontalAdvance(bars.figures(i)) for i in range(len(bars.rows)))
     for width in (360, 735, 1100):

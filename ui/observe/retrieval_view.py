@@ -228,8 +228,9 @@ class ScoreBars(QWidget):
             if row >= 0:
                 text = self.rows[row].text
                 shown = self.redact(text) if self.redact is not None else text
-                QToolTip.showText(event.globalPos(), record_tooltip(shown, self.rows[row].id),
-                                  self)
+                QToolTip.showText(event.globalPos(), record_tooltip(shown, self.rows[row].id)
+                                  + f"\n{self.rows[row].score:.3f} · {self.rows[row].tokens} "
+                                  f"tok · {self.fate(row)}", self)
             elif event.pos().y() < self._TOP:  # the heading, whole (it is cut when narrow)
                 QToolTip.showText(event.globalPos(), self.heading(), self)
             else:
@@ -254,11 +255,20 @@ class ScoreBars(QWidget):
         """Index of the first candidate dropped by the budget."""
         return cut_index(self.rows)
 
-    def figures(self, index: int) -> str:
-        """Row ``index``'s score, cost and fate, drawn after its bar."""
+    def fate(self, index: int) -> str:
+        """Row ``index``'s fate in words: "packed" or "✗" and why it was dropped."""
         row = self.rows[index]
-        fate = "packed" if row.packed else f"✗ {tag(row.drop_reason)}"
-        return f"{row.score:.3f} · {row.tokens} tok · {fate}"
+        return "packed" if row.packed else f"✗ {tag(row.drop_reason)}"
+
+    def figures(self, index: int) -> str:
+        """Row ``index``'s score and cost, drawn after its bar, and its fate unless the
+        budget cut line already says it (packed above the line, over budget below it): the
+        row's text gets the room (the fate is on hover too)."""
+        row, cut = self.rows[index], self.cut
+        below = cut is not None and index >= cut
+        told = (row.packed and not below) or (row.drop_reason == "budget" and below)
+        figures = f"{row.score:.3f} · {row.tokens} tok"
+        return figures if told else f"{figures} · {self.fate(index)}"
 
     def heading(self) -> str:
         """The line above the rows: the title, the tokens used, how many were packed."""
