@@ -186,3 +186,14 @@ def test_row_texts_take_the_spare_width(qtbot: QtBot, view: RetrievalView) -> No
         assert label_w >= width * 0.30 and bar_w >= 60
         if width >= 735:  # room to spare: the text takes it, not the bar
             assert label_w >= width - 12 - 60 - widest - 10 - 1 and label_w > width * 0.45
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_rankings_get_most_of_a_small_window(qtbot: QtBot, view: RetrievalView) -> None:
+    """Polish: at 900×600 the weights box took its widest (360 px) and the pinned and live
+    rankings shared what was left, four characters of text each."""
+    view.resize(750, 560)  # the view in a 900×600 window
+    view.show()
+    qtbot.waitUntil(lambda: view.body.width() > 0)
+    results, weights = view.body.sizes()
+    assert weights <= 0.34 * (results + weights) and results >= 480

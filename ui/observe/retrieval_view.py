@@ -448,6 +448,10 @@ class RetrievalView(QWidget):
         body.addWidget(weights_box)
         body.setStretchFactor(0, 3)
         body.setStretchFactor(1, 1)
+        # the rankings 3 : 1 from the start too (the weights box took its widest, 360 px, and
+        # a comparison at 900 px left each ranking a few characters of text)
+        body.setSizes([3000, 1000])
+        self.body = body
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         legend = QLabel("  ".join(
