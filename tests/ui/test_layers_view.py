@@ -193,6 +193,9 @@ def test_spatial_scatter_time_filter_radius_and_links(
     qtbot.waitUntil(lambda: len(view.data.hits) == 6)
     assert len(view.scatter.data) == 6 and "6 of 6 points" in view.time_label.text()
     assert set(view.data.agents) == {"drone", "robot"}
+    # the key to the marks a click draws (the red star and the rings were not explained)
+    assert "★</span> the point clicked" in view.legend.text()
+    assert "within its radius" in view.legend.text()
 
     view.set_time_window((T0 + 0.5 * DAY) / 1000, (T0 + 10 * DAY) / 1000)  # day 0 left out
     assert len(view.scatter.data) == 5 and "5 of 6 points" in view.time_label.text()

@@ -46,6 +46,9 @@ from ui.shared.wording import count_of
 
 __all__ = ["SpatialData", "SpatialView"]
 
+_MARKS = ('  · <span style="color:#cf222e">★</span> the point clicked, '
+          '<span style="color:#2f6feb">◯</span> the points within its radius (dashed)')
+"""The key to the marks a click draws (they were not explained)."""
 _ALL = "All agents"
 _EMPTY_TEXT = ("Memories made somewhere — a record whose metadata has a position (spatial: x, y, "
                "z) — are drawn here where they were made, filtered by time. The demo data set "
@@ -302,7 +305,7 @@ class SpatialView(LayerTab[SpatialData]):
         present = sorted(set(data.agent[rows].tolist()))
         self.legend.setText("  ".join(
             f'<span style="color:{PALETTE[c % len(PALETTE)]}">●</span> {data.agents[c]}'
-            for c in present) + ("  · seen from above (x, y); z in the tool tip"
+            for c in present) + ("  · seen from above (x, y); z in the tool tip" + _MARKS
                                  if present else ""))
         if not len(data.t) and self.session is not None:
             self.legend.setText("No positions yet: records with metadata.spatial {x, y, z} "
