@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QTreeWidget, QTreeWidgetItem
@@ -311,3 +311,15 @@ def test_agent_labels_never_run_into_each_other(qtbot: QtBot, runner: TaskRunner
     touching = [(a, b) for i, a in enumerate(people) for b in list(people)[i + 1:]
                 if labels[a].intersects(labels[b])]
     assert touching == [] and all(not rect.isEmpty() for rect in agents)
+    # nor under a person's marker ('home-robot' below its square ran under Mia's)
+    box = view.plot.getViewBox()
+    covered = []
+    for node in view.graph.nodes:
+        if node.summary is None:
+            continue
+        centre = box.mapViewToScene(QPointF(node.x, node.y))
+        size = 12.0 + 2.0 * 1  # two interactions each: _node_size
+        marker = QRectF(centre.x() - size / 2, centre.y() - size / 2, size, size)
+        covered += [(agent, node.name) for agent in people
+                    if labels[agent].intersects(marker)]
+    assert covered == []

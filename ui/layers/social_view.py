@@ -145,6 +145,26 @@ def _label_direction(node: GraphNode, graph: SocialGraph) -> tuple[float, float]
     return choices[1]
 
 
+def _label_anchor(node: GraphNode, graph: SocialGraph) -> tuple[float, float]:
+    """Where the label's box hangs on its position (pyqtgraph's ``anchor``).
+
+    Opposite its direction, so the label sits beside the node; an agent's label set below or
+    above it, with one of its people close to that side, leans away from them (its left edge
+    near the node when they are on its left), so it does not run under that person's marker.
+    """
+    dx, dy = _label_direction(node, graph)
+    anchor = (0.5 - 0.5 * dx, 0.5 + 0.5 * dy)
+    if node.summary is not None or dx != 0.0:
+        return anchor
+    people = [n for n in graph.nodes if n.summary is not None and n.agent == node.name]
+    side = math.atan2(dy, dx)
+    near = [n.x - node.x for n in people if abs(math.remainder(
+        math.atan2(n.y - node.y, n.x - node.x) - side, 2 * math.pi)) < math.radians(75)]
+    if not near or abs(sum(near)) < 1e-6:
+        return anchor
+    return (0.1 if sum(near) < 0 else 0.9), anchor[1]
+
+
 def _node_size(node: GraphNode) -> float:
     """Marker size in pixels: agents fixed, people growing with their interactions."""
     if node.summary is None:
@@ -328,9 +348,8 @@ class SocialView(LayerTab[list[SocialSummary]]):
                                 tip=self._tip)
         background, foreground = plot_colors(current_theme())
         for node in nodes:
-            dx, dy = _label_direction(node, self.graph)
             label = pg.TextItem(node.name, color=foreground, fill=pg.mkBrush(background),
-                                anchor=(0.5 - 0.5 * dx, 0.5 + 0.5 * dy))
+                                anchor=_label_anchor(node, self.graph))
             if node.summary is None:
                 font = label.textItem.font()
                 font.setBold(True)
