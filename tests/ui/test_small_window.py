@@ -47,6 +47,15 @@ def cut_labels(window: MainWindow) -> list[str]:
     return cut
 
 
+def window_on(qtbot: QtBot, window: MainWindow, store: Path, view: str,
+              size: tuple[int, int] = (1000, 700)) -> MainWindow:
+    """``window`` with ``store`` open, resized to ``size``, showing ``view``."""
+    open_store(qtbot, window, store)
+    window.resize(*size)
+    window.nav.setCurrentRow(list(window.views).index(view))
+    return window
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     """A record and a gray-zone pair waiting in Review (long agent and source names, as an
@@ -86,11 +95,8 @@ def test_no_view_cuts_its_labels_at_1000_by_700(
 def test_review_items_wrap_to_the_lists_width(
         qtbot: QtBot, make_window: Callable[..., MainWindow], store: Path) -> None:
     """A review item's text was cut at the list's right edge (read by scrolling sideways)."""
-    window = make_window()
-    open_store(qtbot, window, store)
-    window.resize(1000, 700)
+    window = window_on(qtbot, make_window(), store, "review")
     review = window.observe.review
-    window.nav.setCurrentRow(list(window.views).index("review"))
     qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
     qtbot.wait(50)
     item = review.list.item(0)
@@ -130,11 +136,8 @@ def test_review_items_stand_apart(
         assert engine.pending_review_count() >= 2
     finally:
         engine.close()
-    window = make_window()
-    open_store(qtbot, window, path)
-    window.resize(900, 600)
+    window = window_on(qtbot, make_window(), path, "review", (900, 600))
     review = window.observe.review
-    window.nav.setCurrentRow(list(window.views).index("review"))
     qtbot.waitUntil(lambda: len(review.items) >= 2, timeout=10_000)
     qtbot.wait(50)
     first, second = (review.list.visualItemRect(review.list.item(i)) for i in range(2))
@@ -144,11 +147,8 @@ def test_review_items_stand_apart(
 def test_the_pipeline_summary_reads_across_the_view(
         qtbot: QtBot, make_window: Callable[..., MainWindow], store: Path) -> None:
     """Polish: beside the buttons, the run's summary was a column of five lines at 1000 px."""
-    window = make_window()
-    open_store(qtbot, window, store)
-    window.resize(1000, 700)
+    window = window_on(qtbot, make_window(), store, "pipeline")
     pipeline = window.observe.pipeline
-    window.nav.setCurrentRow(list(window.views).index("pipeline"))
     pipeline.content_edit.setPlainText("Sam's passport number is due for renewal in March.")
     assert run(qtbot, pipeline.start(simulate=True))
     while pipeline.run is not None and pipeline.run.next_stage is not None:
