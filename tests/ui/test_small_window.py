@@ -158,3 +158,19 @@ def test_the_pipeline_summary_reads_across_the_view(
     qtbot.wait(50)  # a layout pass
     assert label.width() >= pipeline.width() * 0.8
     assert label.height() <= 2 * label.fontMetrics().lineSpacing() + 4
+
+
+def test_the_what_if_column_titles_are_whole(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], store: Path) -> None:
+    """Polish: at 1000×700 the what-if box was 190 px wide and cut "Record A", "Record B"."""
+    window = window_on(qtbot, make_window(), store, "pipeline")
+    table = window.observe.pipeline.whatif_table
+    header = table.horizontalHeader()
+    qtbot.waitUntil(lambda: header.width() > 0)
+    qtbot.wait(50)  # a layout pass
+    metrics = header.fontMetrics()
+    model = table.model()
+    cut = [str(model.headerData(c, header.orientation())) for c in range(3)
+           if header.sectionSize(c) < metrics.horizontalAdvance(
+               str(model.headerData(c, header.orientation()))) + 8]
+    assert cut == []

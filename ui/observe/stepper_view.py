@@ -678,6 +678,9 @@ class StepperView(QWidget):
         form.addRow("tier", self.whatif_tier)
         form.addRow("new threshold", self.whatif_value)
         form.addRow(self.whatif_button)
+        # room for the three column titles whole: at 1000 px the box got 190 px and cut
+        # "Record A" and "Record B"
+        self.whatif_box.setMinimumWidth(250)
         whatif_layout = QVBoxLayout(self.whatif_box)
         whatif_layout.addLayout(form)
         whatif_layout.addWidget(self.whatif_summary)
