@@ -85,7 +85,12 @@ def test_history_live_tail_filters_and_click(qtbot: QtBot, runner: TaskRunner,
     assert sum(view.lane_counts()) == 1
     view.kind_box.setCurrentIndex(0)
     view.decision_edit.setText("near_duplicate")
-    assert 0 < sum(view.lane_counts()) < len(view.data)
+    by_code = view.lane_counts()
+    assert 0 < sum(by_code) < len(view.data)
+    view.decision_edit.setText("Near duplicate")  # the words the details show, any case
+    assert view.lane_counts() == by_code
+    assert "near duplicate" in view.decision_edit.toolTip()
+    assert not re.search(r"\b[a-z]+_[a-z]+\b", view.decision_edit.toolTip())  # no codes
     view.decision_edit.clear()
 
     # click the merge-applied event: its fields are shown

@@ -154,7 +154,7 @@ class TimelineView(QWidget):
         self.source_edit = QLineEdit(self)
         self.source_edit.setPlaceholderText("source")
         self.decision_edit = QLineEdit(self)
-        self.decision_edit.setPlaceholderText("decision")
+        self.decision_edit.setPlaceholderText("decision, in words")
         self.reload_button = QPushButton("Reload", self)
         self.count_label = QLabel("", self)
         bar = QHBoxLayout()
@@ -383,7 +383,8 @@ class TimelineView(QWidget):
     def _refresh_kind_tooltip(self) -> None:
         choices = self.data.choices()
         self.source_edit.setToolTip("sources: " + ", ".join(choices["source"][:20]))
-        self.decision_edit.setToolTip("decisions: " + ", ".join(choices["decision"][:20]))
+        self.decision_edit.setToolTip("decisions: " + ", ".join(
+            dict.fromkeys(phrase(code) for code in choices["decision"][:20])))
 
     def highlight_run(self, incoming_id: str) -> int:
         """Mark the events of the stepper's run ``incoming_id``; returns how many."""
