@@ -89,7 +89,7 @@ from ui.observe.budget_view import BudgetView
 from ui.observe.fate_view import FateView
 from ui.observe.observe import ObserveViews
 from ui.records.consolidate_view import ConsolidateDialog
-from ui.records.record_links import RecordLinks, RecordRef, quoted, tree_record
+from ui.records.record_links import RecordLinks, RecordRef, quoted
 from ui.records.records_view import RecordsView
 from ui.records.scan_view import ScanView
 from ui.session_views import AppControl
@@ -387,7 +387,8 @@ class MainWindow(QMainWindow):
         self.records.empty_actions = (self.demo_action, self.import_action,
                                       self.conversation_action)
         self.layers.set_empty_actions((self.demo_action, self.import_action))
-        self.observe.retrieval.empty_actions = (self.demo_action, self.import_action)
+        for view in (self.observe.retrieval, self.observe.timeline, self.observe.map):
+            view.empty_actions = (self.demo_action, self.import_action)
         self.redaction.changed.connect(self._on_redaction_changed)
         controller.session_changed.connect(self._on_session_changed)
         controller.store_state_changed.connect(self._on_store_state_changed)
@@ -451,8 +452,8 @@ class MainWindow(QMainWindow):
         links.attach(self.fate.steps, self.fate.current_step_record)
         links.attach(self.fate.record_bar, self.fate.current_record)
         links.attach(self.scan.table, self.scan.current_record)
-        for tree, role in self.layers.record_trees():
-            links.attach(tree, tree_record(tree, role))
+        for tree in self.layers.record_trees():
+            links.attach(tree, tree.current_record)
 
     def show_fate(self, record_id: str) -> None:
         """Switch to the Fate view and show what happened to ``record_id``."""
@@ -1394,7 +1395,8 @@ class MainWindow(QMainWindow):
         """Copy the demo task workspace to a temporary folder (worker) and open the copy.
 
         A copy, because a workspace is written to (its cache, a person's edits) and the shipped
-        one may be read-only; the copy is left for the system to clean up with its temp files.
+        one may be read-only. The Tasks view owns the copy's folder: it is deleted when another
+        workspace (or a new copy) replaces it and when the window closes.
         """
         source = self._services.demo_workspace
         if source is None:
@@ -1404,7 +1406,7 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             QMessageBox.warning(self, "Demo workspace", f"Could not copy {source}: {exc}")
             return None
-        await self.tasks_view.open_workspace(copy)
+        await self.tasks_view.open_workspace(copy, scratch=copy.parent)
         return copy
 
     def _on_load_demo_triggered(self) -> None:

@@ -113,7 +113,14 @@ def test_breaker_open_and_half_open_are_shown(qtbot: QtBot, qloop: object, runne
         assert view.breaker_label.text() == "breaker: half-open"
         outcomes = [view.calls.topLevelItem(i).text(7)  # type: ignore[union-attr]
                     for i in range(view.calls.topLevelItemCount())]
-        assert outcomes == ["rejected (circuit_open)", "retry (http)", "retry (http)"]
+        # words, not the ledger's codes ("rejected (circuit_open)", "retry (http)")
+        assert outcomes == ["not sent: circuit breaker open", "failed, retried: HTTP error",
+                            "failed, retried: HTTP error"]
+        first = view.calls.topLevelItem(2)
+        assert first is not None and first.text(1) == "chat"
+        # the time in local words (no ISO string), the exact time on hover
+        assert first.text(0) == "just now" and "(UTC)" in first.toolTip(0)
+        assert "_" not in view.breaker_history.item(0).text()
         assert [view.calls.topLevelItem(i).text(6)  # type: ignore[union-attr]
                 for i in range(3)] == ["3", "2", "1"]  # attempts: the retries are visible
     finally:

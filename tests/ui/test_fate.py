@@ -54,6 +54,13 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     assert whens and not any(re.search(r"\d{4}-\d\d-\d\dT", w) for w in whens)  # not ISO
     assert all("(UTC)" in item.toolTip(0) for item in items if item is not None)
     assert "Bob always has black coffee" in view.content_label.text()
+    # a merged record has no decay forecast and no warning: no empty lines above its story
+    # (they left a gap of two lines)
+    assert view.forecast_label.isHidden() and view.warning_label.isHidden()
+    layout = view.layout()
+    assert layout is not None
+    gap = view.steps.geometry().top() - view.content_label.geometry().bottom()
+    assert gap <= layout.spacing() + 2
     assert view.open_button.isVisible()
     view.open_button.click()  # → the Records view shows the survivor
     assert window.stack.currentWidget() is window.records

@@ -10,18 +10,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QTreeWidget, QTreeWidgetItem
 from pytestqt.qtbot import QtBot
 
-from engine.layers import SpatialHit
+from engine.layers import SocialSummary, SpatialHit
 from engine.records import Layer, NewMemory
 from engine.store import StoreSpec
 from tests.ui.conftest import open_fresh, open_store
 from ui.layers.social_view import edge_width, sentiment_color
 from ui.main_window import MainWindow
+from ui.shared.tasks import TaskRunner
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -192,6 +193,9 @@ def test_spatial_scatter_time_filter_radius_and_links(
     qtbot.waitUntil(lambda: len(view.data.hits) == 6)
     assert len(view.scatter.data) == 6 and "6 of 6 points" in view.time_label.text()
     assert set(view.data.agents) == {"drone", "robot"}
+    # the key to the marks a click draws (the red star and the rings were not explained)
+    assert "★</span> the point clicked" in view.legend.text()
+    assert "within its radius" in view.legend.text()
 
     view.set_time_window((T0 + 0.5 * DAY) / 1000, (T0 + 10 * DAY) / 1000)  # day 0 left out
     assert len(view.scatter.data) == 5 and "5 of 6 points" in view.time_label.text()
@@ -276,3 +280,46 @@ def test_an_empty_store_s_layers_say_what_fills_them(
         cover = getattr(layers, name).empty_state
         qtbot.waitUntil(lambda cover=cover: not cover.is_shown(),  # type: ignore[misc]
                         timeout=60_000)
+
+
+def _summary(agent: str, person: str) -> SocialSummary:
+    return SocialSummary(agent, person, 2, T0, T0 + DAY, 0.3, 0.2, "rising", 0.1, "private")
+
+
+@pytest.mark.parametrize("width", [660, 700, 900])  # the window at 900×600 and up
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_agent_labels_never_run_into_each_other(qtbot: QtBot, runner: TaskRunner,
+                                                width: int) -> None:
+    """Polish: in the demo's five-agent graph at 900×600, 'home-robot' and 'travel-planner'
+    (left and right of the circle, their labels both pointing to the centre) ran together."""
+    from ui.layers.social_view import SocialView
+
+    people = {"code-assistant": ["Lena", "Marco", "Priya"], "home-robot": ["Chris", "Jordan",
+              "Mia"], "research-agent": ["Dr. Okafor"], "support-bot": ["Bill Lumbergh",
+              "Dana Whitfield", "Gavin Belson"], "travel-planner": ["Alex", "Sam"]}
+    view = SocialView(runner)
+    qtbot.addWidget(view)
+    view.resize(width, 480)
+    view.show()
+    view.show_data([_summary(agent, person) for agent, names in people.items()
+                    for person in names])
+    qtbot.waitUntil(lambda: view.plot.width() > 100)
+    view.plot.autoRange(padding=0.15)
+    labels = {label.toPlainText(): label.sceneBoundingRect() for label in view._labels}
+    assert len(labels) == 17
+    agents = [labels[name] for name in people]
+    touching = [(a, b) for i, a in enumerate(people) for b in list(people)[i + 1:]
+                if labels[a].intersects(labels[b])]
+    assert touching == [] and all(not rect.isEmpty() for rect in agents)
+    # nor under a person's marker ('home-robot' below its square ran under Mia's)
+    box = view.plot.getViewBox()
+    covered = []
+    for node in view.graph.nodes:
+        if node.summary is None:
+            continue
+        centre = box.mapViewToScene(QPointF(node.x, node.y))
+        size = 12.0 + 2.0 * 1  # two interactions each: _node_size
+        marker = QRectF(centre.x() - size / 2, centre.y() - size / 2, size, size)
+        covered += [(agent, node.name) for agent in people
+                    if labels[agent].intersects(marker)]
+    assert covered == []

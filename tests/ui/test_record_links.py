@@ -489,29 +489,6 @@ def test_a_right_click_pops_the_menu_up_at_the_pointer(qtbot: QtBot, window: Mai
     popup.close()
 
 
-def test_a_layer_list_offers_its_record_once_its_text_is_read(qtbot: QtBot) -> None:
-    from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem
-
-    from ui.records.record_links import tree_record
-
-    tree = QTreeWidget()
-    qtbot.addWidget(tree)
-    role = Qt.ItemDataRole.UserRole + 1
-    item = QTreeWidgetItem(["2026-11-25", "+0.50", "…"])
-    item.setData(0, role, "rec-1")
-    tree.addTopLevelItem(item)
-    tree.setCurrentItem(item)
-    current = tree_record(tree, role)
-    assert current() is None  # its text is still being read
-    item.setText(2, "Mia liked the garden tour")
-    item.setToolTip(2, "Mia liked the garden tour")
-    assert current() == RecordRef("rec-1", "Mia liked the garden tour")
-    other = QTreeWidgetItem(["2026-11-26", "", "a person, not a record"])
-    tree.addTopLevelItem(other)
-    tree.setCurrentItem(other)
-    assert current() is None  # no record id
-
-
 def test_a_record_no_longer_stored_says_so(qtbot: QtBot, window: MainWindow) -> None:
     records = window.records
     records.table.selectRow(0)
@@ -573,7 +550,7 @@ def test_every_view_that_shows_records_offers_pause_archive_resume(
     widgets = [window.records.table, observe.review.list, observe.retrieval.live,
                observe.timeline.record_bar, observe.timeline.detail.fields, observe.map.plot,
                observe.pipeline.candidate_bars, window.fate.steps, window.scan.table,
-               *(tree for tree, _role in window.layers.record_trees())]
+               *window.layers.record_trees()]
     assert len(widgets) > 8  # the Layers tabs have record lists
     for widget in widgets:
         keys = {a.text(): a.shortcut().toString() for a in widget.actions()}

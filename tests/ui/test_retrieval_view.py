@@ -94,6 +94,8 @@ def test_weight_slider_reranks_without_requery(qtbot: QtBot, view: RetrievalView
     view.pin()
     assert view.pinned_area.isVisibleTo(view)
     assert [r.id for r in view.pinned.rows] == ranked
+    # the weights it was ranked with, in words ("rec 1.00" before)
+    assert view.pinned.title == "A (pinned: recency 1.00)"
     view.reset_weights()
     assert [r.id for r in view.live.rows] == first  # B back to the engine's weights, A kept
     assert [r.id for r in view.pinned.rows] == ranked
@@ -161,3 +163,37 @@ def test_the_summary_says_when_turns_were_blended_with_the_turn_before(
     finally:
         run(qtbot, session.drain())
         engine.close()
+
+
+def test_row_texts_take_the_spare_width(qtbot: QtBot, view: RetrievalView) -> None:
+    """Polish: the texts that name the candidates had a fixed 30 % of the rows' width (a
+    dozen characters beside a long empty bar area); now what the bar and figures leave."""
+    view.budget_spin.setValue(30)  # some packed, some over budget
+    assert run(qtbot, view.retrieve()) is not None
+    bars = view.live
+    cut = bars.cut
+    assert cut is not None and 0 < cut < len(bars.rows)
+    # the cut line says which rows were packed and which were over budget; the rows do not
+    # repeat it, so their texts get the room ("packed", "✗ over budget" on hover)
+    assert bars.figures(0).endswith(" tok") and bars.fate(0) == "packed"
+    assert bars.figures(cut).endswith(" tok") and bars.fate(cut) == "✗ over budget"
+    metrics = bars.fontMetrics()
+    widest = max(metrics.horizontalAdvance(bars.figures(i)) for i in range(len(bars.rows)))
+    for width in (360, 735, 1100):
+        bars.resize(width, bars.height())
+        label_w, bar_x, bar_w = bars.columns()
+        assert bar_x > label_w
+        assert label_w >= width * 0.30 and bar_w >= 60
+        if width >= 735:  # room to spare: the text takes it, not the bar
+            assert label_w >= width - 12 - 60 - widest - 10 - 1 and label_w > width * 0.45
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_the_rankings_get_most_of_a_small_window(qtbot: QtBot, view: RetrievalView) -> None:
+    """Polish: at 900×600 the weights box took its widest (360 px) and the pinned and live
+    rankings shared what was left, four characters of text each."""
+    view.resize(750, 560)  # the view in a 900×600 window
+    view.show()
+    qtbot.waitUntil(lambda: view.body.width() > 0)
+    results, weights = view.body.sizes()
+    assert weights <= 0.34 * (results + weights) and results >= 480

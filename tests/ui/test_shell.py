@@ -165,6 +165,8 @@ def test_each_view_shows_its_empty_state_until_it_has_data(
     assert all(b.isEnabled() for b in records.buttons)
     qtbot.waitUntil(lambda: views.timeline.empty_state.is_shown())
     assert views.timeline.empty_state.title() == "No events yet"
+    # its next step is a button, as in Records (it was only named in the sentence)
+    assert views.timeline.empty_state.button_texts() == ["Load Demo Data", "Import JSONL…"]
     window.nav.setCurrentRow(list(window.views).index("review"))
     qtbot.waitUntil(lambda: views.review.empty_state.is_shown())
     assert views.review.empty_state.title() == "Nothing to review"
@@ -220,6 +222,7 @@ def test_map_is_empty_until_records_have_embeddings(
     view = window.observe.map
     qtbot.waitUntil(lambda: view.data is not None)
     assert view.empty_state.is_shown() and view.empty_state.title() == "Nothing to map yet"
+    assert view.empty_state.button_texts() == ["Load Demo Data", "Import JSONL…"]
     # the empty state alone explains it: no legend and no key to marks that cannot show
     assert view.legend.text() == "" and view.marks.isHidden()
     assert run(qtbot, window.run_import(write_import_file(tmp_path / "m.jsonl", 6))) is not None
@@ -471,3 +474,22 @@ def test_secrets_and_budget_say_when_there_is_nothing(
         view.set_gateway(None, None, None, None)
         run(qtbot, runner.run(gateway.close))
     run(qtbot, runner.run(idle.close))
+
+
+def test_every_column_title_starts_with_a_capital(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    """Polish: Fate, Secrets and the Pipeline's tables titled their columns "when", "memory
+    (redacted)", "similarity", beside Records' "Content" and "Layer"."""
+    from PySide6.QtWidgets import QHeaderView
+
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    titles = {}
+    for header in window.findChildren(QHeaderView):
+        model = header.model()  # every header in the window has its view's model
+        for section in range(header.count()):
+            text = str(model.headerData(section, header.orientation()) or "")
+            if text[:1].isalpha():
+                titles[text] = type(header.parentWidget()).__name__
+    assert len(titles) > 30  # the records table, fate, secrets, pipeline, budget, layers…
+    assert {text: where for text, where in titles.items() if not text[0].isupper()} == {}

@@ -47,6 +47,15 @@ def cut_labels(window: MainWindow) -> list[str]:
     return cut
 
 
+def window_on(qtbot: QtBot, window: MainWindow, store: Path, view: str,
+              size: tuple[int, int] = (1000, 700)) -> MainWindow:
+    """``window`` with ``store`` open, resized to ``size``, showing ``view``."""
+    open_store(qtbot, window, store)
+    window.resize(*size)
+    window.nav.setCurrentRow(list(window.views).index(view))
+    return window
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     """A record and a gray-zone pair waiting in Review (long agent and source names, as an
@@ -86,11 +95,8 @@ def test_no_view_cuts_its_labels_at_1000_by_700(
 def test_review_items_wrap_to_the_lists_width(
         qtbot: QtBot, make_window: Callable[..., MainWindow], store: Path) -> None:
     """A review item's text was cut at the list's right edge (read by scrolling sideways)."""
-    window = make_window()
-    open_store(qtbot, window, store)
-    window.resize(1000, 700)
+    window = window_on(qtbot, make_window(), store, "review")
     review = window.observe.review
-    window.nav.setCurrentRow(list(window.views).index("review"))
     qtbot.waitUntil(lambda: bool(review.items), timeout=10_000)
     qtbot.wait(50)
     item = review.list.item(0)
@@ -115,3 +121,56 @@ def test_retrieval_over_an_empty_store_says_so_and_offers_the_demo(
     assert retrieval.empty_state.is_shown()
     assert retrieval.empty_state.title() == "Nothing to retrieve from"
     assert retrieval.empty_state.button_texts() == ["Load Demo Data", "Import JSONL…"]
+
+
+def test_review_items_stand_apart(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    """Polish: wrapped review items touched, the next one's reason line directly under the
+    last one's text (in the dark theme, with alternate rows barely darker, they ran together)."""
+    path = tmp_path / "store"
+    engine = MemoryEngine.open(StoreSpec(str(path)), embedder=HashingEmbedder())
+    try:
+        for text in (BASE, GRAY, BASE.replace("Sam", "Alex"), GRAY.replace("Sam", "Alex")):
+            engine.ingest(NewMemory(content=text, agent_id="travel", source="travel:1",
+                                    layer=Layer.EPISODIC, category=Category.EPISODE))
+        assert engine.pending_review_count() >= 2
+    finally:
+        engine.close()
+    window = window_on(qtbot, make_window(), path, "review", (900, 600))
+    review = window.observe.review
+    qtbot.waitUntil(lambda: len(review.items) >= 2, timeout=10_000)
+    qtbot.wait(50)
+    first, second = (review.list.visualItemRect(review.list.item(i)) for i in range(2))
+    assert second.top() - first.bottom() - 1 >= 4  # a gap between them, never an overlap
+
+
+def test_the_pipeline_summary_reads_across_the_view(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], store: Path) -> None:
+    """Polish: beside the buttons, the run's summary was a column of five lines at 1000 px."""
+    window = window_on(qtbot, make_window(), store, "pipeline")
+    pipeline = window.observe.pipeline
+    pipeline.content_edit.setPlainText("Sam's passport number is due for renewal in March.")
+    assert run(qtbot, pipeline.start(simulate=True))
+    while pipeline.run is not None and pipeline.run.next_stage is not None:
+        assert run(qtbot, pipeline.step()) is not None
+    label = pipeline.status_label
+    assert "nothing was written" in label.text()
+    qtbot.wait(50)  # a layout pass
+    assert label.width() >= pipeline.width() * 0.8
+    assert label.height() <= 2 * label.fontMetrics().lineSpacing() + 4
+
+
+def test_the_what_if_column_titles_are_whole(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], store: Path) -> None:
+    """Polish: at 1000×700 the what-if box was 190 px wide and cut "Record A", "Record B"."""
+    window = window_on(qtbot, make_window(), store, "pipeline")
+    table = window.observe.pipeline.whatif_table
+    header = table.horizontalHeader()
+    qtbot.waitUntil(lambda: header.width() > 0)
+    qtbot.wait(50)  # a layout pass
+    metrics = header.fontMetrics()
+    model = table.model()
+    cut = [str(model.headerData(c, header.orientation())) for c in range(3)
+           if header.sectionSize(c) < metrics.horizontalAdvance(
+               str(model.headerData(c, header.orientation()))) + 8]
+    assert cut == []

@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
+from engine import PairChange, WhatIf
 from engine.ingest.kinds import Stage
 from engine.redaction import redact_text
 from tests.ui.conftest import run
 from tests.ui.observe_fixtures import BASE, CONTRADICTION, GRAY, PARAPHRASE, session
-from ui.observe.stepper_view import StepperView, memory_from_json
+from ui.observe.stepper_view import SimilarityBars, StagePanel, StepperView, memory_from_json
 from ui.observe.timeline_view import TimelineView
 from ui.shared.session import StoreSession
 from ui.shared.tasks import TaskRunner
@@ -216,6 +218,22 @@ def test_what_if_in_the_view(qtbot: QtBot, stepper: StepperView, session: StoreS
     assert session.engine.count() == before  # read-only
 
 
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_what_if_pairs_read_on_one_line_each_without_scrolling(
+        qtbot: QtBot, stepper: StepperView) -> None:
+    """Polish: in the narrow what-if box the fixed columns wrapped each text into two cut
+    lines and the table scrolled sideways."""
+    stepper.resize(1120, 700)  # as in the window at its default size
+    stepper.show()
+    pairs = tuple(PairChange(f"a{i}", f"b{i}", 0.9 - i / 100, "merge", f"{BASE} ({i})",
+                             f"{GRAY} ({i})") for i in range(6))
+    stepper.show_what_if(WhatIf(0.85, 0.6, pairs, len(pairs), 40, False))
+    table = stepper.whatif_table
+    qtbot.waitUntil(lambda: table.horizontalHeader().length() <= table.viewport().width())
+    assert not table.wordWrap()
+    assert table.columnWidth(1) == table.columnWidth(2) > table.columnWidth(0)
+
+
 def _store_state(session: StoreSession) -> dict[str, Any]:
     """What an ingest could change: every record, the history, the review queue, the events."""
     engine = session.engine
@@ -365,3 +383,50 @@ def test_undo_of_an_ingest_keeps_a_later_edit_and_says_so(
         failed.args[0]
     run(qtbot, session.drain())
     assert session.engine.get(result.record_id) == edited
+
+
+def _shown_rect(widget: QWidget, top: QWidget) -> QRect:
+    """The part of ``widget`` that can show inside ``top`` (clipped by every parent between)."""
+    rect = QRect(widget.mapTo(top, QPoint(0, 0)), widget.size())
+    parent = widget.parentWidget()
+    while parent is not None and parent is not top:
+        rect &= QRect(parent.mapTo(top, QPoint(0, 0)), parent.size())
+        parent = parent.parentWidget()
+    return rect
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_candidate_bars_scroll_instead_of_covering_the_fields_in_a_short_panel(
+        qtbot: QtBot) -> None:
+    """Polish: at 900×600 the eight bars were drawn over the Fields tab below them."""
+    panel = StagePanel(Stage.CANDIDATES)
+    qtbot.addWidget(panel)
+    panel.resize(560, 300)
+    panel.show()
+    bars = panel.bars
+    assert bars is not None
+    bars.set_data([(f"candidate {i}", 0.9 - i * 0.05) for i in range(8)], 0.85, 0.7,
+                  [f"id-{i}" for i in range(8)])
+    qtbot.waitUntil(lambda: bars.height() >= bars.minimumHeight())  # a layout pass
+    shown, fields = _shown_rect(bars, panel), _shown_rect(panel.fields, panel)
+    assert not shown.isEmpty() and fields.height() > 60
+    assert not shown.intersects(fields), (shown, fields)
+    panel.resize(560, 700)  # room enough: every bar shows, nothing to scroll
+    qtbot.waitUntil(lambda: _shown_rect(bars, panel).height() >= bars.minimumHeight())
+    assert not _shown_rect(bars, panel).intersects(_shown_rect(panel.fields, panel))
+
+
+@pytest.mark.parametrize("width", [300, 420, 700])
+@pytest.mark.parametrize("threshold", [0.80, 0.90, 0.95, 0.99])
+def test_the_threshold_label_is_never_cut_at_the_edge(
+        qtbot: QtBot, width: int, threshold: float) -> None:
+    """Polish: "merges at 0.90" ran past the bars' right edge ("merges at 0.9") at 1000×700."""
+    bars = SimilarityBars()
+    qtbot.addWidget(bars)
+    bars.resize(width, 200)
+    bars.set_data([("a", 0.92)], threshold, threshold - 0.15)
+    band, label = bars.label_rects()
+    assert label.width() >= bars.fontMetrics().horizontalAdvance(bars.threshold_text())
+    assert label.left() >= 0 and label.right() <= width
+    assert band.left() == bars.x_of(threshold - 0.15)
+    assert band.width() == 0 or band.right() <= label.left()  # the gray zone's gives way

@@ -60,8 +60,13 @@ def test_cycle_is_drawn_red_with_its_path_and_live_reload(
     assert len(red) == 3  # the three cycle edges
     view.nodes["A"].setSelected(True)  # a click selects the node
     assert "Task A" in view.card_label.text()
-    assert view.dependencies.item(0).text() == "B"
-    assert view.dependents.item(0).text() == "C"
+    # a related task by its title, as on its node (the id alone said little)
+    assert view.dependencies.item(0).text() == "B — Task B"
+    assert view.dependents.item(0).text() == "C — Task C"
+    assert "status: blocked" in view.dependents.item(0).toolTip()
+    view.dependencies.itemActivated.emit(view.dependencies.item(0))  # Enter / double-click
+    assert view.nodes["B"].isSelected() and "Task B" in view.card_label.text()
+    assert view.dependents.item(0).text() == "A — Task A"
     with qtbot.waitSignal(view.graph_shown, timeout=10_000):  # the watcher sees a new card
         _card(root, "E", "todo", "D")
     assert "E" in view.nodes
@@ -313,4 +318,34 @@ def test_an_empty_tasks_view_offers_the_demo_workspace(
     assert not view.empty_state.is_shown()
     assert view.root_label.text() == str(copy) and len(view.nodes) > 5  # its task cards
     assert sorted(p.name for p in DEMO_WORKSPACE.iterdir()) == before  # nothing written there
-    shutil.rmtree(copy.parent, ignore_errors=True)
+
+
+def test_the_demo_workspace_copy_goes_when_replaced_and_when_the_window_closes(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    """Polish: each "Open the Demo Workspace" left a copy in the temporary folder for good."""
+    from app.wiring import DEMO_WORKSPACE
+
+    window = make_window(demo_workspace=DEMO_WORKSPACE)
+    view = window.tasks_view
+    first = run(qtbot, window.open_demo_workspace(), timeout=60)
+    second = run(qtbot, window.open_demo_workspace(), timeout=60)
+    assert first is not None and second is not None and first.parent != second.parent
+    assert not first.parent.exists()  # replaced by the second copy
+    assert view.root_label.text() == str(second) and len(view.nodes) > 5
+    mine = tmp_path / "mine"  # a person's own workspace replaces the copy, and stays
+    shutil.copytree(DEMO_WORKSPACE, mine, ignore=shutil.ignore_patterns(".mnemoscope"))
+    assert run(qtbot, view.open_workspace(mine), timeout=60) is not None
+    assert not second.parent.exists() and mine.is_dir()
+    third = run(qtbot, window.open_demo_workspace(), timeout=60)
+    assert third is not None and third.is_dir()
+    window.close()  # the window's close shuts the view down
+    assert not third.parent.exists() and mine.is_dir()
+
+
+def test_a_temporary_copy_that_cannot_be_opened_is_deleted_at_once(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    view = make_window().tasks_view
+    scratch = tmp_path / "copy"
+    scratch.mkdir()
+    assert run(qtbot, view.open_workspace(scratch / "gone", scratch=scratch)) is None
+    assert "Cannot open" in view.root_label.text() and not scratch.exists()

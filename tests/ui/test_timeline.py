@@ -85,7 +85,12 @@ def test_history_live_tail_filters_and_click(qtbot: QtBot, runner: TaskRunner,
     assert sum(view.lane_counts()) == 1
     view.kind_box.setCurrentIndex(0)
     view.decision_edit.setText("near_duplicate")
-    assert 0 < sum(view.lane_counts()) < len(view.data)
+    by_code = view.lane_counts()
+    assert 0 < sum(by_code) < len(view.data)
+    view.decision_edit.setText("Near duplicate")  # the words the details show, any case
+    assert view.lane_counts() == by_code
+    assert "near duplicate" in view.decision_edit.toolTip()
+    assert not re.search(r"\b[a-z]+_[a-z]+\b", view.decision_edit.toolTip())  # no codes
     view.decision_edit.clear()
 
     # click the merge-applied event: its fields are shown
@@ -355,3 +360,34 @@ def test_details_read_an_edited_record_again(qtbot: QtBot, runner: TaskRunner,
     view.select_event(created)
     qtbot.waitUntil(lambda: dict(view.detail.rows())["Record"].startswith("‘Sam flies aisle’"),
                     timeout=5000)
+
+
+def test_the_record_filter_takes_a_memorys_words(qtbot: QtBot, runner: TaskRunner,
+                                                 session: StoreSession) -> None:
+    """Issue 19: the timeline's record filter asked for a record id ("record id"); a person
+    types words of the memory and picks it, as in Fate."""
+    view = TimelineView(runner)
+    qtbot.addWidget(view)
+    view.set_session(session)
+    other = run(qtbot, runner.run(session.engine.ingest,
+                                  NewMemory(content="Mia waters the fern on Sundays")))
+    qtbot.waitUntil(lambda: len(view.data) >= 8, timeout=5000)
+    every = int(view.data.mask.sum())
+    stored = next(r for r in session.engine.list_records().records if r.content == BASE)
+    assert "words" in view.record_edit.placeholderText()
+    QTest.keyClicks(view.record_edit, "window seats")  # typing words filters nothing yet
+    assert int(view.data.mask.sum()) == every
+    qtbot.waitUntil(lambda: view.record_results.count() == 1
+                    and not view.record_results.isHidden(), timeout=10_000)
+    item = view.record_results.item(0)
+    assert item is not None and item.text().startswith(BASE)
+    view.record_results.itemClicked.emit(item)  # picked: only its events, named by its text
+    qtbot.waitUntil(lambda: view.record_edit.text() == f"‘{BASE}’", timeout=10_000)
+    shown = [view.data.events[int(i)] for i in np.flatnonzero(view.data.mask)]
+    assert shown and all(e.record_id == stored.id for e in shown)
+    assert int(view.data.mask.sum()) < every
+    assert stored.id in view.record_edit.toolTip()
+    view.record_edit.setText(other.record.id if other.record else "")  # an id still works
+    shown = [view.data.events[int(i)] for i in np.flatnonzero(view.data.mask)]
+    assert shown and other.record is not None \
+        and all(e.record_id == other.record.id for e in shown)

@@ -16,19 +16,13 @@ from typing import Generic, TypeVar
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QShowEvent
-from PySide6.QtWidgets import (
-    QBoxLayout,
-    QSplitter,
-    QTreeWidget,
-    QTreeWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QBoxLayout, QSplitter, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from engine import MemoryReader
 from engine.errors import EngineError
 from ui.observe.timeline_view import current_theme
 from ui.shared.empty_state import EmptyState
+from ui.shared.record_tree import RecordTree
 from ui.shared.session import DataSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
 
@@ -57,7 +51,7 @@ class LayerTab(QWidget, Generic[T]):
         self._session: DataSession | None = None
         self._tokens = RequestTokens()
         self._redact: Callable[[str], str] | None = None
-        self.record_trees: list[tuple[QTreeWidget, int]] = []  # (list of records, id role)
+        self.record_trees: list[RecordTree] = []  # the tab's lists of records
         self.empty_state: EmptyState | None = None  # over the tab's graph and detail
         self.empty_actions: tuple[QAction, ...] = ()  # the window's ways to fill the store
         self._stale = False
@@ -95,19 +89,23 @@ class LayerTab(QWidget, Generic[T]):
         else:
             self.empty_state.clear()
 
-    def link_records(self, tree: QTreeWidget, role: int) -> None:
-        """A click on an item of ``tree`` holding a record id under ``role`` opens that record.
+    def record_tree(self, headers: list[str], widths: tuple[int, ...]) -> RecordTree:
+        """A list of records whose last column is their text; a click on a row opens its
+        record.
 
         The tree is also listed in :attr:`record_trees`, for the window's record context menu.
         """
-        self.record_trees.append((tree, role))
+        tree = RecordTree(headers, len(headers) - 1, widths, self)
+        self.record_trees.append(tree)
+
         def open_record(item: QTreeWidgetItem, _column: int = 0) -> None:
-            record_id = item.data(0, role)
-            if isinstance(record_id, str):
+            record_id = tree.record_id(item)
+            if record_id is not None:
                 self.record_selected.emit(record_id)
 
         tree.itemClicked.connect(open_record)
         tree.itemActivated.connect(open_record)
+        return tree
 
     # -- what subclasses provide -------------------------------------------------------------
 

@@ -14,13 +14,14 @@ from collections.abc import Callable
 import numpy as np
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QTabWidget, QTreeWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
 from engine import PatternDetail, SocialSummary
 from ui.layers.layer_tab import LayerTab
 from ui.layers.patterns_view import PatternsView
 from ui.layers.social_view import SocialView
 from ui.layers.spatial_view import SpatialData, SpatialView
+from ui.shared.record_tree import RecordTree
 from ui.shared.session import DataSession
 from ui.shared.tasks import TaskRunner, wait_until
 
@@ -70,9 +71,9 @@ class LayersView(QWidget):
         for tab in self._tabs():
             tab.empty_actions = actions
 
-    def record_trees(self) -> list[tuple[QTreeWidget, int]]:
-        """The tabs' lists of records (interactions, episodes, neighbours) and their id role."""
-        return [entry for tab in self._tabs() for entry in tab.record_trees]
+    def record_trees(self) -> list[RecordTree]:
+        """The tabs' lists of records (interactions, episodes, neighbours)."""
+        return [tree for tab in self._tabs() for tree in tab.record_trees]
 
     def show_tab(self, name: str) -> None:
         """Bring tab ``name`` (one of :data:`TAB_NAMES`) to the front."""
@@ -102,7 +103,7 @@ class LayersView(QWidget):
                           key=lambda s: (s.interactions, s.counterpart))
             if busiest is not None:
                 self.social.select_counterpart(busiest.agent_id, busiest.counterpart)
-                await wait_until(lambda: _texts_loaded(self.social.records))
+                await wait_until(self.social.records.texts_loaded)
         elif name == "procedural":
             await wait_until(lambda: bool(self.procedural.details), 60.0)
             mixed = [d for d in self.procedural.details
@@ -112,7 +113,7 @@ class LayersView(QWidget):
             if chosen is not None:
                 self.procedural.select_pattern(chosen.pattern.agent_id,
                                                chosen.pattern.pattern_id)
-                await wait_until(lambda: _texts_loaded(self.procedural.episodes))
+                await wait_until(self.procedural.episodes.texts_loaded)
         elif name == "spatial":
             spatial = self.spatial
             await wait_until(lambda: len(spatial.data.hits) > 0, 60.0)
@@ -128,8 +129,3 @@ class LayersView(QWidget):
             spatial.select_point(data.hits[int(rows[int(np.argmax(close))])].record_id)
             await wait_until(lambda: bool(spatial.content_label.text()))
 
-
-def _texts_loaded(tree: QTreeWidget) -> bool:
-    """True when the first row's text column was filled in (it shows "…" until then)."""
-    first = tree.topLevelItem(0)
-    return first is None or first.text(2) != "…"

@@ -43,7 +43,6 @@ _EMPTY_TEXT = ("Episodes an agent records step by step (metadata.episode) are mi
                "of steps that recur; each shows here with how often it worked. The demo data "
                "set has a few.")
 _ROLE_INDEX = Qt.ItemDataRole.UserRole + 1
-_ROLE_RECORD = Qt.ItemDataRole.UserRole + 2
 OUTCOME_COLORS = {True: "#1a7f37", False: "#cf222e", None: "#8c959f"}
 _OUTCOME_TEXT = {True: "✓ success", False: "✗ failure", None: "? unknown"}
 
@@ -122,12 +121,7 @@ class PatternsView(LayerTab[list[PatternDetail]]):
         self.plot.addItem(self.history_dots)
         self.plot_legend = QLabel("", self)
         self.plot_legend.setWordWrap(True)
-        self.episodes = QTreeWidget(self)
-        self.episodes.setHeaderLabels(["When", "Outcome", "Episode"])
-        self.episodes.setRootIsDecorated(False)
-        self.episodes.setColumnWidth(0, 120)
-        self.episodes.setColumnWidth(1, 84)
-        self.link_records(self.episodes, _ROLE_RECORD)
+        self.episodes = self.record_tree(["When", "Outcome", "Episode"], (120, 84))
         self.open_button = QPushButton("Open procedural record", self)
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self._on_open_pattern)
@@ -276,11 +270,10 @@ class PatternsView(LayerTab[list[PatternDetail]]):
             self.plot.setXRange(t0 - pad, t1 + pad, padding=0)
         self.plot_legend.setText(self._legend(len(known), recorded))
         for episode in reversed(detail.episodes):
-            item = QTreeWidgetItem([_day(episode.last_ts), _OUTCOME_TEXT[episode.outcome], "…"])
+            item = self.episodes.add_record(
+                [_day(episode.last_ts), _OUTCOME_TEXT[episode.outcome]],
+                episode.record_ids[0] if episode.record_ids else None)
             item.setForeground(1, pg.mkColor(OUTCOME_COLORS[episode.outcome]))
-            if episode.record_ids:
-                item.setData(0, _ROLE_RECORD, episode.record_ids[0])
-            self.episodes.addTopLevelItem(item)
         if self.session is not None and detail.episodes:
             spawn(self._load_contents(detail))
 
@@ -309,14 +302,7 @@ class PatternsView(LayerTab[list[PatternDetail]]):
             return []
         if not self._record_tokens.is_current(token) or detail is not self.selected:
             return []
-        contents = {r.id: " ".join(r.content.split()) for r in found}
-        for row in range(self.episodes.topLevelItemCount()):
-            item = self.episodes.topLevelItem(row)
-            if item is None:
-                continue
-            text = contents.get(str(item.data(0, _ROLE_RECORD)))
-            item.setText(2, self._shown(text) if text is not None else "(no longer stored)")
-            item.setToolTip(2, self._shown(text) if text is not None else "")
+        self.episodes.set_texts({r.id: r.content for r in found}, self._shown)
         return found
 
     def _on_pattern_double_clicked(self, _item: QTreeWidgetItem, _column: int) -> None:

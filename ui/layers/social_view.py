@@ -29,8 +29,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -55,7 +53,6 @@ _EMPTY_TEXT = ("When an agent remembers talking with someone — a record whose 
 AGENT_COLOR = "#0969da"
 _TREND_ARROWS = {"rising": "↗ rising", "falling": "↘ falling", "steady": "→ steady",
                  "unknown": "? too few to tell"}
-_ROLE_RECORD = Qt.ItemDataRole.UserRole + 1
 
 
 def sentiment_color(value: float | None) -> QColor:
@@ -127,15 +124,45 @@ def _label_direction(node: GraphNode, graph: SocialGraph) -> tuple[float, float]
     if node.summary is not None:
         agent = next(n for n in graph.nodes if n.summary is None and n.name == node.agent)
         dx, dy = node.x - agent.x, node.y - agent.y
-    else:  # an agent: towards the centre (its people face outwards), along one axis so two
-        # agents side by side put their labels above or below themselves, not into each other
-        dx, dy = -node.x, -node.y
-        if math.hypot(dx, dy) < 1e-9:
-            return 0.0, -1.0  # a lone agent's people are above it
-        return (math.copysign(1.0, dx), 0.0) if abs(dx) > abs(dy) else \
-            (0.0, math.copysign(1.0, dy))
-    length = math.hypot(dx, dy)
-    return (0.0, 1.0) if length < 1e-9 else (dx / length, dy / length)
+        length = math.hypot(dx, dy)
+        return (0.0, 1.0) if length < 1e-9 else (dx / length, dy / length)
+    # An agent: its people face outwards, so the side towards the centre is free; but two
+    # agents level with each other (left and right of the circle) put horizontal labels into
+    # each other's in a narrow plot. So a label goes below or above its agent (towards the
+    # centre), and sideways only where the agent's own people are there.
+    if math.hypot(node.x, node.y) < 1e-9:
+        return 0.0, -1.0  # a lone agent's people are above it
+    people = [math.atan2(n.y - node.y, n.x - node.x) for n in graph.nodes
+              if n.summary is not None and n.agent == node.name]
+    vertical = (0.0, -1.0 if node.y > 1e-9 else 1.0)
+    choices = (vertical, (-math.copysign(1.0, node.x), 0.0) if abs(node.x) > 1e-9 else
+               vertical, (0.0, -vertical[1]))
+    for dx, dy in choices:
+        direction = math.atan2(dy, dx)
+        if all(abs(math.remainder(direction - angle, 2 * math.pi)) > math.radians(40)
+               for angle in people):
+            return dx, dy
+    return choices[1]
+
+
+def _label_anchor(node: GraphNode, graph: SocialGraph) -> tuple[float, float]:
+    """Where the label's box hangs on its position (pyqtgraph's ``anchor``).
+
+    Opposite its direction, so the label sits beside the node; an agent's label set below or
+    above it, with one of its people close to that side, leans away from them (its left edge
+    near the node when they are on its left), so it does not run under that person's marker.
+    """
+    dx, dy = _label_direction(node, graph)
+    anchor = (0.5 - 0.5 * dx, 0.5 + 0.5 * dy)
+    if node.summary is not None or dx != 0.0:
+        return anchor
+    people = [n for n in graph.nodes if n.summary is not None and n.agent == node.name]
+    side = math.atan2(dy, dx)
+    near = [n.x - node.x for n in people if abs(math.remainder(
+        math.atan2(n.y - node.y, n.x - node.x) - side, 2 * math.pi)) < math.radians(75)]
+    if not near or abs(sum(near)) < 1e-6:
+        return anchor
+    return (0.1 if sum(near) < 0 else 0.9), anchor[1]
 
 
 def _node_size(node: GraphNode) -> float:
@@ -223,12 +250,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
         self.trend_plot.addItem(self.ewma_curve)
         self.sentiment_dots = pg.ScatterPlotItem(size=8, pen=None)
         self.trend_plot.addItem(self.sentiment_dots)
-        self.records = QTreeWidget(self)
-        self.records.setHeaderLabels(["When", "Sentiment", "Interaction"])
-        self.records.setRootIsDecorated(False)
-        self.records.setColumnWidth(0, 120)
-        self.records.setColumnWidth(1, 72)
-        self.link_records(self.records, _ROLE_RECORD)
+        self.records = self.record_tree(["When", "Sentiment", "Interaction"], (120, 72))
         self.open_button = QPushButton("Open summary record", self)
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self._on_open_summary)
@@ -326,9 +348,8 @@ class SocialView(LayerTab[list[SocialSummary]]):
                                 tip=self._tip)
         background, foreground = plot_colors(current_theme())
         for node in nodes:
-            dx, dy = _label_direction(node, self.graph)
             label = pg.TextItem(node.name, color=foreground, fill=pg.mkBrush(background),
-                                anchor=(0.5 - 0.5 * dx, 0.5 + 0.5 * dy))
+                                anchor=_label_anchor(node, self.graph))
             if node.summary is None:
                 font = label.textItem.font()
                 font.setBold(True)
@@ -433,11 +454,9 @@ class SocialView(LayerTab[list[SocialSummary]]):
             pad = max((t1 - t0) * 0.05, 3600.0)
             self.trend_plot.setXRange(t0 - pad, t1 + pad, padding=0)
         for point in reversed(summary.series):
-            item = QTreeWidgetItem([
+            self.records.add_record([
                 (format_timestamp(point.ts) or "")[:16].replace("T", " "),
-                "—" if point.sentiment is None else f"{point.sentiment:+.2f}", "…"])
-            item.setData(0, _ROLE_RECORD, point.record_id)
-            self.records.addTopLevelItem(item)
+                "—" if point.sentiment is None else f"{point.sentiment:+.2f}"], point.record_id)
         if self.session is not None and summary.series:
             spawn(self._load_contents(summary))
 
@@ -455,15 +474,7 @@ class SocialView(LayerTab[list[SocialSummary]]):
             return []
         if not self._record_tokens.is_current(token) or summary is not self.selected:
             return []
-        contents = {r.id: " ".join(r.content.split()) for r in found}
-        for row in range(self.records.topLevelItemCount()):
-            item = self.records.topLevelItem(row)
-            if item is None:
-                continue
-            record_id = item.data(0, _ROLE_RECORD)
-            text = contents.get(str(record_id))
-            item.setText(2, self._shown(text) if text is not None else "(no longer stored)")
-            item.setToolTip(2, self._shown(text) if text is not None else "")
+        self.records.set_texts({r.id: r.content for r in found}, self._shown)
         return found
 
     def _on_open_summary(self) -> None:

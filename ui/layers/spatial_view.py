@@ -28,8 +28,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -41,17 +39,20 @@ from ui.layers.layer_tab import LayerTab
 from ui.observe.map_view import PALETTE
 from ui.observe.timeline_view import current_theme
 from ui.shared.plot_items import PassiveScatter
+from ui.shared.record_tree import GONE
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
 from ui.shared.theme import apply_plot_theme
 from ui.shared.wording import count_of
 
 __all__ = ["SpatialData", "SpatialView"]
 
+_MARKS = ('  · <span style="color:#cf222e">★</span> the point clicked, '
+          '<span style="color:#2f6feb">◯</span> the points within its radius (dashed)')
+"""The key to the marks a click draws (they were not explained)."""
 _ALL = "All agents"
 _EMPTY_TEXT = ("Memories made somewhere — a record whose metadata has a position (spatial: x, y, "
                "z) — are drawn here where they were made, filtered by time. The demo data set "
                "has a home robot's.")
-_ROLE_RECORD = Qt.ItemDataRole.UserRole + 1
 F64 = npt.NDArray[np.float64]
 
 
@@ -173,12 +174,7 @@ class SpatialView(LayerTab[SpatialData]):
         self.title.setFont(bold)
         self.content_label = QLabel("", self)
         self.content_label.setWordWrap(True)
-        self.neighbour_list = QTreeWidget(self)
-        self.neighbour_list.setHeaderLabels(["Distance", "Agent", "Memory"])
-        self.neighbour_list.setRootIsDecorated(False)
-        self.neighbour_list.setColumnWidth(0, 70)
-        self.neighbour_list.setColumnWidth(1, 100)
-        self.link_records(self.neighbour_list, _ROLE_RECORD)
+        self.neighbour_list = self.record_tree(["Distance", "Agent", "Memory"], (70, 100))
         self.within_label = QLabel("Points within the radius (click to open)", self)
         self.open_button = QPushButton("Open record", self)
         self.open_button.setEnabled(False)
@@ -309,7 +305,7 @@ class SpatialView(LayerTab[SpatialData]):
         present = sorted(set(data.agent[rows].tolist()))
         self.legend.setText("  ".join(
             f'<span style="color:{PALETTE[c % len(PALETTE)]}">●</span> {data.agents[c]}'
-            for c in present) + ("  · seen from above (x, y); z in the tool tip"
+            for c in present) + ("  · seen from above (x, y); z in the tool tip" + _MARKS
                                  if present else ""))
         if not len(data.t) and self.session is not None:
             self.legend.setText("No positions yet: records with metadata.spatial {x, y, z} "
@@ -401,22 +397,19 @@ class SpatialView(LayerTab[SpatialData]):
         agent = self.agent_box.currentText()
         self.neighbours = [h for h in found if h.record_id != hit.record_id
                            and (agent == _ALL or h.agent_id == agent)]
-        contents = {r.id: " ".join(r.content.split()) for r in records}
+        contents = {r.id: r.content for r in records}
         own = contents.get(hit.record_id)
-        self.content_label.setText(self._shown(own) if own is not None
-                                   else "(no longer stored)")
+        self.content_label.setText(self._shown(" ".join(own.split())) if own is not None
+                                   else GONE)
         self.ring.setData(x=[h.x for h in self.neighbours], y=[h.y for h in self.neighbours])
         self.within_label.setText(f"{len(self.neighbours)} other point"
                                   f"{'s' if len(self.neighbours) != 1 else ''} within "
                                   f"{radius:g} (click to open)")
         self.neighbour_list.clear()
-        for neighbour in self.neighbours:
-            text = contents.get(neighbour.record_id, "…")
-            item = QTreeWidgetItem([f"{neighbour.distance or 0.0:.2f}", neighbour.agent_id,
-                                    self._shown(text)])
-            item.setData(0, _ROLE_RECORD, neighbour.record_id)
-            item.setToolTip(2, self._shown(text))
-            self.neighbour_list.addTopLevelItem(item)
+        for neighbour in self.neighbours:  # the texts of the first 50 were read above
+            self.neighbour_list.add_record(
+                [f"{neighbour.distance or 0.0:.2f}", neighbour.agent_id], neighbour.record_id,
+                contents.get(neighbour.record_id), self._shown)
         return self.neighbours
 
     def _on_open_selected(self) -> None:

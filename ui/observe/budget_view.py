@@ -39,16 +39,36 @@ from engine.llm import (
     llm_activity,
     token_limit_for_window,
 )
-from engine.records import format_timestamp
 from ui.shared.empty_state import EmptyState
+from ui.shared.format import exact_time, local_time, phrase, relative_time
 from ui.shared.tasks import TaskRunner, spawn
 
-__all__ = ["BudgetSnapshot", "BudgetView", "Gauge", "read_snapshot"]
+__all__ = ["BudgetSnapshot", "BudgetView", "Gauge", "call_outcome", "read_snapshot"]
 
 DAY_MS = 86_400_000.0
 SPEND_MARKS = (70.0, 90.0, 100.0)  # seed 000 §6 alert thresholds
 THROTTLE_PERCENT = 80.0  # seed 000 §3: throttle when the projection crosses 80 % of the window
 BREAKER_COLOURS = {"closed": "#1a7f37", "open": "#cf222e", "half_open": "#9a6700"}
+PURPOSES = {"connection-test": "connection test", "chat": "chat", "extract": "extraction",
+            "summarize": "summary"}
+"""What each ``llm_calls`` purpose is called (an unknown one is humanized)."""
+OUTCOMES = {"ok": "succeeded", "retry": "failed, retried", "failed": "failed",
+            "rejected": "not sent", "test_failed": "test failed"}
+"""What each call outcome is called."""
+FAILURES = {"circuit_open": "circuit breaker open", "budget_exceeded": "over the daily budget",
+            "rate_limited": "rate limited", "http": "HTTP error", "refused": "connection refused",
+            "connect": "could not connect", "timeout": "timed out", "auth": "key refused",
+            "cancelled": "cancelled", "stream_error": "stream broke off",
+            "invalid_stream": "unreadable stream"}
+"""Why a call failed, in words (the codes of ``engine.llm.errors``)."""
+
+
+def call_outcome(outcome: str, failure: str | None) -> str:
+    """A call's outcome in words: "failed, retried: HTTP error"."""
+    words = OUTCOMES.get(outcome) or phrase(outcome)
+    if failure:
+        words += f": {FAILURES.get(failure) or phrase(failure)}"
+    return words
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +206,8 @@ class BudgetView(QWidget):
         self.breaker_label = QLabel("breaker: —", self)
         self.breaker_history = QListWidget(self)
         self.calls = QTreeWidget(self)
-        self.calls.setHeaderLabels(["time", "purpose", "model", "latency", "tokens in/out",
-                                    "cost", "attempt", "outcome"])
+        self.calls.setHeaderLabels(["Time", "Purpose", "Model", "Latency", "Tokens in/out",
+                                    "Cost", "Attempt", "Outcome"])
         self.calls.setRootIsDecorated(False)
         self.calls.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         gauges = QGroupBox("Daily spend and token window", self)
@@ -300,8 +320,8 @@ class BudgetView(QWidget):
         self.breaker_history.clear()
         for change in snapshot.transitions:
             self.breaker_history.addItem(
-                f"{format_timestamp(change.ts_ms)}  {change.from_state} → {change.to_state}"
-                f"  ({change.reason})")
+                f"{local_time(change.ts_ms)}  {change.from_state.replace('_', '-')} → "
+                f"{change.to_state.replace('_', '-')}  ({phrase(change.reason)})")
         if not snapshot.transitions:
             self.breaker_history.addItem("No breaker transitions recorded: the provider has "
                                          "not been failing.")
@@ -319,10 +339,12 @@ class BudgetView(QWidget):
                 "calls, spend and rate limits here.", [self.settings_action])
         for call in snapshot.calls:
             latency = call.latency_ms
-            outcome = call.outcome + (f" ({call.failure})" if call.failure else "")
-            self.calls.addTopLevelItem(QTreeWidgetItem([
-                format_timestamp(call.ts_ms) or "", call.purpose, call.model,
+            item = QTreeWidgetItem([
+                relative_time(call.ts_ms, now_ms=snapshot.now_ms),
+                PURPOSES.get(call.purpose) or phrase(call.purpose), call.model,
                 "—" if latency is None else f"{latency:.0f} ms",
-                f"{call.input_tokens}/{call.output_tokens}", f"${call.cost_usd:.5f}",
-                str(call.attempt), outcome]))
+                f"{call.input_tokens:,} / {call.output_tokens:,}", f"${call.cost_usd:.5f}",
+                str(call.attempt), call_outcome(call.outcome, call.failure)])
+            item.setToolTip(0, exact_time(call.ts_ms))
+            self.calls.addTopLevelItem(item)
         self.refreshed.emit(snapshot)

@@ -50,6 +50,7 @@ from ui.shared.format import (
 from ui.shared.redaction import Redaction
 from ui.shared.session import StoreSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
+from ui.shared.wording import count_of
 
 __all__ = ["FateView", "load_fate"]
 
@@ -159,7 +160,7 @@ class FateView(QWidget):
         self.open_button.clicked.connect(self._on_open_clicked)
         self.open_button.hide()
         self.steps = QTreeWidget(self)
-        self.steps.setHeaderLabels(["when", "what", "story"])
+        self.steps.setHeaderLabels(["When", "What", "Story"])
         self.steps.setRootIsDecorated(False)
         self.steps.header().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.steps.itemDoubleClicked.connect(self._on_step_double_clicked)
@@ -181,6 +182,7 @@ class FateView(QWidget):
         layout.addWidget(self.warning_label)
         layout.addWidget(self.steps, 1)
         self.empty_state = EmptyState(self.steps, "fate")
+        self._fit_lines()
         self._show_empty_state()
         redaction.changed.connect(self._on_redaction_changed)
 
@@ -201,8 +203,15 @@ class FateView(QWidget):
         self.status_label.setToolTip("")
         for label in (self.content_label, self.forecast_label, self.warning_label):
             label.setText("")
+        self._fit_lines()
         self.open_button.hide()
         self._show_empty_state()
+
+    def _fit_lines(self) -> None:
+        """Show only the lines under the status that say something: empty, they still took
+        their height and left a gap above the story."""
+        for label in (self.content_label, self.forecast_label, self.warning_label):
+            label.setVisible(bool(label.text()))
 
     def _show_empty_state(self) -> None:
         if self._loaded is not None:
@@ -281,10 +290,11 @@ class FateView(QWidget):
         warnings = [f"⚠ {w.actor} retired {w.count:,} records at once ({local_time(w.ts)}) — "
                     f"more than {self.mass_limit}." for w in fate.warnings]
         if loaded.mass_batches and not warnings:
-            warnings.append(f"{loaded.mass_batches} batch(es) in this store retired more than "
-                            f"{self.mass_limit} records at once.")
+            warnings.append(f"{count_of(loaded.mass_batches, 'batch', 'batches')} in this "
+                            f"store retired more than {self.mass_limit} records at once.")
         self.warning_label.setText("\n".join(warnings))
         self.warning_label.setToolTip("\n".join(f"batch {w.batch}" for w in fate.warnings))
+        self._fit_lines()
         self.open_button.setVisible(fate.survivor_id is not None or fate.status == "alive")
         self.open_button.setText("Open survivor" if fate.survivor_id else "Open record")
         self.steps.clear()

@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor, QShowEvent
+from PySide6.QtGui import QAction, QColor, QShowEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from engine import MapPoints, map_points, umap_available
@@ -109,6 +109,7 @@ class MapView(QWidget):
         layout.addLayout(key)
         layout.addWidget(self.plot, 1)
         self.empty_state = EmptyState(self.plot, "map")
+        self.empty_actions: tuple[QAction, ...] = ()  # the window's ways to fill the store
         self.color_box.currentIndexChanged.connect(self._recolor)
         self.method_box.currentIndexChanged.connect(self.refresh)
         self.refresh_button.clicked.connect(self.refresh)
@@ -177,7 +178,8 @@ class MapView(QWidget):
             self.empty_state.show_message(
                 "Nothing to map yet", "The map places every memory by the meaning of its "
                 "text (its embedding), so paraphrases sit together. Memories get their "
-                "embedding once the model is ready; add or import some to see them here.")
+                "embedding once the model is ready; load the demo data set or import "
+                "memories to see them here.", self.empty_actions)
         self._recolor()
         self.plot.autoRange()
         self._draw_query()

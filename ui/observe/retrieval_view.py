@@ -169,6 +169,7 @@ class ScoreBars(QWidget):
     ROW = 22
     _TOP = 24.0
     _CUT = 20  # height of the budget cut line's band
+    _BAR_MIN = 60.0  # the narrowest bar area, in pixels
 
     activated = QtSignal(str)
 
@@ -227,8 +228,11 @@ class ScoreBars(QWidget):
             if row >= 0:
                 text = self.rows[row].text
                 shown = self.redact(text) if self.redact is not None else text
-                QToolTip.showText(event.globalPos(), record_tooltip(shown, self.rows[row].id),
-                                  self)
+                QToolTip.showText(event.globalPos(), record_tooltip(shown, self.rows[row].id)
+                                  + f"\n{self.rows[row].score:.3f} · {self.rows[row].tokens} "
+                                  f"tok · {self.fate(row)}", self)
+            elif event.pos().y() < self._TOP:  # the heading, whole (it is cut when narrow)
+                QToolTip.showText(event.globalPos(), self.heading(), self)
             else:
                 QToolTip.hideText()
             return True
@@ -251,20 +255,54 @@ class ScoreBars(QWidget):
         """Index of the first candidate dropped by the budget."""
         return cut_index(self.rows)
 
+    def fate(self, index: int) -> str:
+        """Row ``index``'s fate in words: "packed" or "✗" and why it was dropped."""
+        row = self.rows[index]
+        return "packed" if row.packed else f"✗ {tag(row.drop_reason)}"
+
+    def figures(self, index: int) -> str:
+        """Row ``index``'s score and cost, drawn after its bar, and its fate unless the
+        budget cut line already says it (packed above the line, over budget below it): the
+        row's text gets the room (the fate is on hover too)."""
+        row, cut = self.rows[index], self.cut
+        below = cut is not None and index >= cut
+        told = (row.packed and not below) or (row.drop_reason == "budget" and below)
+        figures = f"{row.score:.3f} · {row.tokens} tok"
+        return figures if told else f"{figures} · {self.fate(index)}"
+
+    def heading(self) -> str:
+        """The line above the rows: the title, the tokens used, how many were packed."""
+        return (f"{self.title} · {self.used}/{self.budget} tokens · "
+                f"{sum(r.packed for r in self.rows)} packed of {len(self.rows)}")
+
+    def columns(self) -> tuple[float, float, float]:
+        """``(label width, bar x, bar width)``: the row's text gets what the bar (at least
+        60 px) and the widest figures leave, and at least 30 % of the width.
+
+        The texts name the records, so they take the spare width: a fixed 30 % cut them to a
+        dozen characters beside a long empty bar.
+        """
+        width = float(self.width())
+        metrics = self.fontMetrics()
+        shown = range(min(len(self.rows), MAX_ROWS))
+        figures = max((metrics.horizontalAdvance(self.figures(i)) for i in shown), default=0)
+        label_w = max(width * 0.30, width - 12 - self._BAR_MIN - (figures + 10))
+        bar_x = label_w + 12
+        return label_w, bar_x, max(self._BAR_MIN, width - bar_x - (figures + 10))
+
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         text = self.palette().windowText().color()
         muted = self.palette().placeholderText().color()
         width = float(self.width())
-        label_w = min(300.0, width * 0.30)
-        bar_x = label_w + 36
-        bar_w = max(60.0, width - bar_x - 170)
+        label_w, bar_x, bar_w = self.columns()
         top = 24.0
         peak = max((r.score for r in self.rows), default=1.0) or 1.0
         painter.setPen(QPen(text))
         painter.drawText(QRectF(4, 2, width - 8, 20), Qt.AlignmentFlag.AlignVCenter,
-                         f"{self.title} · {self.used}/{self.budget} tokens · "
-                         f"{sum(r.packed for r in self.rows)} packed of {len(self.rows)}")
+                         painter.fontMetrics().elidedText(self.heading(),
+                                                          Qt.TextElideMode.ElideRight,
+                                                          int(width - 8)))
         y = top
         cut = self.cut
         for i, row in enumerate(self.rows[:MAX_ROWS]):
@@ -295,10 +333,9 @@ class ScoreBars(QWidget):
                     fill.setAlpha(90)
                 painter.fillRect(QRectF(x, y + 4, max(0.0, w), self.ROW - 8), fill)
                 x += max(0.0, w)
-            fate = "packed" if row.packed else f"✗ {tag(row.drop_reason)}"
             painter.setPen(QPen(colour))
-            painter.drawText(QRectF(x + 6, y, 200, self.ROW), Qt.AlignmentFlag.AlignVCenter,
-                             f"{row.score:.3f} · {row.tokens} tok · {fate}")
+            painter.drawText(QRectF(x + 6, y, width - x - 6, self.ROW),
+                             Qt.AlignmentFlag.AlignVCenter, self.figures(i))
             y += self.ROW
         if len(self.rows) > MAX_ROWS:
             painter.setPen(QPen(muted))
@@ -411,6 +448,10 @@ class RetrievalView(QWidget):
         body.addWidget(weights_box)
         body.setStretchFactor(0, 3)
         body.setStretchFactor(1, 1)
+        # the rankings 3 : 1 from the start too (the weights box took its widest, 360 px, and
+        # a comparison at 900 px left each ranking a few characters of text)
+        body.setSizes([3000, 1000])
+        self.body = body
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         legend = QLabel("  ".join(
@@ -588,8 +629,9 @@ class RetrievalView(QWidget):
         """Freeze the current ranking on the left for comparison."""
         if self.bundle is None:
             return
-        self.pinned.title = "A (pinned): " + ", ".join(
-            f"{n[:3]} {s.value() / 100:.2f}" for n, s in self.sliders.items() if s.value())
+        # the weights it was ranked with, in words (they were cut to "imp", "rec", "sem")
+        self.pinned.title = "A (pinned: " + ", ".join(
+            f"{n} {s.value() / 100:.2f}" for n, s in self.sliders.items() if s.value()) + ")"
         self.pinned.set_rows(self.live.rows, self.live.budget)
         self.live.title = "B (live)"
         self.pinned_area.show()

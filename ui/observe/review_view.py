@@ -193,6 +193,9 @@ class ReviewView(QWidget):
         self.list.setWordWrap(True)
         self.list.setResizeMode(QListView.ResizeMode.Adjust)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # a gap between items: wrapped, one item's text ran into the next one's reason line
+        # (in the dark theme the alternate rows are too close in tone to tell them apart)
+        self.list.setSpacing(3)
         self.info = QLabel("", self)
         self.info.setWordWrap(True)
         self.info.setTextFormat(Qt.TextFormat.RichText)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QRectF, Qt
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import (
     QAction,
@@ -54,14 +54,17 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSlider,
     QSplitter,
@@ -291,6 +294,13 @@ class SimilarityBars(QWidget):
         self.threshold = threshold
         self.floor = floor
         self.setMinimumHeight(40 + 24 * max(1, len(candidates)))
+        # a scroll area does not hear that its widget's size hint changed: tell the one
+        # around the bars (StagePanel's), so that it grows to show every bar when it can
+        area = self.parentWidget()
+        while area is not None and not isinstance(area, QScrollArea):
+            area = area.parentWidget()
+        if area is not None:
+            area.updateGeometry()
         self.update()
 
     def row_at(self, y: float) -> int:
@@ -331,32 +341,59 @@ class SimilarityBars(QWidget):
             return True
         return super().event(event)
 
+    def sizeHint(self) -> QSize:
+        """Room for every bar (the scroll area around it shows what fits)."""
+        return QSize(360, self.minimumHeight())
+
+    def _axis(self) -> tuple[float, float]:
+        """The x of similarity 0.4 (the bars' left edge, after the labels) and of 1.0."""
+        # the labels (candidate texts) get a third of a narrow panel, at most 220 px
+        return min(220.0, max(120.0, self.width() * 0.35)), float(self.width() - 50)
+
+    def x_of(self, value: float) -> float:
+        """The x at which similarity ``value`` is drawn."""
+        left, right = self._axis()
+        lo = 0.4  # similarity at the left edge
+        return left + (right - left) * max(0.0, min(1.0, (value - lo) / (1.0 - lo)))
+
+    def threshold_text(self) -> str:
+        """The threshold line's label."""
+        return f"merges at {self.threshold:.2f}"
+
+    def label_rects(self) -> tuple[QRectF, QRectF]:
+        """Where the "gray zone" and the threshold labels go, above the bars.
+
+        The threshold's label starts just right of its line; when the line is near the right
+        edge (a high threshold, a narrow panel) the label ends at the edge instead, crossing
+        the line, and the gray zone's label gives way to it, so neither is cut off.
+        """
+        metrics = self.fontMetrics()
+        floor, line = self.x_of(self.floor), self.x_of(self.threshold)
+        wanted = metrics.horizontalAdvance(self.threshold_text()) + 2
+        start = max(0.0, min(line + 4, self.width() - wanted - 2))
+        threshold = QRectF(start, 2, wanted, 18)
+        band = max(0.0, min(line, start) - floor - 4)  # never under the threshold's label
+        return QRectF(floor, 2, band, 18), threshold
+
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         palette = self.palette()
         text = palette.windowText().color()
-        # the labels (candidate texts) get a third of a narrow panel, at most 220 px
-        left, right = min(220.0, max(120.0, self.width() * 0.35)), float(self.width() - 50)
-        lo = 0.4  # similarity at the left edge
-
-        def x_of(value: float) -> float:
-            return left + (right - left) * max(0.0, min(1.0, (value - lo) / (1.0 - lo)))
-
+        left, right = self._axis()
+        x_of = self.x_of
         top, height = self._TOP, self._ROW * max(1, len(self.candidates))
         gray = QColor("#bf8700")
         gray.setAlpha(50)
         painter.fillRect(QRectF(x_of(self.floor), top, x_of(self.threshold) - x_of(self.floor),
                                 height), gray)
         painter.setPen(QPen(text))
-        band = int(x_of(self.threshold) - x_of(self.floor)) - 4  # never under the threshold's
-        painter.drawText(QRectF(x_of(self.floor), 2, max(0, band), 18),
-                         painter.fontMetrics().elidedText("gray zone",
-                                                          Qt.TextElideMode.ElideRight, band))
+        band_rect, threshold_rect = self.label_rects()
+        painter.drawText(band_rect, painter.fontMetrics().elidedText(
+            "gray zone", Qt.TextElideMode.ElideRight, int(band_rect.width())))
         painter.setPen(QPen(QColor("#cf222e"), 2, Qt.PenStyle.DashLine))
         painter.drawLine(int(x_of(self.threshold)), int(top - 4),
                          int(x_of(self.threshold)), int(top + height))
-        painter.drawText(QRectF(x_of(self.threshold) + 4, 2, 140, 18),
-                         f"merges at {self.threshold:.2f}")
+        painter.drawText(threshold_rect, self.threshold_text())
         if not self.candidates:
             painter.setPen(QPen(text))
             painter.drawText(QRectF(left, top, right - left, 22), "no candidates")
@@ -378,6 +415,17 @@ class SimilarityBars(QWidget):
             painter.drawText(QRectF(x_of(similarity) + 4, y, 60, 18),
                              Qt.AlignmentFlag.AlignVCenter, f"{similarity:.3f}")
         painter.end()
+
+
+class _BarsArea(QScrollArea):
+    """The bars' scroll area: it asks for the bars' current height (a QScrollArea keeps the
+    size hint its widget had when set, before any candidate was shown)."""
+
+    def sizeHint(self) -> QSize:
+        hint, bars = super().sizeHint(), self.widget()
+        if bars is None:
+            return hint
+        return QSize(hint.width(), bars.sizeHint().height() + 2 * self.frameWidth())
 
 
 class StagePanel(QWidget):
@@ -404,10 +452,18 @@ class StagePanel(QWidget):
         layout.addWidget(self.note)
         if stage is Stage.CANDIDATES:
             self.bars = SimilarityBars(self)
-            layout.addWidget(self.bars)
+            # Scrolled when the panel is short (a small window): at their full height the
+            # bars were drawn over the fields below them.
+            scroll = _BarsArea(self)
+            scroll.setWidget(self.bars)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+            scroll.setMinimumHeight(int(SimilarityBars._TOP + 2 * SimilarityBars._ROW))
+            layout.addWidget(scroll)
         if stage is Stage.APPLY:
             self.diff = QTableWidget(0, 3, self)
-            self.diff.setHorizontalHeaderLabels(["field", "before", "after"])
+            self.diff.setHorizontalHeaderLabels(["Field", "Before", "After"])
             self.diff.horizontalHeader().setStretchLastSection(True)
             self.diff.verticalHeader().hide()
             layout.addWidget(self.diff, 2)
@@ -565,7 +621,9 @@ class StepperView(QWidget):
         self.speed_label = QLabel("", self)
         self.status_label = QLabel("Pick a memory and press Simulate (nothing is written) "
                                    "or Ingest.", self)
-        self.status_label.setWordWrap(True)  # beside the buttons: cut off at 1000 px wide
+        # its own line under the buttons, the view's width: beside them it was a column of
+        # four or five lines at 1000 px (and cut off before it wrapped)
+        self.status_label.setWordWrap(True)
         controls = QHBoxLayout()
         for button in (self.simulate_button, self.ingest_button, self.step_button,
                        self.continue_button, self.pause_button):
@@ -573,7 +631,7 @@ class StepperView(QWidget):
         controls.addWidget(QLabel("delay", self))
         controls.addWidget(self.speed)
         controls.addWidget(self.speed_label)
-        controls.addWidget(self.status_label, 1)
+        controls.addStretch(1)
 
         # -- stages ----------------------------------------------------------------------
         self.stage_list = QListWidget(self)
@@ -607,13 +665,22 @@ class StepperView(QWidget):
         self.whatif_summary = QLabel("", self.whatif_box)
         self.whatif_summary.setWordWrap(True)
         self.whatif_table = QTableWidget(0, 3, self.whatif_box)
-        self.whatif_table.setHorizontalHeaderLabels(["similarity", "record A", "record B"])
-        self.whatif_table.horizontalHeader().setStretchLastSection(True)
+        self.whatif_table.setHorizontalHeaderLabels(["Similarity", "Record A", "Record B"])
+        # one line a pair, the two texts sharing the width (whole on hover): in a narrow box
+        # the fixed columns wrapped each text into two cut lines and scrolled sideways
+        self.whatif_table.setWordWrap(False)
+        header = self.whatif_table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        for column in (1, 2):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch)
         self.whatif_table.verticalHeader().hide()
         form = QFormLayout()
         form.addRow("tier", self.whatif_tier)
         form.addRow("new threshold", self.whatif_value)
         form.addRow(self.whatif_button)
+        # room for the three column titles whole: at 1000 px the box got 190 px and cut
+        # "Record A" and "Record B"
+        self.whatif_box.setMinimumWidth(250)
         whatif_layout = QVBoxLayout(self.whatif_box)
         whatif_layout.addLayout(form)
         whatif_layout.addWidget(self.whatif_summary)
@@ -634,6 +701,7 @@ class StepperView(QWidget):
         layout.addWidget(self.content_edit)
         layout.addLayout(fields)
         layout.addLayout(controls)
+        layout.addWidget(self.status_label)
         layout.addWidget(body, 1)
         self.empty_state = EmptyState(self.stack, "pipeline")
         self._show_empty_state()
@@ -1113,6 +1181,11 @@ class StepperView(QWidget):
         result = await self._runner.run(_what_if, session, tier, new)
         if session is not self._session:
             return None
+        self.show_what_if(result)
+        return result
+
+    def show_what_if(self, result: WhatIf) -> None:
+        """Show a what-if answer: its summary and the pairs that would change."""
         self.whatif_result = result
         verb = "would merge" if result.new < result.old else "would no longer merge"
         sampled = " (partitions sampled)" if result.sampled else ""
@@ -1126,7 +1199,6 @@ class StepperView(QWidget):
                 item = QTableWidgetItem(value)
                 item.setToolTip(value)
                 self.whatif_table.setItem(r, c, item)
-        return result
 
 
 def _begin(session: StoreSession, memory: NewMemory,

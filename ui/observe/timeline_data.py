@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine import Event
+from ui.shared.format import phrase
 
 __all__ = ["LANES", "TimelineData", "TimelineFilter", "lane_of"]
 
@@ -169,6 +170,10 @@ class TimelineData:
                                     (flt.decision, self._decisions, self.decision)):
             if text:  # substring match over the (few) distinct values, then one isin
                 wanted = [i for i, v in enumerate(codes.values) if v and text in v]
+                if codes is self._decisions:  # the words a person reads, or the code
+                    words = text.casefold()
+                    wanted = [i for i, v in enumerate(codes.values)
+                              if v and (text in v or words in phrase(v).casefold())]
                 mask &= np.isin(column, wanted)
         self.mask = mask
 

@@ -22,6 +22,7 @@ the stepper highlights the events of its run (a small scatter, created once).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -31,7 +32,7 @@ import pyqtgraph as pg
 import shiboken6
 from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
-from PySide6.QtGui import QColor, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -39,17 +40,19 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
     QPushButton,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from engine import Event
+from engine import Event, ExitPolicy, Masking
 from engine.errors import EngineError
 from ui.observe.event_tail import EventTail
 from ui.observe.timeline_data import LANES, TimelineData, TimelineFilter
 from ui.records.record_links import RecordRef, fetch_texts, quoted, record_tooltip
+from ui.records.record_search import RecordSearch
 from ui.shared.empty_state import EmptyState
 from ui.shared.fields_view import FieldsPanel
 from ui.shared.format import event_fields, phrase, raw_json, record_ids_in
@@ -58,6 +61,9 @@ from ui.shared.session import DataSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
 from ui.shared.theme import apply_plot_theme, plot_colors
 from ui.shared.wording import count_of
+
+_ID_PART = re.compile(r"(?=.*[0-9-])[0-9a-fA-F-]{4,}")
+"""An id, or the start of one, pasted in the record box (words are searched instead)."""
 
 __all__ = ["HISTORY_LIMIT", "LANE_COLORS", "TimelineView"]
 
@@ -112,6 +118,7 @@ class TimelineView(QWidget):
         self._session: DataSession | None = None
         self._tokens = RequestTokens()
         self._redact: Callable[[str], str] | None = None
+        self._masking: Masking | None = None  # what the record search matches while masking
         self.data = TimelineData()
         self.tail = EventTail(parent=self)
         self.tail.arrived.connect(self.add_events)
@@ -133,12 +140,21 @@ class TimelineView(QWidget):
             self.kind_box.addItem(phrase(kind), kind)
             self.kind_box.setItemData(self.kind_box.count() - 1, kind,
                                       Qt.ItemDataRole.ToolTipRole)
+        # the record filter: a memory picked by its words (issue 19: it asked for an id)
         self.record_edit = QLineEdit(self)
-        self.record_edit.setPlaceholderText("record id")
+        self.record_edit.setPlaceholderText("record: its words or id")
+        self.record_edit.setToolTip("Type words of a memory and pick it from the list to see "
+                                    "only its events (a deleted record: paste its id)")
+        self.record_results = QListWidget(self)
+        self.record_finder = RecordSearch(runner, self.record_edit, self.record_results,
+                                          self._shown_text, self, masking=self._search_masking)
+        self.record_finder.picked.connect(self._on_record_picked)
+        self.record_finder.failed.connect(self.count_label_message)
+        self._picked: tuple[str, str] | None = None  # (record id, text in the box) when picked
         self.source_edit = QLineEdit(self)
         self.source_edit.setPlaceholderText("source")
         self.decision_edit = QLineEdit(self)
-        self.decision_edit.setPlaceholderText("decision")
+        self.decision_edit.setPlaceholderText("decision, in words")
         self.reload_button = QPushButton("Reload", self)
         self.count_label = QLabel("", self)
         bar = QHBoxLayout()
@@ -235,9 +251,11 @@ class TimelineView(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         self.marks = QLabel("", self)  # the key to the square and the rings, while shown
         layout.addLayout(bar)
+        layout.addWidget(self.record_results)  # the records matching the words typed
         layout.addWidget(split, 1)
         layout.addWidget(self.marks)
         self.empty_state = EmptyState(split, "timeline")
+        self.empty_actions: tuple[QAction, ...] = ()  # the window's ways to fill the store
         self.apply_theme(current_theme())
         self.fit_all()
 
@@ -247,6 +265,8 @@ class TimelineView(QWidget):
         """Follow ``session``'s events (its history, then the live tail)."""
         self._session = session
         self.tail.attach(session.reader.event_feed if session is not None else None)
+        self.record_finder.set_reader(session.reader if session is not None else None)
+        self._picked = None
         self.data.clear()
         self._highlighted = np.zeros(0, np.intp)
         self._texts = {}
@@ -270,6 +290,7 @@ class TimelineView(QWidget):
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
         """Mask event details with ``redact`` (None: show them as stored)."""
         self._redact = redact
+        self._masking = None if redact is None else ExitPolicy(redact).shown
         self.show_details()
 
     def reload(self) -> None:
@@ -302,8 +323,8 @@ class TimelineView(QWidget):
         else:
             self.empty_state.show_message(
                 "No events yet", "Every ingest, merge, review and retrieval decision shows "
-                "here as an event in its lane. Ingest or import memories (File → Import, or "
-                "Load Demo Data) to see the decisions.")
+                "here as an event in its lane. Load the demo data set or import memories to "
+                "see the decisions.", self.empty_actions)
         if not added and not fit:
             return
         self._refresh_kind_tooltip()
@@ -362,7 +383,8 @@ class TimelineView(QWidget):
     def _refresh_kind_tooltip(self) -> None:
         choices = self.data.choices()
         self.source_edit.setToolTip("sources: " + ", ".join(choices["source"][:20]))
-        self.decision_edit.setToolTip("decisions: " + ", ".join(choices["decision"][:20]))
+        self.decision_edit.setToolTip("decisions: " + ", ".join(
+            dict.fromkeys(phrase(code) for code in choices["decision"][:20])))
 
     def highlight_run(self, incoming_id: str) -> int:
         """Mark the events of the stepper's run ``incoming_id``; returns how many."""
@@ -391,12 +413,48 @@ class TimelineView(QWidget):
     # -- filters -----------------------------------------------------------------------------
 
     def current_filter(self) -> TimelineFilter:
-        """The filter the boxes describe."""
+        """The filter the boxes describe.
+
+        The record box filters by the record picked from its list, or by an id (or the start
+        of one) pasted in; words still being typed filter nothing until a record is picked.
+        """
         kind = self.kind_box.currentData()
+        text = self.record_edit.text().strip()
+        if self._picked is not None and text == self._picked[1]:
+            record = self._picked[0]
+        else:
+            record = text if _ID_PART.fullmatch(text) else ""
         return TimelineFilter(
             kinds=frozenset({kind}) if isinstance(kind, str) else frozenset(),
-            record_id=self.record_edit.text().strip(), source=self.source_edit.text().strip(),
+            record_id=record, source=self.source_edit.text().strip(),
             decision=self.decision_edit.text().strip())
+
+    def _shown_text(self, text: str) -> str:
+        return self._redact(text) if self._redact is not None else text
+
+    def _search_masking(self) -> Masking | None:
+        """What the record search matches against (the masked text while masking)."""
+        return self._masking
+
+    def count_label_message(self, message: str) -> None:
+        """Say ``message`` where the event count is (a record search that failed)."""
+        self.count_label.setText(message)
+
+    async def pick_record(self, record_id: str) -> None:
+        """Show only the events of ``record_id``, named by its text in the record box."""
+        session = self._session
+        texts = await fetch_texts(self._runner, session.reader, [record_id]) \
+            if session is not None else {}
+        if session is not self._session:
+            return
+        text = texts.get(record_id)
+        shown = quoted(self._shown_text(text), 60) if text is not None else record_id
+        self._picked = (record_id, shown)
+        self.record_edit.setText(shown)  # textChanged: the filter applies
+        self.record_edit.setToolTip(record_tooltip(self._shown_text(text or ""), record_id))
+
+    def _on_record_picked(self, record_id: str) -> None:
+        spawn(self.pick_record(record_id))
 
     def _on_filter_changed(self, *_args: object) -> None:
         self.data.set_filter(self.current_filter())

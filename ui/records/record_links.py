@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QAbstractScrollArea, QMenu, QTreeWidget, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QMenu, QWidget
 
 from engine import MemoryReader, RecordState
 from engine.errors import EngineError
@@ -50,7 +50,7 @@ from ui.shared.redaction import Redaction
 from ui.shared.tasks import TaskRunner
 
 __all__ = ["ACTIONS", "RECORD_ID", "RecordLinks", "RecordRef", "elide", "fetch_texts",
-           "name_ids", "quoted", "record_tooltip", "tree_record"]
+           "name_ids", "quoted", "record_tooltip"]
 
 ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("open", "Open in Records", "Ctrl+Return"),
@@ -96,23 +96,6 @@ def name_ids(text: str, names: Mapping[str, str], limit: int = 48) -> str:
         if record_id and content and record_id in text:
             text = text.replace(record_id, quoted(content, limit))
     return text
-
-
-def tree_record(tree: QTreeWidget, role: int, column: int = 2
-                ) -> Callable[[], RecordRef | None]:
-    """The current-record function of a tree whose items hold a record id under ``role`` and
-    its full text as ``column``'s tooltip (set once the text was read; the record is not
-    offered before that, nor when it is no longer stored)."""
-    def current() -> RecordRef | None:
-        item = tree.currentItem()
-        record_id = item.data(0, role) if item is not None else None
-        if not isinstance(record_id, str):
-            return None
-        assert item is not None
-        text = item.toolTip(column)
-        return RecordRef(record_id, text) if text else None  # no tooltip: not read, or gone
-
-    return current
 
 
 def _texts(reader: MemoryReader, ids: Sequence[str]) -> dict[str, str]:

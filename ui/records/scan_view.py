@@ -73,7 +73,7 @@ class ScanView(QWidget):
         self.table = QTreeWidget(self)
         # the memory by its (redacted) text first, its id on hover: a column of UUIDs took
         # half the width and told a person nothing
-        self.table.setHeaderLabels(["memory (redacted)", "agent", "what it holds", "secret"])
+        self.table.setHeaderLabels(["Memory (redacted)", "Agent", "What it holds", "Secret"])
         self.table.setRootIsDecorated(False)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         header = self.table.header()

@@ -15,11 +15,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtCore import Signal as QtSignal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -27,12 +25,11 @@ from PySide6.QtWidgets import (
 
 from engine import SimilarRecords
 from engine.records import RecordState
-from ui.records.record_links import RecordRef, elide, quoted, record_tooltip
+from ui.records.record_links import RecordRef, quoted, record_tooltip
+from ui.shared.record_tree import RecordTree
 
 __all__ = ["SimilarPanel"]
 
-_ID = Qt.ItemDataRole.UserRole + 1
-_TEXT = Qt.ItemDataRole.UserRole + 2  # the content as the engine gave it
 _COLUMNS = ("Cosine", "Content", "Agent", "Layer", "State")
 
 
@@ -53,14 +50,7 @@ class SimilarPanel(QWidget):
         self.close_button = QPushButton("Close", self)
         self.close_button.setToolTip("Hide the similar records")
         self.close_button.clicked.connect(self.clear)
-        self.tree = QTreeWidget(self)
-        self.tree.setHeaderLabels(list(_COLUMNS))
-        self.tree.setRootIsDecorated(False)
-        self.tree.setUniformRowHeights(True)
-        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.setAlternatingRowColors(True)
-        for number, width in enumerate((64, 420, 110, 90)):
-            self.tree.setColumnWidth(number, width)
+        self.tree = RecordTree(_COLUMNS, 1, (64, 420, 110, 90), self)
         self.tree.itemDoubleClicked.connect(self._on_double_clicked)
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
@@ -93,19 +83,13 @@ class SimilarPanel(QWidget):
             f"{quoted(result.record.content, 60)}, by cosine of the stored vectors (the "
             "store's index answered: no other record was read)")
         self.title.setToolTip(record_tooltip(result.record.content, result.record.id))
-        items = []
         for row, cosine in zip(result.rows, result.cosines, strict=True):
-            item = QTreeWidgetItem([f"{cosine:.3f}", elide(row.content, 160), row.agent_id,
-                                    row.layer.value, row.state.value])
-            item.setData(0, _ID, row.id)
-            item.setData(0, _TEXT, row.content)
-            item.setToolTip(1, record_tooltip(row.content, row.id))
+            item = self.tree.add_record([f"{cosine:.3f}", row.agent_id, row.layer.value,
+                                         row.state.value], row.id, row.content)
             item.setTextAlignment(0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             if row.state is not RecordState.ACTIVE:
                 item.setToolTip(4, "Kept, but not retrieved until resumed")
-            items.append(item)
-        self.tree.addTopLevelItems(items)
-        if not items:
+        if not result.rows:
             self.title.setText(f"No other record has a stored vector near "
                                f"{quoted(result.record.content, 60)}")
         self.show()
@@ -123,24 +107,19 @@ class SimilarPanel(QWidget):
         self.tree.clear()
         self.hide()
 
-    def _items(self) -> list[QTreeWidgetItem]:
-        items = (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount()))
-        return [item for item in items if item is not None]
-
     def ids(self) -> list[str]:
         """The neighbours' ids, nearest first."""
-        return [str(item.data(0, _ID)) for item in self._items()]
+        return self.tree.record_ids()
 
     def cosines(self) -> list[float]:
         """The neighbours' cosines as shown, nearest first."""
-        return [float(item.text(0)) for item in self._items()]
+        return [float(item.text(0)) for item in self.tree.record_items()]
 
     def current_record(self) -> RecordRef | None:
         """The selected neighbour (the record context menu's target)."""
-        item = self.tree.currentItem()
-        if item is None:
-            return None
-        return RecordRef(str(item.data(0, _ID)), str(item.data(0, _TEXT)))
+        return self.tree.current_record()
 
     def _on_double_clicked(self, item: QTreeWidgetItem, _column: int) -> None:
-        self.record_activated.emit(str(item.data(0, _ID)))
+        record_id = self.tree.record_id(item)
+        if record_id is not None:
+            self.record_activated.emit(record_id)

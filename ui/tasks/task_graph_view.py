@@ -22,6 +22,7 @@ import concurrent.futures
 import html
 import itertools
 import math
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -376,6 +377,7 @@ class TaskGraphView(QWidget):
             max_workers=1, thread_name_prefix="mnemo-workspace")
         self._closed = False
         self._workspace: Workspace | None = None
+        self._scratch: Path | None = None  # a temporary folder holding the workspace shown
         self._watcher: WorkspaceWatcher | None = None
         self._watch_interval_ms = watch_interval_ms
         self._graph: GraphView | None = None
@@ -424,6 +426,8 @@ class TaskGraphView(QWidget):
         self.card_label.setTextFormat(Qt.TextFormat.PlainText)
         self.dependencies = QListWidget(self)
         self.dependents = QListWidget(self)
+        for related in (self.dependencies, self.dependents):
+            related.itemActivated.connect(self._on_related_activated)
         self.budget = QSlider(Qt.Orientation.Horizontal, self)
         self.budget.setRange(200, 12000)
         self.budget.setSingleStep(100)
@@ -509,13 +513,17 @@ class TaskGraphView(QWidget):
 
         The workspace goes with its thread: a later restyle (a theme switch reaches closed
         windows too) or reload then finds nothing to run instead of submitting to a stopped
-        executor.
+        executor. A temporary copy shown (the demo workspace) is deleted on that thread, after
+        whatever it was still doing with the copy.
         """
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
         self._workspace = None
         self._closed = True
+        if self._scratch is not None:
+            self._owner.submit(_remove_folder, self._scratch)
+            self._scratch = None
         self._owner.shutdown(wait=True)
 
     # -- opening and reloading -------------------------------------------------------------
@@ -527,8 +535,16 @@ class TaskGraphView(QWidget):
         if folder:
             spawn(self.open_workspace(Path(folder)))
 
-    async def open_workspace(self, root: Path) -> GraphView | None:
-        """Load ``root`` on the owner thread, draw its graph and watch it for changes."""
+    async def open_workspace(self, root: Path, *, scratch: Path | None = None
+                             ) -> GraphView | None:
+        """Load ``root`` on the owner thread, draw its graph and watch it for changes.
+
+        Args:
+            root: The workspace folder.
+            scratch: A temporary folder that holds ``root`` and belongs to this view (the
+                demo workspace's copy): deleted when another workspace replaces it, when the
+                view shuts down, or at once if ``root`` cannot be opened.
+        """
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
@@ -538,7 +554,12 @@ class TaskGraphView(QWidget):
             graph = await self._on_owner(_graph_of, workspace)
         except EngineError as exc:
             self.root_label.setText(f"Cannot open {root}: {exc}")
+            if scratch is not None and scratch != self._scratch:
+                await self._on_owner(_remove_folder, scratch)
             return None
+        replaced, self._scratch = self._scratch, scratch
+        if replaced is not None and replaced != scratch:  # nothing reads it any more
+            await self._on_owner(_remove_folder, replaced)
         self._workspace = workspace
         self.empty_state.clear()
         self.root_label.setText(str(root))
@@ -884,10 +905,29 @@ class TaskGraphView(QWidget):
                                      f"status: {status_word(info.status)} · "
                                      f"priority: {info.priority} · importance "
                                      f"{node.importance:.2f}\n{node.path}"))
+        nodes = {n.id: n for n in graph.nodes}
         for widget, ids in ((self.dependencies, deps), (self.dependents, users)):
             widget.clear()
-            widget.addItems([show(i) for i in ids] or ["—"])
+            for task_id in ids:  # a task by its title, as on its node: ids alone say little
+                other = nodes.get(task_id)
+                title = other.title if other is not None and other.title != task_id else ""
+                item = QListWidgetItem(show(f"{task_id} — {title}" if title else task_id))
+                item.setData(Qt.ItemDataRole.UserRole, task_id)
+                if other is not None:
+                    item.setToolTip(show(f"{task_id} — {other.title}\nstatus: "
+                                         f"{status_word(other.status)} (double-click to "
+                                         "select it)"))
+                widget.addItem(item)
+            if not ids:
+                widget.addItem("—")
         spawn(self.preview_scene())
+
+    def _on_related_activated(self, item: QListWidgetItem) -> None:
+        """Go to a prerequisite or dependent: select it and scroll it into view."""
+        task_id = item.data(Qt.ItemDataRole.UserRole)
+        if isinstance(task_id, str) and task_id in self._nodes:
+            self.select(task_id)  # refills this list: ``item`` is gone from here on
+            self.canvas.ensureVisible(self._nodes[task_id], 60, 60)
 
     def _clear_card(self, text: str) -> None:
         self.card_label.setText(text)
@@ -927,6 +967,12 @@ class TaskGraphView(QWidget):
                               for e in scene.pruned])
         self.scene_shown.emit(scene)
         return scene
+
+
+def _remove_folder(folder: Path) -> None:
+    """Owner thread: delete ``folder`` (a temporary copy; what cannot be removed is left to
+    the system's temporary-file clean-up)."""
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _graph_of(workspace: Workspace) -> GraphView:
