@@ -75,7 +75,7 @@ from engine.retrieval.candidates import (
     top_static,
 )
 from engine.retrieval.compression import compress
-from engine.retrieval.dense import IvfIndex
+from engine.retrieval.dense import BOUND_MARGIN, IvfIndex
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
@@ -668,15 +668,29 @@ class Retriever:
             before = blend.predecessors(rows)
             cosine = blend.mixed(cosine, cosine[before] if rows is None
                                  else np.einsum("ij,j->i", vectors[before], query), rows)
+        centring = self._centring(snapshot, candidates, blend)
+        if centring is None:
+            return np.maximum(cosine, 0.0, dtype=np.float64)
+        if rows is not None:
+            centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
+                                           inverse_norm=centring.inverse_norm[rows])
+        semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
+        return semantic
+
+    def _centring(self, snapshot: ViewSnapshot, candidates: Candidates, blend: Blend | None
+                  ) -> Centring | None:
+        """The view state's :class:`~engine.retrieval.scoring.Centring` for ``candidates``
+        (of the blended vectors when ``blend``), or None when ``semantic_centering`` is 0."""
         strength = self.config.semantic_centering
         if strength <= 0:
-            return np.maximum(cosine, 0.0, dtype=np.float64)
+            return None
+        vectors = snapshot.vectors[:snapshot.n]
 
         def over() -> B:  # the rows the centring is over
             with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
             return with_vectors
 
-        centring = _grown(
+        centring: Centring = _grown(
             snapshot, ("centring", candidates.key, strength),
             lambda: Centring.of(vectors, over(), strength),
             lambda old, start: old.extended(vectors, over(), start, strength))
@@ -686,11 +700,38 @@ class Retriever:
                                            blend.weight, self.config.context_window_ms,
                                            self.config.semantic_blend_layers),
                                 lambda: blend.centring(plain))
-        if rows is not None:
-            centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
-                                           inverse_norm=centring.inverse_norm[rows])
-        semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
-        return semantic
+        return centring
+
+    def _semantic_bounds(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
+                         rows: Rows, dots: F64) -> F64:
+        """An upper bound of :meth:`_cosine` at ``rows`` from upper bounds ``dots`` of their
+        plain dot products with ``query`` (the dense index's codes).
+
+        The same steps as :meth:`_cosine`, in float64: the blend mixes a row's dot with its
+        predecessor's (bounded the same way) with positive factors, and the centring is
+        ``(cos - d·m + m·m - q·m) × inverse_norm / |q - m|``, increasing in ``cos``; so bounds
+        in give a bound out. :data:`~engine.retrieval.dense.BOUND_MARGIN` covers the float32
+        rounding of the exact path.
+        """
+        cosine = dots.copy()
+        blend = self._blend(snapshot, candidates)
+        if blend is not None:
+            previous = blend.previous[rows]
+            has = previous >= 0
+            before = self.dense_index(snapshot).dot_bounds(query, previous[has].astype(np.intp))
+            cosine[has] = ((1.0 - blend.weight) * cosine[has] + blend.weight * before) \
+                * blend.inverse[rows[has]]
+        centring = self._centring(snapshot, candidates, blend)
+        if centring is not None:
+            query_dot = float(query.astype(np.float64) @ centring.mean.astype(np.float64))
+            query_norm = math.sqrt(max(1.0 - 2.0 * query_dot + centring.mean_norm2, 1e-12))
+            cosine -= centring.mean_dot[rows]
+            cosine += centring.mean_norm2 - query_dot
+            cosine *= centring.inverse_norm[rows]
+            cosine /= query_norm
+            cosine += BOUND_MARGIN
+        bounds: F64 = np.maximum(cosine, 0.0)
+        return bounds
 
     def _blend_diagnostics(self, snapshot: ViewSnapshot, candidates: Candidates,
                            mode: SemanticMode) -> dict[str, Any]:
@@ -979,25 +1020,65 @@ class Retriever:
                       ) -> tuple[Rows, float, tuple[Rows, F64]]:
         """The best (centred) cosines among the eligible rows of the probed lists.
 
+        Every probed row gets an upper bound of its cosine from the index's int8 codes
+        (:meth:`_semantic_bounds`); the exact cosine is computed for the ``size + size / 4``
+        rows with the highest bounds, then for every other row whose bound is above the
+        ``size``-th best exact cosine: no row left unscored can be among the best ``size``,
+        and a row outside them has a cosine at most the ``size``-th's, as when every probed
+        row was scored (the first and second versions of the candidate path).
+
         Returns:
             (those rows, the least of their cosines — what a row outside them is taken to
-            score at most —, the probed rows ascending and their cosines, which the scoring
-            of the union reuses). ``known``'s cosines are reused, not recomputed.
+            score at most —, the rows whose exact cosine was computed, ascending, and those
+            cosines, which the scoring of the union reuses). ``known``'s cosines are reused,
+            not recomputed.
         """
-        probed = self.dense_index(snapshot).probe(query, probes)
-        probed = probed[candidates.eligible[probed]]
-        if known is None or not len(known[0]):
-            cosine = self._cosine(snapshot, query, candidates, probed)
-        else:
-            found, at = found_at(known[0], probed)
-            cosine = np.empty(len(probed), dtype=np.float64)
-            cosine[found] = known[1][at[found]]
-            if not found.all():  # a row's cosine has the same bits whichever rows it comes with
-                cosine[~found] = self._cosine(snapshot, query, candidates, probed[~found])
-        if len(probed) <= size:
-            return probed, _least(cosine), (probed, cosine)
+        index = self.dense_index(snapshot)
+        probed, dots = index.probe_bounds(query, probes)
+        keep = candidates.eligible[probed]
+        probed, dots = probed[keep], dots[keep]
+        if not len(probed):
+            return probed, 0.0, (probed, np.zeros(0, dtype=np.float64))
+        if len(probed) <= size:  # every probed row is a candidate: no bound needed
+            cosine = self._known_cosines(snapshot, query, candidates, probed, known)
+            ascending = np.argsort(probed, kind="stable")
+            return probed[ascending], _least(cosine), (probed[ascending], cosine[ascending])
+        bounds = self._semantic_bounds(snapshot, query, candidates, probed, dots)
+        first = size + size // 4
+        order = np.argpartition(-bounds, first - 1)[:first] if first < len(probed) \
+            else np.arange(len(probed))
+        scored = np.zeros(len(probed), dtype=bool)
+        picked: list[Rows] = []
+        cosines: list[F64] = []
+        while len(order):
+            scored[order] = True
+            picked.append(order)
+            cosines.append(self._known_cosines(snapshot, query, candidates, probed[order],
+                                               known))
+            # the size-th best exact cosine so far: an unscored row whose bound is above it
+            # could be among the best, so it is scored too (a second round at most, usually
+            # none: the size-th best only rises)
+            best = np.concatenate(cosines)
+            least = float(-np.partition(-best, size - 1)[size - 1]) if len(best) >= size \
+                else -math.inf
+            order = np.flatnonzero(~scored & (bounds > least))
+        rows, cosine = probed[np.concatenate(picked)], np.concatenate(cosines)
+        ascending = np.argsort(rows, kind="stable")
+        rows, cosine = rows[ascending], cosine[ascending]
         top = np.argpartition(-cosine, size - 1)[:size]
-        return probed[top], float(cosine[top].min()), (probed, cosine)
+        return rows[top], float(cosine[top].min()), (rows, cosine)
+
+    def _known_cosines(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
+                       rows: Rows, known: tuple[Rows, F64] | None) -> F64:
+        """:meth:`_cosine` of ``rows``, reusing ``known``'s (rows ascending, their cosines)."""
+        if known is None or not len(known[0]):
+            return self._cosine(snapshot, query, candidates, rows)
+        found, at = found_at(known[0], rows)
+        cosine = np.empty(len(rows), dtype=np.float64)
+        cosine[found] = known[1][at[found]]
+        if not found.all():  # a row's cosine has the same bits whichever rows it comes with
+            cosine[~found] = self._cosine(snapshot, query, candidates, rows[~found])
+        return cosine
 
     def _query_postings(self, snapshot: ViewSnapshot, candidates: Candidates,
                         query_terms: Sequence[str]) -> list[tuple[Rows, F64]]:
