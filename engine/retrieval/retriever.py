@@ -361,17 +361,27 @@ class Retriever:
         packed, used, stopped = self._pack_ranked(
             scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
             budget, max_records, smallest)
-        widen = 1
+        widen = dense_widen = 1
         while picked is not None and widen < WIDEN_LIMIT and len(picked.rows) < \
                 candidates.count and not (stopped and _proven(
                     scored.scores, packed, picked.bound, config.proven_records)):
             # packing ran through the candidates, or a row outside them could outrank one of
-            # the first packed records: take twice as many from every source
-            widen *= 2
+            # the first packed records: take twice as many from every source. The first time
+            # the budget filled but the bound was too high, the dense source alone is doubled:
+            # its term is the loose one when the query's neighbourhood holds about as many
+            # rows as it proposes (its last cosine still inside it), and doubling the others
+            # too lowers the bound little but scores far more rows (docs/retrieval.md "Third
+            # version of the candidate path")
+            if stopped and widen == dense_widen == 1:
+                dense_widen = 2
+            else:
+                widen *= 2
+                dense_widen *= 2
             compressed.clear()
             compressed_tokens.clear()
             scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
                                  query_vector, narrow=True, widen=widen,
+                                 dense_widen=dense_widen,
                                  cosines=None if picked is None else picked.cosines)
             picked = scored.picked
             packed, used, stopped = self._pack_ranked(
@@ -495,17 +505,20 @@ class Retriever:
     def _score(self, snapshot: ViewSnapshot, request: RetrievalRequest, candidates: Candidates,
                weights: ScoringWeights, now_ms: float, memory: MemoryConfig,
                query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
-               widen: int = 1, cosines: tuple[Rows, F64] | None = None) -> Scored:
+               widen: int = 1, dense_widen: int | None = None,
+               cosines: tuple[Rows, F64] | None = None) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
         With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
         picks are scored (``Scored.picked``), exactly; when the clock is behind the data (the
         decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
-        round of the request computed.
+        round of the request computed; ``dense_widen``: the dense source's factor (None: as
+        ``widen``).
         """
         if narrow and query_vector is not None and (request.query or "").strip():
             scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
-                                            memory, query_vector, widen, cosines)
+                                            memory, query_vector, widen, cosines,
+                                            widen if dense_widen is None else dense_widen)
             if scored is not None:
                 return scored
         config = self.config
@@ -774,7 +787,8 @@ class Retriever:
     def _score_candidates(self, snapshot: ViewSnapshot, request: RetrievalRequest,
                           candidates: Candidates, weights: ScoringWeights, now_ms: float,
                           memory: MemoryConfig, query_vector: F32, widen: int,
-                          cosines: tuple[Rows, F64] | None = None) -> Scored | None:
+                          cosines: tuple[Rows, F64] | None = None,
+                          dense_widen: int | None = None) -> Scored | None:
         """The candidate path: the exact score of the union of the candidate sources, found
         without a pass over every row (docs/retrieval.md "How candidates are found").
 
@@ -805,6 +819,7 @@ class Retriever:
             widen: Factor on every source's size (the retriever widens until the first
                 packed records score above the bound).
             cosines: Rows (ascending) whose cosine an earlier round computed, and those.
+            dense_widen: The dense source's factor (its probes and size; None: ``widen``).
 
         Returns:
             The scores, or None when the clock is behind the data (the decay bases cannot be
@@ -847,9 +862,10 @@ class Retriever:
         scale = order.scale(coefficients)
         static = top_static(order, scale, k, is_eligible, static_of)
         sources: dict[str, Rows] = {}
+        dense_factor = widen if dense_widen is None else dense_widen
         dense, dense_least, probed = self._dense_source(snapshot, candidates, query_vector,
-                                                        config.dense_probes * widen,
-                                                        config.dense_candidates * widen,
+                                                        config.dense_probes * dense_factor,
+                                                        config.dense_candidates * dense_factor,
                                                         cosines)
         postings = self._query_postings(snapshot, candidates, query_terms)
         lexical_rows, best, lexical_out = self._lexical_source(

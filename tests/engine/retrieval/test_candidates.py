@@ -211,6 +211,27 @@ def test_candidates_are_widened_until_they_fill_the_budget() -> None:
     assert bound is not None and _packed(widened)[proven - 1][1] > bound
 
 
+def test_a_loose_dense_bound_widens_the_dense_source_alone_first() -> None:
+    """Clusters of ~10 rows, 8 dense candidates: the 8th cosine is still inside the query's
+    cluster, so the bound is above the first packed records although the budget is full.
+    The dense source alone is doubled then (not the lexical or static ones), and what is
+    packed first is still exhaustive scoring's, above the bound."""
+    work = Workload(3000, clusters=300)
+    config = dataclasses.replace(FORCED, dense_probes=8, proven_records=3)
+    dense_first = 0
+    for row in range(0, 3000, 29):
+        vector = work.query_near(row)
+        bundle = _retrieve(config, work, "w1 w7", vector, max_tokens=60)
+        sources = bundle.diagnostics.candidate_sources
+        reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector, max_tokens=60)
+        assert _packed(bundle)[:3] == _packed(reference)[:3]
+        if sources["dense"] == 16 and sources["lexical"] == 8 and sources["static"] == 4:
+            dense_first += 1
+            bound = bundle.diagnostics.candidate_bound
+            assert bound is not None and _packed(bundle)[2][1] > bound
+    assert dense_first >= 20
+
+
 def test_candidates_that_run_out_before_the_budget_fall_back_to_every_row() -> None:
     work = Workload(300)
     vector = work.query_near(3)
