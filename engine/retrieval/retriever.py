@@ -371,7 +371,9 @@ class Retriever:
             # its term is the loose one when the query's neighbourhood holds about as many
             # rows as it proposes (its last cosine still inside it), and doubling the others
             # too lowers the bound little but scores far more rows (docs/retrieval.md "Third
-            # version of the candidate path")
+            # version of the candidate path"). From then on all are doubled, the dense source
+            # a step ahead: more probed lists per dense candidate than letting the others
+            # catch up, which missed a row of an unprobed list in test_candidates.py
             if stopped and widen == dense_widen == 1:
                 dense_widen = 2
             else:
