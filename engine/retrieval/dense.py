@@ -161,20 +161,24 @@ class IvfIndex:
         found.sort()
         return found
 
-    def probe_bounds(self, query: F32, probes: int) -> tuple[Rows, F64]:
+    def probe_bounds(self, query: F32, probes: int, start: int = 0) -> tuple[Rows, F64]:
         """The rows in the ``probes`` lists whose centroids are nearest ``query`` (grouped by
         list) and, for each, an upper bound of its dot product with ``query``.
 
         A probed list's codes are one contiguous slice: converted to float32 and multiplied
         with the query a list at a time, they cost a quarter of the memory reads of the
         float32 vectors and no gather (``vectors[rows]`` of rows scattered over the view).
+
+        Args:
+            start: Leave out the ``start`` nearest lists (an earlier, narrower probe of the
+                same query read them: the lists are taken in one stable order of closeness,
+                so the nearest ``start`` are the same whatever ``probes`` is).
         """
         if not self.lists:
             return np.zeros(0, np.intp), np.zeros(0, np.float64)
         probes = min(probes, self.lists)
         closeness = self.centroids @ query
-        nearest = np.argpartition(-closeness, probes - 1)[:probes] if probes < self.lists \
-            else np.arange(self.lists)
+        nearest = np.argsort(-closeness, kind="stable")[start:probes]
         spans = [(int(self.offsets[p]), int(self.offsets[p + 1])) for p in nearest.tolist()]
         parts = [np.arange(start, stop) for start, stop in spans if stop > start]
         dots = [self.codes[start:stop].astype(np.float32) @ query for start, stop in spans

@@ -253,6 +253,9 @@ class Picked:
             ``Retriever._score_candidates``).
         cosines: Rows (ascending) whose (centred, clipped) cosine was computed, and those
             cosines: a widened request reuses them instead of gathering their vectors again.
+        probed: The dense source's probe: how many lists (nearest first), their eligible
+            rows and each one's bound of its cosine; a widened request probes only the lists
+            after those.
     """
 
     rows: Rows
@@ -260,6 +263,7 @@ class Picked:
     sources: dict[str, int]
     bound: float
     cosines: tuple[Rows, F64]
+    probed: tuple[int, Rows, F64]
 
 
 @dataclass(slots=True)
@@ -384,7 +388,8 @@ class Retriever:
             scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
                                  query_vector, narrow=True, widen=widen,
                                  dense_widen=dense_widen,
-                                 cosines=None if picked is None else picked.cosines)
+                                 cosines=None if picked is None else picked.cosines,
+                                 probed=None if picked is None else picked.probed)
             picked = scored.picked
             packed, used, stopped = self._pack_ranked(
                 scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
@@ -508,19 +513,21 @@ class Retriever:
                weights: ScoringWeights, now_ms: float, memory: MemoryConfig,
                query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
                widen: int = 1, dense_widen: int | None = None,
-               cosines: tuple[Rows, F64] | None = None) -> Scored:
+               cosines: tuple[Rows, F64] | None = None,
+               probed: tuple[int, Rows, F64] | None = None) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
         With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
         picks are scored (``Scored.picked``), exactly; when the clock is behind the data (the
         decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
-        round of the request computed; ``dense_widen``: the dense source's factor (None: as
-        ``widen``).
+        round of the request computed, ``probed`` its dense probe; ``dense_widen``: the dense
+        source's factor (None: as ``widen``).
         """
         if narrow and query_vector is not None and (request.query or "").strip():
             scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
                                             memory, query_vector, widen, cosines,
-                                            widen if dense_widen is None else dense_widen)
+                                            widen if dense_widen is None else dense_widen,
+                                            probed)
             if scored is not None:
                 return scored
         config = self.config
@@ -790,7 +797,9 @@ class Retriever:
                           candidates: Candidates, weights: ScoringWeights, now_ms: float,
                           memory: MemoryConfig, query_vector: F32, widen: int,
                           cosines: tuple[Rows, F64] | None = None,
-                          dense_widen: int | None = None) -> Scored | None:
+                          dense_widen: int | None = None,
+                          probed_before: tuple[int, Rows, F64] | None = None
+                          ) -> Scored | None:
         """The candidate path: the exact score of the union of the candidate sources, found
         without a pass over every row (docs/retrieval.md "How candidates are found").
 
@@ -822,6 +831,7 @@ class Retriever:
                 packed records score above the bound).
             cosines: Rows (ascending) whose cosine an earlier round computed, and those.
             dense_widen: The dense source's factor (its probes and size; None: ``widen``).
+            probed_before: An earlier round's dense probe (``Picked.probed``).
 
         Returns:
             The scores, or None when the clock is behind the data (the decay bases cannot be
@@ -865,10 +875,9 @@ class Retriever:
         static = top_static(order, scale, k, is_eligible, static_of)
         sources: dict[str, Rows] = {}
         dense_factor = widen if dense_widen is None else dense_widen
-        dense, dense_least, probed = self._dense_source(snapshot, candidates, query_vector,
-                                                        config.dense_probes * dense_factor,
-                                                        config.dense_candidates * dense_factor,
-                                                        cosines)
+        dense, dense_least, probed, probe = self._dense_source(
+            snapshot, candidates, query_vector, config.dense_probes * dense_factor,
+            config.dense_candidates * dense_factor, cosines, probed_before)
         postings = self._query_postings(snapshot, candidates, query_terms)
         lexical_rows, best, lexical_out = self._lexical_source(
             snapshot, candidates, postings, config.lexical_candidates * widen)
@@ -966,7 +975,7 @@ class Retriever:
             bound = _least(static.values) + cut + relevance_bound * (
                 max(share, lift) / share if share > 0 else 1.0)
         picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
-                        bound, known)
+                        bound, known, probe)
 
         def spread(values: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:
             """A full-length component column of ``need``'s values (built when read)."""
@@ -1034,8 +1043,9 @@ class Retriever:
         return _derived(snapshot, key, compute, reads_access=True)
 
     def _dense_source(self, snapshot: ViewSnapshot, candidates: Candidates, query: F32,
-                      probes: int, size: int, known: tuple[Rows, F64] | None
-                      ) -> tuple[Rows, float, tuple[Rows, F64]]:
+                      probes: int, size: int, known: tuple[Rows, F64] | None,
+                      before: tuple[int, Rows, F64] | None = None
+                      ) -> tuple[Rows, float, tuple[Rows, F64], tuple[int, Rows, F64]]:
         """The best (centred) cosines among the eligible rows of the probed lists.
 
         Every probed row gets an upper bound of its cosine from the index's int8 codes
@@ -1048,20 +1058,29 @@ class Retriever:
         Returns:
             (those rows, the least of their cosines — what a row outside them is taken to
             score at most —, the rows whose exact cosine was computed, ascending, and those
-            cosines, which the scoring of the union reuses). ``known``'s cosines are reused,
-            not recomputed.
+            cosines, which the scoring of the union reuses, and the probe: how many lists,
+            their eligible rows and those rows' bounds). ``known``'s cosines are reused, not
+            recomputed, and so is ``before`` (an earlier round's probe): only the lists after
+            its first ones are read.
         """
         index = self.dense_index(snapshot)
-        probed, dots = index.probe_bounds(query, probes)
-        keep = candidates.eligible[probed]
-        probed, dots = probed[keep], dots[keep]
+        start, probed, bounds = before if before is not None else (
+            0, np.zeros(0, np.intp), np.zeros(0, dtype=np.float64))
+        if probes > start:
+            added, dots = index.probe_bounds(query, probes, start)
+            keep = candidates.eligible[added]
+            added, dots = added[keep], dots[keep]
+            probed = np.concatenate((probed, added))
+            bounds = np.concatenate((bounds, self._semantic_bounds(
+                snapshot, query, candidates, added, dots)))
+        probe = (max(probes, start), probed, bounds)
         if not len(probed):
-            return probed, 0.0, (probed, np.zeros(0, dtype=np.float64))
+            return probed, 0.0, (probed, np.zeros(0, dtype=np.float64)), probe
         if len(probed) <= size:  # every probed row is a candidate: no bound needed
             cosine = self._known_cosines(snapshot, query, candidates, probed, known)
             ascending = np.argsort(probed, kind="stable")
-            return probed[ascending], _least(cosine), (probed[ascending], cosine[ascending])
-        bounds = self._semantic_bounds(snapshot, query, candidates, probed, dots)
+            return probed[ascending], _least(cosine), (probed[ascending],
+                                                       cosine[ascending]), probe
         first = size + size // 4
         order = np.argpartition(-bounds, first - 1)[:first] if first < len(probed) \
             else np.arange(len(probed))
@@ -1084,7 +1103,7 @@ class Retriever:
         ascending = np.argsort(rows, kind="stable")
         rows, cosine = rows[ascending], cosine[ascending]
         top = np.argpartition(-cosine, size - 1)[:size]
-        return rows[top], float(cosine[top].min()), (rows, cosine)
+        return rows[top], float(cosine[top].min()), (rows, cosine), probe
 
     def _known_cosines(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
                        rows: Rows, known: tuple[Rows, F64] | None) -> F64:

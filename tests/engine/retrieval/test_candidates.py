@@ -326,8 +326,15 @@ def test_the_dense_source_picks_what_scoring_every_probed_row_picks(blend: bool)
                                    agent_id=None if number % 2 else "agent1")
         candidates = retriever._candidates(snapshot, request, NOW)
         query = work.query_near(row)
-        dense, least, (computed, cosines) = retriever._dense_source(
+        dense, least, (computed, cosines), probe = retriever._dense_source(
             snapshot, candidates, query, config.dense_probes, config.dense_candidates, None)
+        # widened, reading only the lists after the first probe's: as a fresh probe
+        wide = retriever._dense_source(snapshot, candidates, query, 2 * config.dense_probes,
+                                       2 * config.dense_candidates, None, probe)
+        fresh = retriever._dense_source(snapshot, candidates, query, 2 * config.dense_probes,
+                                        2 * config.dense_candidates, None)
+        assert set(wide[0].tolist()) == set(fresh[0].tolist()) and wide[1] == fresh[1]
+        assert sorted(wide[3][1].tolist()) == sorted(fresh[3][1].tolist())
         probed = index.probe(query, config.dense_probes)
         probed = probed[candidates.eligible[probed]]
         exact = retriever._cosine(snapshot, query, candidates, probed)
