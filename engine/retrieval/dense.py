@@ -11,7 +11,12 @@ so the index is built here over the snapshot's vectors:
   trained on a deterministic sample of at most :data:`TRAIN_PER_LIST` rows per list;
 * every row with a vector is assigned to its nearest centroid; the lists are kept as one row
   array sorted by list (CSR offsets), so probing a list is a slice;
-* a query probes the ``probe`` lists whose centroids are nearest and returns the rows in them.
+* a query probes the ``probe`` lists whose centroids are nearest and returns the rows in them;
+* beside the lists, each indexed row's vector is kept as int8 codes with a per-row scale, in list
+  order (:func:`encode`), and the norm of what the codes lose: :meth:`IvfIndex.probe_bounds`
+  reads the probed lists as contiguous slices and gives every probed row an **upper bound** of
+  its dot product with the query (approximate dot + ``|q|`` × that norm), without gathering the
+  float32 vectors from the view (docs/retrieval.md "Third version of the candidate path").
 
 Appending rows assigns only the new rows (:meth:`IvfIndex.extended`): they go to a small tail
 that queries scan with a mask, merged into the lists once it outgrows a tenth of them. The
@@ -19,48 +24,71 @@ centroids stay where training put them; a view whose lineage changes (an update 
 row's vector, a removal that compacts rows) gets a fresh index.
 
 The index proposes; it never decides: the retriever scores what it returns with the exact
-float32 cosine, so an imperfect probe can only miss a candidate, not misrank one.
+float32 cosine (the bounds only choose which probed rows must be scored exactly), so an
+imperfect probe can only miss a candidate, not misrank one.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from engine.store.view import append_rows
 
-__all__ = ["TRAIN_PER_LIST", "IvfIndex"]
+__all__ = ["BOUND_MARGIN", "TRAIN_PER_LIST", "IvfIndex", "encode"]
 
 F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I32 = npt.NDArray[np.int32]
 Rows = npt.NDArray[np.intp]
 
 TRAIN_PER_LIST = 32  # k-means sample size per list: centroids anchor probes, not ranks
 _ITERATIONS = 8
 _CHUNK = 16_384  # rows assigned per product (bounds the temporary rows × lists matrix)
+_CODE_MAX = 127  # int8 codes in -127..127: symmetric, so a row's scale is its largest |value|
+# Added to every dot-product bound: the approximate dot is summed in float32 (384 products of
+# magnitude ≤ 1 round by at most ~384 × 6e-8 ≈ 2.3e-5 in all) and so is the exact cosine the
+# bound is compared with; 1e-4 covers both with room, and widens the bound by a hundredth of
+# the quantisation error (~0.01), so it costs next to nothing in rows scored exactly.
+BOUND_MARGIN = 1e-4
+_LOSS_SLACK = 1e-6  # added to each row's loss for the float32 rounding of its computation
 
 
 @dataclass(frozen=True, slots=True)
 class IvfIndex:
     """An inverted-file index of a snapshot's first :attr:`n` rows (read-only once built).
 
+    An indexed row's *position* is its place in :attr:`rows` followed by :attr:`tail_rows`;
+    :attr:`codes`, :attr:`scales` and :attr:`errors` are by position, so a probed list's codes
+    are one contiguous slice.
+
     Attributes:
         centroids: ``(lists, dim)`` unit centroids.
         offsets: ``lists + 1`` CSR offsets into :attr:`rows`.
-        rows: Indexed rows (those with a vector), grouped by list.
+        rows: Indexed rows (those with a vector), grouped by list (int32: 4 bytes a row).
         tail_rows: Rows appended since the lists were built.
         tail_lists: The list of each tail row.
         n: Rows of the view the index covers (with or without a vector).
+        codes: ``(positions, dim)`` int8 codes of each indexed row's vector (:func:`encode`).
+        scales: By position, the factor from codes to the vector (``vector ≈ scale × code``).
+        errors: By position, an upper bound of ``|vector - scale × code|``.
+        position: By view row, its position (-1: no vector).
     """
 
     centroids: F32
     offsets: npt.NDArray[np.int64]
-    rows: Rows
-    tail_rows: Rows
+    rows: I32
+    tail_rows: I32
     tail_lists: npt.NDArray[np.int32]
     n: int
+    codes: npt.NDArray[np.int8]
+    scales: F32
+    errors: F32
+    position: I32
 
     @property
     def lists(self) -> int:
@@ -69,9 +97,10 @@ class IvfIndex:
 
     @property
     def nbytes(self) -> int:
-        """Resident bytes of the index's own arrays (the vectors stay in the view)."""
+        """Resident bytes of the index's own arrays (the float32 vectors stay in the view)."""
         return int(self.centroids.nbytes + self.offsets.nbytes + self.rows.nbytes
-                   + self.tail_rows.nbytes + self.tail_lists.nbytes)
+                   + self.tail_rows.nbytes + self.tail_lists.nbytes + self.codes.nbytes
+                   + self.scales.nbytes + self.errors.nbytes + self.position.nbytes)
 
     @classmethod
     def build(cls, vectors: F32, has_vector: npt.NDArray[np.bool_]) -> IvfIndex:
@@ -80,27 +109,37 @@ class IvfIndex:
         Deterministic: the same vectors give the same index (a fixed-seed sample, no random
         restarts), so two runs of a benchmark or a test see the same candidates.
         """
-        with_vector = np.flatnonzero(has_vector)
+        with_vector = np.flatnonzero(has_vector).astype(np.int32)
         lists = max(1, min(len(with_vector), round(math.sqrt(len(with_vector)))))
+        empty = np.zeros(0, np.int32)
         if not len(with_vector):
-            return cls(np.zeros((0, vectors.shape[1]), np.float32),
-                       np.zeros(1, np.int64), with_vector, with_vector,
-                       np.zeros(0, np.int32), len(vectors))
+            return cls(np.zeros((0, vectors.shape[1]), np.float32), np.zeros(1, np.int64),
+                       empty, empty, empty, len(vectors), *encode(vectors, empty),
+                       np.full(len(vectors), -1, np.int32))
         centroids = _train(vectors, with_vector, lists)
         assigned = _assign(vectors, with_vector, centroids)
         order = np.argsort(assigned, kind="stable")
         counts = np.bincount(assigned, minlength=lists)
         offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        return cls(centroids, offsets, with_vector[order], np.zeros(0, np.intp),
-                   np.zeros(0, np.int32), len(vectors))
+        rows = with_vector[order]
+        return cls(centroids, offsets, rows, empty, empty, len(vectors), *encode(vectors, rows),
+                   _positions(rows, len(vectors)))
 
     def extended(self, vectors: F32, has_vector: npt.NDArray[np.bool_]) -> IvfIndex:
         """This index plus the rows ``self.n..len(vectors)`` (appended since it was built)."""
-        added = np.flatnonzero(has_vector[self.n:]) + self.n
+        added = (np.flatnonzero(has_vector[self.n:]) + self.n).astype(np.int32)
         if not self.lists:
             return IvfIndex.build(vectors, has_vector)
         tail_rows = append_rows(self.tail_rows, added)
         tail_lists = append_rows(self.tail_lists, _assign(vectors, added, self.centroids))
+        codes, scales, errors = encode(vectors, added)
+        codes = append_rows(self.codes, codes)
+        scales = append_rows(self.scales, scales)
+        errors = append_rows(self.errors, errors)
+        position = np.full(len(vectors) - self.n, -1, np.int32)
+        position[added - self.n] = np.arange(len(self.rows) + len(self.tail_rows),
+                                             len(self.rows) + len(tail_rows), dtype=np.int32)
+        position = append_rows(self.position, position)
         if len(tail_rows) * 10 > len(self.rows):  # merge the tail into the lists
             rows = np.concatenate((self.rows, tail_rows))
             lists = np.concatenate((np.repeat(np.arange(self.lists, dtype=np.int32),
@@ -108,28 +147,116 @@ class IvfIndex:
             order = np.argsort(lists, kind="stable")
             counts = np.bincount(lists, minlength=self.lists)
             offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-            return IvfIndex(self.centroids, offsets, rows[order], np.zeros(0, np.intp),
-                            np.zeros(0, np.int32), len(vectors))
+            empty = np.zeros(0, np.int32)
+            # the codes move with their rows (one copy of the codes, as rare as the merge)
+            return IvfIndex(self.centroids, offsets, rows[order], empty, empty, len(vectors),
+                            codes[order], scales[order], errors[order],
+                            _positions(rows[order], len(vectors)))
         return IvfIndex(self.centroids, self.offsets, self.rows, tail_rows, tail_lists,
-                        len(vectors))
+                        len(vectors), codes, scales, errors, position)
 
     def probe(self, query: F32, probes: int) -> Rows:
         """The rows in the ``probes`` lists whose centroids are nearest ``query``, ascending."""
-        if not self.lists:
-            return np.zeros(0, np.intp)
-        probes = min(probes, self.lists)
-        closeness = self.centroids @ query
-        nearest = np.argpartition(-closeness, probes - 1)[:probes] if probes < self.lists \
-            else np.arange(self.lists)
-        parts = [self.rows[self.offsets[p]:self.offsets[p + 1]] for p in nearest.tolist()]
-        if len(self.tail_rows):
-            parts.append(self.tail_rows[np.isin(self.tail_lists, nearest)])
-        found = np.concatenate(parts) if parts else np.zeros(0, np.intp)
+        found = self.probe_bounds(query, probes)[0]
         found.sort()
         return found
 
+    def probe_bounds(self, query: F32, probes: int, start: int = 0) -> tuple[Rows, F64]:
+        """The rows in the ``probes`` lists whose centroids are nearest ``query`` (grouped by
+        list) and, for each, an upper bound of its dot product with ``query``.
 
-def _train(vectors: F32, rows: Rows, lists: int) -> F32:
+        A probed list's codes are one contiguous slice: converted to float32 and multiplied
+        with the query a list at a time, they cost a quarter of the memory reads of the
+        float32 vectors and no gather (``vectors[rows]`` of rows scattered over the view).
+
+        Args:
+            start: Leave out the ``start`` nearest lists (an earlier, narrower probe of the
+                same query read them: the lists are taken in one stable order of closeness,
+                so the nearest ``start`` are the same whatever ``probes`` is).
+        """
+        if not self.lists:
+            return np.zeros(0, np.intp), np.zeros(0, np.float64)
+        probes = min(probes, self.lists)
+        closeness = self.centroids @ query
+        nearest = np.argsort(-closeness, kind="stable")[start:probes]
+        spans = [(int(self.offsets[p]), int(self.offsets[p + 1])) for p in nearest.tolist()]
+        parts = [np.arange(start, stop) for start, stop in spans if stop > start]
+        dots = [self.codes[start:stop].astype(np.float32) @ query for start, stop in spans
+                if stop > start]
+        if len(self.tail_rows):
+            tail = np.flatnonzero(np.isin(self.tail_lists, nearest)) + len(self.rows)
+            parts.append(tail)
+            dots.append(self.codes[tail].astype(np.float32) @ query)
+        if not parts:
+            return np.zeros(0, np.intp), np.zeros(0, np.float64)
+        positions = np.concatenate(parts)
+        return self._rows_at(positions), self._bounds(query, positions, np.concatenate(dots))
+
+    def dot_bounds(self, query: F32, rows: Rows) -> F64:
+        """An upper bound of each of ``rows``' dot product with ``query`` (rows with a vector,
+        below :attr:`n`; a gather of their codes, for rows outside the probed lists)."""
+        positions = self.position[rows]
+        return self._bounds(query, positions, self.codes[positions].astype(np.float32) @ query)
+
+    def _rows_at(self, positions: npt.NDArray[np.integer[Any]]) -> Rows:
+        """The view rows at ``positions``."""
+        inside = positions < len(self.rows)
+        found = np.empty(len(positions), np.intp)
+        found[inside] = self.rows[positions[inside]]
+        found[~inside] = self.tail_rows[positions[~inside] - len(self.rows)]
+        return found
+
+    def _bounds(self, query: F32, positions: npt.NDArray[np.integer[Any]], dots: F32) -> F64:
+        """``scale × code·q + |q| × error`` (+ :data:`BOUND_MARGIN`): |q·v - q·v̂| ≤ |q| |v - v̂|
+        (Cauchy-Schwarz) for the decoded ``v̂ = scale × code``."""
+        norm = float(np.sqrt(np.dot(query.astype(np.float64), query.astype(np.float64))))
+        bounds: F64 = dots.astype(np.float64) * self.scales[positions]
+        bounds += norm * self.errors[positions].astype(np.float64)
+        bounds += BOUND_MARGIN
+        return bounds
+
+
+def encode(vectors: F32, rows: npt.NDArray[np.integer[Any]]
+           ) -> tuple[npt.NDArray[np.int8], F32, F32]:
+    """Int8 codes of ``vectors[rows]`` with a scale per row, and an upper bound of what each
+    row's codes lose.
+
+    A row's scale is its largest ``|value|`` / 127, so every value is within half a step of
+    ``scale × code``. The loss ``|v - scale × code|`` is computed in float32 (float64 took
+    three times as long to build at 100K) and raised past what float32 rounding can take from
+    it (each residual is off by at most ~2 ulp of a value ≤ 1, the norm by far less than
+    :data:`_LOSS_SLACK`), so it is a bound, not an estimate.
+
+    Returns:
+        ``(codes, scales, errors)``, aligned with ``rows``.
+    """
+    dim = vectors.shape[1]
+    codes = np.empty((len(rows), dim), np.int8)
+    scales = np.empty(len(rows), np.float32)
+    errors = np.empty(len(rows), np.float32)
+    for start in range(0, len(rows), _CHUNK):
+        chunk = vectors[rows[start:start + _CHUNK]]
+        scale = np.abs(chunk).max(axis=1) / np.float32(_CODE_MAX) if dim \
+            else np.zeros(len(chunk), np.float32)
+        scale[scale == 0] = 1.0  # a zero vector: codes 0, exact
+        code = np.clip(np.rint(chunk / scale[:, None]), -_CODE_MAX, _CODE_MAX)
+        residual = chunk - code * scale[:, None]
+        loss = np.sqrt(np.einsum("ij,ij->i", residual, residual))
+        end = start + len(chunk)
+        codes[start:end] = code.astype(np.int8)
+        scales[start:end] = scale
+        errors[start:end] = loss * np.float32(1.0 + 1e-5) + np.float32(_LOSS_SLACK)
+    return codes, scales, errors
+
+
+def _positions(rows: I32, n: int) -> I32:
+    """By view row (``n`` of them), its position in ``rows`` (-1: not there)."""
+    position = np.full(n, -1, np.int32)
+    position[rows] = np.arange(len(rows), dtype=np.int32)
+    return position
+
+
+def _train(vectors: F32, rows: npt.NDArray[np.integer[Any]], lists: int) -> F32:
     """Spherical k-means centroids of a deterministic sample of ``vectors[rows]``."""
     sample = rows[:: max(1, len(rows) // (lists * TRAIN_PER_LIST))]
     data = vectors[sample]
@@ -148,7 +275,8 @@ def _train(vectors: F32, rows: Rows, lists: int) -> F32:
     return centroids
 
 
-def _assign(vectors: F32, rows: Rows, centroids: F32) -> npt.NDArray[np.int32]:
+def _assign(vectors: F32, rows: npt.NDArray[np.integer[Any]], centroids: F32
+            ) -> npt.NDArray[np.int32]:
     """The nearest centroid of each of ``vectors[rows]``, in chunks."""
     out = np.empty(len(rows), np.int32)
     for start in range(0, len(rows), _CHUNK):

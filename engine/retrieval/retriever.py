@@ -75,7 +75,7 @@ from engine.retrieval.candidates import (
     top_static,
 )
 from engine.retrieval.compression import compress
-from engine.retrieval.dense import IvfIndex
+from engine.retrieval.dense import BOUND_MARGIN, IvfIndex
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
@@ -253,6 +253,9 @@ class Picked:
             ``Retriever._score_candidates``).
         cosines: Rows (ascending) whose (centred, clipped) cosine was computed, and those
             cosines: a widened request reuses them instead of gathering their vectors again.
+        probed: The dense source's probe: how many lists (nearest first), their eligible
+            rows and each one's bound of its cosine; a widened request probes only the lists
+            after those.
     """
 
     rows: Rows
@@ -260,6 +263,7 @@ class Picked:
     sources: dict[str, int]
     bound: float
     cosines: tuple[Rows, F64]
+    probed: tuple[int, Rows, F64]
 
 
 @dataclass(slots=True)
@@ -361,18 +365,31 @@ class Retriever:
         packed, used, stopped = self._pack_ranked(
             scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
             budget, max_records, smallest)
-        widen = 1
+        widen = dense_widen = 1
         while picked is not None and widen < WIDEN_LIMIT and len(picked.rows) < \
                 candidates.count and not (stopped and _proven(
                     scored.scores, packed, picked.bound, config.proven_records)):
             # packing ran through the candidates, or a row outside them could outrank one of
-            # the first packed records: take twice as many from every source
-            widen *= 2
+            # the first packed records: take twice as many from every source. The first time
+            # the budget filled but the bound was too high, the dense source alone is doubled:
+            # its term is the loose one when the query's neighbourhood holds about as many
+            # rows as it proposes (its last cosine still inside it), and doubling the others
+            # too lowers the bound little but scores far more rows (docs/retrieval.md "Third
+            # version of the candidate path"). From then on all are doubled, the dense source
+            # a step ahead: more probed lists per dense candidate than letting the others
+            # catch up, which missed a row of an unprobed list in test_candidates.py
+            if stopped and widen == dense_widen == 1:
+                dense_widen = 2
+            else:
+                widen *= 2
+                dense_widen *= 2
             compressed.clear()
             compressed_tokens.clear()
             scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
                                  query_vector, narrow=True, widen=widen,
-                                 cosines=None if picked is None else picked.cosines)
+                                 dense_widen=dense_widen,
+                                 cosines=None if picked is None else picked.cosines,
+                                 probed=None if picked is None else picked.probed)
             picked = scored.picked
             packed, used, stopped = self._pack_ranked(
                 scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
@@ -495,17 +512,22 @@ class Retriever:
     def _score(self, snapshot: ViewSnapshot, request: RetrievalRequest, candidates: Candidates,
                weights: ScoringWeights, now_ms: float, memory: MemoryConfig,
                query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
-               widen: int = 1, cosines: tuple[Rows, F64] | None = None) -> Scored:
+               widen: int = 1, dense_widen: int | None = None,
+               cosines: tuple[Rows, F64] | None = None,
+               probed: tuple[int, Rows, F64] | None = None) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
         With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
         picks are scored (``Scored.picked``), exactly; when the clock is behind the data (the
         decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
-        round of the request computed.
+        round of the request computed, ``probed`` its dense probe; ``dense_widen``: the dense
+        source's factor (None: as ``widen``).
         """
         if narrow and query_vector is not None and (request.query or "").strip():
             scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
-                                            memory, query_vector, widen, cosines)
+                                            memory, query_vector, widen, cosines,
+                                            widen if dense_widen is None else dense_widen,
+                                            probed)
             if scored is not None:
                 return scored
         config = self.config
@@ -668,15 +690,29 @@ class Retriever:
             before = blend.predecessors(rows)
             cosine = blend.mixed(cosine, cosine[before] if rows is None
                                  else np.einsum("ij,j->i", vectors[before], query), rows)
+        centring = self._centring(snapshot, candidates, blend)
+        if centring is None:
+            return np.maximum(cosine, 0.0, dtype=np.float64)
+        if rows is not None:
+            centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
+                                           inverse_norm=centring.inverse_norm[rows])
+        semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
+        return semantic
+
+    def _centring(self, snapshot: ViewSnapshot, candidates: Candidates, blend: Blend | None
+                  ) -> Centring | None:
+        """The view state's :class:`~engine.retrieval.scoring.Centring` for ``candidates``
+        (of the blended vectors when ``blend``), or None when ``semantic_centering`` is 0."""
         strength = self.config.semantic_centering
         if strength <= 0:
-            return np.maximum(cosine, 0.0, dtype=np.float64)
+            return None
+        vectors = snapshot.vectors[:snapshot.n]
 
         def over() -> B:  # the rows the centring is over
             with_vectors: B = candidates.eligible & snapshot.has_vector[:snapshot.n]
             return with_vectors
 
-        centring = _grown(
+        centring: Centring = _grown(
             snapshot, ("centring", candidates.key, strength),
             lambda: Centring.of(vectors, over(), strength),
             lambda old, start: old.extended(vectors, over(), start, strength))
@@ -686,11 +722,38 @@ class Retriever:
                                            blend.weight, self.config.context_window_ms,
                                            self.config.semantic_blend_layers),
                                 lambda: blend.centring(plain))
-        if rows is not None:
-            centring = dataclasses.replace(centring, mean_dot=centring.mean_dot[rows],
-                                           inverse_norm=centring.inverse_norm[rows])
-        semantic: F64 = np.maximum(centring.cosine(cosine, query), 0.0, dtype=np.float64)
-        return semantic
+        return centring
+
+    def _semantic_bounds(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
+                         rows: Rows, dots: F64) -> F64:
+        """An upper bound of :meth:`_cosine` at ``rows`` from upper bounds ``dots`` of their
+        plain dot products with ``query`` (the dense index's codes).
+
+        The same steps as :meth:`_cosine`, in float64: the blend mixes a row's dot with its
+        predecessor's (bounded the same way) with positive factors, and the centring is
+        ``(cos - d·m + m·m - q·m) × inverse_norm / |q - m|``, increasing in ``cos``; so bounds
+        in give a bound out. :data:`~engine.retrieval.dense.BOUND_MARGIN` covers the float32
+        rounding of the exact path.
+        """
+        cosine = dots.copy()
+        blend = self._blend(snapshot, candidates)
+        if blend is not None:
+            previous = blend.previous[rows]
+            has = previous >= 0
+            before = self.dense_index(snapshot).dot_bounds(query, previous[has].astype(np.intp))
+            cosine[has] = ((1.0 - blend.weight) * cosine[has] + blend.weight * before) \
+                * blend.inverse[rows[has]]
+        centring = self._centring(snapshot, candidates, blend)
+        if centring is not None:
+            query_dot = float(query.astype(np.float64) @ centring.mean.astype(np.float64))
+            query_norm = math.sqrt(max(1.0 - 2.0 * query_dot + centring.mean_norm2, 1e-12))
+            cosine -= centring.mean_dot[rows]
+            cosine += centring.mean_norm2 - query_dot
+            cosine *= centring.inverse_norm[rows]
+            cosine /= query_norm
+            cosine += BOUND_MARGIN
+        bounds: F64 = np.maximum(cosine, 0.0)
+        return bounds
 
     def _blend_diagnostics(self, snapshot: ViewSnapshot, candidates: Candidates,
                            mode: SemanticMode) -> dict[str, Any]:
@@ -733,7 +796,10 @@ class Retriever:
     def _score_candidates(self, snapshot: ViewSnapshot, request: RetrievalRequest,
                           candidates: Candidates, weights: ScoringWeights, now_ms: float,
                           memory: MemoryConfig, query_vector: F32, widen: int,
-                          cosines: tuple[Rows, F64] | None = None) -> Scored | None:
+                          cosines: tuple[Rows, F64] | None = None,
+                          dense_widen: int | None = None,
+                          probed_before: tuple[int, Rows, F64] | None = None
+                          ) -> Scored | None:
         """The candidate path: the exact score of the union of the candidate sources, found
         without a pass over every row (docs/retrieval.md "How candidates are found").
 
@@ -764,6 +830,8 @@ class Retriever:
             widen: Factor on every source's size (the retriever widens until the first
                 packed records score above the bound).
             cosines: Rows (ascending) whose cosine an earlier round computed, and those.
+            dense_widen: The dense source's factor (its probes and size; None: ``widen``).
+            probed_before: An earlier round's dense probe (``Picked.probed``).
 
         Returns:
             The scores, or None when the clock is behind the data (the decay bases cannot be
@@ -806,10 +874,10 @@ class Retriever:
         scale = order.scale(coefficients)
         static = top_static(order, scale, k, is_eligible, static_of)
         sources: dict[str, Rows] = {}
-        dense, dense_least, probed = self._dense_source(snapshot, candidates, query_vector,
-                                                        config.dense_probes * widen,
-                                                        config.dense_candidates * widen,
-                                                        cosines)
+        dense_factor = widen if dense_widen is None else dense_widen
+        dense, dense_least, probed, probe = self._dense_source(
+            snapshot, candidates, query_vector, config.dense_probes * dense_factor,
+            config.dense_candidates * dense_factor, cosines, probed_before)
         postings = self._query_postings(snapshot, candidates, query_terms)
         lexical_rows, best, lexical_out = self._lexical_source(
             snapshot, candidates, postings, config.lexical_candidates * widen)
@@ -907,7 +975,7 @@ class Retriever:
             bound = _least(static.values) + cut + relevance_bound * (
                 max(share, lift) / share if share > 0 else 1.0)
         picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
-                        bound, known)
+                        bound, known, probe)
 
         def spread(values: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:
             """A full-length component column of ``need``'s values (built when read)."""
@@ -975,29 +1043,79 @@ class Retriever:
         return _derived(snapshot, key, compute, reads_access=True)
 
     def _dense_source(self, snapshot: ViewSnapshot, candidates: Candidates, query: F32,
-                      probes: int, size: int, known: tuple[Rows, F64] | None
-                      ) -> tuple[Rows, float, tuple[Rows, F64]]:
+                      probes: int, size: int, known: tuple[Rows, F64] | None,
+                      before: tuple[int, Rows, F64] | None = None
+                      ) -> tuple[Rows, float, tuple[Rows, F64], tuple[int, Rows, F64]]:
         """The best (centred) cosines among the eligible rows of the probed lists.
+
+        Every probed row gets an upper bound of its cosine from the index's int8 codes
+        (:meth:`_semantic_bounds`); the exact cosine is computed for the ``size + size / 4``
+        rows with the highest bounds, then for every other row whose bound is above the
+        ``size``-th best exact cosine: no row left unscored can be among the best ``size``,
+        and a row outside them has a cosine at most the ``size``-th's, as when every probed
+        row was scored (the first and second versions of the candidate path).
 
         Returns:
             (those rows, the least of their cosines — what a row outside them is taken to
-            score at most —, the probed rows ascending and their cosines, which the scoring
-            of the union reuses). ``known``'s cosines are reused, not recomputed.
+            score at most —, the rows whose exact cosine was computed, ascending, and those
+            cosines, which the scoring of the union reuses, and the probe: how many lists,
+            their eligible rows and those rows' bounds). ``known``'s cosines are reused, not
+            recomputed, and so is ``before`` (an earlier round's probe): only the lists after
+            its first ones are read.
         """
-        probed = self.dense_index(snapshot).probe(query, probes)
-        probed = probed[candidates.eligible[probed]]
-        if known is None or not len(known[0]):
-            cosine = self._cosine(snapshot, query, candidates, probed)
-        else:
-            found, at = found_at(known[0], probed)
-            cosine = np.empty(len(probed), dtype=np.float64)
-            cosine[found] = known[1][at[found]]
-            if not found.all():  # a row's cosine has the same bits whichever rows it comes with
-                cosine[~found] = self._cosine(snapshot, query, candidates, probed[~found])
-        if len(probed) <= size:
-            return probed, _least(cosine), (probed, cosine)
+        index = self.dense_index(snapshot)
+        start, probed, bounds = before if before is not None else (
+            0, np.zeros(0, np.intp), np.zeros(0, dtype=np.float64))
+        if probes > start:
+            added, dots = index.probe_bounds(query, probes, start)
+            keep = candidates.eligible[added]
+            added, dots = added[keep], dots[keep]
+            probed = np.concatenate((probed, added))
+            bounds = np.concatenate((bounds, self._semantic_bounds(
+                snapshot, query, candidates, added, dots)))
+        probe = (max(probes, start), probed, bounds)
+        if not len(probed):
+            return probed, 0.0, (probed, np.zeros(0, dtype=np.float64)), probe
+        if len(probed) <= size:  # every probed row is a candidate: no bound needed
+            cosine = self._known_cosines(snapshot, query, candidates, probed, known)
+            ascending = np.argsort(probed, kind="stable")
+            return probed[ascending], _least(cosine), (probed[ascending],
+                                                       cosine[ascending]), probe
+        first = size + size // 4
+        order = np.argpartition(-bounds, first - 1)[:first] if first < len(probed) \
+            else np.arange(len(probed))
+        scored = np.zeros(len(probed), dtype=bool)
+        picked: list[Rows] = []
+        cosines: list[F64] = []
+        while len(order):
+            scored[order] = True
+            picked.append(order)
+            cosines.append(self._known_cosines(snapshot, query, candidates, probed[order],
+                                               known))
+            # the size-th best exact cosine so far: an unscored row whose bound is above it
+            # could be among the best, so it is scored too (a second round at most, usually
+            # none: the size-th best only rises)
+            best = np.concatenate(cosines)
+            least = float(-np.partition(-best, size - 1)[size - 1]) if len(best) >= size \
+                else -math.inf
+            order = np.flatnonzero(~scored & (bounds > least))
+        rows, cosine = probed[np.concatenate(picked)], np.concatenate(cosines)
+        ascending = np.argsort(rows, kind="stable")
+        rows, cosine = rows[ascending], cosine[ascending]
         top = np.argpartition(-cosine, size - 1)[:size]
-        return probed[top], float(cosine[top].min()), (probed, cosine)
+        return rows[top], float(cosine[top].min()), (rows, cosine), probe
+
+    def _known_cosines(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
+                       rows: Rows, known: tuple[Rows, F64] | None) -> F64:
+        """:meth:`_cosine` of ``rows``, reusing ``known``'s (rows ascending, their cosines)."""
+        if known is None or not len(known[0]):
+            return self._cosine(snapshot, query, candidates, rows)
+        found, at = found_at(known[0], rows)
+        cosine = np.empty(len(rows), dtype=np.float64)
+        cosine[found] = known[1][at[found]]
+        if not found.all():  # a row's cosine has the same bits whichever rows it comes with
+            cosine[~found] = self._cosine(snapshot, query, candidates, rows[~found])
+        return cosine
 
     def _query_postings(self, snapshot: ViewSnapshot, candidates: Candidates,
                         query_terms: Sequence[str]) -> list[tuple[Rows, F64]]:

@@ -211,6 +211,27 @@ def test_candidates_are_widened_until_they_fill_the_budget() -> None:
     assert bound is not None and _packed(widened)[proven - 1][1] > bound
 
 
+def test_a_loose_dense_bound_widens_the_dense_source_alone_first() -> None:
+    """Clusters of ~10 rows, 8 dense candidates: the 8th cosine is still inside the query's
+    cluster, so the bound is above the first packed records although the budget is full.
+    The dense source alone is doubled then (not the lexical or static ones), and what is
+    packed first is still exhaustive scoring's, above the bound."""
+    work = Workload(3000, clusters=300)
+    config = dataclasses.replace(FORCED, dense_probes=8, proven_records=3)
+    dense_first = 0
+    for row in range(0, 3000, 29):
+        vector = work.query_near(row)
+        bundle = _retrieve(config, work, "w1 w7", vector, max_tokens=60)
+        sources = bundle.diagnostics.candidate_sources
+        reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector, max_tokens=60)
+        assert _packed(bundle)[:3] == _packed(reference)[:3]
+        if sources["dense"] == 16 and sources["lexical"] == 8 and sources["static"] == 4:
+            dense_first += 1
+            bound = bundle.diagnostics.candidate_bound
+            assert bound is not None and _packed(bundle)[2][1] > bound
+    assert dense_first >= 20
+
+
 def test_candidates_that_run_out_before_the_budget_fall_back_to_every_row() -> None:
     work = Workload(300)
     vector = work.query_near(3)
@@ -260,6 +281,76 @@ def test_the_dense_index_holds_every_vector_once_through_appends() -> None:
     assert index.n == 3000 and index.nbytes > 0
     nearest = index.probe(vectors[2500], 4)
     assert 2500 in nearest.tolist()
+
+
+def test_the_dense_index_bounds_every_probed_rows_dot_product() -> None:
+    """The int8 codes' bounds are upper bounds of the float32 dot products, for rows probed
+    in a list, in the tail and looked up one by one; a bound that ignored what the codes lose
+    (a bare approximate dot) fails this on the queries that are stored vectors themselves."""
+    work = Workload(3000, seed=11)
+    vectors = work.vectors.copy()
+    vectors[5] = 0.0  # spiky and sparse vectors: the widest and the narrowest code steps
+    vectors[5, 3] = 1.0
+    vectors[6, :2] = np.float32(np.sqrt(0.5))
+    vectors[6, 2:] = 0.0
+    has = np.ones(3000, dtype=bool)
+    index = IvfIndex.build(vectors[:2900], has[:2900]).extended(vectors, has)  # a tail
+    assert len(index.tail_rows) == 100
+    queries = [vectors[r] for r in (0, 5, 6, 1500, 2950)] + [work.query_near(r)
+                                                              for r in range(40)]
+    slack = []
+    for query in queries:
+        rows, bounds = index.probe_bounds(query, index.lists)
+        exact = np.einsum("ij,j->i", vectors[rows], query).astype(np.float64)
+        assert sorted(rows.tolist()) == list(range(3000))
+        assert (bounds >= exact).all()
+        assert (index.dot_bounds(query, rows[::7]) >= exact[::7]).all()
+        slack.append(float((bounds - exact).max()))
+    # and tight: what the codes lose is about 1 % of a unit vector
+    assert max(slack) < 0.05
+
+
+@pytest.mark.parametrize("blend", [False, True])
+def test_the_dense_source_picks_what_scoring_every_probed_row_picks(blend: bool) -> None:
+    """Scoring exactly only the probed rows whose bound can reach the best ``size`` gives the
+    same dense candidates and the same bound as scoring every probed row (the second
+    version), with the blend and the centring, for all agents and for one."""
+    work = Conversations(6000, seed=13)
+    config = dataclasses.replace(BLENDED[blend][1], dense_candidates=32, dense_probes=12)
+    retriever = Retriever(config)
+    snapshot = work.view.snapshot()
+    index = retriever.dense_index(snapshot)
+    scored_share = []
+    for number, row in enumerate(range(0, 6000, 400)):
+        request = RetrievalRequest(max_tokens=300, query=work.text(4),
+                                   agent_id=None if number % 2 else "agent1")
+        candidates = retriever._candidates(snapshot, request, NOW)
+        query = work.query_near(row)
+        dense, least, (computed, cosines), probe = retriever._dense_source(
+            snapshot, candidates, query, config.dense_probes, config.dense_candidates, None)
+        # widened, reading only the lists after the first probe's: as a fresh probe
+        wide = retriever._dense_source(snapshot, candidates, query, 2 * config.dense_probes,
+                                       2 * config.dense_candidates, None, probe)
+        fresh = retriever._dense_source(snapshot, candidates, query, 2 * config.dense_probes,
+                                        2 * config.dense_candidates, None)
+        assert set(wide[0].tolist()) == set(fresh[0].tolist()) and wide[1] == fresh[1]
+        assert sorted(wide[3][1].tolist()) == sorted(fresh[3][1].tolist())
+        probed = index.probe(query, config.dense_probes)
+        probed = probed[candidates.eligible[probed]]
+        exact = retriever._cosine(snapshot, query, candidates, probed)
+        best = np.argsort(-exact, kind="stable")[:config.dense_candidates]
+        assert set(dense.tolist()) == set(probed[best].tolist())
+        assert least == float(exact[best].min())
+        # the cosines handed on are the exact ones, of rows ascending
+        assert (np.diff(computed) > 0).all()
+        np.testing.assert_array_equal(cosines, exact[np.searchsorted(probed, computed)])
+        scored_share.append(len(computed) / len(probed))
+        # every probed row's bound (blended, centred) is at least its exact cosine
+        grouped, dots = index.probe_bounds(query, config.dense_probes)
+        grouped, dots = grouped[candidates.eligible[grouped]], dots[candidates.eligible[grouped]]
+        bounds = retriever._semantic_bounds(snapshot, query, candidates, grouped, dots)
+        assert (bounds >= retriever._cosine(snapshot, query, candidates, grouped)).all()
+    assert float(np.median(scored_share)) < 0.5  # the codes spared most exact cosines
 
 
 def test_stores_up_to_the_threshold_and_requests_without_a_vector_score_every_row() -> None:
