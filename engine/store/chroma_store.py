@@ -786,6 +786,13 @@ class MemoryStore:
         self._check_filterable()
         if self._collection is None:
             return [], 0, True
+        if _hidden_states_only(where):
+            # Paused and archived records are few, or none: Chroma's where is cheap then (and
+            # a store that never held one holds none: no read at all)
+            if not self._soft_states:
+                return [], 0, True
+            records, total = self.server_page(where, None, offset, limit, now_ms=now_ms)
+            return records, total, True
         key = repr((where, None))
         wanted = offset + limit
         window = self._spec.scan_window
@@ -1448,6 +1455,16 @@ class MemoryStore:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+def _hidden_states_only(where: dict[str, Any]) -> bool:
+    """True when ``where`` keeps only records in states other than active (a ``state``
+    ``$in`` clause, alone or in an ``$and``; ``engine.query.server_filter`` writes that form
+    exactly when active is not among the states shown)."""
+    clauses = where.get("$and", [where]) if len(where) == 1 else [where]
+    return any(isinstance(c, dict) and isinstance(c.get("state"), dict)
+               and "$in" in c["state"] and RecordState.ACTIVE.value not in c["state"]["$in"]
+               for c in clauses)
 
 
 def _as_matrix(raw: Any, rows: int, dim: int) -> npt.NDArray[np.float32] | None:

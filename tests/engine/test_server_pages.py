@@ -178,6 +178,9 @@ def test_a_store_without_hidden_records_pages_without_selecting_ids(
         assert page.total == len(batch)
         assert [row.id for row in page.rows] == [r.id for r in reversed(batch)][10:40]
         assert page.rows == engine.preview_rows(10, 30).rows
+        # no record was ever archived or paused: a filter of those states reads nothing
+        hidden = engine.server_rows(RecordQuery(states=frozenset({RecordState.ARCHIVED})))
+        assert hidden.rows == [] and hidden.total == 0 and hidden.counted
         assert not engine.view_ready
     finally:
         engine.close()
@@ -297,3 +300,13 @@ def test_a_scan_window_must_be_a_positive_whole_number(chroma_server_url: str) -
     for bad in (0, -3, 2.5, True):
         with pytest.raises(ValidationError, match="scan_window"):
             StoreSpec(chroma_server_url, scan_window=bad)  # type: ignore[arg-type]
+
+
+def test_hidden_states_are_selected_by_chroma_not_scanned(
+        windowed: MemoryEngine, written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    # one record in 21: two windows of 60 would fill a page of 4, but uncounted
+    query = RecordQuery(agent_id="a2", states=frozenset({RecordState.ARCHIVED}), limit=4)
+    expected = full_view_ids(written, query)
+    page = windowed.server_rows(query)
+    assert page.counted and page.total == len(expected) > 4
+    assert [row.id for row in page.rows] == expected[:4]
