@@ -67,6 +67,7 @@ __all__ = [
     "DEFAULT_COLLECTION",
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_READ_TIMEOUT_S",
+    "DEFAULT_SCAN_FROM",
     "DEFAULT_SCAN_WINDOW",
     "CollectionInfo",
     "MemoryStore",
@@ -101,6 +102,11 @@ one unfiltered read of the newest 2,500 records, documents and metadata, took 0.
 loaded 2-core machine (1,000: 0.67 s, 10,000: 2.7 s; about 0.3 s of it is Chroma stepping
 over the older records to its offset), and a filter matching one record in 12 fills a
 200-row page from it."""
+DEFAULT_SCAN_FROM = 250_000
+"""Collections of at least this many records read filtered pages from their newest records.
+Chroma's ``where`` grows with the store and the scan does not: agent + layer (one record in 12,
+a flat-schema store, load 5-6 on 2 cores) took 352 ms by ``where`` and 955 ms by scan at 100K,
+1,643 ms by ``where`` and 1,136 ms by scan at 1M; they cross near 250K."""
 _SCAN_MAX_WINDOWS = 2.0
 """A filtered page whose matches so far say it needs more windows than this is selected by
 Chroma's ``where`` instead (a rare filter: Chroma's cost grows with the records its clauses
@@ -127,10 +133,12 @@ class StoreSpec:
             Mnemoscope's own collections.
         scan_window: Server stores: how many of the newest records one Chroma read of a
             filtered page examines (:meth:`MemoryStore.server_scan`).
+        scan_from: Server stores: filtered pages of a collection of at least this many records
+            are read from its newest records; below, Chroma's ``where`` is faster.
 
     Raises:
-        ValidationError: a timeout that is not a positive finite number, or a scan window
-            below 1.
+        ValidationError: a timeout that is not a positive finite number, a scan window
+            below 1, or a negative ``scan_from``.
     """
 
     location: str
@@ -141,12 +149,14 @@ class StoreSpec:
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     mapping: FieldMapping | None = None
     scan_window: int = DEFAULT_SCAN_WINDOW
+    scan_from: int = DEFAULT_SCAN_FROM
 
     def __post_init__(self) -> None:
-        if isinstance(self.scan_window, bool) or not isinstance(self.scan_window, int) \
-                or self.scan_window < 1:
-            raise ValidationError("scan_window", self.scan_window,
-                                  "must be a whole number of records, at least 1")
+        for name, least in (("scan_window", 1), ("scan_from", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValidationError(name, value,
+                                      f"must be a whole number of records, at least {least}")
         for name in ("connect_timeout_s", "read_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
@@ -767,7 +777,8 @@ class MemoryStore:
         (:mod:`engine.store.filtered_scan`: why); the total so far; and whether it is final.
 
         Chroma's ``where`` costs time in proportion to the records its clauses match, however
-        few a page needs: 1.8 s for agent + layer at 1M records. A common filter's page is
+        few a page needs: 1.8 s for agent + layer at 1M records. Below
+        ``StoreSpec.scan_from`` records it is still the faster, and used. A common filter's page is
         among the newest records, so the scan reads windows until the page is full; a rare
         one, which at its rate so far would need more than two windows, is selected by
         Chroma's ``where`` (:meth:`server_page`), cheap exactly then. The scan continues where
@@ -803,7 +814,11 @@ class MemoryStore:
                     return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
                 scan = self._scan
                 if scan is None or scan.key != key or offset == 0:
-                    scan = self._scan = NewestScan(key, self._count_in_chroma())
+                    size = self._count_in_chroma()
+                    if size < self._spec.scan_from:  # small: Chroma's where is faster
+                        ids = self._selected_ids(where, None)
+                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                    scan = self._scan = NewestScan(key, size)
                 read = 0
                 while len(scan.matched) < wanted and not scan.done:
                     if read and scan.windows_to_fill(wanted, window) > _SCAN_MAX_WINDOWS:

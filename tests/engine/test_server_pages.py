@@ -192,7 +192,7 @@ WINDOW = 60
 
 @pytest.fixture
 def windowed(written: tuple[StoreSpec, list[MemoryRecord]]) -> Iterator[MemoryEngine]:
-    opened = MemoryEngine.open(dataclasses.replace(written[0], scan_window=WINDOW),
+    opened = MemoryEngine.open(dataclasses.replace(written[0], scan_window=WINDOW, scan_from=0),
                                defer_view=True)
     yield opened
     opened.close()
@@ -262,7 +262,7 @@ def test_the_engine_tests_metadata_as_chroma_filters_it(
         written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
     """Every record tested in the engine (one window holds them all) against the ids Chroma's
     own ``where`` selects, filter by filter."""
-    spec = dataclasses.replace(written[0], read_only=True, scan_window=COUNT)
+    spec = dataclasses.replace(written[0], read_only=True, scan_window=COUNT, scan_from=0)
     store = MemoryStore.open(spec, now_ms=NOW, defer_view=True)
     wheres: list[dict[str, Any]] = [
         {"agent_id": "a2"},
@@ -300,6 +300,24 @@ def test_a_scan_window_must_be_a_positive_whole_number(chroma_server_url: str) -
     for bad in (0, -3, 2.5, True):
         with pytest.raises(ValidationError, match="scan_window"):
             StoreSpec(chroma_server_url, scan_window=bad)  # type: ignore[arg-type]
+    for wrong in (-1, 1.5, None):
+        with pytest.raises(ValidationError, match="scan_from"):
+            StoreSpec(chroma_server_url, scan_from=wrong)  # type: ignore[arg-type]
+
+
+def test_a_small_store_is_filtered_by_chroma_and_counted_at_once(
+        written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    # the same common filter as the scan above, on a store below scan_from (COUNT + 1)
+    engine = MemoryEngine.open(dataclasses.replace(written[0], scan_window=WINDOW,
+                                                   scan_from=COUNT + 1), defer_view=True)
+    try:
+        query = RecordQuery(agent_id="a1", limit=20)
+        page = engine.server_rows(query)
+        expected = full_view_ids(written, query)
+        assert page.counted and page.total == len(expected)
+        assert [row.id for row in page.rows] == expected[:20]
+    finally:
+        engine.close()
 
 
 def test_hidden_states_are_selected_by_chroma_not_scanned(

@@ -166,7 +166,8 @@ def test_a_filtered_page_from_the_newest_records_shows_at_once_and_is_counted_af
         qtbot: QtBot, qloop: asyncio.AbstractEventLoop, runner: TaskRunner,
         uncached: Path) -> None:
     # windows of 500 records: the first page of one agent (1 in 4) takes two of 6,000
-    engine = open_fresh(StoreSpec(str(uncached), read_only=True, scan_window=500),
+    engine = open_fresh(StoreSpec(str(uncached), read_only=True, scan_window=500,
+                                  scan_from=0),
                         defer_view=True)
     model = RecordTableModel(runner)
     totals: list[tuple[int, bool]] = []
