@@ -849,12 +849,19 @@ class MemoryStore:
         self._check_filterable()
         if self._collection is None:
             return 0
+        key = repr((where, where_document))
         try:
             with self._server_ids_lock:
                 scan = self._scan
-                if scan is not None and scan.key == repr((where, where_document)) and scan.done:
+                if scan is not None and scan.key == key and scan.done:
                     return len(scan.matched)
-                return len(self._selected_ids(where, where_document))
+                if self._server_ids is not None and self._server_ids[0] == key:
+                    return len(self._server_ids[1])
+            # selected without the lock: the pages scrolled meanwhile need not wait for it
+            found = self._chroma_ids(where, where_document)
+            with self._server_ids_lock:
+                self._server_ids = (key, found)
+            return len(found)
         except (StoreUnavailable, ValidationError):
             raise
         except Exception as exc:
@@ -873,10 +880,14 @@ class MemoryStore:
         key = repr((where, where_document))
         cached = self._server_ids
         if cached is None or cached[0] != key:
-            found = self._collection.get(where=where, where_document=where_document,
-                                         include=[])["ids"]
-            cached = self._server_ids = (key, list(found))
+            cached = self._server_ids = (key, self._chroma_ids(where, where_document))
         return cached[1]
+
+    def _chroma_ids(self, where: dict[str, Any] | None,
+                    where_document: dict[str, Any] | None) -> list[str]:
+        """Every id matching the filters, in Chroma's order, selected by Chroma (ids only)."""
+        return list(self._collection.get(where=where, where_document=where_document,
+                                         include=[])["ids"])
 
     def _page_of_ids(self, ids: Sequence[str], offset: int, limit: int,
                      now_ms: float) -> list[MemoryRecord]:

@@ -375,9 +375,13 @@ class RecordTableModel(QAbstractTableModel):
         if reset:
             self._apply_reset(token, result)
             return
-        if not result.counted:
-            self._grow(result.total)  # more matches found on the way (still uncounted)
-        elif result.total != self._total and self._counted:
+        if not result.counted or not self._counted:
+            # still counting: more matches found on the way, or the scan reached the last one
+            exact = result.counted and not self._counted
+            self._counted = self._counted or result.counted
+            if not self._grow(result.total) and exact:
+                self.total_changed.emit(self._total)
+        elif result.total != self._total:
             self.reload()  # the store changed under us: start over with the new total
             return
         self._pages[page] = self._rows(result)
