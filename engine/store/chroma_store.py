@@ -847,8 +847,10 @@ class MemoryStore:
         if where is None and where_document is None:
             return self.count()
         self._check_filterable()
-        if self._collection is None:
-            return 0
+        if self._collection is None or (where_document is None and where is not None
+                                        and _hidden_states_only(where)
+                                        and not self._soft_states):
+            return 0  # no record was ever paused or archived (as server_scan)
         key = repr((where, where_document))
         try:
             with self._server_ids_lock:

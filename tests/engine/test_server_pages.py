@@ -181,6 +181,7 @@ def test_a_store_without_hidden_records_pages_without_selecting_ids(
         # no record was ever archived or paused: a filter of those states reads nothing
         hidden = engine.server_rows(RecordQuery(states=frozenset({RecordState.ARCHIVED})))
         assert hidden.rows == [] and hidden.total == 0 and hidden.counted
+        assert engine.server_count(RecordQuery(states=frozenset({RecordState.ARCHIVED}))) == 0
         assert not engine.view_ready
     finally:
         engine.close()
