@@ -777,13 +777,13 @@ class MemoryStore:
         (:mod:`engine.store.filtered_scan`: why); the total so far; and whether it is final.
 
         Chroma's ``where`` costs time in proportion to the records its clauses match, however
-        few a page needs: 1.8 s for agent + layer at 1M records. Below
-        ``StoreSpec.scan_from`` records it is still the faster, and used. A common filter's page is
-        among the newest records, so the scan reads windows until the page is full; a rare
-        one, which at its rate so far would need more than two windows, is selected by
-        Chroma's ``where`` (:meth:`server_page`), cheap exactly then. The scan continues where
-        the last page stopped (one cursor, for the last filter; a first page, ``offset`` 0,
-        starts anew, so a reload sees new records).
+        few a page needs: 1.8 s for agent + layer at 1M records (below ``StoreSpec.scan_from``
+        records it is still the faster, and used). A common filter's page is among the newest
+        records, so the scan reads windows until the page is full; a rare one, which at its
+        rate so far would need more than two windows, is selected by Chroma's ``where``, cheap
+        exactly then. The scan continues where the last page stopped (one cursor, for the last
+        filter). A first page (``offset`` 0) starts anew, its ids selected before forgotten, so
+        a reload sees the records written since.
 
         Returns:
             ``(records, total, counted)``: with ``counted`` False the total is the number of
@@ -809,9 +809,11 @@ class MemoryStore:
         window = self._spec.scan_window
         try:
             with self._server_ids_lock:
-                if self._server_ids is not None and self._server_ids[0] == key and offset:
-                    ids = self._server_ids[1]  # counted meanwhile: page the exact list
-                    return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                if self._server_ids is not None and self._server_ids[0] == key:
+                    if offset:
+                        ids = self._server_ids[1]  # counted meanwhile: page the exact list
+                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                    self._server_ids = None  # a first page: select again (a reload)
                 scan = self._scan
                 if scan is None or scan.key != key or offset == 0:
                     size = self._count_in_chroma()

@@ -329,3 +329,28 @@ def test_hidden_states_are_selected_by_chroma_not_scanned(
     page = windowed.server_rows(query)
     assert page.counted and page.total == len(expected) > 4
     assert [row.id for row in page.rows] == expected[:4]
+
+
+def test_a_first_page_again_sees_the_records_written_since(chroma_server_url: str) -> None:
+    spec = StoreSpec(chroma_server_url, collection="server-pages-reload", scan_window=50,
+                     scan_from=0)
+    batch = [r for r in records(150) if r.state is RecordState.ACTIVE]
+    writer = MemoryStore.open(spec, now_ms=NOW)
+    engine = MemoryEngine.open(spec, defer_view=True)
+    try:
+        writer.write(batch, unit(len(batch)))
+        query = RecordQuery(agent_id="a1", limit=10)
+        before = newest_first(batch, lambda r: r.agent_id == "a1")
+        assert [row.id for row in engine.server_rows(query).rows] == before[:10]
+        assert engine.server_count(query) == len(before)
+        late = MemoryRecord.create(NewMemory(content="written after the first page",
+                                             agent_id="a1"), now_ms=NOW + 1000)
+        writer.write([late], unit(1))
+        again = engine.server_rows(query)  # a reload: the first page again
+        assert [row.id for row in again.rows] == [late.id, *before[:9]]
+        assert engine.server_count(query) == len(before) + 1
+        second = engine.server_rows(dataclasses.replace(query, offset=10))
+        assert [row.id for row in second.rows] == before[9:19]
+    finally:
+        engine.close()
+        writer.close()
