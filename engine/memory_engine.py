@@ -51,6 +51,7 @@ from engine.query import (
     RecordQuery,
     RecordRow,
     RowPage,
+    ServerFilter,
     locate_row,
     masked_rows,
     page_rows,
@@ -515,15 +516,17 @@ class MemoryEngine:
             StoreUnavailable: Chroma failed.
         """
         now = self._clock.now()
-        reason = self.server_answers(query, shown=shown)
-        if reason is not None:
-            raise ValidationError("query", query, f"{reason} needs the full view")
-        server = server_filter(query, now_ms=now)
-        if isinstance(server, str) or not self._store.server_filterable or (
-                server.hidden_only is not None and not self._store.any_match(server.hidden_only)):
+        server = self._server_filter(query, shown, now)
+        counted = True
+        if server is None:
             # A foreign collection's default page, or no record in a hidden state: every
             # record, in Chroma's order (no id selection).
             records, total = self._store.preview(query.offset, query.limit, now_ms=now)
+        elif server.where is not None and server.where_document is None:
+            # metadata filters: read from the newest records (issue 24: Chroma's where costs
+            # seconds at 1M records, whatever the page's size); the total may follow
+            records, total, counted = self._store.server_scan(server.where, query.offset,
+                                                              query.limit, now_ms=now)
         else:
             records, total = self._store.server_page(server.where, server.where_document,
                                                      query.offset, query.limit, now_ms=now)
@@ -534,7 +537,38 @@ class MemoryEngine:
             self._config.memory.importance_decay_half_life_days)
         rows = [RecordRow.of(r) for r in records]
         return RowPage(rows if shown is None else masked_rows(rows, shown), total, query.offset,
-                       [float(d) for d in np.atleast_1d(decayed)], masked=shown is not None)
+                       [float(d) for d in np.atleast_1d(decayed)], masked=shown is not None,
+                       counted=counted)
+
+    def server_count(self, query: RecordQuery, *, shown: Masking | None = None) -> int:
+        """The exact number of records matching ``query``'s filters, counted by Chroma: the
+        total a :meth:`server_rows` page with ``counted`` False leaves open.
+
+        Blocking for as long as Chroma's ``where`` takes (about 2 s at 1M records): run it on
+        a worker, after the first page is shown. Later pages of the same filter then page the
+        counted list.
+
+        Raises:
+            ValidationError: as :meth:`server_rows`.
+            StoreUnavailable: Chroma failed.
+        """
+        server = self._server_filter(query, shown, self._clock.now())
+        if server is None:
+            return self._store.count()
+        return self._store.server_count(server.where, server.where_document)
+
+    def _server_filter(self, query: RecordQuery, shown: Masking | None,
+                       now: float) -> ServerFilter | None:
+        """``query`` as Chroma filters, or None when its page is the unfiltered one (a foreign
+        collection's default query, or a state filter that hides no stored record)."""
+        reason = self.server_answers(query, shown=shown)
+        if reason is not None:
+            raise ValidationError("query", query, f"{reason} needs the full view")
+        server = server_filter(query, now_ms=now)
+        if isinstance(server, str) or not self._store.server_filterable or (
+                server.hidden_only is not None and not self._store.any_match(server.hidden_only)):
+            return None
+        return server
 
     def server_answers(self, query: RecordQuery, *, shown: Masking | None = None) -> str | None:
         """None when :meth:`server_rows` can answer ``query``, else what needs the full view.

@@ -175,6 +175,11 @@ class RowPage:
     source: :meth:`engine.memory_engine.MemoryEngine.server_rows` under redaction), so the
     text never left the engine unmasked; False when the rows are as stored and the exit that
     shows them masks them.
+
+    ``counted`` is False when ``total`` is only the matches found so far (at least the rows up
+    to this page): a filtered page of a large server store, read from its newest records
+    before Chroma has counted the filter; :meth:`~engine.memory_engine.MemoryEngine.server_count`
+    gives the exact total.
     """
 
     rows: Sequence[RecordRow]
@@ -182,6 +187,7 @@ class RowPage:
     offset: int
     decayed_importance: Sequence[float] = ()
     masked: bool = False
+    counted: bool = True
 
 
 def _decimal(value: np.float32) -> float:

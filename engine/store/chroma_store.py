@@ -50,6 +50,7 @@ from engine.store.codec import (
     record_to_chroma,
     stored_version,
 )
+from engine.store.filtered_scan import NewestScan, matches
 from engine.store.foreign import (
     DETECT_SAMPLE,
     FieldMapping,
@@ -66,6 +67,8 @@ __all__ = [
     "DEFAULT_COLLECTION",
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_READ_TIMEOUT_S",
+    "DEFAULT_SCAN_FROM",
+    "DEFAULT_SCAN_WINDOW",
     "CollectionInfo",
     "MemoryStore",
     "StoreSpec",
@@ -94,6 +97,22 @@ network a store is used over; the read timeout waits for the answer to one call,
 legitimate call is an upsert of a whole batch, which the server answers only once its vectors
 are in the HNSW index (about 5 ms of CPU per record: docs/ingest.md), so it stays generous."""
 
+DEFAULT_SCAN_WINDOW = 2500
+"""Newest records one Chroma read of a filtered server page examines (issue 24). At 1M records
+one unfiltered read of the newest 2,500 records, documents and metadata, took 0.83 s on the
+loaded 2-core machine (1,000: 0.67 s, 10,000: 2.7 s; about 0.3 s of it is Chroma stepping
+over the older records to its offset), and a filter matching one record in 12 fills a
+200-row page from it."""
+DEFAULT_SCAN_FROM = 250_000
+"""Collections of at least this many records read filtered pages from their newest records.
+Chroma's ``where`` grows with the store and the scan does not: agent + layer (one record in 12,
+a flat-schema store, load 5-6 on 2 cores) took 352 ms by ``where`` and 955 ms by scan at 100K,
+1,643 ms by ``where`` and 1,136 ms by scan at 1M; they cross near 250K."""
+_SCAN_MAX_WINDOWS = 2.0
+"""A filtered page whose matches so far say it needs more windows than this is selected by
+Chroma's ``where`` instead (a rare filter: Chroma's cost grows with the records its clauses
+match, the scan's with the records it reads)."""
+
 ProgressFn = Callable[[int, int], None]
 CancelFn = Callable[[], bool]
 
@@ -113,9 +132,14 @@ class StoreSpec:
         mapping: For a collection written by another tool: which of its metadata keys hold
             the text, agent, time and importance (:mod:`engine.store.foreign`); ignored for
             Mnemoscope's own collections.
+        scan_window: Server stores: how many of the newest records one Chroma read of a
+            filtered page examines (:meth:`MemoryStore.server_scan`).
+        scan_from: Server stores: filtered pages of a collection of at least this many records
+            are read from its newest records; below, Chroma's ``where`` is faster.
 
     Raises:
-        ValidationError: a timeout that is not a positive finite number.
+        ValidationError: a timeout that is not a positive finite number, a scan window
+            below 1, or a negative ``scan_from``.
     """
 
     location: str
@@ -125,8 +149,15 @@ class StoreSpec:
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     mapping: FieldMapping | None = None
+    scan_window: int = DEFAULT_SCAN_WINDOW
+    scan_from: int = DEFAULT_SCAN_FROM
 
     def __post_init__(self) -> None:
+        for name, least in (("scan_window", 1), ("scan_from", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValidationError(name, value,
+                                      f"must be a whole number of records, at least {least}")
         for name in ("connect_timeout_s", "read_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
@@ -401,6 +432,8 @@ class MemoryStore:
         # server_page's ids of the last filter: (filters, ids in Chroma's order)
         self._server_ids: tuple[str, list[str]] | None = None
         self._server_ids_lock = threading.Lock()
+        # server_scan's cursor of the last filter (guarded by _server_ids_lock too)
+        self._scan: NewestScan | None = None
         if client is not None:
             try:
                 self._max_batch = max(1, int(client.get_max_batch_size()))
@@ -725,7 +758,7 @@ class MemoryStore:
         No filter is :meth:`preview` (Chroma's count and an offset). With filters, Chroma
         selects the matching ids (ids only, no documents) once per filter — kept until a call
         with other filters, so scrolling pages one stable list — and a page reads just its
-        records by id.
+        records by id. A ``where`` alone is faster through :meth:`server_scan` on a large store.
 
         Raises:
             StoreUnavailable: Chroma failed (the server went away).
@@ -733,35 +766,171 @@ class MemoryStore:
         """
         if where is None and where_document is None:  # every record, archived ones too
             return self.preview(offset, limit, now_ms=now_ms, every_state=True)
+        self._check_filterable()
+        if self._collection is None:
+            return [], 0
+        try:
+            with self._server_ids_lock:
+                ids = self._selected_ids(where, where_document)
+            return self._page_of_ids(ids, offset, limit, now_ms), len(ids)
+        except (StoreUnavailable, ValidationError):
+            raise
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+
+    def server_scan(self, where: dict[str, Any], offset: int, limit: int, *,
+                    now_ms: float = 0.0) -> tuple[list[MemoryRecord], int, bool]:
+        """A page of the records matching ``where``, newest written first, read from the newest
+        records in windows of ``StoreSpec.scan_window`` and tested in the engine
+        (:mod:`engine.store.filtered_scan`: why); the total so far; and whether it is final.
+
+        Chroma's ``where`` costs time in proportion to the records its clauses match, however
+        few a page needs: 1.8 s for agent + layer at 1M records (below ``StoreSpec.scan_from``
+        records it is still the faster, and used). A common filter's page is among the newest
+        records, so the scan reads windows until the page is full; a rare one, which at its
+        rate so far would need more than two windows, is selected by Chroma's ``where``, cheap
+        exactly then. The scan continues where the last page stopped (one cursor, for the last
+        filter). A first page (``offset`` 0) starts anew, its ids selected before forgotten, so
+        a reload sees the records written since.
+
+        Returns:
+            ``(records, total, counted)``: with ``counted`` False the total is the number of
+            matches found so far (at least the rows up to this page: the table can show "at
+            least"), and :meth:`server_count` gives the exact one.
+
+        Raises:
+            StoreUnavailable: Chroma failed (the server went away).
+            ValidationError: a foreign collection, whose fields Chroma filters cannot read.
+        """
+        self._check_filterable()
+        if self._collection is None:
+            return [], 0, True
+        if _hidden_states_only(where):
+            # Paused and archived records are few, or none: Chroma's where is cheap then (and
+            # a store that never held one holds none: no read at all)
+            if not self._soft_states:
+                return [], 0, True
+            records, total = self.server_page(where, None, offset, limit, now_ms=now_ms)
+            return records, total, True
+        key = repr((where, None))
+        wanted = offset + limit
+        window = self._spec.scan_window
+        try:
+            with self._server_ids_lock:
+                if self._server_ids is not None and self._server_ids[0] == key:
+                    if offset:
+                        ids = self._server_ids[1]  # counted meanwhile: page the exact list
+                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                    self._server_ids = None  # a first page: select again (a reload)
+                scan = self._scan
+                if scan is None or scan.key != key or offset == 0:
+                    size = self._count_in_chroma()
+                    if size < self._spec.scan_from:  # small: Chroma's where is faster
+                        ids = self._selected_ids(where, None)
+                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                    scan = self._scan = NewestScan(key, size)
+                read = 0
+                while len(scan.matched) < wanted and not scan.done:
+                    if read and scan.windows_to_fill(wanted, window) > _SCAN_MAX_WINDOWS:
+                        ids = self._selected_ids(where, None)  # a rare filter
+                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                    self._scan_window(scan, where, window, now_ms)
+                    read += 1
+                return scan.matched[offset:wanted], len(scan.matched), scan.done
+        except (StoreUnavailable, ValidationError):
+            raise
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+
+    def server_count(self, where: dict[str, Any] | None,
+                     where_document: dict[str, Any] | None) -> int:
+        """The exact number of records matching Chroma filters (what :meth:`server_scan`'s
+        page leaves open): from a finished scan, else Chroma selects the ids, which later pages
+        of the same filter then read from (the same records in the same order as the scan's).
+
+        Blocking for as long as Chroma's ``where`` takes (seconds at 1M records): a worker.
+
+        Raises:
+            StoreUnavailable: Chroma failed (the server went away).
+            ValidationError: a foreign collection, whose fields Chroma filters cannot read.
+        """
+        if where is None and where_document is None:
+            return self.count()
+        self._check_filterable()
+        if self._collection is None or (where_document is None and where is not None
+                                        and _hidden_states_only(where)
+                                        and not self._soft_states):
+            return 0  # no record was ever paused or archived (as server_scan)
+        key = repr((where, where_document))
+        try:
+            with self._server_ids_lock:
+                scan = self._scan
+                if scan is not None and scan.key == key and scan.done:
+                    return len(scan.matched)
+                if self._server_ids is not None and self._server_ids[0] == key:
+                    return len(self._server_ids[1])
+            # selected without the lock: the pages scrolled meanwhile need not wait for it
+            found = self._chroma_ids(where, where_document)
+            with self._server_ids_lock:
+                self._server_ids = (key, found)
+            return len(found)
+        except (StoreUnavailable, ValidationError):
+            raise
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+
+    def _check_filterable(self) -> None:
         if not self.server_filterable:
             raise ValidationError("filter", self._spec.collection,
                                   "a collection written by another tool is filtered once its "
                                   "records are indexed")
-        if self._collection is None:
-            return [], 0
+
+    def _selected_ids(self, where: dict[str, Any] | None,
+                      where_document: dict[str, Any] | None) -> list[str]:
+        """The ids Chroma selects for the filters, in Chroma's order (kept for the filters until
+        others are asked for). Hold ``_server_ids_lock``."""
         key = repr((where, where_document))
-        try:
-            with self._server_ids_lock:
-                cached = self._server_ids
-                if cached is None or cached[0] != key:
-                    found = self._collection.get(where=where, where_document=where_document,
-                                                 include=[])["ids"]
-                    cached = (key, list(found))
-                    self._server_ids = cached
-            ids = cached[1]
-            total = len(ids)
-            stop = max(0, total - offset)
-            wanted = ids[max(0, stop - limit):stop][::-1]
-            if not wanted:
-                return [], total
-            page = self._collection.get(ids=wanted, include=["documents", "metadatas"])
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
-        found_records = {i: self._decode(i, d, m, now_ms)
-                         for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
-                                            strict=True)}
+        cached = self._server_ids
+        if cached is None or cached[0] != key:
+            cached = self._server_ids = (key, self._chroma_ids(where, where_document))
+        return cached[1]
+
+    def _chroma_ids(self, where: dict[str, Any] | None,
+                    where_document: dict[str, Any] | None) -> list[str]:
+        """Every id matching the filters, in Chroma's order, selected by Chroma (ids only)."""
+        return list(self._collection.get(where=where, where_document=where_document,
+                                         include=[])["ids"])
+
+    def _page_of_ids(self, ids: Sequence[str], offset: int, limit: int,
+                     now_ms: float) -> list[MemoryRecord]:
+        """Records ``offset .. offset + limit`` of ``ids`` counted from the end (newest written
+        first), read by id."""
+        stop = max(0, len(ids) - offset)
+        wanted = list(ids[max(0, stop - limit):stop])[::-1]
+        if not wanted:
+            return []
+        page = self._collection.get(ids=wanted, include=["documents", "metadatas"])
+        found = {i: self._decode(i, d, m, now_ms)
+                 for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
+                                    strict=True)}
         # A record deleted since the ids were selected is left out of its page.
-        return [found_records[i] for i in wanted if i in found_records], total
+        return [found[i] for i in wanted if i in found]
+
+    def _scan_window(self, scan: NewestScan, where: dict[str, Any], window: int,
+                     now_ms: float) -> None:
+        """Read the next ``window`` records older than those ``scan`` examined; keep matches."""
+        stop = scan.size - scan.examined
+        start = max(0, stop - window)
+        page = self._collection.get(limit=stop - start, offset=start,
+                                    include=["documents", "metadatas"])
+        ids, documents, metadatas = page["ids"], page["documents"], page["metadatas"]
+        scan.examined += stop - start
+        for index in range(len(ids) - 1, -1, -1):  # newest first
+            record_id, metadata = ids[index], metadatas[index]
+            if record_id not in scan.seen and matches(where, metadata):
+                scan.seen.add(record_id)
+                scan.matched.append(self._decode(record_id, documents[index], metadata,
+                                                 now_ms))
 
     # -- properties ------------------------------------------------------------------------
 
@@ -1324,6 +1493,16 @@ class MemoryStore:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+def _hidden_states_only(where: dict[str, Any]) -> bool:
+    """True when ``where`` keeps only records in states other than active (a ``state``
+    ``$in`` clause, alone or in an ``$and``; ``engine.query.server_filter`` writes that form
+    exactly when active is not among the states shown)."""
+    clauses = where.get("$and", [where]) if len(where) == 1 else [where]
+    return any(isinstance(c, dict) and isinstance(c.get("state"), dict)
+               and "$in" in c["state"] and RecordState.ACTIVE.value not in c["state"]["$in"]
+               for c in clauses)
 
 
 def _as_matrix(raw: Any, rows: int, dim: int) -> npt.NDArray[np.float32] | None:

@@ -1,10 +1,16 @@
 """The records table on a Chroma server store before its view is read: pages, filters and the
-text filter answered by the server (``MemoryEngine.server_rows``), checked against the view."""
+text filter answered by the server (``MemoryEngine.server_rows``), checked against the view.
+
+Metadata filters are read from the newest records in windows (``StoreSpec.scan_window``, small
+here so that 600 records take many windows) and tested in the engine
+(:mod:`engine.store.filtered_scan`); rare filters and the exact count go to Chroma's ``where``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +21,7 @@ from engine.memory_engine import MemoryEngine
 from engine.query import ALL_STATES, RecordQuery, SortKey
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy, RecordState
 from engine.store import MemoryStore, StoreSpec
+from engine.store.filtered_scan import matches
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -171,6 +178,179 @@ def test_a_store_without_hidden_records_pages_without_selecting_ids(
         assert page.total == len(batch)
         assert [row.id for row in page.rows] == [r.id for r in reversed(batch)][10:40]
         assert page.rows == engine.preview_rows(10, 30).rows
+        # no record was ever archived or paused: a filter of those states reads nothing
+        hidden = engine.server_rows(RecordQuery(states=frozenset({RecordState.ARCHIVED})))
+        assert hidden.rows == [] and hidden.total == 0 and hidden.counted
+        assert engine.server_count(RecordQuery(states=frozenset({RecordState.ARCHIVED}))) == 0
         assert not engine.view_ready
     finally:
         engine.close()
+
+
+WINDOW = 60
+"""The scan window of the tests below: 600 records are ten windows."""
+
+
+@pytest.fixture
+def windowed(written: tuple[StoreSpec, list[MemoryRecord]]) -> Iterator[MemoryEngine]:
+    opened = MemoryEngine.open(dataclasses.replace(written[0], scan_window=WINDOW, scan_from=0),
+                               defer_view=True)
+    yield opened
+    opened.close()
+
+
+def full_view_ids(written: tuple[StoreSpec, list[MemoryRecord]], query: RecordQuery) -> list[str]:
+    """Every id of ``query`` from the full view (a separate engine that reads every record)."""
+    engine = MemoryEngine.open(written[0])
+    try:
+        return [row.id for row in engine.list_rows(
+            dataclasses.replace(query, offset=0, limit=10_000)).rows]
+    finally:
+        engine.close()
+
+
+def test_a_common_filter_is_read_from_the_newest_records_then_counted(
+        windowed: MemoryEngine, written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    batch = written[1]
+    query = RecordQuery(agent_id="a1", limit=20)
+    expected = newest_first(batch, lambda r: r.agent_id == "a1"
+                            and r.state is not RecordState.ARCHIVED)
+    first = windowed.server_rows(query)
+    # Two windows of 60 hold the first 20 of one record in 3.5: the rest is not read yet.
+    assert not first.counted and 20 <= first.total < len(expected)
+    assert [row.id for row in first.rows] == expected[:20]
+    assert windowed.server_count(query) == len(expected)
+    second = windowed.server_rows(dataclasses.replace(query, offset=20))
+    assert second.counted and second.total == len(expected)
+    assert [row.id for row in second.rows] == expected[20:40]
+    assert not windowed.view_ready
+    # the same records in the same order as the full view's filter
+    assert expected == full_view_ids(written, query)
+
+
+def test_scrolling_a_scan_to_its_end_returns_every_match_once_and_the_exact_total(
+        windowed: MemoryEngine, written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    query = RecordQuery(layer=Layer.SEMANTIC, privacy=Privacy.PRIVATE,
+                        states=frozenset({RecordState.ACTIVE, RecordState.ARCHIVED}))
+    expected = full_view_ids(written, query)
+    ids: list[str] = []
+    counted = []
+    while True:
+        page = windowed.server_rows(dataclasses.replace(query, offset=len(ids), limit=30))
+        counted.append(page.counted)
+        ids.extend(row.id for row in page.rows)
+        if len(page.rows) < 30:
+            break
+    assert ids == expected
+    assert page.total == len(expected) and counted[-1] and not counted[0]
+    assert windowed.server_count(query) == len(expected)
+
+
+def test_a_rare_filter_is_selected_by_chroma_and_counted_at_once(
+        windowed: MemoryEngine, written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    query = RecordQuery(agent_id="a0", privacy=Privacy.PUBLIC, limit=10)
+    expected = full_view_ids(written, query)
+    # one record in 38: the first window of 60 finds one or two, 10 would take 5 more
+    assert 10 < len(expected) < COUNT / 30
+    page = windowed.server_rows(query)
+    assert page.counted and page.total == len(expected)
+    assert [row.id for row in page.rows] == expected[:10]
+    rest = windowed.server_rows(dataclasses.replace(query, offset=10, limit=100))
+    assert [row.id for row in rest.rows] == expected[10:] and rest.total == len(expected)
+
+
+def test_the_engine_tests_metadata_as_chroma_filters_it(
+        written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    """Every record tested in the engine (one window holds them all) against the ids Chroma's
+    own ``where`` selects, filter by filter."""
+    spec = dataclasses.replace(written[0], read_only=True, scan_window=COUNT, scan_from=0)
+    store = MemoryStore.open(spec, now_ms=NOW, defer_view=True)
+    wheres: list[dict[str, Any]] = [
+        {"agent_id": "a2"},
+        {"agent_id": {"$eq": "a2"}},
+        {"agent_id": {"$ne": "a2"}},
+        {"state": {"$nin": ["archived", "paused"]}},
+        {"state": {"$in": ["archived"]}},
+        {"no_such_key": {"$nin": ["x"]}},  # a missing key matches $nin and $ne only
+        {"no_such_key": {"$ne": "x"}},
+        {"no_such_key": {"$eq": "x"}},
+        {"importance": {"$gte": 0.3 - 1e-7}},
+        {"importance": {"$lt": 0.5}},
+        {"importance": {"$gt": 0.2}},
+        {"importance": {"$lte": 0.2 + 1e-7}},
+        {"importance": {"$eq": 0}},  # an int against stored floats: Chroma compares both
+        {"agent_id": {"$eq": 1}},  # a number never equals a string
+        {"$and": [{"agent_id": {"$in": ["a0", "a1"]}}, {"layer": {"$eq": "episodic"}},
+                  {"$or": [{"expires_at": {"$eq": -1.0}}, {"expires_at": {"$gte": NOW}}]}]},
+        {"$or": [{"privacy": {"$eq": "public"}}, {"layer": {"$ne": "semantic"}}]},
+    ]
+    try:
+        for where in wheres:
+            by_chroma, total = store.server_page(where, None, 0, COUNT, now_ms=NOW)
+            by_engine, scanned, counted = store.server_scan(where, 0, COUNT, now_ms=NOW)
+            assert counted and scanned == total, where
+            assert [r.id for r in by_engine] == [r.id for r in by_chroma], where
+        assert matches({"agent_id": "a2"}, None) is False
+        with pytest.raises(ValidationError, match=r"\$like"):
+            matches({"agent_id": {"$like": "a%"}}, {"agent_id": "a2"})
+    finally:
+        store.close()
+
+
+def test_a_scan_window_must_be_a_positive_whole_number(chroma_server_url: str) -> None:
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValidationError, match="scan_window"):
+            StoreSpec(chroma_server_url, scan_window=bad)  # type: ignore[arg-type]
+    for wrong in (-1, 1.5, None):
+        with pytest.raises(ValidationError, match="scan_from"):
+            StoreSpec(chroma_server_url, scan_from=wrong)  # type: ignore[arg-type]
+
+
+def test_a_small_store_is_filtered_by_chroma_and_counted_at_once(
+        written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    # the same common filter as the scan above, on a store below scan_from (COUNT + 1)
+    engine = MemoryEngine.open(dataclasses.replace(written[0], scan_window=WINDOW,
+                                                   scan_from=COUNT + 1), defer_view=True)
+    try:
+        query = RecordQuery(agent_id="a1", limit=20)
+        page = engine.server_rows(query)
+        expected = full_view_ids(written, query)
+        assert page.counted and page.total == len(expected)
+        assert [row.id for row in page.rows] == expected[:20]
+    finally:
+        engine.close()
+
+
+def test_hidden_states_are_selected_by_chroma_not_scanned(
+        windowed: MemoryEngine, written: tuple[StoreSpec, list[MemoryRecord]]) -> None:
+    # one record in 21: two windows of 60 would fill a page of 4, but uncounted
+    query = RecordQuery(agent_id="a2", states=frozenset({RecordState.ARCHIVED}), limit=4)
+    expected = full_view_ids(written, query)
+    page = windowed.server_rows(query)
+    assert page.counted and page.total == len(expected) > 4
+    assert [row.id for row in page.rows] == expected[:4]
+
+
+def test_a_first_page_again_sees_the_records_written_since(chroma_server_url: str) -> None:
+    spec = StoreSpec(chroma_server_url, collection="server-pages-reload", scan_window=50,
+                     scan_from=0)
+    batch = [r for r in records(150) if r.state is RecordState.ACTIVE]
+    writer = MemoryStore.open(spec, now_ms=NOW)
+    engine = MemoryEngine.open(spec, defer_view=True)
+    try:
+        writer.write(batch, unit(len(batch)))
+        query = RecordQuery(agent_id="a1", limit=10)
+        before = newest_first(batch, lambda r: r.agent_id == "a1")
+        assert [row.id for row in engine.server_rows(query).rows] == before[:10]
+        assert engine.server_count(query) == len(before)
+        late = MemoryRecord.create(NewMemory(content="written after the first page",
+                                             agent_id="a1"), now_ms=NOW + 1000)
+        writer.write([late], unit(1))
+        again = engine.server_rows(query)  # a reload: the first page again
+        assert [row.id for row in again.rows] == [late.id, *before[:9]]
+        assert engine.server_count(query) == len(before) + 1
+        second = engine.server_rows(dataclasses.replace(query, offset=10))
+        assert [row.id for row in second.rows] == before[9:19]
+    finally:
+        engine.close()
+        writer.close()

@@ -14,6 +14,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from engine.exits import Masking
+from engine.memory_engine import MemoryEngine
 from engine.query import RecordQuery, RowPage, SortKey
 from engine.reader import LocalReader
 from engine.records import Layer
@@ -102,6 +103,9 @@ def test_a_filter_waits_for_the_index_and_then_runs(
         def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
             return engine.server_rows(query, shown=shown)
 
+        def server_count(self, query: RecordQuery, *, shown: Masking | None = None) -> int:
+            return engine.server_count(query, shown=shown)
+
     model = RecordTableModel(runner)
 
     def state() -> tuple[bool, bool, bool, int]:
@@ -127,6 +131,58 @@ def test_a_filter_waits_for_the_index_and_then_runs(
         assert all(r is not None and r.layer is Layer.PROCEDURAL for r in shown)
         importances = [r.importance for r in shown if r is not None]
         assert importances == sorted(importances, reverse=True)
+    finally:
+        model.set_reader(None)
+        engine.close()
+
+
+class _ServerIndex:
+    """A StoreIndex that is always indexing: every query Chroma can answer goes to the store."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+
+    @property
+    def indexing(self) -> bool:
+        return True
+
+    async def wait_indexed(self) -> bool:
+        return False
+
+    def request_view(self, feature: str) -> None:
+        raise AssertionError(f"{feature} asked for the view")
+
+    def server_answers(self, query: RecordQuery, *, shown: Masking | None = None) -> str | None:
+        return self.engine.server_answers(query, shown=shown)
+
+    def server_rows(self, query: RecordQuery, *, shown: Masking | None = None) -> RowPage:
+        return self.engine.server_rows(query, shown=shown)
+
+    def server_count(self, query: RecordQuery, *, shown: Masking | None = None) -> int:
+        return self.engine.server_count(query, shown=shown)
+
+
+def test_a_filtered_page_from_the_newest_records_shows_at_once_and_is_counted_after(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, runner: TaskRunner,
+        uncached: Path) -> None:
+    # windows of 500 records: the first page of one agent (1 in 4) takes two of 6,000
+    engine = open_fresh(StoreSpec(str(uncached), read_only=True, scan_window=500,
+                                  scan_from=0),
+                        defer_view=True)
+    model = RecordTableModel(runner)
+    totals: list[tuple[int, bool]] = []
+    model.total_changed.connect(lambda total: totals.append((total, model.counted)))
+    try:
+        model.set_reader(LocalReader(engine), _ServerIndex(engine))
+        qtbot.waitUntil(lambda: model.settled)
+        model.set_query(RecordQuery(agent_id="alpha"))
+        qtbot.waitUntil(lambda: model.counted and model.total == COUNT // 4, timeout=30_000)
+        # first the 250 rows found in two windows ("at least"), then the exact count
+        assert totals[-2:] == [(250, False), (COUNT // 4, True)]
+        model.ensure_rows(1400, 1499)  # the last page: from the counted list
+        qtbot.waitUntil(lambda: model.record_at(1499) is not None, timeout=30_000)
+        assert model.record_at(1499).id == "r000000"  # type: ignore[union-attr]
+        assert model.total == COUNT // 4 and model.counted
     finally:
         model.set_reader(None)
         engine.close()

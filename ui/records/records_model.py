@@ -17,6 +17,11 @@ reads it only on demand), waits for it (:attr:`RecordTableModel.waiting`, with
 :attr:`RecordTableModel.waiting_for` naming why) and runs when it is ready. While redaction is
 on, the engine decides what Chroma may answer and masks the page before it leaves the engine
 (``server_answers`` / ``server_rows`` with the table's ``shown``; ``RowPage.masked``).
+
+A filtered server page found among the newest records may not know its total yet
+(``RowPage.counted`` False: the rows found so far). The table shows those rows,
+:attr:`RecordTableModel.counted` is False ("at least"), and the exact count comes from
+``server_count`` on a worker, after the page.
 """
 
 from __future__ import annotations
@@ -112,6 +117,11 @@ class StoreIndex(Protocol):
         (its text masked by the engine when ``shown`` is given)."""
         ...
 
+    def server_count(self, query: RecordQuery, *, shown: Masking | None = None) -> int:
+        """Blocking: the exact number of records matching ``query`` (a page of
+        :meth:`server_rows` with ``counted`` False gave only the matches found so far)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Row:
@@ -177,6 +187,7 @@ class RecordTableModel(QAbstractTableModel):
         self._preview = False
         self._waiting = False
         self._waiting_for = ""
+        self._counted = True
 
     # -- state -----------------------------------------------------------------------------
 
@@ -189,6 +200,12 @@ class RecordTableModel(QAbstractTableModel):
     def total(self) -> int:
         """Rows matching the current query."""
         return self._total
+
+    @property
+    def counted(self) -> bool:
+        """False while :attr:`total` is only the rows found so far (a filtered server page
+        whose exact count is still being taken)."""
+        return self._counted
 
     @property
     def preview(self) -> bool:
@@ -358,7 +375,13 @@ class RecordTableModel(QAbstractTableModel):
         if reset:
             self._apply_reset(token, result)
             return
-        if result.total != self._total:
+        if not result.counted or not self._counted:
+            # still counting: more matches found on the way, or the scan reached the last one
+            exact = result.counted and not self._counted
+            self._counted = self._counted or result.counted
+            if not self._grow(result.total) and exact:
+                self.total_changed.emit(self._total)
+        elif result.total != self._total:
             self.reload()  # the store changed under us: start over with the new total
             return
         self._pages[page] = self._rows(result)
@@ -387,14 +410,42 @@ class RecordTableModel(QAbstractTableModel):
         self._resetting = False
         self.beginResetModel()
         self._pages = {0: self._rows(result)} if result.rows else {}
-        changed = result.total != self._total
+        changed = result.total != self._total or result.counted != self._counted
         self._total = result.total
+        self._counted = result.counted
         self.endResetModel()
         if changed:
             self.total_changed.emit(self._total)
         self.reloaded.emit()
         if result.rows:
             self.page_loaded.emit(0)
+        if not result.counted and self._index is not None:
+            self._spawn(self._count(self._index, self._query, token))
+
+    async def _count(self, index: StoreIndex, query: RecordQuery, token: int) -> None:
+        """The exact total of a query whose first page gave only the rows found so far."""
+        try:
+            total = await self._runner.run(partial(index.server_count, shown=self._shown),
+                                           query)
+        except EngineError as exc:
+            if self._tokens.is_current(token):
+                self.load_failed.emit(str(exc))
+            return
+        if self._tokens.is_current(token):
+            self._counted = True
+            if not self._grow(total):
+                self.total_changed.emit(self._total)  # the count is exact now: say so
+
+    def _grow(self, total: int) -> bool:
+        """More rows than :attr:`total` match (found by a later page, or counted): add them.
+        True when rows were added (``total_changed`` emitted)."""
+        if total <= self._total:
+            return False
+        self.beginInsertRows(QModelIndex(), self._total, total - 1)
+        self._total = total
+        self.endInsertRows()
+        self.total_changed.emit(self._total)
+        return True
 
     # -- Qt model --------------------------------------------------------------------------
 

@@ -659,7 +659,9 @@ class RecordsView(QWidget):
                 (f"{self.model.waiting_for.capitalize()} needs the full view: every record "
                  "read into this process (Store → Read Every Record)")
         elif self.model.preview:
-            text = (f"{count_of(self.model.total, 'record')}, newest written first, "
+            shown = count_of(self.model.total, 'record') if self.model.counted else \
+                f"At least {count_of(self.model.total, 'record')} (counting)"
+            text = (f"{shown}, newest written first, "
                     "from the store" + (f" ({progress})" if reading else ""))
         elif self._store_count is not None and self.model.total < self._store_count:
             # the filters show part of the store (the default hides archived records): say

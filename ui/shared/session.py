@@ -395,6 +395,11 @@ class StoreSession(DataSession):
         text masked by the engine when ``shown`` is given."""
         return self.engine.server_rows(query, shown=shown)
 
+    def server_count(self, query: RecordQuery, *, shown: Masking | None = None) -> int:
+        """Blocking (run it on a worker; seconds at 1M records): the exact number of records
+        matching ``query``, for a :meth:`server_rows` page whose total was a lower bound."""
+        return self.engine.server_count(query, shown=shown)
+
     def replace_engine(self, engine: MemoryEngine) -> None:
         """Use ``engine`` (the store reopened after an out-of-process import)."""
         self.engine = engine
