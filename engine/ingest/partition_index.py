@@ -12,6 +12,12 @@ store 20-200 ms. This index answers from a few percent of the partition:
   of its ``nprobe`` nearest lists (at least :data:`MIN_PROBE_SHARE` of the partition), and
   computes their exact float32 cosines from the view's vectors, so every similarity it reports
   is exact; only which rows are looked at is approximate (recall: docs/ingest.md).
+* **Outliers.** A vector that fits no centroid as well as the worst-fitting 1 % of the
+  training rows (:data:`OUTLIER_QUANTILE`) — typically a topic that arrived after training —
+  goes to an outlier list that every query scans: in a list of its nearest (but still
+  distant) centroid, a query near it would rank that centroid no higher than many others and
+  miss it. Once outliers are :data:`OUTLIER_RETRAIN` of the partition, the lists are trained
+  again.
 * **Kept current across writes, never rebuilt per decision.** A row's list depends only on
   its vector, and partition membership is read from the snapshot's mask at query time, so the
   index only has to know *which list each vector is in*. Per view row it keeps the list
@@ -54,6 +60,8 @@ TRAIN_ROUNDS = 6
 MIN_PROBE_SHARE = 0.04  # a query scans at least this share of the partition's rows
 MIN_PROBE_LISTS = 8
 REBUILD_GROWTH = 4.0  # retrain the centroids once the partition grew this many times
+OUTLIER_QUANTILE = 0.01  # the worst-fitting 1 % of the training rows: the outlier list
+OUTLIER_RETRAIN = 0.05  # retrain once the outlier list holds this share of the partition
 OVERFLOW_SHARE = 0.05  # re-sort the lists when the overflow exceeds this share of them
 _BLOCK = 16_384  # rows per assignment product (bounds the temporary matrix)
 _SEED = 20_261_126
@@ -79,12 +87,16 @@ class PartitionIndex:
         self._starts: Rows = np.zeros(1, dtype=np.intp)
         self._overflow: list[Rows] = []
         self._overflow_size = 0
+        # rows whose best centroid is less similar than this go to the outlier list, which
+        # every query scans (list number ``lists``)
+        self._fit_floor = -1.0
+        self._outliers = 0
         self._lineage: int | None = None
         self._n = 0
 
     @property
     def lists(self) -> int:
-        """Number of lists (0 before the first query)."""
+        """Number of lists around a centroid (0 before the first query)."""
         return 0 if self._centroids is None else len(self._centroids)
 
     def search(self, vector: F32, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_],
@@ -116,7 +128,8 @@ class PartitionIndex:
     # -- keeping current -------------------------------------------------------------------
 
     def _refresh(self, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], size: int) -> None:
-        if self._centroids is None or size > REBUILD_GROWTH * self._trained_size:
+        if self._centroids is None or size > REBUILD_GROWTH * self._trained_size or \
+                self._outliers > OUTLIER_RETRAIN * max(size, self._trained_size):
             self._train(snapshot, mask, size)
             return
         if snapshot.lineage == self._lineage:
@@ -148,8 +161,10 @@ class PartitionIndex:
         if not len(rows):
             return
         self._grow(snapshot.n)
-        self._assign[rows] = self._nearest_lists(snapshot.vectors, rows)
+        lists = self._nearest_lists(snapshot.vectors, rows)
+        self._assign[rows] = lists
         self._print[rows] = snapshot.vectors[rows, :2]
+        self._outliers += int(np.count_nonzero(lists == self.lists))
         self._overflow.append(rows)
         self._overflow_size += len(rows)
         if self._overflow_size > max(1024.0, OVERFLOW_SHARE * len(self._rows)):
@@ -160,20 +175,32 @@ class PartitionIndex:
         lists = self._assign[held]
         order = np.argsort(lists, kind="stable")
         self._rows = held[order]
-        self._starts = np.searchsorted(lists[order], np.arange(self.lists + 1)).astype(np.intp)
+        # lists + 1 lists: the last holds the outliers
+        self._starts = np.searchsorted(lists[order], np.arange(self.lists + 2)).astype(np.intp)
+        self._outliers = int(self._starts[-1] - self._starts[-2])
         self._overflow = []
         self._overflow_size = 0
 
     def _nearest_lists(self, vectors: F32, rows: Rows) -> npt.NDArray[np.int16]:
+        """The list of each row: its nearest centroid's, or the outlier list (``lists``)."""
+        found, fit = self._fit(vectors, rows)
+        found[fit < self._fit_floor] = self.lists
+        return found
+
+    def _fit(self, vectors: F32, rows: Rows) -> tuple[npt.NDArray[np.int16], F32]:
+        """Each row's nearest centroid and its cosine to it."""
         assert self._centroids is not None  # callers train first
         found = np.empty(len(rows), dtype=np.int16)
+        fit = np.empty(len(rows), dtype=np.float32)
         for start in range(0, len(rows), _BLOCK):
             block = vectors[rows[start:start + _BLOCK]]
             # a few appended rows: einsum (single-threaded, see _probe); many: one BLAS product
             scores = np.einsum("ij,kj->ik", block, self._centroids) if len(block) <= 8 else \
                 block @ self._centroids.T
-            found[start:start + _BLOCK] = np.argmax(scores, axis=1)
-        return found
+            best = np.argmax(scores, axis=1)
+            found[start:start + _BLOCK] = best
+            fit[start:start + _BLOCK] = scores[np.arange(len(best)), best]
+        return found, fit
 
     def _train(self, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], size: int) -> None:
         """Spherical k-means on a sample of the partition, then every row assigned."""
@@ -201,7 +228,13 @@ class PartitionIndex:
         self._print = np.zeros((0, 2), dtype=np.float32)
         self._grow(snapshot.n)
         if len(rows):
-            self._assign[rows] = self._nearest_lists(snapshot.vectors, rows)
+            nearest, fit = self._fit(snapshot.vectors, rows)
+            # the worst-fitting rows of the training data set the floor: a later vector that
+            # fits no centroid as well as they do (a topic that came after training) is
+            # scanned by every query instead of waiting in a list no query near it probes
+            self._fit_floor = float(np.quantile(fit, OUTLIER_QUANTILE))
+            nearest[fit < self._fit_floor] = len(self._centroids)
+            self._assign[rows] = nearest
             self._print[rows] = snapshot.vectors[rows, :2]
         self._sort_lists()
         self._lineage = snapshot.lineage
@@ -215,11 +248,11 @@ class PartitionIndex:
         # einsum, not a BLAS matvec: BLAS threads stall when the cores are busy (search.py)
         scores = np.einsum("ij,j->i", self._centroids, vector)
         order = np.argsort(-scores, kind="stable")
-        lengths = np.diff(self._starts)[order]
+        lengths = np.diff(self._starts[:-1])[order]
         wanted = self._probe_share * size
         # lists nearest first until the probe share is scanned (and at least MIN_PROBE_LISTS)
         enough = int(np.searchsorted(np.cumsum(lengths), wanted)) + 1
-        probed = order[:max(MIN_PROBE_LISTS, enough)]
+        probed = np.append(order[:max(MIN_PROBE_LISTS, enough)], self.lists)  # + outliers
         parts: list[Rows] = [self._rows[self._starts[lst]:self._starts[lst + 1]]
                              for lst in probed.tolist()]
         rows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
@@ -227,7 +260,7 @@ class PartitionIndex:
             # rows assigned since the lists were sorted; a row found twice (reassigned from a
             # probed list to another) is kept once. A row that moved from a probed list to
             # another stays a candidate: an extra exact cosine costs nothing in correctness.
-            chosen = np.zeros(self.lists, dtype=bool)
+            chosen = np.zeros(self.lists + 1, dtype=bool)
             chosen[probed] = True
             extra = np.concatenate(self._overflow)
             rows = np.unique(np.concatenate((rows, extra[chosen[self._assign[extra]]])))
@@ -235,5 +268,5 @@ class PartitionIndex:
 
     def describe(self) -> dict[str, Any]:
         """Sizes for the stage data and the benchmark (lists, rows held, overflow)."""
-        return {"lists": self.lists, "rows": len(self._rows),
+        return {"lists": self.lists, "rows": len(self._rows), "outliers": self._outliers,
                 "overflow": self._overflow_size, "trained_size": self._trained_size}
