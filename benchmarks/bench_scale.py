@@ -364,6 +364,17 @@ def dedup(path: Path, queries: int, *, seed: int = 7) -> tuple[str, np.ndarray, 
     script = _script("bench_dedup")
     rng = np.random.default_rng(seed + 2)
     template = _partition(1)
+    vectors, texts = _dedup_sample(path, rng)
+    # read-only: the cached store is never written (measure only steps up to the decision)
+    used, timings = script.measure(path, vectors, texts, queries,
+                                   DedupConfig().exact_search_max, rng, read_only=True,
+                                   new=lambda text: replace(template, content=text))
+    peer, _numpy = _dedup_baselines(MemoryEngine, StoreSpec, path, vectors, queries, rng)
+    return str(used), timings, peer
+
+
+def _dedup_sample(path: Path, rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
+    """Vectors and texts of :data:`DEDUP_SAMPLE` records of record 1's partition."""
     with opened(path) as store:
         snapshot = store.view.snapshot()
         # record i is "s{i:07d}"; i % 12 == 1 is record 1's partition
@@ -373,11 +384,30 @@ def dedup(path: Path, queries: int, *, seed: int = 7) -> tuple[str, np.ndarray, 
         vectors = np.array(snapshot.vectors[rows], dtype=np.float32)
         contents = snapshot.contents
         texts = [contents[int(row)] for row in rows]
-    used, timings = script.measure(path, vectors, texts, queries,
-                                   DedupConfig().exact_search_max, rng,
-                                   new=lambda text: replace(template, content=text))
-    peer, _numpy = _dedup_baselines(MemoryEngine, StoreSpec, path, vectors, queries, rng)
-    return str(used), timings, peer
+    return vectors, texts
+
+
+def dedup_recall(path: Path, queries: int, *, seed: int = 7) -> tuple[int, int, int]:
+    """``bench_dedup.recall`` on the cached store: the dedup search's candidates at or above
+    the review floor, found through the large-partition path against exact search (the same
+    kind of incoming memories as :func:`dedup`; read-only).
+
+    Returns:
+        (neighbours exact search found, of them found by the approximate path, decisions whose
+        highest cosine at or above the floor differs).
+    """
+    from dataclasses import replace
+
+    from engine.config import DedupConfig
+
+    script = _script("bench_dedup")
+    rng = np.random.default_rng(seed + 3)
+    template = _partition(1)
+    vectors, texts = _dedup_sample(path, rng)
+    found: tuple[int, int, int] = script.recall(
+        path, vectors, texts, queries, DedupConfig().exact_search_max, rng, read_only=True,
+        new=lambda text: replace(template, content=text))
+    return found
 
 
 def _vm(field_name: str) -> int:

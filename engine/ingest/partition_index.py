@@ -12,12 +12,17 @@ store 20-200 ms. This index answers from a few percent of the partition:
   of its ``nprobe`` nearest lists (at least :data:`MIN_PROBE_SHARE` of the partition), and
   computes their exact float32 cosines from the view's vectors, so every similarity it reports
   is exact; only which rows are looked at is approximate (recall: docs/ingest.md).
-* **Outliers.** A vector that fits no centroid as well as the worst-fitting 1 % of the
-  training rows (:data:`OUTLIER_QUANTILE`) — typically a topic that arrived after training —
-  goes to an outlier list that every query scans: in a list of its nearest (but still
-  distant) centroid, a query near it would rank that centroid no higher than many others and
-  miss it. Once outliers are :data:`OUTLIER_RETRAIN` of the partition, the lists are trained
-  again.
+* **Outliers.** A vector that fits its nearest centroid far worse than the training rows
+  typically do (:data:`OUTLIER_SPREAD`) — a topic that arrived after training — goes to an
+  outlier list that every query scans: in the list of its nearest (but still distant)
+  centroid, a query near it would rank that centroid no higher than many others and miss it.
+  Once the outliers grew by :data:`OUTLIER_RETRAIN` of the partition, the lists are trained
+  again (rows that still fit nothing stay outliers: correct, at the cost of a longer scan).
+* **Int8 codes.** When the lists are sorted, their vectors are coded as int8 with a scale per
+  row (384 bytes a row, contiguous per list). A query estimates the probed rows' cosines from
+  the codes (each within ``scale/2 · ‖q‖₁`` of the true cosine) and computes the exact float32
+  cosine of every row whose estimate can reach the ``k``-th best: the top ``k`` of the probed
+  rows are exactly those an exact scan of the same rows would give.
 * **Kept current across writes, never rebuilt per decision.** A row's list depends only on
   its vector, and partition membership is read from the snapshot's mask at query time, so the
   index only has to know *which list each vector is in*. Per view row it keeps the list
@@ -60,8 +65,8 @@ TRAIN_ROUNDS = 6
 MIN_PROBE_SHARE = 0.04  # a query scans at least this share of the partition's rows
 MIN_PROBE_LISTS = 8
 REBUILD_GROWTH = 4.0  # retrain the centroids once the partition grew this many times
-OUTLIER_QUANTILE = 0.01  # the worst-fitting 1 % of the training rows: the outlier list
-OUTLIER_RETRAIN = 0.05  # retrain once the outlier list holds this share of the partition
+OUTLIER_SPREAD = 4.0  # outlier: fit below median - 4 x (median - lower quartile) of training
+OUTLIER_RETRAIN = 0.05  # retrain once the outliers grew by this share of the partition
 OVERFLOW_SHARE = 0.05  # re-sort the lists when the overflow exceeds this share of them
 _BLOCK = 16_384  # rows per assignment product (bounds the temporary matrix)
 _SEED = 20_261_126
@@ -85,12 +90,19 @@ class PartitionIndex:
         # lists as one sorted array: rows of list l are _rows[_starts[l]:_starts[l + 1]]
         self._rows: Rows = np.zeros(0, dtype=np.intp)
         self._starts: Rows = np.zeros(1, dtype=np.intp)
+        # the sorted rows' vectors as int8 codes with a scale per row (contiguous per list: a
+        # query reads 384 bytes a row instead of gathering 1,536 from the view)
+        self._codes = np.zeros((0, 0), dtype=np.int8)
+        self._scales = np.zeros(0, dtype=np.float32)
+        # per view row: assigned since the lists were sorted (its code, if any, is stale)
+        self._moved = np.zeros(0, dtype=bool)
         self._overflow: list[Rows] = []
         self._overflow_size = 0
         # rows whose best centroid is less similar than this go to the outlier list, which
         # every query scans (list number ``lists``)
         self._fit_floor = -1.0
         self._outliers = 0
+        self._outliers_trained = 0  # outliers right after the last training
         self._lineage: int | None = None
         self._n = 0
 
@@ -115,9 +127,20 @@ class PartitionIndex:
         """
         with self._lock:
             self._refresh(snapshot, mask, size)
-            rows = self._probe(vector, size)
-            rows = rows[rows < snapshot.n]
-            rows = rows[mask[rows]]
+            coded, extra = self._probe(vector, size)
+            # the sorted rows by their codes: an estimate within ``bound`` of the cosine, so
+            # every row whose cosine can reach the k-th best lower estimate is scored exactly
+            positions = coded[self._keep(self._rows[coded], snapshot, mask)]
+            rows = self._rows[positions]
+            if len(rows) > k:
+                scales = self._scales[positions]
+                estimate = np.einsum("ij,j->i", self._codes[positions], vector) * scales
+                # + 1e-4: float32 rounding of the estimate itself
+                bound = scales * (0.5 * float(np.abs(vector).sum())) + 1e-4
+                kth = -np.partition(-(estimate - bound), k - 1)[k - 1]
+                rows = rows[estimate + bound >= kth]
+            extra = extra[self._keep(extra, snapshot, mask)]
+            rows = np.concatenate((rows, extra))
             sims: F32 = np.einsum("ij,j->i", snapshot.vectors[rows], vector)
         if len(rows) > k:
             top = np.argpartition(-sims, k)[:k]
@@ -125,11 +148,19 @@ class PartitionIndex:
         order = np.argsort(-sims, kind="stable")
         return rows[order], sims[order]
 
+    def _keep(self, rows: Rows, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_]
+              ) -> npt.NDArray[np.bool_]:
+        """Which of ``rows`` are in the snapshot's partition (and, if sorted, not moved)."""
+        keep = rows < snapshot.n
+        keep[keep] = mask[rows[keep]]
+        return keep
+
     # -- keeping current -------------------------------------------------------------------
 
     def _refresh(self, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], size: int) -> None:
         if self._centroids is None or size > REBUILD_GROWTH * self._trained_size or \
-                self._outliers > OUTLIER_RETRAIN * max(size, self._trained_size):
+                self._outliers > self._outliers_trained + OUTLIER_RETRAIN * max(
+                    size, self._trained_size):
             self._train(snapshot, mask, size)
             return
         if snapshot.lineage == self._lineage:
@@ -154,7 +185,9 @@ class PartitionIndex:
             assign[:len(self._assign)] = self._assign
             fingerprint = np.zeros((capacity, 2), dtype=np.float32)
             fingerprint[:len(self._print)] = self._print
-            self._assign, self._print = assign, fingerprint
+            moved = np.zeros(capacity, dtype=bool)
+            moved[:len(self._moved)] = self._moved
+            self._assign, self._print, self._moved = assign, fingerprint, moved
 
     def _assign_rows(self, snapshot: ViewSnapshot, rows: Rows) -> None:
         """Put ``rows`` into their nearest lists (the overflow until the next re-sort)."""
@@ -164,17 +197,31 @@ class PartitionIndex:
         lists = self._nearest_lists(snapshot.vectors, rows)
         self._assign[rows] = lists
         self._print[rows] = snapshot.vectors[rows, :2]
+        self._moved[rows] = True
         self._outliers += int(np.count_nonzero(lists == self.lists))
         self._overflow.append(rows)
         self._overflow_size += len(rows)
         if self._overflow_size > max(1024.0, OVERFLOW_SHARE * len(self._rows)):
-            self._sort_lists()
+            self._sort_lists(snapshot.vectors)
 
-    def _sort_lists(self) -> None:
-        held = np.flatnonzero(self._assign >= 0)
+    def _sort_lists(self, vectors: F32) -> None:
+        """Sort the assigned rows by list and code their vectors (the overflow emptied)."""
+        # rows past these vectors (seen in a newer snapshot than the caller's) are assigned
+        # again when they are seen next
+        self._assign[len(vectors):] = -1
+        held = np.flatnonzero(self._assign[:len(vectors)] >= 0)
         lists = self._assign[held]
         order = np.argsort(lists, kind="stable")
         self._rows = held[order]
+        self._codes = np.empty((len(self._rows), vectors.shape[1]), dtype=np.int8)
+        self._scales = np.empty(len(self._rows), dtype=np.float32)
+        for start in range(0, len(self._rows), _BLOCK):
+            block = vectors[self._rows[start:start + _BLOCK]]
+            # per row: the largest component maps to ±127, so a code is within scale/2 of it
+            scales = np.maximum(np.abs(block).max(axis=1), 1e-12) / 127.0
+            self._codes[start:start + _BLOCK] = np.rint(block / scales[:, None])
+            self._scales[start:start + _BLOCK] = scales
+        self._moved[:] = False
         # lists + 1 lists: the last holds the outliers
         self._starts = np.searchsorted(lists[order], np.arange(self.lists + 2)).astype(np.intp)
         self._outliers = int(self._starts[-1] - self._starts[-2])
@@ -226,24 +273,29 @@ class PartitionIndex:
         self._trained_size = max(1, size)
         self._assign = np.full(0, -1, dtype=np.int16)
         self._print = np.zeros((0, 2), dtype=np.float32)
+        self._moved = np.zeros(0, dtype=bool)
         self._grow(snapshot.n)
         if len(rows):
             nearest, fit = self._fit(snapshot.vectors, rows)
-            # the worst-fitting rows of the training data set the floor: a later vector that
-            # fits no centroid as well as they do (a topic that came after training) is
-            # scanned by every query instead of waiting in a list no query near it probes
-            self._fit_floor = float(np.quantile(fit, OUTLIER_QUANTILE))
+            # a vector that fits its centroid far worse than the typical row (a topic that
+            # came after training, or none the lists could learn) is scanned by every query
+            # instead of waiting in a list no query near it would probe; the floor is robust
+            # to a share of such rows among the training data (median and quartile)
+            middle, quartile = np.quantile(fit, [0.5, 0.25])
+            self._fit_floor = float(middle - OUTLIER_SPREAD * (middle - quartile))
             nearest[fit < self._fit_floor] = len(self._centroids)
             self._assign[rows] = nearest
             self._print[rows] = snapshot.vectors[rows, :2]
-        self._sort_lists()
+        self._sort_lists(snapshot.vectors)
+        self._outliers_trained = self._outliers
         self._lineage = snapshot.lineage
         self._n = snapshot.n
 
     # -- querying ----------------------------------------------------------------------------
 
-    def _probe(self, vector: F32, size: int) -> Rows:
-        """Rows of the lists nearest ``vector`` (at least the probe share of ``size``)."""
+    def _probe(self, vector: F32, size: int) -> tuple[Rows, Rows]:
+        """The lists nearest ``vector`` (at least the probe share of ``size``): positions in
+        the sorted rows, and the rows assigned to them since (the overflow)."""
         assert self._centroids is not None  # _refresh trained it
         # einsum, not a BLAS matvec: BLAS threads stall when the cores are busy (search.py)
         scores = np.einsum("ij,j->i", self._centroids, vector)
@@ -253,18 +305,17 @@ class PartitionIndex:
         # lists nearest first until the probe share is scanned (and at least MIN_PROBE_LISTS)
         enough = int(np.searchsorted(np.cumsum(lengths), wanted)) + 1
         probed = np.append(order[:max(MIN_PROBE_LISTS, enough)], self.lists)  # + outliers
-        parts: list[Rows] = [self._rows[self._starts[lst]:self._starts[lst + 1]]
+        parts: list[Rows] = [np.arange(self._starts[lst], self._starts[lst + 1])
                              for lst in probed.tolist()]
-        rows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
-        if self._overflow:
-            # rows assigned since the lists were sorted; a row found twice (reassigned from a
-            # probed list to another) is kept once. A row that moved from a probed list to
-            # another stays a candidate: an extra exact cosine costs nothing in correctness.
-            chosen = np.zeros(self.lists + 1, dtype=bool)
-            chosen[probed] = True
-            extra = np.concatenate(self._overflow)
-            rows = np.unique(np.concatenate((rows, extra[chosen[self._assign[extra]]])))
-        return rows
+        positions = np.concatenate(parts)
+        if not self._overflow:
+            return positions, np.zeros(0, dtype=np.intp)
+        # a row assigned since the sort is read from the view, never by its old code
+        positions = positions[~self._moved[self._rows[positions]]]
+        chosen = np.zeros(self.lists + 1, dtype=bool)
+        chosen[probed] = True
+        extra = np.unique(np.concatenate(self._overflow))  # a row reassigned twice: once
+        return positions, extra[chosen[self._assign[extra]]]
 
     def describe(self) -> dict[str, Any]:
         """Sizes for the stage data and the benchmark (lists, rows held, overflow)."""

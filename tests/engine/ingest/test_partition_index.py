@@ -13,11 +13,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from engine.config import DedupConfig
 from engine.ingest import IngestPolicy, Stage
+from engine.ingest.partition_index import PartitionIndex
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import MemoryRecord, NewMemory
+from engine.store.view import ColumnarView, ViewSnapshot
 from tests.engine.ingest.conftest import T0, EngineFactory, TableEmbedder
 
 DIM = 384
@@ -154,3 +157,68 @@ def test_index_stays_current_across_writes(make_engine: EngineFactory,
         assert alice[row].id in near(alice_vectors[row])
     assert not set(gone) & set(near(alice_vectors[200]))
     assert fresh.id in near(fresh_vector) and moved.id in near(moved_vector)
+
+
+def _exact(snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], vector: F32, k: int
+           ) -> dict[int, float]:
+    rows = np.flatnonzero(mask)
+    sims = snapshot.vectors[rows] @ vector
+    top = np.argsort(-sims, kind="stable")[:k]
+    return {int(rows[i]): float(sims[i]) for i in top}
+
+
+def test_index_matches_exact_search_through_many_writes() -> None:
+    """The index straight over a view, through writes that re-sort and re-code its lists:
+    every near duplicate (0.95) is found with its exact cosine, and so is every neighbour
+    above the review floor that exact search finds."""
+    rng = np.random.default_rng(9)
+    view = ColumnarView(DIM)
+    index = PartitionIndex()
+    records: dict[str, MemoryRecord] = {}
+    vectors: dict[str, F32] = {}
+
+    def write(batch: list[MemoryRecord], batch_vectors: F32) -> None:
+        view.upsert(batch, batch_vectors)
+        for record, vector in zip(batch, batch_vectors, strict=True):
+            records[record.id], vectors[record.id] = record, vector
+
+    def check(queries: int = 40) -> None:
+        snapshot = view.snapshot()
+        mask = snapshot.alive & snapshot.has_vector
+        size = int(mask.sum())
+        live = [i for i in records if (row := view.row_of(i)) is not None and mask[row]]
+        for q in range(queries):
+            target = live[int(rng.integers(len(live)))]
+            query = _toward(vectors[target], 0.95 if q % 2 else 0.75, rng)
+            rows, sims = index.search(query, snapshot, mask, size, 64)
+            got = {int(r): float(s) for r, s in zip(rows, sims, strict=True)}
+            assert view.row_of(target) in got
+            for row, sim in _exact(snapshot, mask, query, 64).items():
+                if sim >= 0.5:
+                    assert got.get(row) == pytest.approx(sim, abs=1e-5)
+
+    write(_records(4000, "alice"), _clustered(rng, 4000, 30))
+    check()
+    for round_ in range(3):  # appends past the overflow limit: the lists are re-sorted
+        write(_records(1500, "alice", start=10_000 * (round_ + 1)),
+              _clustered(rng, 1500, 30))
+        check(10)
+    # updates with new vectors (some to directions no list was trained on), in two sizes
+    for count in (50, 1500):
+        chosen = rng.choice(list(records), count, replace=False).tolist()
+        fresh = _unit(rng.standard_normal((count, DIM)).astype(np.float32))
+        write([replace(records[i], content=records[i].content + " v2") for i in chosen], fresh)
+        check(20)
+        for i in chosen[:10]:
+            snapshot = view.snapshot()
+            mask = snapshot.alive & snapshot.has_vector
+            rows, _ = index.search(_toward(vectors[i], 0.95, rng), snapshot, mask,
+                                   int(mask.sum()), 64)
+            assert view.row_of(i) in rows.tolist()
+    # deletes, then enough of them that the view compacts and renumbers its rows
+    for share in (0.05, 0.5):
+        gone = rng.choice(list(records), int(share * len(records)), replace=False).tolist()
+        view.remove(gone)
+        for i in gone:
+            del records[i], vectors[i]
+        check(20)
