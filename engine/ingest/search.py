@@ -7,7 +7,10 @@ records in Python on the embedding path:
    (``hash_aliases``) plus records written earlier in the same batch.
 2. **Nearest neighbours** (embedding path): partitions up to ``exact_search_max`` records are
    searched exactly with one numpy matrix-vector product over the view's unit vectors, masked
-   by agent, privacy and layer codes; larger partitions ask Chroma's HNSW index
+   by agent, privacy and layer codes; larger partitions through the in-process IVF index of
+   their surprise partition (:mod:`engine.ingest.partition_index`, method ``ivf``: exact
+   cosines of the rows of the lists nearest the query, kept current across writes). With
+   ``IngestPolicy.partition_index`` off they ask Chroma's HNSW index instead
    (``store.nearest``, no ``where`` filter) for ``candidate_k`` neighbours times the store's
    share outside the partition (at most ``hnsw_overfetch`` times) and keep those of the
    partition. If HNSW returns too few partition neighbours (a small partition inside a huge

@@ -167,6 +167,7 @@ def _exact(snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_], vector: F32, k: 
     return {int(rows[i]): float(sims[i]) for i in top}
 
 
+@pytest.mark.slow
 def test_index_matches_exact_search_through_many_writes() -> None:
     """The index straight over a view, through writes that re-sort and re-code its lists:
     every near duplicate (0.95) is found with its exact cosine, and so is every neighbour
