@@ -512,6 +512,25 @@ def _print(rows: Sequence[Any]) -> None:
               f"{row.verdict} {row.unit}; {row.note}", flush=True)
 
 
+def _dedup_only(path: Path, size: int, queries: int, log: Log) -> None:
+    """Log :func:`dedup` and :func:`dedup_recall` on the cached store at ``path``."""
+    if not path.exists():
+        raise SystemExit(f"no cached store at {path}: build it first (--build-only)")
+    log(f"dedup at {size:,} on {path}")
+    used, timings, peer = dedup(path, queries)
+    wall = np.percentile(timings[:, 0], [50, 95, 99])
+    cpu = np.percentile(timings[:, 1], [50, 99])
+    chroma = np.percentile(peer, [50, 99])
+    log(f"dedup@{size} ({used}, {len(timings)} decisions): wall p50 {wall[0]:.2f} p95 "
+        f"{wall[1]:.2f} p99 {wall[2]:.2f} max {timings[:, 0].max():.2f} ms; CPU p50 "
+        f"{cpu[0]:.2f} p99 {cpu[1]:.2f} ms; Chroma nearest-10 p50 {chroma[0]:.2f} p99 "
+        f"{chroma[1]:.2f} ms")
+    wanted, found, differs = dedup_recall(path, queries)
+    log(f"dedup@{size} recall of neighbours >= 0.50 against exact search: {found}/{wanted} = "
+        f"{found / max(1, wanted):.4f}; highest cosine (>= 0.50) differs in {differs} of "
+        f"{queries}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Build or reuse the cached stores and print the scale rows (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -522,6 +541,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=200, help="retrievals timed per size")
     parser.add_argument("--queries", type=int, default=400, help="dedup decisions per size")
     parser.add_argument("--build-only", action="store_true", help="build the stores, no more")
+    parser.add_argument("--dedup-only", action="store_true",
+                        help="only the dedup decision (and its recall against exact search) on "
+                             "the cached stores, read-only")
     parser.add_argument("--no-server", action="store_true", help="skip the chroma run rows")
     parser.add_argument("--no-model", action="store_true",
                         help="resident memory without the embedding model")
@@ -556,6 +578,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 written = _marker(cache / str(size)).get("written", 0)
                 log(f"stopped with {written:,} of {size:,} records written; run again to resume")
                 return 130
+        return 0
+    if args.dedup_only:
+        for size in sizes:
+            _dedup_only(cache / str(size) / "store", size, args.queries, log)
         return 0
     result = scale_suite(sizes, cache, args.runs, args.queries, log, server=not args.no_server,
                          model=not args.no_model)
