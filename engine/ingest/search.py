@@ -288,7 +288,8 @@ class CandidateSearch:
         self._partitions: OrderedDict[tuple[int, int, int], _Partition] = OrderedDict()
         self._partitions_lock = threading.Lock()
         # IVF indexes of the large surprise partitions (agent, privacy codes), kept current
-        # across writes (bounded: each holds ~10 bytes per view row)
+        # across writes (bounded: each holds ~7 bytes per view row and 392 per
+        # partition row)
         self._indexes: OrderedDict[tuple[int, int], PartitionIndex] = OrderedDict()
 
     def search(
