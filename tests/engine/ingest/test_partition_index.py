@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pytest
 
 from engine.config import DedupConfig
+from engine.errors import ConfigInvalid
 from engine.ingest import IngestPolicy, Stage
 from engine.ingest.partition_index import PartitionIndex
 from engine.memory_engine import EngineConfig, MemoryEngine
@@ -75,6 +76,13 @@ def _found(state: dict[str, Any]) -> dict[str, tuple[float, str]]:
     """Candidate id -> (similarity, found_by) of a decision's candidate stage."""
     return {c["id"]: (c["similarity"], c["found_by"])
             for c in state[Stage.CANDIDATES.value]["candidates"]}
+
+
+@pytest.mark.parametrize("share", [0, -0.1, 1.5, "4%"])
+def test_a_bad_probe_share_is_refused_naming_the_field(share: object) -> None:
+    with pytest.raises(ConfigInvalid, match="index_probe_share") as caught:
+        IngestPolicy(index_probe_share=share)  # type: ignore[arg-type]  # the bad input
+    assert caught.value.field == "index_probe_share"
 
 
 def test_index_and_exact_search_decide_the_same_on_a_small_store(
