@@ -153,7 +153,7 @@ class PartitionIndex:
 
     def _keep(self, rows: Rows, snapshot: ViewSnapshot, mask: npt.NDArray[np.bool_]
               ) -> npt.NDArray[np.bool_]:
-        """Which of ``rows`` are in the snapshot's partition (and, if sorted, not moved)."""
+        """Which of ``rows`` are rows of the snapshot's partition (``mask``)."""
         keep = rows < snapshot.n
         keep[keep] = mask[rows[keep]]
         return keep
@@ -211,6 +211,7 @@ class PartitionIndex:
         # rows past these vectors (seen in a newer snapshot than the caller's) are assigned
         # again when they are seen next
         self._assign[len(vectors):] = -1
+        self._n = min(self._n, len(vectors))
         held = np.flatnonzero(self._assign[:len(vectors)] >= 0)
         lists = self._assign[held]
         order = np.argsort(lists, kind="stable")
