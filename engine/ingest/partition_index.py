@@ -264,8 +264,13 @@ class PartitionIndex:
         centroids = data[rng.choice(len(data), lists, replace=False)].copy()
         for _ in range(TRAIN_ROUNDS):
             nearest = np.argmax(data @ centroids.T, axis=1)
+            # per-list sums by one sort and reduceat (np.add.at: 0.12 s a round at 18K rows)
+            order = np.argsort(nearest, kind="stable")
+            counts = np.bincount(nearest, minlength=lists)
+            filled = counts > 0
             sums = np.zeros_like(centroids)
-            np.add.at(sums, nearest, data)
+            sums[filled] = np.add.reduceat(data[order], (np.cumsum(counts) - counts)[filled],
+                                           axis=0)
             norms = np.linalg.norm(sums, axis=1)
             empty = norms == 0.0
             # an empty list takes a random sample row: every centroid keeps a share of the data
