@@ -65,7 +65,8 @@ LISTS_PER_ROOT = 2  # lists = 2·√m: ~290 rows a list at 83K (finer lists: bet
 # scanned on unclustered vectors; measured 1x / 2x / 4x √m: docs/ingest.md)
 TRAIN_PER_LIST = 32  # k-means sample: enough rows per centroid, bounded training cost
 TRAIN_ROUNDS = 6
-MIN_PROBE_SHARE = 0.04  # a query scans at least this share of the partition's rows
+MIN_PROBE_SHARE = 0.12  # a query scans at least this share of the partition's rows
+# (IngestPolicy.index_probe_share: recall on the real model's vectors)
 MIN_PROBE_LISTS = 8
 REBUILD_GROWTH = 4.0  # retrain the centroids once the partition grew this many times
 OUTLIER_SPREAD = 4.0  # outlier: fit below median - 4 x (median - lower quartile) of training
