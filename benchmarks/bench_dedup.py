@@ -44,10 +44,12 @@ import numpy as np
 from engine.clock import DeterministicClock
 from engine.config import DedupConfig
 from engine.ingest import IngestPolicy, Stage
+from engine.ingest.partition_index import PartitionIndex
 from engine.ingest.search import CandidateSearch
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import MemoryRecord, NewMemory
 from engine.store import StoreSpec
+from engine.store.view import ColumnarView
 from engine.text import content_hash
 
 DIM = 384
@@ -185,6 +187,53 @@ def recall(path: Path, vectors: np.ndarray, texts: list[str], queries: int,
     return wanted, found, max_differs
 
 
+def recall_on_vectors(matrix: np.ndarray, queries: int, shares: list[float],
+                      rng: np.random.Generator, *, floors: tuple[float, ...] = (0.5, 0.7, 0.85)
+                      ) -> list[tuple[float, dict[float, tuple[int, int]], float]]:
+    """The partition index's recall on given vectors (e.g. the real model's), no Chroma.
+
+    ``matrix`` goes into a view as one partition, less ``queries`` rows held out as the incoming
+    memories; each is searched through the index and exactly (its top ``4 × candidate_k``).
+
+    Returns:
+        Per probe share: (share, {floor: (exact neighbours >= floor, of them found)}, the
+        index search's thread CPU p50 in ms).
+    """
+    vectors = matrix.astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    view = ColumnarView(vectors.shape[1])
+    view.upsert([MemoryRecord.create(NewMemory(f"v{i}"), now_ms=1.7e12, record_id=f"v{i}")
+                 for i in range(len(vectors))], vectors)
+    snapshot = view.snapshot()
+    held_out = rng.choice(len(vectors), queries, replace=False)
+    mask = snapshot.alive.copy()
+    mask[held_out] = False
+    rows = np.flatnonzero(mask)
+    k = 4 * IngestPolicy().candidate_k
+    exact = []
+    for q in held_out.tolist():
+        sims = snapshot.vectors[rows] @ snapshot.vectors[q]
+        top = np.argpartition(-sims, k)[:k]
+        exact.append((rows[top], sims[top]))
+    results = []
+    for share in shares:
+        index = PartitionIndex(probe_share=share)
+        counts = {floor: [0, 0] for floor in floors}
+        cpu: list[float] = []
+        for q, (want_rows, want_sims) in zip(held_out.tolist(), exact, strict=True):
+            started = time.thread_time()
+            got, _ = index.search(snapshot.vectors[q], snapshot, mask, len(rows), k)
+            cpu.append((time.thread_time() - started) * 1000.0)
+            found = set(got.tolist())
+            for floor, count in counts.items():
+                wanted = want_rows[want_sims >= floor].tolist()
+                count[0] += len(wanted)
+                count[1] += len(found.intersection(wanted))
+        results.append((share, {f: (c[0], c[1]) for f, c in counts.items()},
+                        float(np.median(cpu[1:]))))  # the first search trains
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -193,8 +242,21 @@ def main() -> None:
                         help="build stores under DIR and keep them (reused when present)")
     parser.add_argument("--hnsw", action="store_true",
                         help="also rows with the partition index off (Chroma's HNSW)")
+    parser.add_argument("--real-vectors", type=Path, metavar="NPZ",
+                        help="only the partition index's recall on these vectors (an .npz with "
+                             "a 'vectors' array, e.g. the real model's: tune_quality.py's cache)")
     args = parser.parse_args()
     rng = np.random.default_rng(7)
+    if args.real_vectors is not None:
+        with np.load(args.real_vectors, allow_pickle=False) as data:
+            matrix = np.asarray(data["vectors"])
+        print(f"{len(matrix):,} vectors from {args.real_vectors}; {args.queries} held out")
+        for share, counts, cpu in recall_on_vectors(matrix, args.queries,
+                                                    [0.04, 0.08, 0.12, 0.2], rng):
+            cells = "; ".join(f">= {floor}: {found}/{wanted} = {found / max(1, wanted):.4f}"
+                              for floor, (wanted, found) in counts.items())
+            print(f"probe share {share:.2f}: {cells}; search thread CPU p50 {cpu:.2f} ms")
+        return
     print(f"{'records':>8} {'path':>6} {'view':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
           f"{'max ms':>8}   {'cpu p50':>8} {'cpu p99':>8} {'snapshot':>9} {'thr p50':>8} "
           f"{'thr p99':>8}   load")

@@ -64,9 +64,9 @@ class IngestPolicy:
             Chroma's HNSW index, as before (``hnsw_overfetch``).
         index_probe_share: The least share of a large partition the IVF index scans per query
             (its lists nearest the query first); more finds more of the far neighbours and
-            costs proportionally more. 0.12: on the real model's vectors (30,721 STS-B and
-            LoCoMo texts) it finds 0.993 of the neighbours at or above the review floor that
-            exact search finds (0.958 at 0.04, 0.985 at 0.08; docs/ingest.md, "The partition
+            costs proportionally more. 0.08: on the real model's vectors (30,721 STS-B and
+            LoCoMo texts) it finds 0.99 of the neighbours at or above the review floor that
+            exact search finds, and all those at or above 0.85 (docs/ingest.md, "The partition
             index").
         hnsw_overfetch: At most this many Chroma HNSW neighbours are fetched per wanted
             partition neighbour when the partition is large (other partitions' hits are filtered
@@ -123,7 +123,7 @@ class IngestPolicy:
     candidate_k: int = 16
     related_min_similarity: float = 0.6
     partition_index: bool = True
-    index_probe_share: float = 0.12
+    index_probe_share: float = 0.08
     hnsw_overfetch: int = 8
     batch_size: int = 256
     overlap_encode: bool = True
