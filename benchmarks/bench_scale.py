@@ -352,8 +352,8 @@ def dedup(path: Path, queries: int, *, seed: int = 7) -> tuple[str, np.ndarray, 
     keeps a second copy of a 1M store's vectors out of memory. Nothing is written.
 
     Returns:
-        (search path used, ``[[wall ms, CPU ms, snapshot CPU ms]]`` per decision, a plain
-        Chroma nearest-10 query's wall ms per query on the same store).
+        (search path used, ``[[wall ms, CPU ms, snapshot CPU ms, thread CPU ms]]`` per
+        decision, a plain Chroma nearest-10 query's wall ms per query on the same store).
     """
     from dataclasses import replace
 
@@ -364,6 +364,17 @@ def dedup(path: Path, queries: int, *, seed: int = 7) -> tuple[str, np.ndarray, 
     script = _script("bench_dedup")
     rng = np.random.default_rng(seed + 2)
     template = _partition(1)
+    vectors, texts = _dedup_sample(path, rng)
+    # read-only: the cached store is never written (measure only steps up to the decision)
+    used, timings = script.measure(path, vectors, texts, queries,
+                                   DedupConfig().exact_search_max, rng, read_only=True,
+                                   new=lambda text: replace(template, content=text))
+    peer, _numpy = _dedup_baselines(MemoryEngine, StoreSpec, path, vectors, queries, rng)
+    return str(used), timings, peer
+
+
+def _dedup_sample(path: Path, rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
+    """Vectors and texts of :data:`DEDUP_SAMPLE` records of record 1's partition."""
     with opened(path) as store:
         snapshot = store.view.snapshot()
         # record i is "s{i:07d}"; i % 12 == 1 is record 1's partition
@@ -373,11 +384,30 @@ def dedup(path: Path, queries: int, *, seed: int = 7) -> tuple[str, np.ndarray, 
         vectors = np.array(snapshot.vectors[rows], dtype=np.float32)
         contents = snapshot.contents
         texts = [contents[int(row)] for row in rows]
-    used, timings = script.measure(path, vectors, texts, queries,
-                                   DedupConfig().exact_search_max, rng,
-                                   new=lambda text: replace(template, content=text))
-    peer, _numpy = _dedup_baselines(MemoryEngine, StoreSpec, path, vectors, queries, rng)
-    return str(used), timings, peer
+    return vectors, texts
+
+
+def dedup_recall(path: Path, queries: int, *, seed: int = 7) -> tuple[int, int, int]:
+    """``bench_dedup.recall`` on the cached store: the dedup search's candidates at or above
+    the review floor, found through the large-partition path against exact search (the same
+    kind of incoming memories as :func:`dedup`; read-only).
+
+    Returns:
+        (neighbours exact search found, of them found by the approximate path, decisions whose
+        highest cosine at or above the floor differs).
+    """
+    from dataclasses import replace
+
+    from engine.config import DedupConfig
+
+    script = _script("bench_dedup")
+    rng = np.random.default_rng(seed + 3)
+    template = _partition(1)
+    vectors, texts = _dedup_sample(path, rng)
+    found: tuple[int, int, int] = script.recall(
+        path, vectors, texts, queries, DedupConfig().exact_search_max, rng, read_only=True,
+        new=lambda text: replace(template, content=text))
+    return found
 
 
 def _vm(field_name: str) -> int:
@@ -482,6 +512,27 @@ def _print(rows: Sequence[Any]) -> None:
               f"{row.verdict} {row.unit}; {row.note}", flush=True)
 
 
+def _dedup_only(path: Path, size: int, queries: int, log: Log) -> None:
+    """Log :func:`dedup` and :func:`dedup_recall` on the cached store at ``path``."""
+    if not path.exists():
+        raise SystemExit(f"no cached store at {path}: build it first (--build-only)")
+    log(f"dedup at {size:,} on {path}")
+    used, timings, peer = dedup(path, queries)
+    wall = np.percentile(timings[:, 0], [50, 95, 99])
+    cpu = np.percentile(timings[:, 1], [50, 99])
+    own = np.percentile(timings[:, 3], [50, 99])
+    chroma = np.percentile(peer, [50, 99])
+    log(f"dedup@{size} ({used}, {len(timings)} decisions): wall p50 {wall[0]:.2f} p95 "
+        f"{wall[1]:.2f} p99 {wall[2]:.2f} max {timings[:, 0].max():.2f} ms; process CPU p50 "
+        f"{cpu[0]:.2f} p99 {cpu[1]:.2f} ms; thread CPU p50 {own[0]:.2f} p99 {own[1]:.2f} ms; "
+        f"Chroma nearest-10 p50 {chroma[0]:.2f} p99 "
+        f"{chroma[1]:.2f} ms")
+    wanted, found, differs = dedup_recall(path, queries)
+    log(f"dedup@{size} recall of neighbours >= 0.50 against exact search: {found}/{wanted} = "
+        f"{found / max(1, wanted):.4f}; highest cosine (>= 0.50) differs in {differs} of "
+        f"{queries}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Build or reuse the cached stores and print the scale rows (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -492,6 +543,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=200, help="retrievals timed per size")
     parser.add_argument("--queries", type=int, default=400, help="dedup decisions per size")
     parser.add_argument("--build-only", action="store_true", help="build the stores, no more")
+    parser.add_argument("--dedup-only", action="store_true",
+                        help="only the dedup decision (and its recall against exact search) on "
+                             "the cached stores, read-only")
     parser.add_argument("--no-server", action="store_true", help="skip the chroma run rows")
     parser.add_argument("--no-model", action="store_true",
                         help="resident memory without the embedding model")
@@ -526,6 +580,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 written = _marker(cache / str(size)).get("written", 0)
                 log(f"stopped with {written:,} of {size:,} records written; run again to resume")
                 return 130
+        return 0
+    if args.dedup_only:
+        for size in sizes:
+            _dedup_only(cache / str(size) / "store", size, args.queries, log)
         return 0
     result = scale_suite(sizes, cache, args.runs, args.queries, log, server=not args.no_server,
                          model=not args.no_model)

@@ -496,7 +496,8 @@ class DedupConfig:
             cosine 0.50; chosen on STS-B train, docs/ingest.md "Quality on unseen data").
         surprise_threshold: Minimum surprise to store a new record (seed 004).
         related_top_k: How many ``related`` links a record keeps.
-        exact_search_max: Partition size up to which search is exact numpy, else Chroma HNSW.
+        exact_search_max: Partition size up to which search is exact numpy, else the in-process
+            partition index (Chroma HNSW with ``IngestPolicy.partition_index`` off).
         source_contribution_cap: Max share one source may contribute to a merged confidence.
     """
 

@@ -4,6 +4,7 @@ Where things are decided (one module per concept):
 
 * :mod:`.pipeline`      the named stages and their drivers (headless, stepped, batch)
 * :mod:`.search`        candidate search: hash cache → nearest neighbours → linear scan
+* :mod:`.partition_index` the IVF index of large partitions the search uses (kept current)
 * :mod:`.decision`      the merge decision (exact duplicate, tier thresholds, gray zone, ...)
 * :mod:`.contradiction` the contradiction guard (numbers, times, negation, names, ...)
 * :mod:`.surprise`      seed 004 surprise and derived importance

@@ -67,7 +67,8 @@ class Candidate:
         similarity: Cosine (embedding path) or token Jaccard (fallback path).
         category: The record's category.
         content: The record's text (for the contradiction guard and keyword novelty).
-        found_by: ``exact`` (numpy over the partition), ``hnsw`` (Chroma), ``linear``
+        found_by: ``exact`` (numpy over the partition), ``ivf`` (the in-process partition
+            index, :mod:`engine.ingest.partition_index`), ``hnsw`` (Chroma), ``linear``
             (Jaccard scan) or ``batch`` (a record written earlier in the same batch).
     """
 

@@ -7,7 +7,10 @@ records in Python on the embedding path:
    (``hash_aliases``) plus records written earlier in the same batch.
 2. **Nearest neighbours** (embedding path): partitions up to ``exact_search_max`` records are
    searched exactly with one numpy matrix-vector product over the view's unit vectors, masked
-   by agent, privacy and layer codes; larger partitions ask Chroma's HNSW index
+   by agent, privacy and layer codes; larger partitions through the in-process IVF index of
+   their surprise partition (:mod:`engine.ingest.partition_index`, method ``ivf``: exact
+   cosines of the rows of the lists nearest the query, kept current across writes). With
+   ``IngestPolicy.partition_index`` off they ask Chroma's HNSW index instead
    (``store.nearest``, no ``where`` filter) for ``candidate_k`` neighbours times the store's
    share outside the partition (at most ``hnsw_overfetch`` times) and keep those of the
    partition. If HNSW returns too few partition neighbours (a small partition inside a huge
@@ -35,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.ingest.decision import Candidate, ExactMatch
+from engine.ingest.partition_index import PartitionIndex
 from engine.ingest.policy import IngestPolicy
 from engine.records import Category, Layer, MemoryRecord, NewMemory, Privacy, RelatedLink
 from engine.store import CATEGORIES, LAYERS, PRIVACIES, MemoryStore
@@ -56,8 +60,8 @@ class SearchResult:
 
     Attributes:
         semantic: True on the embedding path, False on the Jaccard path.
-        method: ``exact`` (numpy), ``hnsw`` (Chroma), ``linear`` (Jaccard scan) or ``none``
-            (empty partition).
+        method: ``exact`` (numpy), ``ivf`` (the in-process partition index), ``hnsw``
+            (Chroma), ``linear`` (Jaccard scan) or ``none`` (empty partition).
         hash_hit: The content hash is already stored in the merge partition.
         exact: The exact-duplicate record of the merge partition, if any.
         candidates: Merge-partition neighbours, most similar first (rejected pairs removed).
@@ -283,6 +287,10 @@ class CandidateSearch:
         # the latest partitions, to extend after a write (bounded: each holds three masks)
         self._partitions: OrderedDict[tuple[int, int, int], _Partition] = OrderedDict()
         self._partitions_lock = threading.Lock()
+        # IVF indexes of the large surprise partitions (agent, privacy codes), kept current
+        # across writes (bounded: each holds ~7 bytes per view row and 392 per
+        # partition row)
+        self._indexes: OrderedDict[tuple[int, int], PartitionIndex] = OrderedDict()
 
     def search(
         self,
@@ -305,7 +313,7 @@ class CandidateSearch:
         tokens = self._tokens.tokens(content_hash, new.content)
         sims: npt.NDArray[Any]
         if vector is not None:
-            rows, sims, method = self._nearest(vector, snapshot, part)
+            rows, sims, method = self._nearest(vector, snapshot, part, (agent, privacy))
         else:
             rows, sims, method = self._jaccard_scan(tokens, snapshot, part)
         merge_mask = snapshot.layer[rows] == layer if len(rows) else np.zeros(0, dtype=bool)
@@ -399,12 +407,16 @@ class CandidateSearch:
 
     # -- embedding path ----------------------------------------------------------------------
 
-    def _nearest(self, vector: F32, snapshot: ViewSnapshot, part: _Partition
+    def _nearest(self, vector: F32, snapshot: ViewSnapshot, part: _Partition,
+                 key: tuple[int, int]
                  ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32], str]:
         size = part.searchable_size
         k = self._policy.candidate_k
         if size == 0:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32), "exact"
+        if size > self._policy.dedup.exact_search_max and self._policy.partition_index:
+            rows, sims = self._index(key).search(vector, snapshot, part.searchable, size, 4 * k)
+            return rows, sims, "ivf"
         if size > self._policy.dedup.exact_search_max:
             found = self._hnsw(vector, snapshot, part, k)
             if found is not None:
@@ -419,6 +431,17 @@ class CandidateSearch:
             sims = np.einsum("ij,j->i", snapshot.vectors, vector)[rows]
         top = _top_k(sims, 4 * k)
         return rows[top], sims[top].astype(np.float32), "exact"
+
+    def _index(self, key: tuple[int, int]) -> PartitionIndex:
+        with self._partitions_lock:
+            index = self._indexes.get(key)
+            if index is None:
+                index = self._indexes[key] = PartitionIndex(
+                    probe_share=self._policy.index_probe_share)
+            self._indexes.move_to_end(key)
+            while len(self._indexes) > _PARTITIONS_KEPT:
+                self._indexes.popitem(last=False)
+            return index
 
     def _hnsw(self, vector: F32, snapshot: ViewSnapshot, part: _Partition, k: int
               ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]] | None:

@@ -1,8 +1,9 @@
-"""The Chroma HNSW path of candidate search against exact numpy on the same real store.
+"""The approximate paths of candidate search against exact numpy on the same real store.
 
-Large partitions are searched through Chroma's HNSW index (approximate) and filtered to the
-partition in numpy; small ones exactly. Both must find the neighbours that decide — merge and
-review candidates, related links — and so reach the same decisions.
+Large partitions are searched through the in-process IVF index (``ivf``, the default) or
+Chroma's HNSW index filtered to the partition in numpy (``hnsw``, ``partition_index`` off);
+small ones exactly. Each must find the neighbours that decide — merge and review candidates,
+related links — and so reach the same decisions.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from engine.config import DedupConfig
 from engine.ingest import IngestPolicy, Stage
@@ -59,8 +61,9 @@ def _decide(engine: MemoryEngine, new: NewMemory) -> dict[str, Any]:
     return run.state
 
 
-def test_hnsw_finds_what_exact_search_finds(make_engine: EngineFactory,
-                                            table: TableEmbedder) -> None:
+@pytest.mark.parametrize("path", ["hnsw", "ivf"])
+def test_approximate_search_finds_what_exact_search_finds(
+        make_engine: EngineFactory, table: TableEmbedder, path: str) -> None:
     engine = make_engine(config=EngineConfig(sampling_rate=0.0))
     rng = np.random.default_rng(11)
     records, vectors = _store(engine, rng)
@@ -74,15 +77,16 @@ def test_hnsw_finds_what_exact_search_finds(make_engine: EngineFactory,
         table.put(text, _toward(vectors[row], cosine, rng))
         queries.append(NewMemory(text, agent_id=records[row].agent_id))
     states = {}
-    for name, limit in (("hnsw", 100), ("exact", 10**9)):
-        engine.set_ingest_policy(IngestPolicy(dedup=DedupConfig(exact_search_max=limit)))
+    for name, limit in (("approx", 100), ("exact", 10**9)):
+        engine.set_ingest_policy(IngestPolicy(dedup=DedupConfig(exact_search_max=limit),
+                                              partition_index=path == "ivf"))
         states[name] = [_decide(engine, new) for new in queries]
 
-    methods = [s[Stage.CANDIDATES.value]["method"] for s in states["hnsw"]]
-    assert methods.count("hnsw") >= 0.9 * len(queries)  # the HNSW path is what is tested
+    methods = [s[Stage.CANDIDATES.value]["method"] for s in states["approx"]]
+    assert methods.count(path) >= 0.9 * len(queries)  # the approximate path is what is tested
     assert {s[Stage.CANDIDATES.value]["method"] for s in states["exact"]} == {"exact"}
     wanted = found = 0
-    for approx, exact in zip(states["hnsw"], states["exact"], strict=True):
+    for approx, exact in zip(states["approx"], states["exact"], strict=True):
         got = {c["id"]: c["similarity"] for c in approx[Stage.CANDIDATES.value]["candidates"]}
         for candidate in exact[Stage.CANDIDATES.value]["candidates"]:
             if candidate["similarity"] >= 0.6:  # related links, gray zone, merges
@@ -91,7 +95,7 @@ def test_hnsw_finds_what_exact_search_finds(make_engine: EngineFactory,
                     abs(got[candidate["id"]] - candidate["similarity"]) < 1e-4
     assert wanted >= 180 and found / wanted >= 0.99
     decisions = [(a[Stage.DECISION.value]["decision"], e[Stage.DECISION.value]["decision"])
-                 for a, e in zip(states["hnsw"], states["exact"], strict=True)]
+                 for a, e in zip(states["approx"], states["exact"], strict=True)]
     same = sum((a["action"], a["reason"], a["target_id"]) ==
                (e["action"], e["reason"], e["target_id"]) for a, e in decisions)
     assert same >= 0.98 * len(queries)
