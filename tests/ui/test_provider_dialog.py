@@ -403,7 +403,7 @@ def test_the_budget_view_follows_the_store_reopened_after_an_import(
 
     def listed() -> bool:
         calls = window.budget.calls
-        return any(calls.topLevelItem(i).text(1) == "connection-test"  # type: ignore[union-attr]
+        return any(calls.topLevelItem(i).text(1) == "connection test"  # type: ignore[union-attr]
                    for i in range(calls.topLevelItemCount()))
 
     qtbot.waitUntil(listed, timeout=10_000)  # live: the llm:connection-test event refreshed it
