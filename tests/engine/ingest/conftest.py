@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from engine.clock import DeterministicClock
@@ -16,6 +17,24 @@ from engine.store import StoreSpec
 from tests.support.fakes import HashingEmbedder
 
 T0 = 1_767_225_600_000.0  # 2026-01-01T00:00:00Z
+
+
+def unit_rows(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Each row scaled to unit length (float32)."""
+    normalized: npt.NDArray[np.float32] = (
+        vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)).astype(np.float32)
+    return normalized
+
+
+def at_cosine(base: npt.NDArray[np.float32], cosine: float,
+              rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    """A unit vector at exactly ``cosine`` to the unit vector ``base``."""
+    other = rng.standard_normal((len(base),)).astype(np.float32)
+    other -= (other @ base) * base
+    other /= np.linalg.norm(other)
+    mixed: npt.NDArray[np.float32] = (
+        cosine * base + np.float32(math.sqrt(1.0 - cosine * cosine)) * other).astype(np.float32)
+    return mixed
 
 
 class TableEmbedder:

@@ -22,31 +22,22 @@ from engine.ingest.partition_index import PartitionIndex
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import MemoryRecord, NewMemory
 from engine.store.view import ColumnarView, ViewSnapshot
-from tests.engine.ingest.conftest import T0, EngineFactory, TableEmbedder
+from tests.engine.ingest.conftest import (
+    T0,
+    EngineFactory,
+    TableEmbedder,
+    at_cosine,
+    unit_rows,
+)
 
 DIM = 384
 F32 = npt.NDArray[np.float32]
 
 
-def _unit(vectors: F32) -> F32:
-    normalized: F32 = (vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)).astype(
-        np.float32)
-    return normalized
-
-
-def _toward(base: F32, cosine: float, rng: np.random.Generator) -> F32:
-    """A unit vector at exactly ``cosine`` to the unit vector ``base``."""
-    other = rng.standard_normal(DIM).astype(np.float32)
-    other -= (other @ base) * base
-    other /= np.linalg.norm(other)
-    mixed: F32 = (cosine * base + np.sqrt(1.0 - cosine * cosine) * other).astype(np.float32)
-    return mixed
-
-
 def _clustered(rng: np.random.Generator, count: int, clusters: int) -> F32:
-    centers = _unit(rng.standard_normal((clusters, DIM)).astype(np.float32))
+    centers = unit_rows(rng.standard_normal((clusters, DIM)).astype(np.float32))
     members = rng.integers(clusters, size=count)
-    return _unit(centers[members] + 0.9 * rng.standard_normal((count, DIM)).astype(
+    return unit_rows(centers[members] + 0.9 * rng.standard_normal((count, DIM)).astype(
         np.float32) / np.sqrt(DIM))
 
 
@@ -97,7 +88,7 @@ def test_index_and_exact_search_decide_the_same_on_a_small_store(
         row = int(rng.integers(len(records)))
         cosine = (0.97, 0.86, 0.78, 0.62, 0.3)[q % 5]
         text = f"{records[row].content} {''.join(chr(97 + int(d)) for d in str(q))}"
-        queries.append((text, _toward(vectors[row], cosine, rng)))
+        queries.append((text, at_cosine(vectors[row], cosine, rng)))
     states = {}
     for index in (True, False):
         _use(engine, index=index)
@@ -123,12 +114,12 @@ def test_index_stays_current_across_writes(make_engine: EngineFactory,
     alice = _records(2000, "alice")
     alice_vectors = _clustered(rng, 2000, 40)
     bob = _records(50, "bob", start=5000)
-    bob_vectors = _unit(rng.standard_normal((50, DIM)).astype(np.float32))
+    bob_vectors = unit_rows(rng.standard_normal((50, DIM)).astype(np.float32))
     engine.store.write([*alice, *bob], np.concatenate((alice_vectors, bob_vectors)))
     probe = iter(range(10**6))
 
     def near(vector: F32) -> dict[str, tuple[float, str]]:
-        state = _decide(engine, table, f"probe {next(probe)}", _toward(vector, 0.97, rng))
+        state = _decide(engine, table, f"probe {next(probe)}", at_cosine(vector, 0.97, rng))
         assert state[Stage.CANDIDATES.value]["method"] == "ivf"
         return _found(state)
 
@@ -137,13 +128,13 @@ def test_index_stays_current_across_writes(make_engine: EngineFactory,
 
     # appended: a record in a direction no list was trained on
     fresh = _records(1, "alice", start=9000)[0]
-    fresh_vector = _unit(rng.standard_normal(DIM).astype(np.float32))
+    fresh_vector = unit_rows(rng.standard_normal(DIM).astype(np.float32))
     engine.store.write([fresh], fresh_vector[None, :])
     assert fresh.id in near(fresh_vector)
 
     # updated with new content and a new vector: found at the new one, not at the old one
     moved = alice[11]
-    moved_vector = _unit(rng.standard_normal(DIM).astype(np.float32))
+    moved_vector = unit_rows(rng.standard_normal(DIM).astype(np.float32))
     engine.store.write([replace(moved, content="rewritten note")], moved_vector[None, :])
     assert moved.id in near(moved_vector)
     old = near(alice_vectors[11])
@@ -198,7 +189,7 @@ def test_index_matches_exact_search_through_many_writes() -> None:
         live = [i for i in records if (row := view.row_of(i)) is not None and mask[row]]
         for q in range(queries):
             target = live[int(rng.integers(len(live)))]
-            query = _toward(vectors[target], 0.95 if q % 2 else 0.75, rng)
+            query = at_cosine(vectors[target], 0.95 if q % 2 else 0.75, rng)
             rows, sims = index.search(query, snapshot, mask, size, 64)
             got = {int(r): float(s) for r, s in zip(rows, sims, strict=True)}
             assert view.row_of(target) in got
@@ -215,13 +206,13 @@ def test_index_matches_exact_search_through_many_writes() -> None:
     # updates with new vectors (some to directions no list was trained on), in two sizes
     for count in (50, 1500):
         chosen = rng.choice(list(records), count, replace=False).tolist()
-        fresh = _unit(rng.standard_normal((count, DIM)).astype(np.float32))
+        fresh = unit_rows(rng.standard_normal((count, DIM)).astype(np.float32))
         write([replace(records[i], content=records[i].content + " v2") for i in chosen], fresh)
         check(20)
         for i in chosen[:10]:
             snapshot = view.snapshot()
             mask = snapshot.alive & snapshot.has_vector
-            rows, _ = index.search(_toward(vectors[i], 0.95, rng), snapshot, mask,
+            rows, _ = index.search(at_cosine(vectors[i], 0.95, rng), snapshot, mask,
                                    int(mask.sum()), 64)
             assert view.row_of(i) in rows.tolist()
     # deletes, then enough of them that the view compacts and renumbers its rows

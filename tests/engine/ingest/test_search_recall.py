@@ -18,33 +18,24 @@ from engine.config import DedupConfig
 from engine.ingest import IngestPolicy, Stage
 from engine.memory_engine import EngineConfig, MemoryEngine
 from engine.records import MemoryRecord, NewMemory
-from tests.engine.ingest.conftest import T0, EngineFactory, TableEmbedder
+from tests.engine.ingest.conftest import (
+    T0,
+    EngineFactory,
+    TableEmbedder,
+    at_cosine,
+    unit_rows,
+)
 
 DIM = 384
 CLUSTERS = 60
 F32 = npt.NDArray[np.float32]
 
 
-def _unit(vectors: F32) -> F32:
-    normalized: F32 = (vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)).astype(
-        np.float32)
-    return normalized
-
-
-def _toward(base: F32, cosine: float, rng: np.random.Generator) -> F32:
-    """A unit vector at exactly ``cosine`` to the unit vector ``base``."""
-    other = rng.standard_normal(DIM).astype(np.float32)
-    other -= (other @ base) * base
-    other /= np.linalg.norm(other)
-    mixed: F32 = (cosine * base + np.sqrt(1.0 - cosine * cosine) * other).astype(np.float32)
-    return mixed
-
-
 def _store(engine: MemoryEngine, rng: np.random.Generator) -> tuple[list[MemoryRecord], F32]:
     """3,000 records of two agents in topical clusters (cosines 0.3-0.7 within a cluster)."""
-    centers = _unit(rng.standard_normal((CLUSTERS, DIM)).astype(np.float32))
+    centers = unit_rows(rng.standard_normal((CLUSTERS, DIM)).astype(np.float32))
     members = rng.integers(CLUSTERS, size=3000)
-    vectors = _unit(centers[members] + 0.9 * rng.standard_normal((3000, DIM)).astype(
+    vectors = unit_rows(centers[members] + 0.9 * rng.standard_normal((3000, DIM)).astype(
         np.float32) / np.sqrt(DIM))
     records = [MemoryRecord.create(NewMemory(f"note {i} on topic {members[i]}",
                                              agent_id="alice" if i % 5 else "bob"),
@@ -74,7 +65,7 @@ def test_approximate_search_finds_what_exact_search_finds(
         # the neighbour's words plus a tag of letters: a duplicate needs lexical support
         # (IngestPolicy.min_jaccard) as well as the cosine
         text = f"{records[row].content} {''.join(chr(97 + int(d)) for d in str(q))}"
-        table.put(text, _toward(vectors[row], cosine, rng))
+        table.put(text, at_cosine(vectors[row], cosine, rng))
         queries.append(NewMemory(text, agent_id=records[row].agent_id))
     states = {}
     for name, limit in (("approx", 100), ("exact", 10**9)):
