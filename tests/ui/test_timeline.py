@@ -335,6 +335,8 @@ def test_details_keep_values_visible_in_a_narrow_pane(qtbot: QtBot) -> None:
                      "{}")
     width = panel.fields.viewport().width()
     assert panel.fields.columnWidth(0) <= width // 2
+    label = panel.fields.topLevelItem(0)
+    assert label is not None and label.toolTip(0) == "Merge across categories from"  # elided
     panel.resize(900, 300)
     qtbot.waitUntil(lambda: panel.fields.viewport().width() > 600)
     assert panel.fields.columnWidth(0) > width // 2  # room: the labels get it back

@@ -93,8 +93,10 @@ class FieldsPanel(QWidget):
             if field.tooltip:
                 item.setToolTip(1, field.tooltip)
                 item.setToolTip(0, field.tooltip)
-            elif field.value:
-                item.setToolTip(1, field.value)
+            else:  # the label column is elided in a narrow pane: the whole label on hover
+                item.setToolTip(0, field.label)
+                if field.value:
+                    item.setToolTip(1, field.value)
             if field.record_id is not None:
                 for column in (0, 1):
                     item.setData(column, RECORD_ID_ROLE, field.record_id)
