@@ -13,9 +13,10 @@ from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsPolygonItem
 from pytestqt.qtbot import QtBot
 
 from engine.tasks import Scene
+from engine.tasks.watcher import FileChanges
 from tests.ui.conftest import run
 from ui.main_window import MainWindow
-from ui.shared.tasks import spawn
+from ui.shared.tasks import pending_tasks, spawn
 from ui.tasks.task_graph_view import (
     CYCLE_COLOUR,
     NODE_H,
@@ -299,6 +300,18 @@ def test_a_closed_view_schedules_no_work(
     step = spawn(view._on_owner(len, "abc"))
     qtbot.waitUntil(step.done, timeout=5000)
     assert step.cancelled()
+    # a change the watcher thread noticed just before the close: its queued signal arrives
+    # after, and starts nothing (in CI one arrived in a later test, with no event loop left)
+    reloads: list[FileChanges] = []
+
+    async def record(changes: FileChanges) -> None:
+        reloads.append(changes)
+
+    view._reload = record  # type: ignore[method-assign]
+    view._files_changed.emit(FileChanges(added=(), changed=("A.md",), removed=()))
+    qtbot.wait(50)
+    assert reloads == []
+    assert not pending_tasks()
 
 
 def test_an_empty_tasks_view_offers_the_demo_workspace(

@@ -573,6 +573,11 @@ class TaskGraphView(QWidget):
         return graph
 
     def _on_files_changed(self, changes: FileChanges) -> None:
+        # The watcher thread's signal is queued: one emitted just before the view shut down
+        # (or before another workspace replaced this one) arrives after, with nothing to reload
+        # and perhaps no event loop left to run a reload on.
+        if self._closed or self._watcher is None:
+            return
         spawn(self._reload(changes))
 
     async def _reload(self, changes: FileChanges) -> None:
