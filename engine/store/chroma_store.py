@@ -19,7 +19,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -543,11 +543,9 @@ class MemoryStore:
     def _detect_layout(self, dimension: int) -> None:
         """Decide a foreign collection's layout from its first records (and its vectors'
         length), so every read maps its fields (:mod:`engine.store.foreign`)."""
-        try:
+        with self._reading():
             sample = self._collection.get(limit=DETECT_SAMPLE,
                                           include=["documents", "metadatas", "embeddings"])
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         detected = detect_layout(self._spec.collection, sample["documents"] or [],
                                  sample["metadatas"] or [])
         mapping = self._spec.mapping if self._spec.mapping is not None \
@@ -571,10 +569,8 @@ class MemoryStore:
         if self._reader is None or self._collection is None:
             raise ValidationError("collection", self._spec.collection,
                                   "is a Mnemoscope collection; mappings are for other tools' ones")
-        try:
+        with self._reading():
             got = self._collection.get(limit=limit, include=["documents", "metadatas"])
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         ids = tuple(str(i) for i in got["ids"])
         documents = tuple(got["documents"] or [None] * len(ids))
         metadatas = tuple(dict(m or {}) for m in (got["metadatas"] or [None] * len(ids)))
@@ -607,10 +603,8 @@ class MemoryStore:
         self._warm.start()
 
     def _count_in_chroma(self) -> int:
-        try:
+        with self._reading():
             return int(self._collection.count())
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
 
     def _read_view(self, now_ms: float, progress: ProgressFn | None,
                    cancelled: CancelFn | None = None) -> ColumnarView:
@@ -618,29 +612,24 @@ class MemoryStore:
         view = ColumnarView(self._view.dimension)
         if self._collection is None:
             return view
-        try:
-            total = self._collection.count()
-            offset = 0
-            while offset < total:
-                self._check_stop(cancelled, offset, total)
+        total = self._count_in_chroma()
+        offset = 0
+        while offset < total:
+            self._check_stop(cancelled, offset, total)
+            with self._reading():
                 page = self._collection.get(limit=_READ_PAGE, offset=offset,
                                             include=["documents", "metadatas", "embeddings"])
-                ids = page["ids"]
-                if not ids:
-                    break
-                records = [self._decode(i, d, m, now_ms)
-                           for i, d, m in zip(ids, page["documents"], page["metadatas"],
-                                              strict=True)]
-                vectors = _as_matrix(page.get("embeddings"), len(ids), view.dimension)
-                view.upsert(records, vectors)
-                offset += len(ids)
-                if progress is not None:
-                    progress(offset, total)
-            self._check_stop(cancelled, offset, total)  # a late cancel still wins
-        except (StoreUnavailable, ValidationError, Cancelled):
-            raise
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+            ids = page["ids"]
+            if not ids:
+                break
+            records = [self._decode(i, d, m, now_ms)
+                       for i, d, m in zip(ids, page["documents"], page["metadatas"], strict=True)]
+            vectors = _as_matrix(page.get("embeddings"), len(ids), view.dimension)
+            view.upsert(records, vectors)
+            offset += len(ids)
+            if progress is not None:
+                progress(offset, total)
+        self._check_stop(cancelled, offset, total)  # a late cancel still wins
         return view
 
     def _check_stop(self, cancelled: CancelFn | None, done: int, total: int) -> None:
@@ -709,11 +698,9 @@ class MemoryStore:
         where: dict[str, Any] | None = None
         total = self.count()
         if not every_state and self._soft_states and self._collection is not None:
-            try:
+            with self._reading():
                 archived = self._collection.get(
                     where={"state": RecordState.ARCHIVED.value}, include=[])["ids"]
-            except Exception as exc:
-                raise _failure(self._spec, f"reading {self.location}", exc) from exc
             if archived:
                 total = max(0, total - len(archived))
                 # $ne also matches records written before states existed (no key): active
@@ -722,11 +709,9 @@ class MemoryStore:
         start = max(0, stop - limit)
         if self._collection is None or stop == start:
             return [], total
-        try:
+        with self._reading():
             page = self._collection.get(limit=stop - start, offset=start, where=where,
                                         include=["documents", "metadatas"])
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         records = [self._decode(i, d, m, now_ms)
                    for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
                                       strict=True)]
@@ -745,10 +730,8 @@ class MemoryStore:
         """
         if self._collection is None:
             return False
-        try:
+        with self._reading():
             return bool(self._collection.get(where=where, limit=1, include=[])["ids"])
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
 
     def server_page(self, where: dict[str, Any] | None, where_document: dict[str, Any] | None,
                     offset: int, limit: int, *,
@@ -769,14 +752,9 @@ class MemoryStore:
         self._check_filterable()
         if self._collection is None:
             return [], 0
-        try:
-            with self._server_ids_lock:
-                ids = self._selected_ids(where, where_document)
-            return self._page_of_ids(ids, offset, limit, now_ms), len(ids)
-        except (StoreUnavailable, ValidationError):
-            raise
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+        with self._server_ids_lock:
+            ids = self._selected_ids(where, where_document)
+        return self._page_of_ids(ids, offset, limit, now_ms), len(ids)
 
     def server_scan(self, where: dict[str, Any], offset: int, limit: int, *,
                     now_ms: float = 0.0) -> tuple[list[MemoryRecord], int, bool]:
@@ -815,32 +793,27 @@ class MemoryStore:
         key = repr((where, None))
         wanted = offset + limit
         window = self._spec.scan_window
-        try:
-            with self._server_ids_lock:
-                if self._server_ids is not None and self._server_ids[0] == key:
-                    if offset:
-                        ids = self._server_ids[1]  # counted meanwhile: page the exact list
-                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
-                    self._server_ids = None  # a first page: select again (a reload)
-                scan = self._scan
-                if scan is None or scan.key != key or offset == 0:
-                    size = self._count_in_chroma()
-                    if size < self._spec.scan_from:  # small: Chroma's where is faster
-                        ids = self._selected_ids(where, None)
-                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
-                    scan = self._scan = NewestScan(key, size)
-                read = 0
-                while len(scan.matched) < wanted and not scan.done:
-                    if read and scan.windows_to_fill(wanted, window) > _SCAN_MAX_WINDOWS:
-                        ids = self._selected_ids(where, None)  # a rare filter
-                        return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
-                    self._scan_window(scan, where, window, now_ms)
-                    read += 1
-                return scan.matched[offset:wanted], len(scan.matched), scan.done
-        except (StoreUnavailable, ValidationError):
-            raise
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+        with self._server_ids_lock:
+            if self._server_ids is not None and self._server_ids[0] == key:
+                if offset:
+                    ids = self._server_ids[1]  # counted meanwhile: page the exact list
+                    return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                self._server_ids = None  # a first page: select again (a reload)
+            scan = self._scan
+            if scan is None or scan.key != key or offset == 0:
+                size = self._count_in_chroma()
+                if size < self._spec.scan_from:  # small: Chroma's where is faster
+                    ids = self._selected_ids(where, None)
+                    return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                scan = self._scan = NewestScan(key, size)
+            read = 0
+            while len(scan.matched) < wanted and not scan.done:
+                if read and scan.windows_to_fill(wanted, window) > _SCAN_MAX_WINDOWS:
+                    ids = self._selected_ids(where, None)  # a rare filter
+                    return self._page_of_ids(ids, offset, limit, now_ms), len(ids), True
+                self._scan_window(scan, where, window, now_ms)
+                read += 1
+            return scan.matched[offset:wanted], len(scan.matched), scan.done
 
     def server_count(self, where: dict[str, Any] | None,
                      where_document: dict[str, Any] | None) -> int:
@@ -862,22 +835,17 @@ class MemoryStore:
                                         and not self._soft_states):
             return 0  # no record was ever paused or archived (as server_scan)
         key = repr((where, where_document))
-        try:
-            with self._server_ids_lock:
-                scan = self._scan
-                if scan is not None and scan.key == key and scan.done:
-                    return len(scan.matched)
-                if self._server_ids is not None and self._server_ids[0] == key:
-                    return len(self._server_ids[1])
-            # selected without the lock: the pages scrolled meanwhile need not wait for it
-            found = self._chroma_ids(where, where_document)
-            with self._server_ids_lock:
-                self._server_ids = (key, found)
-            return len(found)
-        except (StoreUnavailable, ValidationError):
-            raise
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+        with self._server_ids_lock:
+            scan = self._scan
+            if scan is not None and scan.key == key and scan.done:
+                return len(scan.matched)
+            if self._server_ids is not None and self._server_ids[0] == key:
+                return len(self._server_ids[1])
+        # selected without the lock: the pages scrolled meanwhile need not wait for it
+        found = self._chroma_ids(where, where_document)
+        with self._server_ids_lock:
+            self._server_ids = (key, found)
+        return len(found)
 
     def _check_filterable(self) -> None:
         if not self.server_filterable:
@@ -898,8 +866,19 @@ class MemoryStore:
     def _chroma_ids(self, where: dict[str, Any] | None,
                     where_document: dict[str, Any] | None) -> list[str]:
         """Every id matching the filters, in Chroma's order, selected by Chroma (ids only)."""
-        return list(self._collection.get(where=where, where_document=where_document,
-                                         include=[])["ids"])
+        with self._reading():
+            return list(self._collection.get(where=where, where_document=where_document,
+                                             include=[])["ids"])
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Turn a failed Chroma read inside the block into :class:`StoreUnavailable` (or
+        :class:`StoreTimeout`) naming the store. Only Chroma calls go inside: an error of the
+        engine's own code (decoding, matching) is a bug and must not pass for a server fault."""
+        try:
+            yield
+        except Exception as exc:
+            raise _failure(self._spec, f"reading {self.location}", exc) from exc
 
     def _page_of_ids(self, ids: Sequence[str], offset: int, limit: int,
                      now_ms: float) -> list[MemoryRecord]:
@@ -909,7 +888,8 @@ class MemoryStore:
         wanted = list(ids[max(0, stop - limit):stop])[::-1]
         if not wanted:
             return []
-        page = self._collection.get(ids=wanted, include=["documents", "metadatas"])
+        with self._reading():
+            page = self._collection.get(ids=wanted, include=["documents", "metadatas"])
         found = {i: self._decode(i, d, m, now_ms)
                  for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
                                     strict=True)}
@@ -921,8 +901,9 @@ class MemoryStore:
         """Read the next ``window`` records older than those ``scan`` examined; keep matches."""
         stop = scan.size - scan.examined
         start = max(0, stop - window)
-        page = self._collection.get(limit=stop - start, offset=start,
-                                    include=["documents", "metadatas"])
+        with self._reading():
+            page = self._collection.get(limit=stop - start, offset=start,
+                                        include=["documents", "metadatas"])
         ids, documents, metadatas = page["ids"], page["documents"], page["metadatas"]
         scan.examined += stop - start
         for index in range(len(ids) - 1, -1, -1):  # newest first
@@ -1012,16 +993,13 @@ class MemoryStore:
             for record_id in record_ids:
                 if record_id not in self._view:
                     raise RecordNotFound(record_id)
-        try:
-            found: dict[str, MemoryRecord] = {}
-            for start in range(0, len(record_ids), self._max_batch):
-                chunk = list(dict.fromkeys(record_ids[start:start + self._max_batch]))
+        found: dict[str, MemoryRecord] = {}
+        for start in range(0, len(record_ids), self._max_batch):
+            chunk = list(dict.fromkeys(record_ids[start:start + self._max_batch]))
+            with self._reading():
                 page = self._collection.get(ids=chunk, include=["documents", "metadatas"])
-                for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
-                                   strict=True):
-                    found[i] = self._decode(i, d, m, self._opened_at)
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+            for i, d, m in zip(page["ids"], page["documents"], page["metadatas"], strict=True):
+                found[i] = self._decode(i, d, m, self._opened_at)
         missing = [r for r in record_ids if r not in found]
         if missing:
             raise RecordNotFound(missing[0])
@@ -1036,25 +1014,21 @@ class MemoryStore:
         if self._collection is None or not record_ids:
             return []
         found: list[MemoryRecord] = []
-        try:
-            for start in range(0, len(record_ids), self._max_batch):
+        for start in range(0, len(record_ids), self._max_batch):
+            with self._reading():
                 page = self._collection.get(ids=list(record_ids[start:start + self._max_batch]),
                                             include=["documents", "metadatas"])
-                found.extend(self._decode(i, d, m, now_ms)
-                             for i, d, m in zip(page["ids"], page["documents"],
-                                                page["metadatas"], strict=True))
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
+            found.extend(self._decode(i, d, m, now_ms)
+                         for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
+                                            strict=True))
         return found
 
     def versions(self, record_ids: Sequence[str]) -> dict[str, int]:
         """The stored ``version`` of each existing record, read from Chroma (not the view)."""
         if self._collection is None or not record_ids:
             return {}
-        try:
+        with self._reading():
             page = self._collection.get(ids=list(record_ids), include=["metadatas"])
-        except Exception as exc:
-            raise _failure(self._spec, f"reading {self.location}", exc) from exc
         return {record_id: stored_version(meta)
                 for record_id, meta in zip(page["ids"], page["metadatas"], strict=True)}
 
@@ -1508,7 +1482,10 @@ def _hidden_states_only(where: dict[str, Any]) -> bool:
 def _as_matrix(raw: Any, rows: int, dim: int) -> npt.NDArray[np.float32] | None:
     if raw is None:
         return None
-    matrix = np.asarray(raw, dtype=np.float32)
+    try:
+        matrix = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError):  # vectors of different lengths (a foreign collection)
+        return None
     if matrix.shape != (rows, dim):
         return None
     return matrix

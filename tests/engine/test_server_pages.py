@@ -354,3 +354,16 @@ def test_a_first_page_again_sees_the_records_written_since(chroma_server_url: st
     finally:
         engine.close()
         writer.close()
+
+
+def test_a_fault_of_the_engines_own_code_is_not_reported_as_the_server_failing(
+        windowed: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only Chroma's calls are turned into "reading <server> failed": an error while testing
+    # or decoding what the server returned is a bug, and must surface as itself (the crash
+    # reporter), not send the user to check a server that answered fine.
+    def broken(where: dict[str, Any], metadata: Any) -> bool:
+        raise KeyError("a bug in matching")
+
+    monkeypatch.setattr("engine.store.chroma_store.matches", broken)
+    with pytest.raises(KeyError, match="a bug in matching"):
+        windowed.server_rows(RecordQuery(agent_id="a1", limit=20))
