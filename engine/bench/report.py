@@ -176,6 +176,10 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "with an empty card cache loads every card. Baseline: reading the files' bytes.",
         SCALE_HOW,
         "",
+        "Measurements run by hand — before/after comparisons of single changes, probes of a "
+        "1M store beyond these rows — are in [benchmarks-hand-run.md](benchmarks-hand-run.md) "
+        "(not regenerated).",
+        "",
     ]
     if plots:
         lines += ["## Plots", ""]
