@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # the run's own bound is the subprocess's 600 s; 285 s at load 12
+# A hang guard, not a speed check: the run takes ~150 s on a quiet machine, 285 s at load 12
+# and over 600 s at load 5+ with a 1M benchmark beside it (the bound it once had failed there).
+@pytest.mark.timeout(2700)
 def test_quick_bench_writes_report_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "docs" / "benchmarks.md"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HF_HUB_OFFLINE="1",
@@ -23,7 +25,7 @@ def test_quick_bench_writes_report_and_plots(tmp_path: Path) -> None:
         [sys.executable, "-m", "app", "--json", "bench", "--quick", "--sizes", "200,400",
          "--only", "dedup,retrieval,workspace,gui,timeline,scale", "--out", str(out),
          "--cache", str(tmp_path / "scale-cache"), "--no-server"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
     keys = [row["key"] for row in document["rows"]]
