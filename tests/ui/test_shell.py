@@ -427,6 +427,24 @@ def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     assert label is not None and label.text() == "Nothing to review"
 
 
+def test_an_empty_state_whose_attributes_were_cleared_ignores_its_covers_last_events(
+        qtbot: QtBot) -> None:
+    from PySide6.QtWidgets import QWidget
+
+    from ui.shared.empty_state import EmptyState
+
+    # The garbage collector clears a closed window's Python attributes before Qt destroys its
+    # widgets; a resize in between reached the filter and raised AttributeError (seen in a
+    # `mnemoscope bench` run, where the GUI suite's windows were collected later).
+    host = QWidget()
+    qtbot.addWidget(host)
+    host.show()
+    empty = EmptyState(host, "records")
+    empty.__dict__.clear()
+    host.resize(321, 123)  # a shown widget's resize event is sent at once, through the filter
+    assert host.size().width() == 321
+
+
 
 def test_secrets_and_budget_say_when_there_is_nothing(
         qtbot: QtBot, tmp_path: Path, runner: TaskRunner,

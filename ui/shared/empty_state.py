@@ -212,7 +212,10 @@ class EmptyState(QFrame):
         self.setGeometry(QRect(corner, cover.size()))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched in self._watched and event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
+        # The garbage collector clears the attributes of a window's Python objects before Qt
+        # destroys its widgets, and the covered widget's last events can arrive in between
+        followed = self.__dict__.get("_watched", ())
+        if watched in followed and event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
             self._follow()
         return False
 
