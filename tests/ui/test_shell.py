@@ -427,7 +427,7 @@ def test_empty_state_buttons_follow_their_actions(qtbot: QtBot) -> None:
     assert label is not None and label.text() == "Nothing to review"
 
 
-def test_an_empty_state_whose_attributes_were_cleared_ignores_its_covers_last_events(
+def test_event_filters_of_a_window_whose_attributes_were_cleared_ignore_the_last_events(
         qtbot: QtBot) -> None:
     from PySide6.QtWidgets import QWidget
 
@@ -443,6 +443,18 @@ def test_an_empty_state_whose_attributes_were_cleared_ignores_its_covers_last_ev
     empty.__dict__.clear()
     host.resize(321, 123)  # a shown widget's resize event is sent at once, through the filter
     assert host.size().width() == 321
+
+    # the same for the Fields panel's filter on its tree (every details pane has one)
+    from ui.shared.fields_view import FieldsPanel
+
+    panel = FieldsPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    viewport = panel.fields.viewport()
+    before = viewport.width()
+    panel.__dict__.clear()
+    panel.resize(panel.width() + 150, panel.height())  # the tree's viewport grows with it
+    qtbot.waitUntil(lambda: viewport.width() > before)
 
 
 

@@ -1154,6 +1154,8 @@ class RecordsView(QWidget):
             self.fit_content_column()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+        table = self.__dict__.get("table")  # None once a closed window's attributes are cleared
+        if table is not None and watched is table.viewport() \
+                and event.type() == QEvent.Type.Resize:
             self.fit_content_column()
         return super().eventFilter(watched, event)

@@ -121,7 +121,9 @@ class FieldsPanel(QWidget):
             self.fields.setColumnWidth(0, min(self._label_width, max(80, available // 2)))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.fields.viewport() and event.type() == QEvent.Type.Resize:
+        fields = self.__dict__.get("fields")  # None once a closed window's attributes are cleared
+        if fields is not None and watched is fields.viewport() \
+                and event.type() == QEvent.Type.Resize:
             self._fit_label_column()
         return super().eventFilter(watched, event)
 
