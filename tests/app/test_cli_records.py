@@ -49,6 +49,20 @@ def test_add_get_list_edit_delete_json(cli: Runner) -> None:
     assert json.loads(out)["error"]["code"] == "MEMORY_RECORD_NOT_FOUND"
 
 
+def test_get_shows_values_in_words_not_python_reprs(cli: Runner) -> None:
+    code, out, _ = cli("--json", "add", "Alice prefers green tea", "--tags", "tea,drinks")
+    record_id = json.loads(out)["id"]
+    code, out, _ = cli("get", record_id)
+    assert code == 0
+    shown = {line[:16].strip(): line[17:] for line in out.splitlines()}
+    assert shown["tags"] == "tea, drinks"
+    assert (shown["expires_at"], shown["merged_from"], shown["redacted"], shown["metadata"]) \
+        == ("never", "-", "no", "-")
+    assert not any(token in out for token in ("['", "None", "False", "[]", "{}"))
+    cli("edit", record_id, "--metadata", '{"room": "kitchen"}')
+    assert 'metadata         {"room": "kitchen"}' in cli("get", record_id)[1]
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [

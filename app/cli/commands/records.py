@@ -350,12 +350,27 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _describe(document: dict[str, Any]) -> str:
     """Human lines of a record document as the exit policy built it (masked hash included)."""
-    lines = [f"{key:<16} {value}" for key, value in document.items()
+    lines = [f"{key:<16} {_shown_value(key, value)}" for key, value in document.items()
              if key not in ("provenance", "related", "metadata", "content")]
     lines.insert(0, f"{'content':<16} {document['content']}")
-    lines.append(f"{'metadata':<16} {json.dumps(document['metadata'])}")
+    metadata = document["metadata"]
+    shown = json.dumps(metadata, ensure_ascii=False) if metadata else "-"
+    lines.append(f"{'metadata':<16} {shown}")
     for entry in document["provenance"]:
         lines.append(f"{'provenance':<16} {entry['source']} ({entry['tier']}) at {entry['at']}")
     for link in document["related"]:
         lines.append(f"{'related':<16} {link['id']} ({link['similarity']:.3f})")
     return "\n".join(lines)
+
+
+def _shown_value(key: str, value: Any) -> str:
+    """A field's value in words for a person: lists comma-separated, booleans yes/no, nothing
+    as ``-`` (``never`` for an expiry), rather than Python's ``['a']``, ``False`` and ``None``
+    (``--json`` keeps the typed values)."""
+    if value is None or value == "" or value == []:
+        return "never" if key == "expires_at" else "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)
