@@ -54,6 +54,16 @@ def test_search_human_output_and_pressure(store: Path) -> None:
     assert "strategy balanced:throttle" in out
 
 
+def test_search_prints_ids_that_get_accepts(store: Path) -> None:
+    code, out = _run(store, "search", "the cat's name")
+    assert code == 0
+    found = [line.split()[3] for line in out.splitlines()[1:]]
+    assert found
+    for record_id in found:
+        code, shown = _run(store, "get", record_id)
+        assert code == 0 and f"id               {record_id}" in shown
+
+
 def test_search_uses_the_retrieval_weights_from_the_environment(
         store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_RETRIEVAL_WEIGHT_REASONING_RECENCY", "0")

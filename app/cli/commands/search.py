@@ -87,8 +87,9 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
               f"{d.time_ms:.2f} ms")
     scores = {d.ids[r]: float(d.scores[r]) for r in d.rows.tolist()}
     for i, record in enumerate(bundle.records, 1):
+        # the whole id, as `list` prints it: `get`, `edit` and `fate` take nothing shorter
         ctx.print(f"{i:>3}. {scores.get(record.id, 0.0):.3f}  [{record.layer.value}] "
-                  f"{record.id[:8]}  {record.content}")
+                  f"{ctx.ident(record.id)}  {record.content}")
     return 0
 
 
