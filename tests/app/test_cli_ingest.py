@@ -61,6 +61,25 @@ def test_bad_lines_exit_1_and_keep_good_lines(cli: Runner, tmp_path: Path) -> No
     assert code == 1 and f"{path}:2: not JSON" in out
 
 
+def test_review_list_shows_both_texts_and_the_reason_in_words(cli: Runner) -> None:
+    stored = json.loads(cli("--json", "add", "The gym opens at 6am")[1])
+    assert json.loads(cli("--json", "add", "The gym opens at 7am")[1])["ingest"]["action"] \
+        == "deferred"
+    code, out, _ = cli("review", "list")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split("  ")[1].startswith("may contradict, similarity ")
+    assert lines[1].split() == ["stored:", "The", "gym", "opens", "at", "6am",
+                                f"({stored['id']})"]
+    assert lines[2].split() == ["incoming:", "The", "gym", "opens", "at", "7am"]
+    assert lines[3] == "    conflicts: times differ: 06:00 vs 07:00"
+    assert "possible_contradiction" not in out and "target" not in out
+    cli("delete", stored["id"])
+    code, out, _ = cli("review", "list")  # the item stays; its stored side has gone
+    assert code == 0 and out.splitlines()[1] == \
+        f"    stored:   (no longer stored)  ({stored['id']})"
+
+
 def test_review_events_and_add(cli: Runner, tmp_path: Path) -> None:
     code, out, _ = cli("--json", "add", "The gym opens at 6am")
     added = json.loads(out)

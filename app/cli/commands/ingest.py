@@ -387,20 +387,30 @@ def _events(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _review_list(args: argparse.Namespace, ctx: CliContext) -> int:
-    items = ctx.open_engine(read_only=True).review_queue()
+    from ui.shared.format import conflict_phrase, phrase, tag
+
+    engine = ctx.open_engine(read_only=True)
+    items = engine.review_queue()
     if ctx.json:
         ctx.emit_json({"items": [item.to_json() for item in items]})
         return 0
+    # A pair is judged by its two texts: the stored one is read here (one batch), not left
+    # for the reader to look up by id.
+    targets = engine.stored_ids(dict.fromkeys(item.target_id for item in items))
+    stored = {record.id: record.content for record in engine.get_many(targets)}
     for item in items:
         similarity = "-" if item.similarity is None else f"{item.similarity:.3f}"
-        conflicts = "; ".join(f"{c.kind}: {', '.join(c.existing) or '-'} vs "
-                              f"{', '.join(c.incoming) or '-'}" for c in item.conflicts)
-        ctx.print(f"{ctx.ident(item.id)}  {item.reason:<22} sim {similarity}  "
-                  f"target {ctx.ident(item.target_id)}")
+        conflicts = "; ".join(f"{phrase(c.kind)}: {conflict_phrase(c.to_json())}"
+                              for c in item.conflicts)
+        ctx.print(f"{ctx.ident(item.id)}  {tag(item.reason)}, similarity {similarity}")
+        ctx.print(f"    stored:   {stored.get(item.target_id, '(no longer stored)')}  "
+                  f"({ctx.ident(item.target_id)})")
         ctx.print(f"    incoming: {item.incoming.content}")
         if conflicts:
             ctx.print(f"    conflicts: {conflicts}")
-    ctx.print(f"({len(items)} pending)")
+    ctx.print(f"({len(items)} pending: `review approve ID` merges the incoming memory into the "
+              "stored one, `review reject ID` stores it as its own record)" if items
+              else "(0 pending)")
     return 0
 
 
