@@ -294,6 +294,8 @@ def test_consolidate_previews_merges_defers_and_undoes(cli: Runner, tmp_path: Pa
     for text in ("Ana keeps bees on the roof", "Ana keeps bees on her roof",
                  "The gym opens at 6am", "The gym opens at 7am"):
         assert text in out  # both texts of every step
+    steps = [line.split("  ")[0] for line in out.splitlines() if line[:5] in ("merge", "defer")]
+    assert sorted(steps) == ["defer may contradict", "merge near duplicate"]  # words, not codes
     assert json.loads(cli("--json", "stats")[1])["records"] == 4
     code, out, _ = cli("--json", "consolidate")
     report = json.loads(out)

@@ -322,10 +322,12 @@ def _consolidate(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(report.to_json())
         return 0
+    from ui.shared.format import tag
+
     for step in report.steps:
         what = "merge" if step.action.value == "merged" else "defer"
         review = f"  review {ctx.ident(step.review_id)}" if step.review_id else ""
-        ctx.print(f"{what:<5} {step.reason.value:<22} sim {step.similarity:.3f} "
+        ctx.print(f"{what:<5} {tag(step.reason.value):<18} sim {step.similarity:.3f} "
                   f"({'embedding' if step.semantic else 'jaccard'}){review}")
         ctx.print(f"    keep   {ctx.ident(step.kept.id)}  {_elide(ctx, step.kept.content)}")
         ctx.print(f"    {'merge' if what == 'merge' else 'vs   '}  {ctx.ident(step.other.id)}  "
