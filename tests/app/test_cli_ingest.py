@@ -48,6 +48,20 @@ def test_ingest_json_twice(cli: Runner, tmp_path: Path) -> None:
     assert json.loads(cli("--json", "stats")[1])["records"] == 2
 
 
+def test_human_ingest_says_how_to_undo_it(cli: Runner, tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "m.jsonl", [{"content": "Rosa's team meets on the third floor"}])
+    code, out, _ = cli("ingest", path)
+    assert code == 0
+    undo = out.splitlines()[-1]
+    assert undo.startswith("Import ") and "; undo it with `mnemoscope undo-import " in undo
+    command = undo.split("`")[1].split()[1:]
+    assert cli(*command)[0] == 0
+    assert json.loads(cli("--json", "stats")[1])["records"] == 0
+    assert "undo-import" in cli("ingest", path)[1]  # stored again
+    code, out, _ = cli("ingest", path)  # now a known line, skipped: nothing to undo
+    assert code == 0 and "undo" not in out
+
+
 def test_bad_lines_exit_1_and_keep_good_lines(cli: Runner, tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "m.jsonl", [{"content": "Sam rides a red bike"}],
                   extra=b"{oops\n" + b'{"content": 5}\n')

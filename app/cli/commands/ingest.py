@@ -196,6 +196,7 @@ def run_import(args: argparse.Namespace, ctx: CliContext,
                 return 1
             if not ctx.json:
                 _print_report(ctx, exc.report, prefix)
+                _print_undo(ctx, exc.report)
             return report_error(ctx, exc.code, str(exc), 1,
                                 document=_document(exc.report))
         except (EngineError, BrokenPipeError):
@@ -211,10 +212,12 @@ def run_import(args: argparse.Namespace, ctx: CliContext,
         ctx.emit_json_line({"summary": _summary(report, None)})
     elif ctx.json:
         ctx.emit_json(_document(report))
-    elif show is not None:
-        show(report)
     else:
-        _print_report(ctx, report, prefix)
+        if show is not None:
+            show(report)
+        else:
+            _print_report(ctx, report, prefix)
+        _print_undo(ctx, report)
     if report.cancelled:
         ctx.warn(f"cancelled: lines before {report.stopped_at} were committed, "
                  f"line {report.stopped_at} and later were not" if report.stopped_at
@@ -243,6 +246,15 @@ def _print_report(ctx: CliContext, report: ImportReport,
     for outcome in report.errors:
         ctx.print(f"{prefix(outcome.line)}{outcome.reason}")
     ctx.print(", ".join(f"{k} {v}" for k, v in report.counts.items()))
+
+
+def _print_undo(ctx: CliContext, report: ImportReport) -> None:
+    """How to take back what an import wrote (its id is otherwise only in ``imports``)."""
+    written = sum(report.counts[action] for action in ("inserted", "updated", "merged",
+                                                       "deferred"))
+    if report.import_id is not None and written and not report.dry_run:
+        ctx.print(f"Import {ctx.ident(report.import_id)}; undo it with "
+                  f"`mnemoscope undo-import {ctx.ident(report.import_id)} --yes`.")
 
 
 @contextmanager
