@@ -63,6 +63,30 @@ def test_get_shows_values_in_words_not_python_reprs(cli: Runner) -> None:
     assert 'metadata         {"room": "kitchen"}' in cli("get", record_id)[1]
 
 
+def test_doctor_names_the_lock_holder_in_words(cli: Runner, tmp_path: Path) -> None:
+    assert cli("add", "a memory so the store exists")[0] == 0
+    code, out, _ = cli("doctor")
+    assert code == 0
+    shown = {line[:23].strip(): line[23:] for line in out.splitlines()}
+    # doctor takes the free lock itself: its own PID there is no other process
+    assert shown["lock holder"] == "none (only this doctor run, while it reads)"
+    assert shown["store"].endswith("(embedded, 1 record)")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from engine import MemoryEngine, StoreSpec; "
+         "engine = MemoryEngine.open(StoreSpec(sys.argv[1])); print('open', flush=True); "
+         "sys.stdin.readline(); engine.close()", str(tmp_path / "store")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        code, out, _ = cli("doctor")
+        shown = {line[:23].strip(): line[23:] for line in out.splitlines()}
+        assert code == 0 and shown["lock holder"].startswith(f"PID {holder.pid} on ")
+        assert " since 20" in shown["lock holder"] and "{" not in out
+    finally:
+        holder.communicate("\n", timeout=60)
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from app.cli.context import CliContext
@@ -26,6 +27,7 @@ from engine.records import (
     Privacy,
     RecordState,
     TrustTier,
+    format_timestamp,
     parse_timestamp,
 )
 
@@ -330,10 +332,10 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     for package, version in report["versions"].items():
         ctx.print(f"{package:<22} {version}")
     store = report["store"]
+    records = "1 record" if store["records"] == 1 else f"{store['records']} records"
     ctx.print(f"store                  {store['location']} ({store['kind']}, "
-              f"{store['records']} records{', read-only' if store['read_only'] else ''})")
-    holder = store["lock_holder"]
-    ctx.print(f"lock holder            {holder or '-'}")
+              f"{records}{', read-only' if store['read_only'] else ''})")
+    ctx.print(f"lock holder            {_lock_holder(store['lock_holder'])}")
     if engine.store.foreign_info is not None:
         ctx.print(f"foreign layout         {engine.store.foreign_info.describe()}")
     orphans = report["ledger"]["records_without_history"]
@@ -346,6 +348,21 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     if model["backend"]:
         ctx.print(f"model backend          {model['backend']}")
     return 0
+
+
+def _lock_holder(holder: dict[str, Any] | None) -> str:
+    """Who holds an embedded store's lock, in words. ``doctor`` takes the lock itself when it
+    is free, so its own PID there means no other process has the store open."""
+    if not holder:
+        return "-"
+    pid = holder.get("pid")
+    if pid == os.getpid():
+        return "none (only this doctor run, while it reads)"
+    since = holder.get("since")
+    when = f" since {format_timestamp(since * 1000.0)}" \
+        if isinstance(since, (int, float)) else ""
+    host = f" on {holder['host']}" if holder.get("host") else ""
+    return f"PID {pid}{host}{when}"
 
 
 def _describe(document: dict[str, Any]) -> str:
