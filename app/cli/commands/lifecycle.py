@@ -8,7 +8,7 @@ from typing import Any
 
 from app.cli.commands.llm import open_gateway
 from app.cli.context import CliContext
-from engine import LifecycleReport, PruneMode
+from engine import LifecycleReport, MemoryEngine, PruneMode
 from engine.llm import CompactionSummarizer, Summarizer
 
 __all__ = ["register"]
@@ -54,34 +54,49 @@ def register(subparsers: Any) -> None:
     metrics.set_defaults(handler=_metrics)
 
 
-def _report(ctx: CliContext, report: LifecycleReport) -> int:
+def _report(ctx: CliContext, engine: MemoryEngine, report: LifecycleReport) -> int:
+    """What a prune / expire / retention run removed or, dry run, would remove: each record
+    with its reason in words and, while it is still stored (a dry run), its text, so the
+    person deciding sees the memories rather than ids to look up one by one."""
+    from ui.shared.format import phrase
+
     if ctx.json:
         ctx.emit_json(report.to_json())
         return 0
+    selection = report.selection
     verb = "would remove" if report.dry_run else "removed"
-    reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.selection.by_reason().items()))
-    ctx.print(f"{report.action}: {verb} {len(report.selection)} record(s)"
+    reasons = ", ".join(f"{phrase(k)}: {v}" for k, v in sorted(selection.by_reason().items()))
+    action, _, mode = report.action.partition(":")
+    noun = "record" if len(selection) == 1 else "records"
+    ctx.print(f"{action}{f' ({mode})' if mode else ''}: {verb} {len(selection)} {noun}"
               f"{' (' + reasons + ')' if reasons else ''}; {report.remaining} in store")
-    for record_id in report.selection.ids:
-        ctx.print(f"  {ctx.ident(record_id)}  {report.selection.reasons[record_id]}")
+    texts = {record.id: record.content
+             for record in engine.get_many(engine.stored_ids(selection.ids))}
+    for record_id in selection.ids:
+        text = texts.get(record_id)
+        ctx.print(f"  {ctx.ident(record_id)}  {phrase(selection.reasons[record_id])}"
+                  + (f": {ctx.preview(text, 70)}" if text is not None else ""))
+    if selection.ids and not report.dry_run:
+        ctx.print("(`mnemoscope fate ID` tells where each one went)")
     return 0
 
 
 def _prune(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.prune(args.mode, args.dry_run,
-                                     agent_id=ctx.agent(engine, args.agent)))
+    return _report(ctx, engine, engine.prune(args.mode, args.dry_run,
+                                             agent_id=ctx.agent(engine, args.agent)))
 
 
 def _expire(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.expire(args.dry_run, agent_id=ctx.agent(engine, args.agent)))
+    return _report(ctx, engine, engine.expire(args.dry_run,
+                                              agent_id=ctx.agent(engine, args.agent)))
 
 
 def _retention(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.enforce_retention(args.dry_run,
-                                                 agent_id=ctx.agent(engine, args.agent)))
+    return _report(ctx, engine, engine.enforce_retention(
+        args.dry_run, agent_id=ctx.agent(engine, args.agent)))
 
 
 def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
