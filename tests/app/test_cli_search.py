@@ -127,6 +127,8 @@ def test_redact_scan_and_metrics(store: Path) -> None:
     assert doc["count"] == 1
     assert doc["records"][0]["kinds"] == {"EMAIL": 1}
     assert "jane.doe" not in doc["records"][0]["preview"]
+    code, out = _run(store, "redact-scan")
+    assert code == 0 and " 1 e-mail address in content: Contact me at <REDACT:sha256-" in out
     code, out = _run(store, "--json", "metrics")
     assert code == 0
     assert json.loads(out)["aggregate"]["memory_records_total"] == 3

@@ -137,11 +137,12 @@ def _redact_scan(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json({"count": len(hits), "records": [h.to_json() for h in hits]})
         return 0
+    from ui.shared.format import findings
+
     ctx.print(f"{len(hits)} record(s) with secret-shaped or personal text")
     for hit in hits:
-        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(hit.kinds.items()))
-        ctx.print(f"  {ctx.ident(hit.id)}  [{hit.agent_id}] {'SECRET ' if hit.secret else ''}"
-                  f"{kinds} in {', '.join(hit.fields)}: {hit.preview}")
+        ctx.print(f"  {ctx.ident(hit.id)}  [{hit.agent_id}] {'secret: ' if hit.secret else ''}"
+                  f"{findings(hit.kinds)} in {', '.join(hit.fields)}: {hit.preview}")
     return 0
 
 
