@@ -115,6 +115,16 @@ def test_over_deep_jsonl_line_is_a_line_error(engine: MemoryEngine, tmp_path: Pa
     assert report.lines[2].reason == "not JSON: nested too deeply"
 
 
+def test_a_file_refused_before_any_write_leaves_no_import_behind(engine: MemoryEngine,
+                                                                  tmp_path: Path) -> None:
+    for refused in (tmp_path / "missing.jsonl", tmp_path):
+        with pytest.raises(InputFormatError):
+            engine.import_jsonl(refused)
+    with pytest.raises(InputFormatError):
+        engine.import_conversation(tmp_path / "missing.json")
+    assert engine.imports() == []  # not listed as imports that "stopped part way"
+
+
 def test_json_errors_read_once(engine: MemoryEngine, tmp_path: Path) -> None:
     path = _write_lines(tmp_path / "cut.jsonl", ['{"content": "cut off', "{oops"])
     reasons = [o.reason for o in engine.import_jsonl(path).lines]
