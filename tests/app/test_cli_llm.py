@@ -208,3 +208,8 @@ def test_metrics_reports_the_seed_llm_metrics(cli: Runner, conversation: Path) -
     code, out, _ = cli("metrics")
     assert "memory_llm_circuit_state         0 (closed)" in out
     assert "openai/extract: p50" in out
+    # retrieval latency and task counters live in the process that does the work: a one-off
+    # command's zeros are set apart and labelled, not shown as the store's figures
+    store_part, _, process_part = out.partition("\ncounted by this command only, so 0 here")
+    assert "memory_records_total" in store_part and "retrievals" not in store_part
+    assert "retrievals                       0" in process_part

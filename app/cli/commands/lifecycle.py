@@ -155,9 +155,15 @@ def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(report)
         return 0
-    for key, value in report["aggregate"].items():
-        if not isinstance(value, dict):
-            ctx.print(f"{key:<32} {value}")
+    aggregate = {key: value for key, value in report["aggregate"].items()
+                 if not isinstance(value, dict)}
+    # Retrieval latency and the task counters are kept in memory by the process that does the
+    # work (seed 002 §20; docs/retrieval.md "Metrics"): a one-off command starts them at zero,
+    # so they are shown apart from what the store and its ledger say, and labelled so.
+    in_process = {key: aggregate.pop(key) for key in list(aggregate)
+                  if key != "memory_records_total" and not key.endswith("_count")}
+    for key, value in aggregate.items():
+        ctx.print(f"{key:<32} {value}")
     ctx.print(f"{'redacted_records_stored':<32} {report['redacted_records_stored']}")
     llm = report["llm"]
     ctx.print(f"{'memory_llm_circuit_state':<32} {llm['memory_llm_circuit_state']} "
@@ -170,4 +176,8 @@ def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"{'memory_llm_latency_ms_summary':<32} {row['provider']}/{row['operation']}: "
                   f"p50 {row['p50']} p95 {row['p95']} p99 {row['p99']} ms "
                   f"({row['count']} calls)")
+    ctx.print("\ncounted by this command only, so 0 here (a running `mnemoscope serve` reports "
+              "its own at GET /v1/metrics):")
+    for key, value in in_process.items():
+        ctx.print(f"{key:<32} {value}")
     return 0
