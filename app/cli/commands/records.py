@@ -225,7 +225,10 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
                         sort_by=SortKey(args.sort),
                         descending=not args.ascending, offset=args.offset, limit=args.limit)
     # With redaction on, --text/--agent/--tag match the masked text the listing shows.
-    page = ctx.open_engine(read_only=True).list_records(query, shown=ctx.policy.shown)
+    engine = ctx.open_engine(read_only=True)
+    page = engine.list_records(query, shown=ctx.policy.shown)
+    if not page.total and not ctx.policy.redacting:
+        ctx.note_unknown_agent(engine, args.agent)
     if ctx.json:
         ctx.emit_json({"total": page.total, "offset": page.offset,
                        "records": [r.to_json() for r in page.records]})

@@ -75,6 +75,8 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
                                purpose=args.purpose, strategy=args.strategy,
                                pressure_state=args.pressure)
     bundle = engine.retrieve(request, inspect=args.inspect)
+    if not bundle.records:
+        ctx.note_unknown_agent(engine, request.agent_id)
     if ctx.json:
         ctx.emit_json(bundle.to_json(limit=args.candidates))
         return 0
