@@ -140,7 +140,7 @@ class ImportLog:
         rows = self._ledger.query("SELECT * FROM imports WHERE id = ?", (import_id,)) \
             if self._ledger.version("imports") else []
         if not rows:
-            raise RecordNotFound(f"no import with id {import_id!r} (see `mnemoscope imports`)")
+            raise RecordNotFound(import_id, kind="import", hint=" (see `mnemoscope imports`)")
         return _entry(rows[0])
 
     def entries(self, limit: int = 50) -> list[ImportEntry]:

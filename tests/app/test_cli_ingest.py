@@ -94,6 +94,19 @@ def test_review_list_shows_both_texts_and_the_reason_in_words(cli: Runner) -> No
         f"    stored:   (no longer stored)  ({stored['id']})"
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (("undo-import", "nope", "--yes"),
+     "error: no import with id 'nope' (see `mnemoscope imports`)"),
+    (("review", "approve", "nope"), "error: no review item with id 'nope'"),
+    (("review", "reject", "nope"), "error: no review item with id 'nope'"),
+])
+def test_an_unknown_import_or_review_id_is_named_as_such(cli: Runner, argv: tuple[str, ...],
+                                                         message: str) -> None:
+    assert cli("add", "a memory so the store exists")[0] == 0
+    code, _, err = cli(*argv)
+    assert code == 1 and err.strip() == message  # not 'no record with id "no import …"'
+
+
 def test_review_events_and_add(cli: Runner, tmp_path: Path) -> None:
     code, out, _ = cli("--json", "add", "The gym opens at 6am")
     added = json.loads(out)
