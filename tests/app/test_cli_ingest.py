@@ -94,6 +94,19 @@ def test_review_list_shows_both_texts_and_the_reason_in_words(cli: Runner) -> No
         f"    stored:   (no longer stored)  ({stored['id']})"
 
 
+def test_review_decisions_name_the_resulting_record_by_its_text(cli: Runner) -> None:
+    stored = json.loads(cli("--json", "add", "The gym opens at 6am")[1])
+    for text in ("The gym opens at 7am", "The gym opens at 8am"):
+        assert json.loads(cli("--json", "add", text)[1])["ingest"]["action"] == "deferred"
+    first, second = json.loads(cli("--json", "review", "list")[1])["items"]
+    code, out, _ = cli("review", "approve", first["id"])
+    assert code == 0 and out.strip() == \
+        f'review {first["id"]}: merged into {stored["id"]}  "The gym opens at 6am"'
+    code, out, _ = cli("review", "reject", second["id"])
+    assert code == 0 and out.startswith(f"review {second['id']}: kept as ")
+    assert out.rstrip().endswith(f'  "{second["incoming"]["content"]}"')
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (("undo-import", "nope", "--yes"),
      "error: no import with id 'nope' (see `mnemoscope imports`)"),

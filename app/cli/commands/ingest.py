@@ -436,7 +436,9 @@ def _review_resolve(args: argparse.Namespace, ctx: CliContext, approve: bool) ->
                        "record": None if result.record is None else result.record.to_json()})
     else:
         verb = "merged into" if approve else "kept as"
-        ctx.print(f"review {ctx.ident(args.id)}: {verb} {ctx.ident(result.record_id or '-')}")
+        text = f"  {_elide(ctx, result.record.content)}" if result.record is not None else ""
+        ctx.print(f"review {ctx.ident(args.id)}: {verb} "
+                  f"{ctx.ident(result.record_id or '-')}{text}")
     return 0
 
 
