@@ -62,6 +62,16 @@ def test_human_ingest_says_how_to_undo_it(cli: Runner, tmp_path: Path) -> None:
     assert code == 0 and "undo" not in out
 
 
+def test_an_empty_file_says_there_was_nothing_to_import(cli: Runner, tmp_path: Path) -> None:
+    for name, data in (("empty.jsonl", b""), ("blank.jsonl", b"\n  \n\n")):
+        path = tmp_path / name
+        path.write_bytes(data)
+        code, out, err = cli("ingest", str(path))
+        assert code == 0
+        assert err.strip() == f"note: {path}: nothing to import (it holds no memories)"
+        assert "undo" not in out
+
+
 def test_bad_lines_exit_1_and_keep_good_lines(cli: Runner, tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "m.jsonl", [{"content": "Sam rides a red bike"}],
                   extra=b"{oops\n" + b'{"content": 5}\n')

@@ -218,6 +218,9 @@ def run_import(args: argparse.Namespace, ctx: CliContext,
         else:
             _print_report(ctx, report, prefix)
         _print_undo(ctx, report)
+    if not report.lines and not report.cancelled:
+        # exit 0 with all-zero counts reads as "it worked"; the file was likely the wrong one
+        ctx.warn(f"note: {report.path}: nothing to import (it holds no memories)")
     if report.cancelled:
         ctx.warn(f"cancelled: lines before {report.stopped_at} were committed, "
                  f"line {report.stopped_at} and later were not" if report.stopped_at
