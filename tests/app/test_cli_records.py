@@ -66,12 +66,13 @@ def test_get_shows_values_in_words_not_python_reprs(cli: Runner) -> None:
 def test_an_agent_the_store_does_not_know_is_named_in_a_note(cli: Runner) -> None:
     assert cli("add", "Alice prefers green tea", "--agent", "alice")[0] == 0
     code, out, err = cli("list", "--agent", "team")
-    assert code == 0 and out.strip() == "(0-0 of 0)"
+    assert code == 0 and out.strip() == "(no records match)"  # not "(0-0 of 0)"
     assert err.strip() == "note: this store has no records of agent 'team' (its agents: alice)"
     code, out, err = cli("--json", "search", "when is the standup?", "--agent", "team")
     assert code == 0 and json.loads(out)["records"] == [] and "agent 'team'" in err
     code, out, err = cli("list", "--agent", "alice", "--text", "coffee")  # a known agent
     assert code == 0 and err == ""
+    assert cli("list", "--offset", "5")[1].strip() == "(0 of 1: --offset 5 is past the end)"
 
 
 def test_doctor_names_the_lock_holder_in_words(cli: Runner, tmp_path: Path) -> None:

@@ -239,7 +239,14 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"{ctx.ident(record.id)}  {record.layer.value:<10} {record.agent_id:<12} "
                   f"{record.importance:4.2f}  {state}{preview}")
     shown = len(page.records)
-    ctx.print(f"({page.offset + 1 if shown else 0}-{page.offset + shown} of {page.total})")
+    if not page.total:
+        filtered = any((args.agent, args.layer, args.privacy, args.tag, args.text)) \
+            or args.state != SHOWN_STATES
+        ctx.print("(no records match)" if filtered else "(no records)")
+    elif not shown:
+        ctx.print(f"(0 of {page.total}: --offset {page.offset} is past the end)")
+    else:
+        ctx.print(f"({page.offset + 1}-{page.offset + shown} of {page.total})")
     return 0
 
 
