@@ -262,6 +262,7 @@ def test_import_conversation_previews_then_imports_each_format(
     assert json.loads(cli("--json", "stats")[1])["records"] == 0  # the preview wrote nothing
     code, out, _ = cli("import-conversation", str(path), "--keep", "all", "--dry-run")
     assert code == 0 and "nothing was written" in out and kind.label in out
+    assert f"\ninserted (new: {len(turns)}):\n" in out  # reasons in words, not 'unique_hash'
     assert turns[0][1].splitlines()[0][:40] in out  # samples show the text
     code, out, _ = cli("--json", "import-conversation", str(path), "--keep", "all", "--agent",
                        "ana")

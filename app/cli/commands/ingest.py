@@ -149,6 +149,8 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
                                           cancelled=cancelled)
 
     def show(report: ImportReport) -> None:
+        from ui.shared.format import tag
+
         label = ConversationFormat(report.format).label if report.format else "conversation"
         ctx.print(f"{args.file}: {label}, {_count(len(report.lines), 'message')}; "
                   f"kept {keep.describe()}")
@@ -159,8 +161,8 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
         for outcome in report.lines:
             by_action.setdefault(outcome.action, []).append(outcome)
         for action, outcomes in by_action.items():
-            reasons = Counter(o.reason for o in outcomes)
-            ctx.print(f"\n{action} ({', '.join(f'{r} {n}' for r, n in reasons.most_common())}):")
+            reasons = Counter(tag(o.reason) for o in outcomes)
+            ctx.print(f"\n{action} ({', '.join(f'{r}: {n}' for r, n in reasons.most_common())}):")
             for outcome in outcomes[:_SAMPLES]:
                 ctx.print(f"  message {outcome.line}: {_outcome_text(ctx, outcome)}")
             if len(outcomes) > _SAMPLES:
