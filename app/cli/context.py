@@ -196,6 +196,14 @@ class CliContext:
             cut = cut[:opened].rstrip()
         return cut + "…"
 
+    def quoted(self, text: str, width: int = 72) -> str:
+        """``text`` as :meth:`preview` shows it, in double quotes: a record named by its text.
+
+        Masked before it is quoted: JSON's escapes (``\\"``) would hide a quoted password
+        from the detectors when :meth:`print` masks the line.
+        """
+        return json.dumps(self.preview(text, width), ensure_ascii=False)
+
     def print(self, text: str = "") -> None:
         """Human output on stdout: masked by the exit policy, control characters escaped."""
         print(escape_controls(self._shown(text)), file=self.stdout)

@@ -17,7 +17,6 @@ every line printed is committed. ``import-conversation`` does the same.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import threading
 from collections import Counter
@@ -293,9 +292,9 @@ def _outcome_text(ctx: CliContext, outcome: LineOutcome) -> str:
         return outcome.reason
     record = outcome.result.record if outcome.result is not None else None
     text = outcome.content or (record.content if record is not None else "")
-    line = _elide(ctx, text) if text else "(no text)"
+    line = ctx.quoted(text) if text else "(no text)"
     if record is not None and outcome.action != "inserted" and record.content != text:
-        line += f"  →  {_elide(ctx, record.content)}"
+        line += f"  →  {ctx.quoted(record.content)}"
     return line
 
 
@@ -346,9 +345,9 @@ def _consolidate(args: argparse.Namespace, ctx: CliContext) -> int:
         review = f"  review {ctx.ident(step.review_id)}" if step.review_id else ""
         ctx.print(f"{what:<5} {tag(step.reason.value):<18} sim {step.similarity:.3f} "
                   f"({'embedding' if step.semantic else 'jaccard'}){review}")
-        ctx.print(f"    keep   {ctx.ident(step.kept.id)}  {_elide(ctx, step.kept.content)}")
+        ctx.print(f"    keep   {ctx.ident(step.kept.id)}  {ctx.quoted(step.kept.content)}")
         ctx.print(f"    {'merge' if what == 'merge' else 'vs   '}  {ctx.ident(step.other.id)}  "
-                  f"{_elide(ctx, step.other.content)}")
+                  f"{ctx.quoted(step.other.content)}")
     counts = report.counts
     summary = (f"{_count(counts['merged'], 'merge')}, {_count(counts['deferred'], 'deferral')} "
                f"among {_count(report.scanned, 'record')}")
@@ -364,12 +363,6 @@ def _consolidate(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _elide(ctx: CliContext, text: str, width: int = 72) -> str:
-    # Masked before it is quoted: JSON's escapes (``\"``) would hide a quoted password from
-    # the detectors when ctx.print masks the line.
-    return json.dumps(ctx.preview(text, width), ensure_ascii=False)
 
 
 def _export(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -441,7 +434,7 @@ def _review_resolve(args: argparse.Namespace, ctx: CliContext, approve: bool) ->
                        "record": None if result.record is None else result.record.to_json()})
     else:
         verb = "merged into" if approve else "kept as"
-        text = f"  {_elide(ctx, result.record.content)}" if result.record is not None else ""
+        text = f"  {ctx.quoted(result.record.content)}" if result.record is not None else ""
         ctx.print(f"review {ctx.ident(args.id)}: {verb} "
                   f"{ctx.ident(result.record_id or '-')}{text}")
     return 0
