@@ -63,6 +63,22 @@ def test_get_shows_values_in_words_not_python_reprs(cli: Runner) -> None:
     assert 'metadata         {"room": "kitchen"}' in cli("get", record_id)[1]
 
 
+def test_add_says_what_happened_in_words_naming_the_other_record_by_its_text(
+        cli: Runner) -> None:
+    code, out, _ = cli("add", "The gym opens at 6am")
+    assert code == 0
+    stored = out.split()[-1]
+    shown = f'{stored}  "The gym opens at 6am"'
+    assert cli("add", "The gym opens at 6am")[1].strip() == \
+        f"exact duplicate with the same confidence: not stored again; the stored record: {shown}"
+    assert cli("add", "The gym opens at 6am", "--confidence", "0.95")[1].strip() == \
+        f"updated {shown} (exact duplicate, updated)"
+    out = cli("add", "The gym opens at 7am")[1].strip()
+    assert out.startswith("held for review ")
+    assert out.endswith(f" (may contradict); the stored record: {shown}")
+    assert "_" not in out.replace(stored, "")  # no snake_case reason code
+
+
 def test_an_agent_the_store_does_not_know_is_named_in_a_note(cli: Runner) -> None:
     assert cli("add", "Alice prefers green tea", "--agent", "alice")[0] == 0
     code, out, err = cli("list", "--agent", "team")

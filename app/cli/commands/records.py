@@ -187,25 +187,34 @@ def _add(args: argparse.Namespace, ctx: CliContext) -> int:
         for record_id in (result.record_id, result.target_id, result.review_id):
             if record_id:
                 ctx.ident(record_id)
-        ctx.print(_describe_outcome(result))
+        ctx.print(_describe_outcome(ctx, result))
     return 0
 
 
-def _describe_outcome(result: Any) -> str:
+def _describe_outcome(ctx: CliContext, result: Any) -> str:
+    """What ``add`` did, in words, naming the other record (merge target, duplicate, review
+    partner) by its text beside its id."""
+    from ui.shared.format import phrase, tag
+
     action, reason = result.action.value, result.reason.value
     if action == "inserted":
         return f"added {result.record_id}"
+    if action == "error":
+        return f"error: {result.error}"
+    other = ""
+    if result.target_id:
+        # the ingest result's record is the target (merged into, duplicate, deferral partner)
+        record = result.record
+        text = record.content if record is not None and record.id == result.target_id else None
+        other = result.target_id + (f"  {ctx.quoted(text)}" if text is not None else "")
     if action in ("merged", "updated"):
         state = result.record.state if result.record is not None else RecordState.ACTIVE
         kept = "" if state is RecordState.ACTIVE else f"; the record stays {state.value}"
-        return f"{action} into {result.target_id} ({reason}){kept}"
+        verb = "merged into" if action == "merged" else "updated"
+        return f"{verb} {other} ({tag(reason)}){kept}"
     if action == "deferred":
-        return (f"deferred to review {result.review_id}: {reason}, similar to "
-                f"{result.target_id}")
-    if action == "error":
-        return f"error: {result.error}"
-    target = f" (existing {result.target_id})" if result.target_id else ""
-    return f"skipped: {reason}{target}"
+        return f"held for review {result.review_id} ({tag(reason)}); the stored record: {other}"
+    return phrase(reason) + (f"; the stored record: {other}" if other else "")
 
 
 def _get(args: argparse.Namespace, ctx: CliContext) -> int:
