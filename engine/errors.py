@@ -274,6 +274,7 @@ class StoreLocked(StoreUnavailable):
         )
         self.path = path
         self.holder_pid = holder_pid
+        self.holder_info = holder_info
 
 
 class StoreReadOnly(StoreUnavailable):
