@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -111,6 +112,14 @@ def test_doctor_names_the_lock_holder_in_words(cli: Runner, tmp_path: Path) -> N
         shown = {line[:23].strip(): line[23:] for line in out.splitlines()}
         assert code == 0 and shown["lock holder"].startswith(f"PID {holder.pid} on ")
         assert " since 20" in shown["lock holder"] and "{" not in out
+        # a write command says what to do in a command's terms; reading ones still work
+        code, _, err = cli("add", "another memory")
+        assert code == 1 and err.strip() == (
+            f"error: store {tmp_path / 'store'} is in use by PID {holder.pid} (on "
+            f"{socket.gethostname()}): close it there, or use a Chroma server for several "
+            "processes (list, get, search and the other reading commands work meanwhile: "
+            "they open it read-only)")
+        assert cli("list")[0] == 0
     finally:
         holder.communicate("\n", timeout=60)
 
