@@ -43,6 +43,8 @@ def test_add_get_list_edit_delete_json(cli: Runner) -> None:
     assert edited["expires_at"] is not None and edited["version"] == 2
     code, out, _ = cli("--json", "stats")
     assert json.loads(out)["records"] == 1
+    # stats reads read-only; that is no property of the store to report
+    assert cli("stats")[1].splitlines()[0].endswith("(embedded)")
     code, out, _ = cli("--json", "delete", record["id"])
     assert code == 0 and json.loads(out) == {"deleted": [record["id"]]}
     code, out, err = cli("--json", "get", record["id"])

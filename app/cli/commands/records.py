@@ -321,7 +321,9 @@ def _stats(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(stats.to_json())
         return 0
-    access = ", read-only" if stats.read_only else ""
+    # stats always reads the store read-only; only another tool's collection *is* read-only
+    # (saying so for every store read as "your store is read-only")
+    access = ", another tool's collection: read-only" if stats.foreign else ""
     ctx.print(f"store:    {stats.location} ({stats.kind}{access})")
     if stats.foreign_layout is not None:
         ctx.print(f"layout:   {stats.foreign_layout.describe()}")
