@@ -271,7 +271,8 @@ def _check_whole_file(file: Path, number: int, body: bytes) -> None:
                                "is one JSON document spread over several lines, not JSONL: "
                                "each line must hold one whole memory object, such as "
                                '{"content": "Alice prefers green tea"} (a conversation is '
-                               "imported with import-conversation)")
+                               "imported as one: Import Conversation… in the app, "
+                               "`mnemoscope import-conversation` on the command line)")
 
 
 def write_jsonl_atomic(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
