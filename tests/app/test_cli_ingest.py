@@ -62,6 +62,17 @@ def test_human_ingest_says_how_to_undo_it(cli: Runner, tmp_path: Path) -> None:
     assert code == 0 and "undo" not in out
 
 
+def test_undo_names_a_record_it_leaves_alone_by_its_text(cli: Runner, tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "m.jsonl", [{"content": "Ana keeps bees on the roof"},
+                                         {"content": "The printer jams on thick paper"}])
+    document = json.loads(cli("--json", "ingest", path)[1])
+    edited = document["results"][1]["id"]
+    assert cli("edit", edited, "--importance", "0.9")[0] == 0
+    code, out, _ = cli("undo-import", document["import_id"])
+    assert code == 0
+    assert f'  left alone: {edited}  "The printer jams on thick paper" (changed since' in out
+
+
 def test_an_empty_file_says_there_was_nothing_to_import(cli: Runner, tmp_path: Path) -> None:
     for name, data in (("empty.jsonl", b""), ("blank.jsonl", b"\n  \n\n")):
         path = tmp_path / name

@@ -325,8 +325,12 @@ def _undo_import(args: argparse.Namespace, ctx: CliContext) -> int:
             f"{_count(counts['restored'], 'merged or updated record')}, withdraw "
             f"{_count(counts['withdrawn'], 'pending review item')}")
     ctx.print(f"{'Undone' if args.yes else 'Undo would'}: {what}.")
+    # a record left alone is named by its text too: the person decides what to do with it
+    texts = {record.id: record.content for record in
+             engine.get_many(engine.stored_ids(record_id for record_id, _ in plan.conflicts))}
     for record_id, why in plan.conflicts:
-        ctx.print(f"  left alone: {ctx.ident(record_id)} ({why})")
+        text = f"  {ctx.quoted(texts[record_id])}" if record_id in texts else ""
+        ctx.print(f"  left alone: {ctx.ident(record_id)}{text} ({why})")
     if not args.yes:
         ctx.print(f"Run `mnemoscope undo-import {ctx.ident(args.id)} --yes` to undo the import.")
     return 0
