@@ -210,3 +210,9 @@ def test_help_lists_commands_and_command_help_is_its_own(
     with pytest.raises(SystemExit):
         run_cli(["list", "-h"], {})
     assert "usage: mnemoscope list" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        run_cli(["--help"], {})
+    # the app's Edit → Undo holds only the app's own actions: a CLI delete is not undone there
+    delete_help = " ".join(capsys.readouterr().out.split("\n    delete ", 1)[1].split())
+    assert delete_help.startswith("delete records (each one's last state stays in the edit "
+                                  "history: `fate ID` tells what became of it)")

@@ -101,7 +101,10 @@ def register(subparsers: Any) -> None:
     _record_options(edit, editing=True)
     edit.set_defaults(handler=_edit)
 
-    delete = subparsers.add_parser("delete", help="delete records (undoable from the app)")
+    # not "undoable from the app": the app's Edit → Undo holds only what the app itself did
+    delete = subparsers.add_parser(
+        "delete", help="delete records (each one's last state stays in the edit history: "
+                       "`fate ID` tells what became of it)")
     delete.add_argument("ids", nargs="+", metavar="ID")
     delete.set_defaults(handler=_delete)
 
