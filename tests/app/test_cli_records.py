@@ -216,3 +216,8 @@ def test_help_lists_commands_and_command_help_is_its_own(
     delete_help = " ".join(capsys.readouterr().out.split("\n    delete ", 1)[1].split())
     assert delete_help.startswith("delete records (each one's last state stays in the edit "
                                   "history: `fate ID` tells what became of it)")
+    with pytest.raises(SystemExit):
+        run_cli(["prune", "-h"], {})
+    assert "gentle: expired records; normal: also those whose decayed importance fell below " \
+        "0.01; aggressive: also each agent's least important tenth" in \
+        " ".join(capsys.readouterr().out.split())  # what each mode removes, not just its name

@@ -17,7 +17,10 @@ __all__ = ["register"]
 def register(subparsers: Any) -> None:
     """Add the lifecycle commands to the CLI."""
     prune = subparsers.add_parser("prune", help="seed 004 pruning: gentle, normal, aggressive")
-    prune.add_argument("--mode", choices=[m.value for m in PruneMode], required=True)
+    prune.add_argument("--mode", choices=[m.value for m in PruneMode], required=True,
+                       help="gentle: expired records; normal: also those whose decayed "
+                            "importance fell below 0.01; aggressive: also each agent's least "
+                            "important tenth (paused and archived records only when expired)")
     prune.add_argument("--agent", help="only this agent's records")
     prune.add_argument("--dry-run", action="store_true", help="list, do not delete")
     prune.set_defaults(handler=_prune)
