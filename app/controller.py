@@ -94,6 +94,15 @@ def store_text(session: StoreSession) -> str:
     return f"{kind}: {name}{suffix}"
 
 
+def _locked_note(exc: StoreLocked) -> str:
+    """The banner when another process holds the store: it is open read-only already, so the
+    engine's advice to a command line ("… open this store read-only …") would confuse here."""
+    who = f"PID {exc.holder_pid}" if exc.holder_pid else "Another process"
+    where = f" ({exc.holder_info})" if exc.holder_info else ""
+    return (f"Opened read-only: {who}{where} has this store open. To edit it here, close it "
+            "there and open it again, or use a Chroma server for several processes.")
+
+
 class AppController(QObject):
     """Owns what the app has open and the rules for opening, closing and importing.
 
@@ -205,7 +214,7 @@ class AppController(QObject):
                 except StoreLocked as exc:
                     spec = dataclasses.replace(spec, read_only=True)
                     engine = await self._runner.run(self._services.open_engine, spec)
-                    notes.append(f"Read-only: {exc}")
+                    notes.append(_locked_note(exc))
         except EngineError as exc:
             self.store_state_changed.emit("No store")
             self.session_changed.emit(None)

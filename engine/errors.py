@@ -134,12 +134,18 @@ class InputFormatError(ValidationError):
 
 
 class RecordNotFound(EngineError):
-    """No record with the given id exists in the store."""
+    """No record (or review item, import, …: ``kind``) with the given id exists in the store.
+
+    Args:
+        record_id: The id asked for.
+        kind: What was looked for, as the message names it.
+        hint: Words appended to the message (where to find the ids).
+    """
 
     code = "MEMORY_RECORD_NOT_FOUND"
 
-    def __init__(self, record_id: str) -> None:
-        super().__init__(f"no record with id {record_id!r}")
+    def __init__(self, record_id: str, *, kind: str = "record", hint: str = "") -> None:
+        super().__init__(f"no {kind} with id {record_id!r}{hint}")
         self.record_id = record_id
 
 
@@ -268,6 +274,7 @@ class StoreLocked(StoreUnavailable):
         )
         self.path = path
         self.holder_pid = holder_pid
+        self.holder_info = holder_info
 
 
 class StoreReadOnly(StoreUnavailable):

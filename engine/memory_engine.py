@@ -29,7 +29,7 @@ from engine.clock import Clock, SystemClock
 from engine.config import EngineConfig, engine_config_from_env
 from engine.decay import decayed_importance
 from engine.embedding import Embedder, EmbedderState, EmbedderStatus
-from engine.errors import Cancelled, EditConflict, ValidationError
+from engine.errors import Cancelled, EditConflict, InputFormatError, ValidationError
 from engine.events import EventBus
 from engine.history import EditEntry, EditHistory, EditPair
 from engine.ledger import LEDGER_FILENAME, Ledger
@@ -1095,6 +1095,11 @@ class MemoryEngine:
         except ImportStopped as stopped:
             log.finish(import_id, stopped.report.counts, stopped.report.review_ids,
                        stopped.report.aliases, complete=False)
+            raise
+        except InputFormatError:
+            # the file was refused as a whole (missing, unreadable, not the format) before
+            # anything was written: there is no import to list or undo
+            log.discard(import_id)
             raise
         log.finish(import_id, report.counts, report.review_ids, report.aliases)
         return report

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import EngineError
+from engine.errors import EngineError, StoreLocked
 
 if TYPE_CHECKING:
     from app.cli.context import CliContext
@@ -131,6 +131,8 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
             return code
         finally:
             ctx.close()
+    except StoreLocked as exc:
+        return report_error(ctx, exc.code, _locked_message(exc), 1)
     except EngineError as exc:
         return report_error(ctx, exc.code, str(exc), 1)
     except BrokenPipeError:
@@ -140,6 +142,16 @@ def run_cli(argv: Sequence[str], settings_env: dict[str, str] | None = None) -> 
         return report_error(ctx, "INTERRUPTED", "interrupted", EXIT_INTERRUPTED)
     except Exception as exc:
         return report_crash(ctx, exc, args.command)
+
+
+def _locked_message(exc: StoreLocked) -> str:
+    """A write command on a store another process holds: what to do, in a command's terms
+    (the engine's "open this store read-only" is what the reading commands already do)."""
+    who = f"PID {exc.holder_pid}" if exc.holder_pid else "another process"
+    where = f" ({exc.holder_info})" if exc.holder_info else ""
+    return (f"store {exc.path} is in use by {who}{where}: close it there, or use a Chroma "
+            "server for several processes (list, get, search and the other reading commands "
+            "work meanwhile: they open it read-only)")
 
 
 def report_crash(ctx: CliContext, exc: Exception, command: str, *,

@@ -36,6 +36,7 @@ from engine.errors import EngineError, ValidationError
 __all__ = ["CliContext", "escape_controls"]
 
 MODEL_WAIT_SECONDS = 180.0
+_AGENTS_NAMED = 10  # agents a note names before "…"
 
 # C0 controls but newline and tab (ESC starts every terminal escape sequence; CR and BS
 # overwrite what was printed), DEL, C1 controls (0x9b is a one-byte CSI on some terminals) and
@@ -139,6 +140,20 @@ class CliContext:
                                   "redaction on, give the id as the output shows it")
         return found
 
+    def note_unknown_agent(self, engine: MemoryEngine, agent: str | None) -> None:
+        """After a reading command found nothing for ``--agent``: say on stderr when the store
+        has no records of that agent at all (a misspelt id, or one copied from an example),
+        naming the agents it has, rather than leave an empty answer unexplained."""
+        if agent is None:
+            return
+        agents = engine.stats().by_agent
+        if agent in agents:
+            return
+        known = sorted(agents)
+        listed = ", ".join(known[:_AGENTS_NAMED]) + (", …" if len(known) > _AGENTS_NAMED else "")
+        self.warn(f"note: this store has no records of agent {agent!r} "
+                  f"(its agents: {listed or 'none'})")
+
     def ident(self, value: str) -> str:
         """Mark ``value`` as an identifier in human output: shown as is when it has the shape
         of an id this engine makes (as in JSON documents), masked otherwise."""
@@ -180,6 +195,14 @@ class CliContext:
         if opened >= 0 and ">" not in cut[opened:]:
             cut = cut[:opened].rstrip()
         return cut + "…"
+
+    def quoted(self, text: str, width: int = 72) -> str:
+        """``text`` as :meth:`preview` shows it, in double quotes: a record named by its text.
+
+        Masked before it is quoted: JSON's escapes (``\\"``) would hide a quoted password
+        from the detectors when :meth:`print` masks the line.
+        """
+        return json.dumps(self.preview(text, width), ensure_ascii=False)
 
     def print(self, text: str = "") -> None:
         """Human output on stdout: masked by the exit policy, control characters escaped."""

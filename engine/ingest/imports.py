@@ -119,6 +119,12 @@ class ImportLog:
                  json.dumps(list(review_ids)), json.dumps([list(pair) for pair in aliases]),
                  import_id))
 
+    def discard(self, import_id: str) -> None:
+        """Forget an import that was refused before its first write (its file could not be
+        read): listing it as "stopped part way" would suggest it wrote something."""
+        with self._ledger.transaction() as conn:
+            conn.execute("DELETE FROM imports WHERE id = ?", (import_id,))
+
     def mark_undone(self, import_id: str, counts: Mapping[str, int]) -> None:
         """Record that the import was undone, and what the undo did."""
         with self._ledger.transaction() as conn:
@@ -134,7 +140,7 @@ class ImportLog:
         rows = self._ledger.query("SELECT * FROM imports WHERE id = ?", (import_id,)) \
             if self._ledger.version("imports") else []
         if not rows:
-            raise RecordNotFound(f"no import with id {import_id!r} (see `mnemoscope imports`)")
+            raise RecordNotFound(import_id, kind="import", hint=" (see `mnemoscope imports`)")
         return _entry(rows[0])
 
     def entries(self, limit: int = 50) -> list[ImportEntry]:

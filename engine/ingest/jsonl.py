@@ -240,14 +240,39 @@ def read_jsonl(path: str | Path, *, source: str | None = None, tier: TrustTier |
     except OSError as exc:
         raise InputFormatError(str(file), 0, "file", f"cannot open: {exc.strerror}") from exc
     with handle:
+        first = True
         for number, raw in enumerate(handle, start=1):
             body = raw.rstrip(b"\r\n")
             if number == 1 and body.startswith(b"\xef\xbb\xbf"):
                 body = body[3:]  # a UTF-8 byte-order mark is not content
             if not body.strip():
                 continue
+            if first:
+                _check_whole_file(file, number, body)
+                first = False
             yield _parse_line(body, number, source=source, tier=tier,
                               default_source=default_source)
+
+
+def _check_whole_file(file: Path, number: int, body: bytes) -> None:
+    """Refuse, before any line is read as a memory, the files that are not JSONL at all and
+    would otherwise show a "not JSON" error for every line: UTF-16 text, and one JSON
+    document spread over lines (a pretty-printed array or object, e.g. a conversation).
+
+    Raises:
+        InputFormatError: naming the file, the line and what to do instead.
+    """
+    if body.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputFormatError(str(file), number, "file",
+                               "is UTF-16 text (it starts with a UTF-16 byte-order mark); "
+                               "save it as UTF-8")
+    if body.strip() in (b"[", b"{"):
+        raise InputFormatError(str(file), number, "file",
+                               "is one JSON document spread over several lines, not JSONL: "
+                               "each line must hold one whole memory object, such as "
+                               '{"content": "Alice prefers green tea"} (a conversation is '
+                               "imported as one: Import Conversation… in the app, "
+                               "`mnemoscope import-conversation` on the command line)")
 
 
 def write_jsonl_atomic(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:

@@ -221,10 +221,10 @@ class ReviewQueue:
             RecordNotFound: no such review item.
         """
         if not self.available:
-            raise RecordNotFound(item_id)
+            raise RecordNotFound(item_id, kind="review item")
         rows = self._ledger.query("SELECT * FROM review_items WHERE id = ?", (item_id,))
         if not rows:
-            raise RecordNotFound(item_id)
+            raise RecordNotFound(item_id, kind="review item")
         return _row_to_item(rows[0])
 
     def vector(self, item_id: str) -> npt.NDArray[np.float32] | None:

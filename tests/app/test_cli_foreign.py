@@ -54,6 +54,7 @@ def test_mem0_store_through_the_cli(tmp_path: Path, run: Run) -> None:
                                        "vector_dimension": 384, "vectors_used": True}
     code, out, _ = run("--collection", "mem0", "stats")
     assert code == 0 and "layout:   mem0 layout" in out
+    assert out.splitlines()[0].endswith("(embedded, another tool's collection: read-only)")
     code, out, _ = run("--collection", "mem0", "doctor")
     assert code == 0 and "foreign layout         mem0 layout" in out
     fate = _json(run("--collection", "mem0", "--json", "fate", ids[1]))

@@ -48,6 +48,41 @@ def test_ingest_json_twice(cli: Runner, tmp_path: Path) -> None:
     assert json.loads(cli("--json", "stats")[1])["records"] == 2
 
 
+def test_human_ingest_says_how_to_undo_it(cli: Runner, tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "m.jsonl", [{"content": "Rosa's team meets on the third floor"}])
+    code, out, _ = cli("ingest", path)
+    assert code == 0
+    undo = out.splitlines()[-1]
+    assert undo.startswith("Import ") and "; undo it with `mnemoscope undo-import " in undo
+    command = undo.split("`")[1].split()[1:]
+    assert cli(*command)[0] == 0
+    assert json.loads(cli("--json", "stats")[1])["records"] == 0
+    assert "undo-import" in cli("ingest", path)[1]  # stored again
+    code, out, _ = cli("ingest", path)  # now a known line, skipped: nothing to undo
+    assert code == 0 and "undo" not in out
+
+
+def test_undo_names_a_record_it_leaves_alone_by_its_text(cli: Runner, tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "m.jsonl", [{"content": "Ana keeps bees on the roof"},
+                                         {"content": "The printer jams on thick paper"}])
+    document = json.loads(cli("--json", "ingest", path)[1])
+    edited = document["results"][1]["id"]
+    assert cli("edit", edited, "--importance", "0.9")[0] == 0
+    code, out, _ = cli("undo-import", document["import_id"])
+    assert code == 0
+    assert f'  left alone: {edited}  "The printer jams on thick paper" (changed since' in out
+
+
+def test_an_empty_file_says_there_was_nothing_to_import(cli: Runner, tmp_path: Path) -> None:
+    for name, data in (("empty.jsonl", b""), ("blank.jsonl", b"\n  \n\n")):
+        path = tmp_path / name
+        path.write_bytes(data)
+        code, out, err = cli("ingest", str(path))
+        assert code == 0
+        assert err.strip() == f"note: {path}: nothing to import (it holds no memories)"
+        assert "undo" not in out
+
+
 def test_bad_lines_exit_1_and_keep_good_lines(cli: Runner, tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "m.jsonl", [{"content": "Sam rides a red bike"}],
                   extra=b"{oops\n" + b'{"content": 5}\n')
@@ -59,6 +94,51 @@ def test_bad_lines_exit_1_and_keep_good_lines(cli: Runner, tmp_path: Path) -> No
     assert "not JSON" in results[1]["reason"] and "content" in results[2]["reason"]
     code, out, _ = cli("ingest", path)
     assert code == 1 and f"{path}:2: not JSON" in out
+
+
+def test_review_list_shows_both_texts_and_the_reason_in_words(cli: Runner) -> None:
+    stored = json.loads(cli("--json", "add", "The gym opens at 6am")[1])
+    assert json.loads(cli("--json", "add", "The gym opens at 7am")[1])["ingest"]["action"] \
+        == "deferred"
+    code, out, _ = cli("review", "list")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split("  ")[1].startswith("may contradict, similarity ")
+    assert lines[1].split() == ["stored:", "The", "gym", "opens", "at", "6am",
+                                f"({stored['id']})"]
+    assert lines[2].split() == ["incoming:", "The", "gym", "opens", "at", "7am"]
+    assert lines[3] == "    conflicts: times differ: 06:00 vs 07:00"
+    assert "possible_contradiction" not in out and "target" not in out
+    cli("delete", stored["id"])
+    code, out, _ = cli("review", "list")  # the item stays; its stored side has gone
+    assert code == 0 and out.splitlines()[1] == \
+        f"    stored:   (no longer stored)  ({stored['id']})"
+
+
+def test_review_decisions_name_the_resulting_record_by_its_text(cli: Runner) -> None:
+    stored = json.loads(cli("--json", "add", "The gym opens at 6am")[1])
+    for text in ("The gym opens at 7am", "The gym opens at 8am"):
+        assert json.loads(cli("--json", "add", text)[1])["ingest"]["action"] == "deferred"
+    first, second = json.loads(cli("--json", "review", "list")[1])["items"]
+    code, out, _ = cli("review", "approve", first["id"])
+    assert code == 0 and out.strip() == \
+        f'review {first["id"]}: merged into {stored["id"]}  "The gym opens at 6am"'
+    code, out, _ = cli("review", "reject", second["id"])
+    assert code == 0 and out.startswith(f"review {second['id']}: kept as ")
+    assert out.rstrip().endswith(f'  "{second["incoming"]["content"]}"')
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("undo-import", "nope", "--yes"),
+     "error: no import with id 'nope' (see `mnemoscope imports`)"),
+    (("review", "approve", "nope"), "error: no review item with id 'nope'"),
+    (("review", "reject", "nope"), "error: no review item with id 'nope'"),
+])
+def test_an_unknown_import_or_review_id_is_named_as_such(cli: Runner, argv: tuple[str, ...],
+                                                         message: str) -> None:
+    assert cli("add", "a memory so the store exists")[0] == 0
+    code, _, err = cli(*argv)
+    assert code == 1 and err.strip() == message  # not 'no record with id "no import …"'
 
 
 def test_review_events_and_add(cli: Runner, tmp_path: Path) -> None:
@@ -193,6 +273,7 @@ def test_import_conversation_previews_then_imports_each_format(
     assert json.loads(cli("--json", "stats")[1])["records"] == 0  # the preview wrote nothing
     code, out, _ = cli("import-conversation", str(path), "--keep", "all", "--dry-run")
     assert code == 0 and "nothing was written" in out and kind.label in out
+    assert f"\ninserted (new: {len(turns)}):\n" in out  # reasons in words, not 'unique_hash'
     assert turns[0][1].splitlines()[0][:40] in out  # samples show the text
     code, out, _ = cli("--json", "import-conversation", str(path), "--keep", "all", "--agent",
                        "ana")
@@ -275,6 +356,8 @@ def test_consolidate_previews_merges_defers_and_undoes(cli: Runner, tmp_path: Pa
     for text in ("Ana keeps bees on the roof", "Ana keeps bees on her roof",
                  "The gym opens at 6am", "The gym opens at 7am"):
         assert text in out  # both texts of every step
+    steps = [line.split("  ")[0] for line in out.splitlines() if line[:5] in ("merge", "defer")]
+    assert sorted(steps) == ["defer may contradict", "merge near duplicate"]  # words, not codes
     assert json.loads(cli("--json", "stats")[1])["records"] == 4
     code, out, _ = cli("--json", "consolidate")
     report = json.loads(out)

@@ -93,7 +93,7 @@ def test_budget_spent_falls_back_and_says_why(cli: Runner, conversation: Path,
 def test_extract_stores_valid_candidates(cli: Runner, conversation: Path) -> None:
     code, out, err = cli("extract", str(conversation), "--model", "gpt-4o-mini")
     assert code == 0, err
-    assert "extracted 1 memories via openai/gpt-4o-mini" in out
+    assert "extracted 1 memory via openai/gpt-4o-mini" in out
     assert "rejected item 1: invalid_field content" in out
     assert "stored 1 records" in out
     code, out, _ = cli("--json", "list", "--agent", "nurse-bot")
@@ -111,6 +111,25 @@ def test_no_provider_uses_the_heuristic(cli: Runner, conversation: Path,
     assert (code, doc["source"], doc["fallback_reason"]) == (0, "heuristic", "no_provider")
     code, out, _ = cli("llm", "status")
     assert "provider:    (none configured)" in out
+
+
+def test_without_a_provider_the_human_output_says_what_the_heuristic_keeps(
+        cli: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MNEMOSCOPE_LLM_PROVIDER", "MNEMOSCOPE_LLM_BASE_URL", "MNEMOSCOPE_LLM_MODEL",
+                 "MNEMOSCOPE_LLM_DAILY_BUDGET_USD"):
+        monkeypatch.delenv(name)
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps([{"role": "user", "content": "Two seats together, please."}]),
+                    encoding="utf-8")
+    code, out, _ = cli("extract", str(path), "--dry-run")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == \
+        "extracted 0 memories via the local heuristic (no LLM provider configured)"
+    assert "no_provider" not in out and "keeps first-person statements" in lines[1]
+    code, out, _ = cli("llm", "status")
+    assert "budget:      0.000000 USD spent since " in out
+    assert out.split("budget:")[1].splitlines()[0].endswith(", no daily budget set")
+    assert "of disabled" not in out
 
 
 def test_bad_input_file(cli: Runner, tmp_path: Path) -> None:
@@ -189,3 +208,8 @@ def test_metrics_reports_the_seed_llm_metrics(cli: Runner, conversation: Path) -
     code, out, _ = cli("metrics")
     assert "memory_llm_circuit_state         0 (closed)" in out
     assert "openai/extract: p50" in out
+    # retrieval latency and task counters live in the process that does the work: a one-off
+    # command's zeros are set apart and labelled, not shown as the store's figures
+    store_part, _, process_part = out.partition("\ncounted by this command only, so 0 here")
+    assert "memory_records_total" in store_part and "retrievals" not in store_part
+    assert "retrievals                       0" in process_part

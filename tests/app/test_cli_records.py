@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,11 +43,87 @@ def test_add_get_list_edit_delete_json(cli: Runner) -> None:
     assert edited["expires_at"] is not None and edited["version"] == 2
     code, out, _ = cli("--json", "stats")
     assert json.loads(out)["records"] == 1
+    # stats reads read-only; that is no property of the store to report
+    assert cli("stats")[1].splitlines()[0].endswith("(embedded)")
     code, out, _ = cli("--json", "delete", record["id"])
     assert code == 0 and json.loads(out) == {"deleted": [record["id"]]}
     code, out, err = cli("--json", "get", record["id"])
     assert code == 1 and "no record with id" in err
     assert json.loads(out)["error"]["code"] == "MEMORY_RECORD_NOT_FOUND"
+
+
+def test_get_shows_values_in_words_not_python_reprs(cli: Runner) -> None:
+    code, out, _ = cli("--json", "add", "Alice prefers green tea", "--tags", "tea,drinks")
+    record_id = json.loads(out)["id"]
+    code, out, _ = cli("get", record_id)
+    assert code == 0
+    shown = {line[:16].strip(): line[17:] for line in out.splitlines()}
+    assert shown["tags"] == "tea, drinks"
+    assert (shown["expires_at"], shown["merged_from"], shown["redacted"], shown["metadata"]) \
+        == ("never", "-", "no", "-")
+    assert not any(token in out for token in ("['", "None", "False", "[]", "{}"))
+    cli("edit", record_id, "--metadata", '{"room": "kitchen"}')
+    assert 'metadata         {"room": "kitchen"}' in cli("get", record_id)[1]
+
+
+def test_add_says_what_happened_in_words_naming_the_other_record_by_its_text(
+        cli: Runner) -> None:
+    code, out, _ = cli("add", "The gym opens at 6am")
+    assert code == 0
+    stored = out.split()[-1]
+    shown = f'{stored}  "The gym opens at 6am"'
+    assert cli("add", "The gym opens at 6am")[1].strip() == \
+        f"exact duplicate with the same confidence: not stored again; the stored record: {shown}"
+    assert cli("add", "The gym opens at 6am", "--confidence", "0.95")[1].strip() == \
+        f"updated {shown} (exact duplicate, updated)"
+    out = cli("add", "The gym opens at 7am")[1].strip()
+    assert out.startswith("held for review ")
+    assert out.endswith(f" (may contradict); the stored record: {shown}")
+    assert "_" not in out.replace(stored, "")  # no snake_case reason code
+
+
+def test_an_agent_the_store_does_not_know_is_named_in_a_note(cli: Runner) -> None:
+    assert cli("add", "Alice prefers green tea", "--agent", "alice")[0] == 0
+    code, out, err = cli("list", "--agent", "team")
+    assert code == 0 and out.strip() == "(no records match)"  # not "(0-0 of 0)"
+    assert err.strip() == "note: this store has no records of agent 'team' (its agents: alice)"
+    code, out, err = cli("--json", "search", "when is the standup?", "--agent", "team")
+    assert code == 0 and json.loads(out)["records"] == [] and "agent 'team'" in err
+    code, out, err = cli("list", "--agent", "alice", "--text", "coffee")  # a known agent
+    assert code == 0 and err == ""
+    assert cli("list", "--offset", "5")[1].strip() == "(0 of 1: --offset 5 is past the end)"
+
+
+def test_doctor_names_the_lock_holder_in_words(cli: Runner, tmp_path: Path) -> None:
+    assert cli("add", "a memory so the store exists")[0] == 0
+    code, out, _ = cli("doctor")
+    assert code == 0
+    shown = {line[:23].strip(): line[23:] for line in out.splitlines()}
+    # doctor takes the free lock itself: its own PID there is no other process
+    assert shown["lock holder"] == "none (only this doctor run, while it reads)"
+    assert shown["store"].endswith("(embedded, 1 record)")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from engine import MemoryEngine, StoreSpec; "
+         "engine = MemoryEngine.open(StoreSpec(sys.argv[1])); print('open', flush=True); "
+         "sys.stdin.readline(); engine.close()", str(tmp_path / "store")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        code, out, _ = cli("doctor")
+        shown = {line[:23].strip(): line[23:] for line in out.splitlines()}
+        assert code == 0 and shown["lock holder"].startswith(f"PID {holder.pid} on ")
+        assert " since 20" in shown["lock holder"] and "{" not in out
+        # a write command says what to do in a command's terms; reading ones still work
+        code, _, err = cli("add", "another memory")
+        assert code == 1 and err.strip() == (
+            f"error: store {tmp_path / 'store'} is in use by PID {holder.pid} (on "
+            f"{socket.gethostname()}): close it there, or use a Chroma server for several "
+            "processes (list, get, search and the other reading commands work meanwhile: "
+            "they open it read-only)")
+        assert cli("list")[0] == 0
+    finally:
+        holder.communicate("\n", timeout=60)
 
 
 @pytest.mark.parametrize(
@@ -133,3 +210,14 @@ def test_help_lists_commands_and_command_help_is_its_own(
     with pytest.raises(SystemExit):
         run_cli(["list", "-h"], {})
     assert "usage: mnemoscope list" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        run_cli(["--help"], {})
+    # the app's Edit → Undo holds only the app's own actions: a CLI delete is not undone there
+    delete_help = " ".join(capsys.readouterr().out.split("\n    delete ", 1)[1].split())
+    assert delete_help.startswith("delete records (each one's last state stays in the edit "
+                                  "history: `fate ID` tells what became of it)")
+    with pytest.raises(SystemExit):
+        run_cli(["prune", "-h"], {})
+    assert "gentle: expired records; normal: also those whose decayed importance fell below " \
+        "0.01; aggressive: also each agent's least important tenth" in \
+        " ".join(capsys.readouterr().out.split())  # what each mode removes, not just its name

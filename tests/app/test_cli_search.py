@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import run_cli
+from tests.app.conftest import Runner
 
 
 def _run(store: Path, *args: str) -> tuple[int, str]:
@@ -54,6 +55,16 @@ def test_search_human_output_and_pressure(store: Path) -> None:
     assert "strategy balanced:throttle" in out
 
 
+def test_search_prints_ids_that_get_accepts(store: Path) -> None:
+    code, out = _run(store, "search", "the cat's name")
+    assert code == 0
+    found = [line.split()[3] for line in out.splitlines()[1:]]
+    assert found
+    for record_id in found:
+        code, shown = _run(store, "get", record_id)
+        assert code == 0 and f"id               {record_id}" in shown
+
+
 def test_search_uses_the_retrieval_weights_from_the_environment(
         store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_RETRIEVAL_WEIGHT_REASONING_RECENCY", "0")
@@ -88,6 +99,27 @@ def test_prune_and_compact_dry_runs(store: Path) -> None:
     assert json.loads(out)["agents"][0]["agent_id"] == "a"
 
 
+def test_prune_lists_the_memories_it_would_remove_in_words(cli: Runner) -> None:
+    texts = ["Ana keeps bees on the roof", "The gym opens at six", "Bob plays chess on Sundays",
+             "Lena drinks oolong tea", "The printer jams on thick paper",
+             "Marco rides a red bicycle", "Our office moved to Utrecht", "Priya owns payments",
+             "The cat is named Tom", "Sam is allergic to peanuts", "Jordan waters the ferns",
+             "Kim speaks fluent Portuguese"]
+    for n, text in enumerate(texts):
+        assert cli("add", text, "--importance", f"{0.05 + n / 20:.2f}")[0] == 0
+    code, out, _ = cli("prune", "--mode", "aggressive", "--dry-run")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("prune (aggressive): would remove 1 record "
+                               "(in the least important tenth: 1); 12 in store")
+    record_id, shown = lines[1].split(maxsplit=1)
+    assert shown == "in the least important tenth: Ana keeps bees on the roof"
+    code, out, _ = cli("prune", "--mode", "aggressive")
+    assert code == 0 and out.splitlines()[1].split() == [record_id, "in", "the", "least",
+                                                         "important", "tenth"]
+    assert "`mnemoscope fate ID`" in out and "bottom_decile" not in out
+
+
 def test_redact_scan_and_metrics(store: Path) -> None:
     code, out = _run(store, "--json", "redact-scan")
     doc = json.loads(out)
@@ -95,6 +127,8 @@ def test_redact_scan_and_metrics(store: Path) -> None:
     assert doc["count"] == 1
     assert doc["records"][0]["kinds"] == {"EMAIL": 1}
     assert "jane.doe" not in doc["records"][0]["preview"]
+    code, out = _run(store, "redact-scan")
+    assert code == 0 and " 1 e-mail address in content: Contact me at <REDACT:sha256-" in out
     code, out = _run(store, "--json", "metrics")
     assert code == 0
     assert json.loads(out)["aggregate"]["memory_records_total"] == 3

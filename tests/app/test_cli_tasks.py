@@ -76,7 +76,10 @@ def test_add_dep_refuses_a_cycle_and_writes_otherwise(demo: Path, env: dict[str,
     assert json.loads(capsys.readouterr().out) == {"id": "OPS-3",
                                                    "dependencies": ["OPS-2", "QA-1"]}
     assert run_cli(["tasks", "dependents", "AUTH-2", "--workspace", ws], env) == 0
-    assert capsys.readouterr().out.split() == ["AUTH-3", "AUTH-4", "UI-2"]
+    assert capsys.readouterr().out.splitlines() == [  # each card's title beside its id
+        "AUTH-3  Session middleware", "AUTH-4  Password reset by email", "UI-2    Login page"]
+    assert run_cli(["tasks", "dependents", "UI-3", "--workspace", ws], env) == 0
+    assert capsys.readouterr().out == "UI-3 has no dependents\n"
 
 
 def test_scene_out_json_and_delta(demo: Path, env: dict[str, str], tmp_path: Path,

@@ -68,3 +68,15 @@ def test_a_message_does_not_change_the_dialog_size(
     # and the message shows whole (not cut to the height an empty label had)
     assert error.height() >= error.heightForWidth(error.width()) > 0
     dialog.reject()
+
+
+def test_a_memory_added_by_hand_is_private_unless_chosen_otherwise(qtbot: QtBot) -> None:
+    """The engine, ``mnemoscope add`` and the Pipeline's form default to private; Add memory
+    offered "public" (its box's first item), so a personal fact typed there was stored public."""
+    from engine.records import Privacy
+
+    dialog = AddMemoryDialog(["default"])
+    qtbot.addWidget(dialog)
+    assert dialog.privacy.currentText() == "private"
+    dialog.content.setPlainText("Sam's passport number ends in 4471")
+    assert dialog.build().privacy is Privacy.PRIVATE

@@ -37,6 +37,7 @@ from engine.records import Layer, MemoryRecord, RecordState
 from ui.records.record_links import quoted, record_tooltip
 from ui.shared.choices import chosen_privacy, fill_privacy, show_privacy
 from ui.shared.format import diff_value, elide, label_for, local_time, phrase
+from ui.shared.wording import count_of
 
 __all__ = ["DAY_MS", "HISTORY_FIELDS", "RecordDetailPanel", "changed_fields"]
 
@@ -279,7 +280,8 @@ class RecordDetailPanel(QWidget):
             f"<td>{'' if p.confidence is None else f'{p.confidence:.3f}'}</td>"
             f"<td><code>{_esc(p.content_hash[:12])}</code></td></tr>"
             for p in record.provenance)
-        return (f"<h4>Provenance ({record.unique_sources} unique sources)</h4>"
+        sources = count_of(record.unique_sources, "unique source")
+        return (f"<h4>Provenance ({sources})</h4>"
                 "<table cellspacing='2' cellpadding='2'><tr><th>at</th><th>source</th>"
                 f"<th>tier</th><th>confidence</th><th>hash</th></tr>{rows}</table>"
                 f"<h4>Merged from</h4>{self._link_rows(list(detail.merged_from))}"

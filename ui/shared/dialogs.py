@@ -34,7 +34,7 @@ from engine.errors import ValidationError
 from engine.records import Category, Layer, NewMemory, Privacy
 from ui.imports.import_dialogs import OutcomeTable, decision_words
 from ui.imports.importing import ACTIONS, DECISIONS, ImportSummary
-from ui.shared.choices import chosen_privacy, fill_privacy
+from ui.shared.choices import chosen_privacy, fill_privacy, show_privacy
 from ui.shared.format import sentence
 from ui.shared.wording import count_of
 
@@ -236,6 +236,9 @@ class AddMemoryDialog(QDialog):
         self.category.addItems([c.value for c in Category])
         self.privacy = QComboBox(self)
         fill_privacy(self.privacy)
+        # the engine's, the CLI's and the Pipeline form's default: a memory typed here is
+        # private unless the person says otherwise (the box's first item is "public")
+        show_privacy(self.privacy, Privacy.PRIVATE)
         self.importance = QDoubleSpinBox(self)
         self.importance.setRange(0.0, 1.0)
         self.importance.setSingleStep(0.05)

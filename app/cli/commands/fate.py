@@ -38,6 +38,14 @@ def _fate(args: argparse.Namespace, ctx: CliContext) -> int:
             ctx.ident(record_id)
     survivor = f" → {fate.survivor_id}" if fate.survivor_id else ""
     ctx.print(f"{fate.record_id}: {fate.status}{survivor}")
+    # What the memory said, and what it lives on in: a story told in ids alone sends the
+    # reader to `get` for every line (and `get` cannot show a record that has gone).
+    if fate.content:
+        ctx.print(f"  text     {ctx.preview(fate.content, 100)}")
+    if fate.survivor_id:
+        found = engine.get_many(engine.stored_ids([fate.survivor_id]))
+        if found:
+            ctx.print(f"  now in   {ctx.preview(found[0].content, 100)}")
     for step in fate.steps:
         ctx.print(f"  {format_timestamp(step.ts)}  {step.text}")
     if fate.forecast is not None:

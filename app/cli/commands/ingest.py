@@ -17,7 +17,6 @@ every line printed is committed. ``import-conversation`` does the same.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import threading
 from collections import Counter
@@ -149,6 +148,8 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
                                           cancelled=cancelled)
 
     def show(report: ImportReport) -> None:
+        from ui.shared.format import tag
+
         label = ConversationFormat(report.format).label if report.format else "conversation"
         ctx.print(f"{args.file}: {label}, {_count(len(report.lines), 'message')}; "
                   f"kept {keep.describe()}")
@@ -159,8 +160,8 @@ def _import_conversation(args: argparse.Namespace, ctx: CliContext) -> int:
         for outcome in report.lines:
             by_action.setdefault(outcome.action, []).append(outcome)
         for action, outcomes in by_action.items():
-            reasons = Counter(o.reason for o in outcomes)
-            ctx.print(f"\n{action} ({', '.join(f'{r} {n}' for r, n in reasons.most_common())}):")
+            reasons = Counter(tag(o.reason) for o in outcomes)
+            ctx.print(f"\n{action} ({', '.join(f'{r}: {n}' for r, n in reasons.most_common())}):")
             for outcome in outcomes[:_SAMPLES]:
                 ctx.print(f"  message {outcome.line}: {_outcome_text(ctx, outcome)}")
             if len(outcomes) > _SAMPLES:
@@ -196,6 +197,7 @@ def run_import(args: argparse.Namespace, ctx: CliContext,
                 return 1
             if not ctx.json:
                 _print_report(ctx, exc.report, prefix)
+                _print_undo(ctx, exc.report)
             return report_error(ctx, exc.code, str(exc), 1,
                                 document=_document(exc.report))
         except (EngineError, BrokenPipeError):
@@ -211,10 +213,15 @@ def run_import(args: argparse.Namespace, ctx: CliContext,
         ctx.emit_json_line({"summary": _summary(report, None)})
     elif ctx.json:
         ctx.emit_json(_document(report))
-    elif show is not None:
-        show(report)
     else:
-        _print_report(ctx, report, prefix)
+        if show is not None:
+            show(report)
+        else:
+            _print_report(ctx, report, prefix)
+        _print_undo(ctx, report)
+    if not report.lines and not report.cancelled:
+        # exit 0 with all-zero counts reads as "it worked"; the file was likely the wrong one
+        ctx.warn(f"note: {report.path}: nothing to import (it holds no memories)")
     if report.cancelled:
         ctx.warn(f"cancelled: lines before {report.stopped_at} were committed, "
                  f"line {report.stopped_at} and later were not" if report.stopped_at
@@ -243,6 +250,15 @@ def _print_report(ctx: CliContext, report: ImportReport,
     for outcome in report.errors:
         ctx.print(f"{prefix(outcome.line)}{outcome.reason}")
     ctx.print(", ".join(f"{k} {v}" for k, v in report.counts.items()))
+
+
+def _print_undo(ctx: CliContext, report: ImportReport) -> None:
+    """How to take back what an import wrote (its id is otherwise only in ``imports``)."""
+    written = sum(report.counts[action] for action in ("inserted", "updated", "merged",
+                                                       "deferred"))
+    if report.import_id is not None and written and not report.dry_run:
+        ctx.print(f"Import {ctx.ident(report.import_id)}; undo it with "
+                  f"`mnemoscope undo-import {ctx.ident(report.import_id)} --yes`.")
 
 
 @contextmanager
@@ -276,9 +292,9 @@ def _outcome_text(ctx: CliContext, outcome: LineOutcome) -> str:
         return outcome.reason
     record = outcome.result.record if outcome.result is not None else None
     text = outcome.content or (record.content if record is not None else "")
-    line = _elide(ctx, text) if text else "(no text)"
+    line = ctx.quoted(text) if text else "(no text)"
     if record is not None and outcome.action != "inserted" and record.content != text:
-        line += f"  →  {_elide(ctx, record.content)}"
+        line += f"  →  {ctx.quoted(record.content)}"
     return line
 
 
@@ -309,8 +325,12 @@ def _undo_import(args: argparse.Namespace, ctx: CliContext) -> int:
             f"{_count(counts['restored'], 'merged or updated record')}, withdraw "
             f"{_count(counts['withdrawn'], 'pending review item')}")
     ctx.print(f"{'Undone' if args.yes else 'Undo would'}: {what}.")
+    # a record left alone is named by its text too: the person decides what to do with it
+    texts = {record.id: record.content for record in
+             engine.get_many(engine.stored_ids(record_id for record_id, _ in plan.conflicts))}
     for record_id, why in plan.conflicts:
-        ctx.print(f"  left alone: {ctx.ident(record_id)} ({why})")
+        text = f"  {ctx.quoted(texts[record_id])}" if record_id in texts else ""
+        ctx.print(f"  left alone: {ctx.ident(record_id)}{text} ({why})")
     if not args.yes:
         ctx.print(f"Run `mnemoscope undo-import {ctx.ident(args.id)} --yes` to undo the import.")
     return 0
@@ -322,14 +342,16 @@ def _consolidate(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(report.to_json())
         return 0
+    from ui.shared.format import tag
+
     for step in report.steps:
         what = "merge" if step.action.value == "merged" else "defer"
         review = f"  review {ctx.ident(step.review_id)}" if step.review_id else ""
-        ctx.print(f"{what:<5} {step.reason.value:<22} sim {step.similarity:.3f} "
+        ctx.print(f"{what:<5} {tag(step.reason.value):<18} sim {step.similarity:.3f} "
                   f"({'embedding' if step.semantic else 'jaccard'}){review}")
-        ctx.print(f"    keep   {ctx.ident(step.kept.id)}  {_elide(ctx, step.kept.content)}")
+        ctx.print(f"    keep   {ctx.ident(step.kept.id)}  {ctx.quoted(step.kept.content)}")
         ctx.print(f"    {'merge' if what == 'merge' else 'vs   '}  {ctx.ident(step.other.id)}  "
-                  f"{_elide(ctx, step.other.content)}")
+                  f"{ctx.quoted(step.other.content)}")
     counts = report.counts
     summary = (f"{_count(counts['merged'], 'merge')}, {_count(counts['deferred'], 'deferral')} "
                f"among {_count(report.scanned, 'record')}")
@@ -345,12 +367,6 @@ def _consolidate(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _elide(ctx: CliContext, text: str, width: int = 72) -> str:
-    # Masked before it is quoted: JSON's escapes (``\"``) would hide a quoted password from
-    # the detectors when ctx.print masks the line.
-    return json.dumps(ctx.preview(text, width), ensure_ascii=False)
 
 
 def _export(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -387,20 +403,30 @@ def _events(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _review_list(args: argparse.Namespace, ctx: CliContext) -> int:
-    items = ctx.open_engine(read_only=True).review_queue()
+    from ui.shared.format import conflict_phrase, phrase, tag
+
+    engine = ctx.open_engine(read_only=True)
+    items = engine.review_queue()
     if ctx.json:
         ctx.emit_json({"items": [item.to_json() for item in items]})
         return 0
+    # A pair is judged by its two texts: the stored one is read here (one batch), not left
+    # for the reader to look up by id.
+    targets = engine.stored_ids(dict.fromkeys(item.target_id for item in items))
+    stored = {record.id: record.content for record in engine.get_many(targets)}
     for item in items:
         similarity = "-" if item.similarity is None else f"{item.similarity:.3f}"
-        conflicts = "; ".join(f"{c.kind}: {', '.join(c.existing) or '-'} vs "
-                              f"{', '.join(c.incoming) or '-'}" for c in item.conflicts)
-        ctx.print(f"{ctx.ident(item.id)}  {item.reason:<22} sim {similarity}  "
-                  f"target {ctx.ident(item.target_id)}")
+        conflicts = "; ".join(f"{phrase(c.kind)}: {conflict_phrase(c.to_json())}"
+                              for c in item.conflicts)
+        ctx.print(f"{ctx.ident(item.id)}  {tag(item.reason)}, similarity {similarity}")
+        ctx.print(f"    stored:   {stored.get(item.target_id, '(no longer stored)')}  "
+                  f"({ctx.ident(item.target_id)})")
         ctx.print(f"    incoming: {item.incoming.content}")
         if conflicts:
             ctx.print(f"    conflicts: {conflicts}")
-    ctx.print(f"({len(items)} pending)")
+    ctx.print(f"({len(items)} pending: `review approve ID` merges the incoming memory into the "
+              "stored one, `review reject ID` stores it as its own record)" if items
+              else "(0 pending)")
     return 0
 
 
@@ -412,7 +438,9 @@ def _review_resolve(args: argparse.Namespace, ctx: CliContext, approve: bool) ->
                        "record": None if result.record is None else result.record.to_json()})
     else:
         verb = "merged into" if approve else "kept as"
-        ctx.print(f"review {ctx.ident(args.id)}: {verb} {ctx.ident(result.record_id or '-')}")
+        text = f"  {ctx.quoted(result.record.content)}" if result.record is not None else ""
+        ctx.print(f"review {ctx.ident(args.id)}: {verb} "
+                  f"{ctx.ident(result.record_id or '-')}{text}")
     return 0
 
 

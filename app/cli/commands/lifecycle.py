@@ -8,7 +8,7 @@ from typing import Any
 
 from app.cli.commands.llm import open_gateway
 from app.cli.context import CliContext
-from engine import LifecycleReport, PruneMode
+from engine import LifecycleReport, MemoryEngine, PruneMode
 from engine.llm import CompactionSummarizer, Summarizer
 
 __all__ = ["register"]
@@ -17,7 +17,10 @@ __all__ = ["register"]
 def register(subparsers: Any) -> None:
     """Add the lifecycle commands to the CLI."""
     prune = subparsers.add_parser("prune", help="seed 004 pruning: gentle, normal, aggressive")
-    prune.add_argument("--mode", choices=[m.value for m in PruneMode], required=True)
+    prune.add_argument("--mode", choices=[m.value for m in PruneMode], required=True,
+                       help="gentle: expired records; normal: also those whose decayed "
+                            "importance fell below 0.01; aggressive: also each agent's least "
+                            "important tenth (paused and archived records only when expired)")
     prune.add_argument("--agent", help="only this agent's records")
     prune.add_argument("--dry-run", action="store_true", help="list, do not delete")
     prune.set_defaults(handler=_prune)
@@ -54,34 +57,49 @@ def register(subparsers: Any) -> None:
     metrics.set_defaults(handler=_metrics)
 
 
-def _report(ctx: CliContext, report: LifecycleReport) -> int:
+def _report(ctx: CliContext, engine: MemoryEngine, report: LifecycleReport) -> int:
+    """What a prune / expire / retention run removed or, dry run, would remove: each record
+    with its reason in words and, while it is still stored (a dry run), its text, so the
+    person deciding sees the memories rather than ids to look up one by one."""
+    from ui.shared.format import phrase
+
     if ctx.json:
         ctx.emit_json(report.to_json())
         return 0
+    selection = report.selection
     verb = "would remove" if report.dry_run else "removed"
-    reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.selection.by_reason().items()))
-    ctx.print(f"{report.action}: {verb} {len(report.selection)} record(s)"
+    reasons = ", ".join(f"{phrase(k)}: {v}" for k, v in sorted(selection.by_reason().items()))
+    action, _, mode = report.action.partition(":")
+    noun = "record" if len(selection) == 1 else "records"
+    ctx.print(f"{action}{f' ({mode})' if mode else ''}: {verb} {len(selection)} {noun}"
               f"{' (' + reasons + ')' if reasons else ''}; {report.remaining} in store")
-    for record_id in report.selection.ids:
-        ctx.print(f"  {ctx.ident(record_id)}  {report.selection.reasons[record_id]}")
+    texts = {record.id: record.content
+             for record in engine.get_many(engine.stored_ids(selection.ids))}
+    for record_id in selection.ids:
+        text = texts.get(record_id)
+        ctx.print(f"  {ctx.ident(record_id)}  {phrase(selection.reasons[record_id])}"
+                  + (f": {ctx.preview(text, 70)}" if text is not None else ""))
+    if selection.ids and not report.dry_run:
+        ctx.print("(`mnemoscope fate ID` tells where each one went)")
     return 0
 
 
 def _prune(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.prune(args.mode, args.dry_run,
-                                     agent_id=ctx.agent(engine, args.agent)))
+    return _report(ctx, engine, engine.prune(args.mode, args.dry_run,
+                                             agent_id=ctx.agent(engine, args.agent)))
 
 
 def _expire(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.expire(args.dry_run, agent_id=ctx.agent(engine, args.agent)))
+    return _report(ctx, engine, engine.expire(args.dry_run,
+                                              agent_id=ctx.agent(engine, args.agent)))
 
 
 def _retention(args: argparse.Namespace, ctx: CliContext) -> int:
     engine = ctx.open_engine(read_only=args.dry_run)
-    return _report(ctx, engine.enforce_retention(args.dry_run,
-                                                 agent_id=ctx.agent(engine, args.agent)))
+    return _report(ctx, engine, engine.enforce_retention(
+        args.dry_run, agent_id=ctx.agent(engine, args.agent)))
 
 
 def _compact(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -122,11 +140,12 @@ def _redact_scan(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json({"count": len(hits), "records": [h.to_json() for h in hits]})
         return 0
+    from ui.shared.format import findings
+
     ctx.print(f"{len(hits)} record(s) with secret-shaped or personal text")
     for hit in hits:
-        kinds = ", ".join(f"{k}×{v}" for k, v in sorted(hit.kinds.items()))
-        ctx.print(f"  {ctx.ident(hit.id)}  [{hit.agent_id}] {'SECRET ' if hit.secret else ''}"
-                  f"{kinds} in {', '.join(hit.fields)}: {hit.preview}")
+        ctx.print(f"  {ctx.ident(hit.id)}  [{hit.agent_id}] {'secret: ' if hit.secret else ''}"
+                  f"{findings(hit.kinds)} in {', '.join(hit.fields)}: {hit.preview}")
     return 0
 
 
@@ -139,9 +158,15 @@ def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(report)
         return 0
-    for key, value in report["aggregate"].items():
-        if not isinstance(value, dict):
-            ctx.print(f"{key:<32} {value}")
+    aggregate = {key: value for key, value in report["aggregate"].items()
+                 if not isinstance(value, dict)}
+    # Retrieval latency and the task counters are kept in memory by the process that does the
+    # work (seed 002 §20; docs/retrieval.md "Metrics"): a one-off command starts them at zero,
+    # so they are shown apart from what the store and its ledger say, and labelled so.
+    in_process = {key: aggregate.pop(key) for key in list(aggregate)
+                  if key != "memory_records_total" and not key.endswith("_count")}
+    for key, value in aggregate.items():
+        ctx.print(f"{key:<32} {value}")
     ctx.print(f"{'redacted_records_stored':<32} {report['redacted_records_stored']}")
     llm = report["llm"]
     ctx.print(f"{'memory_llm_circuit_state':<32} {llm['memory_llm_circuit_state']} "
@@ -154,4 +179,8 @@ def _metrics(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"{'memory_llm_latency_ms_summary':<32} {row['provider']}/{row['operation']}: "
                   f"p50 {row['p50']} p95 {row['p95']} p99 {row['p99']} ms "
                   f"({row['count']} calls)")
+    ctx.print("\ncounted by this command only, so 0 here (a running `mnemoscope serve` reports "
+              "its own at GET /v1/metrics):")
+    for key, value in in_process.items():
+        ctx.print(f"{key:<32} {value}")
     return 0

@@ -105,17 +105,26 @@ def _status(args: argparse.Namespace, ctx: CliContext) -> int:
     throttling = " - throttling" if status.should_throttle else ""
     ctx.print(f"rate window: {status.window_utilization_percent:.1f}% projected "
               f"({status.projected_total:.0f} tokens){throttling}")
-    budget = "disabled" if status.budget_usd <= 0 else f"{status.budget_usd:.2f} USD"
-    ctx.print(f"budget:      {status.spent_usd:.6f} USD spent of {budget} since "
-              f"{document['window_start']}")
+    budget = "no daily budget set" if status.budget_usd <= 0 \
+        else f"a daily budget of {status.budget_usd:.2f} USD"
+    ctx.print(f"budget:      {status.spent_usd:.6f} USD spent since "
+              f"{document['window_start']}, {budget}")
     ctx.print(f"alerts:      {', '.join(f'{a}%' for a in status.alerts) or 'none'}")
     return 0
 
 
 def _print_result(ctx: CliContext, result: ExtractionResult, stored: list[str] | None) -> None:
+    from ui.shared.format import phrase
+
     how = (f"{result.provider}/{result.model}" if result.source == "llm"
-           else f"local heuristic ({result.fallback_reason}: {result.detail})")
-    ctx.print(f"extracted {len(result.candidates)} memories via {how}")
+           else f"the local heuristic ({result.detail or phrase(result.fallback_reason)})")
+    count = len(result.candidates)
+    ctx.print(f"extracted {count} {'memory' if count == 1 else 'memories'} via {how}")
+    if result.source != "llm" and not result.candidates:
+        # Zero from the fallback reads as a broken command unless it says what it looks for.
+        ctx.print("  (the local heuristic keeps first-person statements of the user's turns, "
+                  "such as \"I prefer aisle seats\"; an LLM provider, set up under Settings → "
+                  "LLM Provider… or with MNEMOSCOPE_LLM_* variables, finds more)")
     for candidate in result.candidates:
         importance = "-" if candidate.importance is None else f"{candidate.importance:.2f}"
         ctx.print(f"  [{candidate.category.value}] {candidate.content}  "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from app.cli.context import CliContext
@@ -26,6 +27,7 @@ from engine.records import (
     Privacy,
     RecordState,
     TrustTier,
+    format_timestamp,
     parse_timestamp,
 )
 
@@ -99,7 +101,10 @@ def register(subparsers: Any) -> None:
     _record_options(edit, editing=True)
     edit.set_defaults(handler=_edit)
 
-    delete = subparsers.add_parser("delete", help="delete records (undoable from the app)")
+    # not "undoable from the app": the app's Edit → Undo holds only what the app itself did
+    delete = subparsers.add_parser(
+        "delete", help="delete records (each one's last state stays in the edit history: "
+                       "`fate ID` tells what became of it)")
     delete.add_argument("ids", nargs="+", metavar="ID")
     delete.set_defaults(handler=_delete)
 
@@ -185,25 +190,34 @@ def _add(args: argparse.Namespace, ctx: CliContext) -> int:
         for record_id in (result.record_id, result.target_id, result.review_id):
             if record_id:
                 ctx.ident(record_id)
-        ctx.print(_describe_outcome(result))
+        ctx.print(_describe_outcome(ctx, result))
     return 0
 
 
-def _describe_outcome(result: Any) -> str:
+def _describe_outcome(ctx: CliContext, result: Any) -> str:
+    """What ``add`` did, in words, naming the other record (merge target, duplicate, review
+    partner) by its text beside its id."""
+    from ui.shared.format import phrase, tag
+
     action, reason = result.action.value, result.reason.value
     if action == "inserted":
         return f"added {result.record_id}"
+    if action == "error":
+        return f"error: {result.error}"
+    other = ""
+    if result.target_id:
+        # the ingest result's record is the target (merged into, duplicate, deferral partner)
+        record = result.record
+        text = record.content if record is not None and record.id == result.target_id else None
+        other = result.target_id + (f"  {ctx.quoted(text)}" if text is not None else "")
     if action in ("merged", "updated"):
         state = result.record.state if result.record is not None else RecordState.ACTIVE
         kept = "" if state is RecordState.ACTIVE else f"; the record stays {state.value}"
-        return f"{action} into {result.target_id} ({reason}){kept}"
+        verb = "merged into" if action == "merged" else "updated"
+        return f"{verb} {other} ({tag(reason)}){kept}"
     if action == "deferred":
-        return (f"deferred to review {result.review_id}: {reason}, similar to "
-                f"{result.target_id}")
-    if action == "error":
-        return f"error: {result.error}"
-    target = f" (existing {result.target_id})" if result.target_id else ""
-    return f"skipped: {reason}{target}"
+        return f"held for review {result.review_id} ({tag(reason)}); the stored record: {other}"
+    return phrase(reason) + (f"; the stored record: {other}" if other else "")
 
 
 def _get(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -223,7 +237,10 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
                         sort_by=SortKey(args.sort),
                         descending=not args.ascending, offset=args.offset, limit=args.limit)
     # With redaction on, --text/--agent/--tag match the masked text the listing shows.
-    page = ctx.open_engine(read_only=True).list_records(query, shown=ctx.policy.shown)
+    engine = ctx.open_engine(read_only=True)
+    page = engine.list_records(query, shown=ctx.policy.shown)
+    if not page.total and not ctx.policy.redacting:
+        ctx.note_unknown_agent(engine, args.agent)
     if ctx.json:
         ctx.emit_json({"total": page.total, "offset": page.offset,
                        "records": [r.to_json() for r in page.records]})
@@ -234,7 +251,14 @@ def _list(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"{ctx.ident(record.id)}  {record.layer.value:<10} {record.agent_id:<12} "
                   f"{record.importance:4.2f}  {state}{preview}")
     shown = len(page.records)
-    ctx.print(f"({page.offset + 1 if shown else 0}-{page.offset + shown} of {page.total})")
+    if not page.total:
+        filtered = any((args.agent, args.layer, args.privacy, args.tag, args.text)) \
+            or args.state != SHOWN_STATES
+        ctx.print("(no records match)" if filtered else "(no records)")
+    elif not shown:
+        ctx.print(f"(0 of {page.total}: --offset {page.offset} is past the end)")
+    else:
+        ctx.print(f"({page.offset + 1}-{page.offset + shown} of {page.total})")
     return 0
 
 
@@ -300,7 +324,9 @@ def _stats(args: argparse.Namespace, ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit_json(stats.to_json())
         return 0
-    access = ", read-only" if stats.read_only else ""
+    # stats always reads the store read-only; only another tool's collection *is* read-only
+    # (saying so for every store read as "your store is read-only")
+    access = ", another tool's collection: read-only" if stats.foreign else ""
     ctx.print(f"store:    {stats.location} ({stats.kind}{access})")
     if stats.foreign_layout is not None:
         ctx.print(f"layout:   {stats.foreign_layout.describe()}")
@@ -330,10 +356,10 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     for package, version in report["versions"].items():
         ctx.print(f"{package:<22} {version}")
     store = report["store"]
+    records = "1 record" if store["records"] == 1 else f"{store['records']} records"
     ctx.print(f"store                  {store['location']} ({store['kind']}, "
-              f"{store['records']} records{', read-only' if store['read_only'] else ''})")
-    holder = store["lock_holder"]
-    ctx.print(f"lock holder            {holder or '-'}")
+              f"{records}{', read-only' if store['read_only'] else ''})")
+    ctx.print(f"lock holder            {_lock_holder(store['lock_holder'])}")
     if engine.store.foreign_info is not None:
         ctx.print(f"foreign layout         {engine.store.foreign_info.describe()}")
     orphans = report["ledger"]["records_without_history"]
@@ -348,14 +374,44 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+def _lock_holder(holder: dict[str, Any] | None) -> str:
+    """Who holds an embedded store's lock, in words. ``doctor`` takes the lock itself when it
+    is free, so its own PID there means no other process has the store open."""
+    if not holder:
+        return "-"
+    pid = holder.get("pid")
+    if pid == os.getpid():
+        return "none (only this doctor run, while it reads)"
+    since = holder.get("since")
+    when = f" since {format_timestamp(since * 1000.0)}" \
+        if isinstance(since, (int, float)) else ""
+    host = f" on {holder['host']}" if holder.get("host") else ""
+    return f"PID {pid}{host}{when}"
+
+
 def _describe(document: dict[str, Any]) -> str:
     """Human lines of a record document as the exit policy built it (masked hash included)."""
-    lines = [f"{key:<16} {value}" for key, value in document.items()
+    lines = [f"{key:<16} {_shown_value(key, value)}" for key, value in document.items()
              if key not in ("provenance", "related", "metadata", "content")]
     lines.insert(0, f"{'content':<16} {document['content']}")
-    lines.append(f"{'metadata':<16} {json.dumps(document['metadata'])}")
+    metadata = document["metadata"]
+    shown = json.dumps(metadata, ensure_ascii=False) if metadata else "-"
+    lines.append(f"{'metadata':<16} {shown}")
     for entry in document["provenance"]:
         lines.append(f"{'provenance':<16} {entry['source']} ({entry['tier']}) at {entry['at']}")
     for link in document["related"]:
         lines.append(f"{'related':<16} {link['id']} ({link['similarity']:.3f})")
     return "\n".join(lines)
+
+
+def _shown_value(key: str, value: Any) -> str:
+    """A field's value in words for a person: lists comma-separated, booleans yes/no, nothing
+    as ``-`` (``never`` for an expiry), rather than Python's ``['a']``, ``False`` and ``None``
+    (``--json`` keeps the typed values)."""
+    if value is None or value == "" or value == []:
+        return "never" if key == "expires_at" else "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)

@@ -75,6 +75,8 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
                                purpose=args.purpose, strategy=args.strategy,
                                pressure_state=args.pressure)
     bundle = engine.retrieve(request, inspect=args.inspect)
+    if not bundle.records:
+        ctx.note_unknown_agent(engine, request.agent_id)
     if ctx.json:
         ctx.emit_json(bundle.to_json(limit=args.candidates))
         return 0
@@ -87,8 +89,9 @@ def _search(args: argparse.Namespace, ctx: CliContext) -> int:
               f"{d.time_ms:.2f} ms")
     scores = {d.ids[r]: float(d.scores[r]) for r in d.rows.tolist()}
     for i, record in enumerate(bundle.records, 1):
+        # the whole id, as `list` prints it: `get`, `edit` and `fate` take nothing shorter
         ctx.print(f"{i:>3}. {scores.get(record.id, 0.0):.3f}  [{record.layer.value}] "
-                  f"{record.id[:8]}  {record.content}")
+                  f"{ctx.ident(record.id)}  {record.content}")
     return 0
 
 

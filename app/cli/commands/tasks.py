@@ -185,23 +185,29 @@ def _validate(args: argparse.Namespace, ctx: CliContext) -> int:
     return code
 
 
-def _listing(args: argparse.Namespace, ctx: CliContext, ids: list[str], relation: str) -> int:
+def _listing(args: argparse.Namespace, ctx: CliContext, workspace: Workspace, ids: list[str],
+             relation: str) -> int:
+    """A card's dependencies or dependents: one card a line, its id and title (an empty
+    answer says so rather than printing nothing)."""
     if ctx.json:
         ctx.emit_json({"id": args.id, relation: ids})
-    else:
-        for card_id in ids:
-            ctx.print(card_id)
+        return 0
+    if not ids:
+        ctx.print(f"{args.id} has no {relation}")
+    width = max((len(card_id) for card_id in ids), default=0)
+    for card_id in ids:
+        ctx.print(f"{card_id:<{width}}  {workspace.card(card_id).title}")
     return 0
 
 
 def _deps(args: argparse.Namespace, ctx: CliContext) -> int:
     workspace = _open(args, ctx)
-    return _listing(args, ctx, workspace.dependencies(args.id), "dependencies")
+    return _listing(args, ctx, workspace, workspace.dependencies(args.id), "dependencies")
 
 
 def _dependents(args: argparse.Namespace, ctx: CliContext) -> int:
     workspace = _open(args, ctx)
-    return _listing(args, ctx, workspace.dependents(args.id), "dependents")
+    return _listing(args, ctx, workspace, workspace.dependents(args.id), "dependents")
 
 
 def _add_dep(args: argparse.Namespace, ctx: CliContext) -> int:

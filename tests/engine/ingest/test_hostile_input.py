@@ -115,6 +115,35 @@ def test_over_deep_jsonl_line_is_a_line_error(engine: MemoryEngine, tmp_path: Pa
     assert report.lines[2].reason == "not JSON: nested too deeply"
 
 
+@pytest.mark.parametrize(("data", "line", "reason"), [
+    (json.dumps([{"content": "Sam likes Porto"}, {"content": "Alex likes Lisbon"}],
+                indent=2).encode(), 1, "is one JSON document spread over several lines"),
+    (b"\n\n" + json.dumps({"content": "Sam likes Porto"}, indent=2).encode(), 3,
+     "is one JSON document spread over several lines"),
+    ('{"content": "Sam likes Porto"}\n'.encode("utf-16"), 1, "is UTF-16 text"),
+])
+def test_a_file_that_is_not_jsonl_is_refused_whole(engine: MemoryEngine, tmp_path: Path,
+                                                   data: bytes, line: int, reason: str) -> None:
+    # one error naming the file and what to do, not a "not JSON" error for every line
+    path = tmp_path / "pretty.json"
+    path.write_bytes(data)
+    with pytest.raises(InputFormatError) as info:
+        engine.import_jsonl(path)
+    assert (info.value.source, info.value.line) == (str(path), line)
+    assert info.value.reason.startswith(reason)
+    assert engine.stats().records == 0 and engine.imports() == []
+
+
+def test_a_file_refused_before_any_write_leaves_no_import_behind(engine: MemoryEngine,
+                                                                  tmp_path: Path) -> None:
+    for refused in (tmp_path / "missing.jsonl", tmp_path):
+        with pytest.raises(InputFormatError):
+            engine.import_jsonl(refused)
+    with pytest.raises(InputFormatError):
+        engine.import_conversation(tmp_path / "missing.json")
+    assert engine.imports() == []  # not listed as imports that "stopped part way"
+
+
 def test_json_errors_read_once(engine: MemoryEngine, tmp_path: Path) -> None:
     path = _write_lines(tmp_path / "cut.jsonl", ['{"content": "cut off', "{oops"])
     reasons = [o.reason for o in engine.import_jsonl(path).lines]
