@@ -82,6 +82,9 @@ _READ_PAGE = 250
 metadata to Python objects holding the GIL: 2000-record pages froze every other thread (the GUI)
 for up to 176 ms each, 250-record pages for at most 25 ms, and the whole 100K read was no slower
 (measured: 34.5 s vs 22.0 s at load ~5)."""
+_ID_PAGE = 20_000
+"""Ids per Chroma ``get`` when listing every record before reading the view by id (ids only:
+~5 ms of Python objects each, under the GUI's 25 ms)."""
 _MIGRATING = "migrating_to"
 """Collection metadata: set while the records are rewritten in the layout of this schema
 version (``MemoryStore._migrate``), so a killed migration resumes."""
@@ -612,25 +615,43 @@ class MemoryStore:
         view = ColumnarView(self._view.dimension)
         if self._collection is None:
             return view
-        total = self._count_in_chroma()
-        offset = 0
+        ids = self._every_id(cancelled)
+        total, offset = len(ids), 0
         while offset < total:
             self._check_stop(cancelled, offset, total)
             with self._reading():
-                page = self._collection.get(limit=_READ_PAGE, offset=offset,
+                page = self._collection.get(ids=ids[offset:offset + _READ_PAGE],
                                             include=["documents", "metadatas", "embeddings"])
-            ids = page["ids"]
-            if not ids:
-                break
             records = [self._decode(i, d, m, now_ms)
-                       for i, d, m in zip(ids, page["documents"], page["metadatas"], strict=True)]
-            vectors = _as_matrix(page.get("embeddings"), len(ids), view.dimension)
-            view.upsert(records, vectors)
-            offset += len(ids)
+                       for i, d, m in zip(page["ids"], page["documents"], page["metadatas"],
+                                          strict=True)]
+            if records:  # a record deleted since its id was listed is absent
+                view.upsert(records, _as_matrix(page.get("embeddings"), len(records),
+                                                view.dimension))
+            offset += _READ_PAGE
             if progress is not None:
-                progress(offset, total)
-        self._check_stop(cancelled, offset, total)  # a late cancel still wins
+                progress(min(offset, total), total)
+        self._check_stop(cancelled, min(offset, total), total)  # a late cancel still wins
         return view
+
+    def _every_id(self, cancelled: CancelFn | None) -> list[str]:
+        """Every record's id, in Chroma's order, in pages of :data:`_ID_PAGE` (ids only).
+
+        The view is then read by id: Chroma pages by ``offset`` step over every earlier row
+        (SQLite), so reading a 1M store in 250-record pages by offset took 14 minutes, four
+        times Chroma's own read in its largest pages (docs/benchmarks.md, ``open-uncached``);
+        by id each page costs its own rows.
+        """
+        total = self._count_in_chroma()
+        ids: list[str] = []
+        while len(ids) < total:
+            self._check_stop(cancelled, 0, total)
+            with self._reading():
+                page = self._collection.get(limit=_ID_PAGE, offset=len(ids), include=[])["ids"]
+            if not page:
+                break
+            ids.extend(page)
+        return ids
 
     def _check_stop(self, cancelled: CancelFn | None, done: int, total: int) -> None:
         if self._stop_loading.is_set() or (cancelled is not None and cancelled()):
