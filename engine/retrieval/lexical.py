@@ -50,6 +50,7 @@ _TAIL_SHARE = 8
 # Rewritten rows leave their old term ids in the per-row buffer: it is compacted when those
 # exceed this many ids and half the buffer.
 _GARBAGE_MIN = 4096
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 _STOP_TEXT = """
 a about above after again against all am an and any are as at be because been before being
@@ -121,6 +122,12 @@ def speaker_terms(text: str) -> tuple[str, ...]:
 Rows = npt.NDArray[np.intp]
 
 
+def _bounds(start: int, stop: int) -> npt.NDArray[np.int32]:
+    """``start`` and ``stop`` to search for in int32 rows (a pair of Python ints would be
+    int64, and numpy would convert the whole searched array to int64 first)."""
+    return np.array((start, min(stop, _INT32_MAX)), dtype=np.int32)
+
+
 class _Posting:
     """A growable list of ascending rows and a frequency for each (capacity doubles)."""
 
@@ -165,7 +172,7 @@ class _Posting:
     def between(self, start: int, stop: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
         """Views of the rows ``start <= row < stop`` and their frequencies."""
         rows = self.rows[:self.size]
-        first, end = np.searchsorted(rows, (start, stop))
+        first, end = np.searchsorted(rows, _bounds(start, stop))
         return rows[first:end], self.tfs[first:end]
 
 
@@ -198,6 +205,7 @@ class TextIndex:
         self._offsets = np.zeros(1, dtype=np.int64)
         self._rows = np.zeros(0, dtype=np.int32)
         self._tfs: npt.NDArray[np.unsignedinteger[Any]] = np.zeros(0, dtype=np.uint16)
+        self._tf_max = int(np.iinfo(np.uint16).max)  # the largest frequency _tfs holds
         self._base_rows = 0  # every row in the base is below this
         self._dead = 0
         # term id -> postings indexed since the base was built
@@ -329,14 +337,14 @@ class TextIndex:
             self._flagged[row] = any(t.lower() in FLAG_TAGS for t in row_tags)
         at = np.asarray(rows, dtype=np.int64)
         term_ids = np.array(ids, dtype=np.int32)
-        sizes = np.array(counts, dtype=np.int32)
+        sizes = np.array(counts, dtype=np.int64)
         self._unique[at] = sizes
         used = self._row_ids_used
         if used + len(term_ids) > len(self._row_ids):
             self._row_ids = np.concatenate([self._row_ids[:used], np.zeros(
                 max(len(term_ids), used), dtype=np.int32)])
         self._row_ids[used:used + len(term_ids)] = term_ids
-        self._row_start[at] = used + np.cumsum(sizes, dtype=np.int64) - sizes
+        self._row_start[at] = used + np.cumsum(sizes) - sizes
         self._row_ids_used = used + len(term_ids)
         self._place(term_ids, np.array(owners, dtype=np.int32), np.array(tfs, dtype=np.int32))
 
@@ -364,7 +372,7 @@ class TextIndex:
     def _refill(self, term: int, row: int, tf: int) -> bool:
         """Put ``tf`` back into the hole ``row`` left in ``term``'s base postings, if any."""
         at = self._base_at(term, row)
-        if at < 0 or tf > np.iinfo(self._tfs.dtype).max:
+        if at < 0 or tf > self._tf_max:
             return False
         self._tfs[at] = tf
         self._dead -= 1
@@ -373,24 +381,31 @@ class TextIndex:
     def _merge(self, ids: npt.NDArray[np.int32], rows: npt.NDArray[np.int32],
                tfs: npt.NDArray[np.int32]) -> None:
         """A new base of the live base postings, the tail's and these."""
-        terms_in = [np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int64),
-                              np.diff(self._offsets)), ids.astype(np.int64)]
-        rows_in, tfs_in = [self._rows, rows], [self._tfs.astype(np.int64), tfs.astype(np.int64)]
+        terms_in = [np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int32),
+                              np.diff(self._offsets)), ids]
+        rows_in = [self._rows, rows]
+        tfs_in = [self._tfs.astype(np.uint32), tfs.astype(np.uint32)]
         for term, posting in self._tail.items():
-            tail_rows, tail_tfs = posting.rows[:posting.size], posting.tfs[:posting.size]
-            terms_in.append(np.full(len(tail_rows), term, dtype=np.int64))
-            rows_in.append(tail_rows)
-            tfs_in.append(tail_tfs.astype(np.int64))
+            terms_in.append(np.full(posting.size, term, dtype=np.int32))
+            rows_in.append(posting.rows[:posting.size])
+            tfs_in.append(posting.tfs[:posting.size].astype(np.uint32))
         all_terms, all_rows, all_tfs = (np.concatenate(parts)
                                         for parts in (terms_in, rows_in, tfs_in))
+        del terms_in, rows_in, tfs_in
         if self._dead:
             live = all_tfs > 0
             all_terms, all_rows, all_tfs = all_terms[live], all_rows[live], all_tfs[live]
-        # (term, row) in one int64 key; the base's part is sorted already (a run for the sort)
-        order = np.argsort((all_terms << 32) | all_rows, kind="stable")
-        self._rows = all_rows[order].astype(np.int32)
+        # (term, row) as one int64 key; the base's part is sorted already (a run for the sort)
+        key = all_terms.astype(np.int64)
+        key <<= 32
+        key |= all_rows
+        order = np.argsort(key, kind="stable")
+        del key
+        self._rows = all_rows[order]
         big = len(all_tfs) and int(all_tfs.max()) > np.iinfo(np.uint16).max
         self._tfs = all_tfs[order].astype(np.uint32 if big else np.uint16)
+        self._tf_max = int(np.iinfo(self._tfs.dtype).max)
+        del order
         self._offsets = np.zeros(len(self._vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(all_terms, minlength=len(self._vocab)), out=self._offsets[1:])
         self._base_rows = int(all_rows.max()) + 1 if len(all_rows) else 0
@@ -448,7 +463,7 @@ class TextIndex:
         if term is not None and term < len(self._offsets) - 1:
             first, end = int(self._offsets[term]), int(self._offsets[term + 1])
             if start or stop < self._base_rows:
-                low, high = np.searchsorted(self._rows[first:end], (start, stop))
+                low, high = np.searchsorted(self._rows[first:end], _bounds(start, stop))
                 first, end = first + int(low), first + int(high)
             rows, tfs = self._rows[first:end], self._tfs[first:end]
             if self._dead:

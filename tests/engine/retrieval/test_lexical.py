@@ -42,8 +42,8 @@ class Texts:
         hashes = [f"{hash(c)}-{i}" for i, c in enumerate(self.contents)]
         return types.SimpleNamespace(
             n=n, hashes=hashes, tags=list(self.tags), layout=1, version=self.version,
-            lineage=self.lineage, content_array=np.array(self.contents + [""], dtype=object)[:n],
-            hash_array=np.array(hashes + [""], dtype=object)[:n],
+            lineage=self.lineage, content_array=np.array([*self.contents, ""], dtype=object)[:n],
+            hash_array=np.array([*hashes, ""], dtype=object)[:n],
             tag_array=np.fromiter(self.tags, dtype=object, count=n))
 
 
