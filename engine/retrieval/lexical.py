@@ -324,7 +324,10 @@ class TextIndex:
             if speaker:
                 speaker = self._speaker_tuples.setdefault(speaker, speaker)
                 for word in speaker:
-                    self._speakers.setdefault(word, _Posting()).add(row, 1)
+                    posting = self._speakers.get(word)
+                    if posting is None:
+                        posting = self._speakers[word] = _Posting()
+                    posting.add(row, 1)
             if row == len(self._hashes):
                 self._hashes.append(hashes[row])
                 self._tags.append(row_tags)
@@ -358,7 +361,10 @@ class TextIndex:
             return
         for term, row, tf in zip(ids.tolist(), rows.tolist(), tfs.tolist(), strict=True):
             if not self._refill(term, row, tf):
-                self._tail.setdefault(term, _Posting()).add(row, tf)
+                posting = self._tail.get(term)
+                if posting is None:
+                    posting = self._tail[term] = _Posting()
+                posting.add(row, tf)
                 self._tail_size += 1
 
     def _base_at(self, term: int, row: int) -> int:
@@ -460,7 +466,7 @@ class TextIndex:
         term = self._vocab.get(word)
         rows_in: list[npt.NDArray[np.int32]] = []
         tfs_in: list[npt.NDArray[np.integer[Any]]] = []
-        if term is not None and term < len(self._offsets) - 1:
+        if term is not None and term < len(self._offsets) - 1 and start < self._base_rows:
             first, end = int(self._offsets[term]), int(self._offsets[term + 1])
             if start or stop < self._base_rows:
                 low, high = np.searchsorted(self._rows[first:end], _bounds(start, stop))
