@@ -307,7 +307,7 @@ class TextIndex:
         if not len(rows):
             return
         vocab = self._vocab
-        ids, tfs, owners, counts = array("i"), array("i"), array("i"), array("i")
+        ids, tfs, counts = array("i"), array("i"), array("i")
         for row in rows:
             content, row_tags = contents[row], tags[row]
             words = terms(content)
@@ -318,7 +318,6 @@ class TextIndex:
                 frequency[word] = frequency.get(word, 0) + 1
             ids.extend([vocab.setdefault(word, len(vocab)) for word in frequency])
             tfs.extend(frequency.values())
-            owners.extend([row] * len(frequency))
             counts.append(len(frequency))
             speaker = speaker_terms(content)
             if speaker:
@@ -340,6 +339,8 @@ class TextIndex:
             self._flagged[row] = any(t.lower() in FLAG_TAGS for t in row_tags)
         at = np.asarray(rows, dtype=np.int64)
         term_ids = np.array(ids, dtype=np.int32)
+        frequencies = np.array(tfs, dtype=np.int32)
+        del ids, tfs  # the build's peak: a few arrays of every posting at once
         sizes = np.array(counts, dtype=np.int64)
         self._unique[at] = sizes
         used = self._row_ids_used
@@ -349,7 +350,7 @@ class TextIndex:
         self._row_ids[used:used + len(term_ids)] = term_ids
         self._row_start[at] = used + np.cumsum(sizes) - sizes
         self._row_ids_used = used + len(term_ids)
-        self._place(term_ids, np.array(owners, dtype=np.int32), np.array(tfs, dtype=np.int32))
+        self._place(term_ids, np.repeat(at.astype(np.int32), sizes), frequencies)
 
     def _place(self, ids: npt.NDArray[np.int32], rows: npt.NDArray[np.int32],
                tfs: npt.NDArray[np.int32]) -> None:
@@ -387,21 +388,24 @@ class TextIndex:
     def _merge(self, ids: npt.NDArray[np.int32], rows: npt.NDArray[np.int32],
                tfs: npt.NDArray[np.int32]) -> None:
         """A new base of the live base postings, the tail's and these."""
-        terms_in = [np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int32),
-                              np.diff(self._offsets)), ids]
-        rows_in = [self._rows, rows]
-        tfs_in = [self._tfs.astype(np.uint32), tfs.astype(np.uint32)]
+        terms_in, rows_in, tfs_in = [ids], [rows], [tfs]
+        if len(self._rows):
+            terms_in.append(np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int32),
+                                      np.diff(self._offsets)))
+            rows_in.append(self._rows)
+            tfs_in.append(self._tfs.astype(np.int32))
         for term, posting in self._tail.items():
             terms_in.append(np.full(posting.size, term, dtype=np.int32))
             rows_in.append(posting.rows[:posting.size])
-            tfs_in.append(posting.tfs[:posting.size].astype(np.uint32))
-        all_terms, all_rows, all_tfs = (np.concatenate(parts)
+            tfs_in.append(posting.tfs[:posting.size])
+        # the first build (no base, no tail) sorts the new postings without a copy
+        all_terms, all_rows, all_tfs = (parts[0] if len(parts) == 1 else np.concatenate(parts)
                                         for parts in (terms_in, rows_in, tfs_in))
         del terms_in, rows_in, tfs_in
         if self._dead:
             live = all_tfs > 0
             all_terms, all_rows, all_tfs = all_terms[live], all_rows[live], all_tfs[live]
-        # (term, row) as one int64 key; the base's part is sorted already (a run for the sort)
+        # (term, row) as one int64 key
         key = all_terms.astype(np.int64)
         key <<= 32
         key |= all_rows
