@@ -344,9 +344,10 @@ class TextIndex:
         sizes = np.array(counts, dtype=np.int64)
         self._unique[at] = sizes
         used = self._row_ids_used
-        if used + len(term_ids) > len(self._row_ids):
+        if used + len(term_ids) > len(self._row_ids):  # grown by a quarter: amortised O(1),
+            # and an append to a 1M-row index does not double its largest array
             self._row_ids = np.concatenate([self._row_ids[:used], np.zeros(
-                max(len(term_ids), used), dtype=np.int32)])
+                max(len(term_ids), used // 4), dtype=np.int32)])
         self._row_ids[used:used + len(term_ids)] = term_ids
         self._row_start[at] = used + np.cumsum(sizes) - sizes
         self._row_ids_used = used + len(term_ids)
