@@ -132,8 +132,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.module:
         spec = importlib.util.spec_from_file_location("lexical_under_test", args.module)
-        if spec is None or spec.loader is None:
-            raise SystemExit(f"--module {args.module}: not a Python file")
+        if not Path(args.module).is_file() or spec is None or spec.loader is None:
+            raise SystemExit(f"--module {args.module}: no such Python file")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         index_type = module.TextIndex
