@@ -574,3 +574,33 @@ def test_a_widened_rounds_target_keeps_fewer_lenders_and_its_bound_holds(
         too_tight += best_left_out > dataclasses.replace(
             picked.parts, threshold=picked.parts.relevance).total()
     assert aimed_at >= 5 and fewer >= aimed_at - 1 and too_tight >= 1
+
+
+def test_a_widened_round_takes_the_dense_width_its_target_implies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clusters of ~100 rows, 8 dense candidates: the dense source's last cosine stays inside
+    the query's cluster until it reads most of it. Doubling took five rounds for nearly every
+    request here; widening the dense source by the factor its probe's bounds imply for the
+    record to prove settles most in two or three, and what is packed first is still
+    exhaustive scoring's."""
+    rounds = [0]
+    score_candidates = Retriever._score_candidates
+
+    def counted(self: Retriever, *args: object, **kwargs: object) -> object:
+        rounds[0] += 1
+        return score_candidates(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Retriever, "_score_candidates", counted)
+    work = Workload(3000, clusters=30)
+    config = dataclasses.replace(FORCED, dense_probes=8, proven_records=3)
+    settled = []
+    for row in range(0, 3000, 75):
+        vector = work.query_near(row)
+        rounds[0] = 0
+        bundle = _retrieve(config, work, "w1 w7", vector, max_tokens=60)
+        settled.append(rounds[0])
+        reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector, max_tokens=60)
+        assert _packed(bundle)[:3] == _packed(reference)[:3]
+        bound = bundle.diagnostics.candidate_bound
+        assert bound is not None and _packed(bundle)[2][1] > bound
+    assert sum(count <= 3 for count in settled) >= 30, settled
