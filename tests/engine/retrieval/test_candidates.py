@@ -581,8 +581,8 @@ def test_a_widened_round_takes_the_dense_width_its_target_implies(
     """Clusters of ~100 rows, 8 dense candidates: the dense source's last cosine stays inside
     the query's cluster until it reads most of it. Doubling took five rounds for nearly every
     request here; widening the dense source by the factor its probe's bounds imply for the
-    record to prove settles most in two or three, and what is packed first is still
-    exhaustive scoring's."""
+    record to prove (up to 4× at a time) settles every one in at most four and most in three,
+    and what is packed first is still exhaustive scoring's."""
     rounds = [0]
     score_candidates = Retriever._score_candidates
 
@@ -603,4 +603,4 @@ def test_a_widened_round_takes_the_dense_width_its_target_implies(
         assert _packed(bundle)[:3] == _packed(reference)[:3]
         bound = bundle.diagnostics.candidate_bound
         assert bound is not None and _packed(bundle)[2][1] > bound
-    assert sum(count <= 3 for count in settled) >= 30, settled
+    assert max(settled) <= 4 and sum(count <= 3 for count in settled) >= 20, settled
