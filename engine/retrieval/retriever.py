@@ -131,6 +131,14 @@ WIDEN_LIMIT = 16  # most the candidate path multiplies its sources by before it 
 _LISTED = 8
 _STATIC_ORDERS = 8  # static orders kept for updating (one per weights in use)
 _FLOAT32_MARGIN = 1e-5  # relative rounding of a relevance held in float32, with room
+_TARGET_MARGIN = 1e-9  # how far under the score to prove a widened round aims its bound
+# A widened round takes this many times the dense candidates its probe's bounds imply: the
+# estimate is rough, and falling short costs a further, doubled round (more than the overshoot)
+_HEADROOM = 1.25
+# ... and at most this many times its current width: a round probes lists in proportion to its
+# dense candidates, and at 1M a round of 9× (216 of 1,000 lists) cost ~95 ms and still fell
+# short when the other sources had not widened; 4× and then the doubled round settled in three
+_JUMP = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +264,8 @@ class Picked:
         probed: The dense source's probe: how many lists (nearest first), their eligible
             rows and each one's bound of its cosine; a widened request probes only the lists
             after those.
+        parts: What ``bound`` is made of (:class:`BoundParts`): a widened request reads how
+            many dense candidates would bring it under a target.
     """
 
     rows: Rows
@@ -264,6 +274,72 @@ class Picked:
     bound: float
     cosines: tuple[Rows, F64]
     probed: tuple[int, Rows, F64]
+    parts: BoundParts
+
+
+@dataclass(frozen=True, slots=True)
+class BoundParts:
+    """The terms of the candidate path's bound (``Retriever._score_candidates``).
+
+    A row outside the union scores at most ``rest + relevance part``, where ``relevance``
+    (``w_semantic × semantic + lexical``) bounds its own relevance and ``threshold`` (≥
+    ``relevance``) that of any neighbour it can borrow from (rows more relevant than that are
+    lenders, their neighbours candidates): with ``lift = w_context / (w_semantic +
+    w_lexical)``, its relevance plus ``context`` is at most ``max(relevance + lift ×
+    (threshold - relevance), lift × threshold)`` (:meth:`total`).
+
+    Attributes:
+        rest: The last static candidate's static part + the date and speaker weights of the
+            sources that left rows out.
+        semantic_weight: ``w_semantic``.
+        semantic: The last dense candidate's cosine (what a row outside them is taken to
+            have at most).
+        lexical: ``w_lexical`` × the lexical source's bound (normalised).
+        lift: ``w_context / (w_semantic + w_lexical)`` (0 without time neighbours or
+            relevance weights).
+        threshold: The relevance a lender has more than.
+    """
+
+    rest: float
+    semantic_weight: float
+    semantic: float
+    lexical: float
+    lift: float
+    threshold: float
+
+    @property
+    def relevance(self) -> float:
+        """What a row outside the union can have of ``w_semantic·semantic + w_lexical·lexical``."""
+        return self.semantic_weight * self.semantic + self.lexical
+
+    def total(self) -> float:
+        """The bound: ``rest`` + the most relevance and ``context`` an outside row can have."""
+        relevance = self.relevance
+        return self.rest + max(relevance + self.lift * (self.threshold - relevance),
+                               self.lift * self.threshold)
+
+    def semantic_for(self, target: float) -> float:
+        """The highest last dense cosine that would bring :meth:`total` (lenders over the
+        relevance bound itself) under ``target``; -inf when no cosine would (the other terms
+        are over it alone) or the cosine has no weight."""
+        if self.semantic_weight <= 0:
+            return -math.inf
+        # total() with threshold == relevance is rest + max(1, lift) × relevance
+        relevance = (target - self.rest) / max(1.0, self.lift)
+        needed = (relevance - self.lexical) / self.semantic_weight
+        return needed if needed > 0 else -math.inf
+
+    def lender_threshold(self, target: float) -> float:
+        """The highest lender threshold (≥ the relevance bound) keeping :meth:`total` under
+        ``target``: a neighbour of a row less relevant than that cannot lend an outside row
+        enough to reach ``target``, so only more relevant rows need their neighbours scored.
+        The relevance bound itself when ``target`` is out of reach (or there is no lift)."""
+        relevance = self.relevance
+        if self.lift <= 0:
+            return relevance
+        room = target - self.rest
+        threshold = min(relevance + (room - relevance) / self.lift, room / self.lift)
+        return max(relevance, threshold)
 
 
 @dataclass(slots=True)
@@ -378,18 +454,32 @@ class Retriever:
             # version of the candidate path"). From then on all are doubled, the dense source
             # a step ahead: more probed lists per dense candidate than letting the others
             # catch up, which missed a row of an unprobed list in test_candidates.py
+            previous = dense_widen
             if stopped and widen == dense_widen == 1:
                 dense_widen = 2
             else:
                 widen *= 2
                 dense_widen *= 2
+            # the last record to prove: the widened round aims its bound under its score
+            # (its union keeps every row scoring above the bound, so this record or better
+            # ones are its first packed records). The dense source jumps to the size that
+            # target implies, not a doubling at a time (a topic of several thousand rows
+            # took four rounds at 1M), and lenders whose neighbours cannot reach the target
+            # are left out (docs/retrieval.md "Fourth version: tighter bound")
+            first = packed[:config.proven_records]
+            target = _below(float(scored.scores[first[-1]])) if stopped and first else None
+            if target is not None:
+                dense_widen = max(dense_widen, _dense_factor(
+                    picked, target, config.dense_candidates, previous))
+            dense_widen = min(dense_widen, 2 * WIDEN_LIMIT)
             compressed.clear()
             compressed_tokens.clear()
             scored = self._score(snapshot, request, candidates, weights, now_ms, memory,
                                  query_vector, narrow=True, widen=widen,
                                  dense_widen=dense_widen,
                                  cosines=None if picked is None else picked.cosines,
-                                 probed=None if picked is None else picked.probed)
+                                 probed=None if picked is None else picked.probed,
+                                 target=target)
             picked = scored.picked
             packed, used, stopped = self._pack_ranked(
                 scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
@@ -514,20 +604,22 @@ class Retriever:
                query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
                widen: int = 1, dense_widen: int | None = None,
                cosines: tuple[Rows, F64] | None = None,
-               probed: tuple[int, Rows, F64] | None = None) -> Scored:
+               probed: tuple[int, Rows, F64] | None = None,
+               target: float | None = None) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
         With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
         picks are scored (``Scored.picked``), exactly; when the clock is behind the data (the
         decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
         round of the request computed, ``probed`` its dense probe; ``dense_widen``: the dense
-        source's factor (None: as ``widen``).
+        source's factor (None: as ``widen``); ``target``: the score the round's bound should
+        be under (:meth:`_score_candidates`).
         """
         if narrow and query_vector is not None and (request.query or "").strip():
             scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
                                             memory, query_vector, widen, cosines,
                                             widen if dense_widen is None else dense_widen,
-                                            probed)
+                                            probed, target)
             if scored is not None:
                 return scored
         config = self.config
@@ -798,8 +890,8 @@ class Retriever:
                           memory: MemoryConfig, query_vector: F32, widen: int,
                           cosines: tuple[Rows, F64] | None = None,
                           dense_widen: int | None = None,
-                          probed_before: tuple[int, Rows, F64] | None = None
-                          ) -> Scored | None:
+                          probed_before: tuple[int, Rows, F64] | None = None,
+                          target: float | None = None) -> Scored | None:
         """The candidate path: the exact score of the union of the candidate sources, found
         without a pass over every row (docs/retrieval.md "How candidates are found").
 
@@ -823,8 +915,10 @@ class Retriever:
         probed lists are taken to hold the best cosines), its BM25 at most the larger of the
         last lexical candidate's and the sum of the capped postings' last weights (0 when no
         row was left out), the date and speaker weights only if their sources were cut, and
-        its relevance plus ``context`` lift at most ``max(w_semantic + w_lexical, w_context)``
-        times the relevance bound (its neighbours are not dense or lexical candidates either).
+        its relevance plus ``context`` lift at most :meth:`BoundParts.total` of them: its
+        neighbours are not lenders, so none is more relevant than the lenders' threshold (the
+        relevance bound itself unless ``target`` raises it; then ``max(w_semantic +
+        w_lexical, w_context)`` / ``(w_semantic + w_lexical)`` times the relevance bound).
 
         Args:
             widen: Factor on every source's size (the retriever widens until the first
@@ -832,6 +926,10 @@ class Retriever:
             cosines: Rows (ascending) whose cosine an earlier round computed, and those.
             dense_widen: The dense source's factor (its probes and size; None: ``widen``).
             probed_before: An earlier round's dense probe (``Picked.probed``).
+            target: The score a widened request needs its bound under (the earlier round's
+                last record to prove): only rows more relevant than
+                :meth:`BoundParts.lender_threshold` of it lend context (the bound counts what
+                the others can lend); None: every row over the relevance bound.
 
         Returns:
             The scores, or None when the clock is behind the data (the decay bases cannot be
@@ -908,15 +1006,21 @@ class Retriever:
                 sources["speaker"] = top.rows
             cut += 0.0 if top.complete else weights.speaker
         # what a row outside the union can have of each relevance part: at most the last
-        # dense candidate's cosine and the lexical source's bound
+        # dense candidate's cosine and the lexical source's bound; a widened round with a
+        # target raises the lenders' threshold as far as the bound stays under it
         share = weights.semantic + weights.lexical
         lexical_bound = lexical_out / best if best > 0 else 0.0
-        relevance_bound = weights.semantic * dense_least + weights.lexical * lexical_bound
         matrix = self._neighbours(snapshot)[0] if config.context_neighbours else None
+        parts = BoundParts(
+            _least(static.values) + cut, weights.semantic, dense_least,
+            weights.lexical * lexical_bound,
+            weights.context / share if matrix is not None and share > 0 else 0.0, 0.0)
+        parts = dataclasses.replace(parts, threshold=parts.relevance if target is None
+                                    else parts.lender_threshold(target))
         known = probed
         if matrix is not None:
-            # only a dense or lexical row more relevant than that bound lends a neighbour more
-            # than the bound allows: the neighbours of those rows are the context source
+            # only a dense or lexical row more relevant than the threshold lends a neighbour
+            # more than the bound allows: the neighbours of those rows are the context source
             lenders = _distinct(np.concatenate((dense, lexical_rows)), n)
             known = _with_cosines(probed, lexical_rows, lambda rows: self._cosine(
                 snapshot, query_vector, candidates, rows))
@@ -927,7 +1031,7 @@ class Retriever:
                 lender_lexical = lender_bm25 / best if best > 0 else lender_bm25
                 lending = weights.semantic * lender_semantic + weights.lexical * lender_lexical
                 # a margin for the float32 relevance the context lift is computed in
-                lenders = lenders[lending > relevance_bound * (1.0 - _FLOAT32_MARGIN)]
+                lenders = lenders[lending > parts.threshold * (1.0 - _FLOAT32_MARGIN)]
             near = _neighbours_of(matrix, lenders, n)
             sources["context"] = near[eligible[near]]
         rows = _distinct(np.concatenate(list(sources.values())), n)
@@ -969,13 +1073,9 @@ class Retriever:
 
         full = np.zeros(n, dtype=np.float64)
         full[rows] = scores[at]
-        bound = -math.inf
-        if len(rows) < candidates.count:
-            lift = weights.context if matrix is not None else 0.0
-            bound = _least(static.values) + cut + relevance_bound * (
-                max(share, lift) / share if share > 0 else 1.0)
+        bound = parts.total() if len(rows) < candidates.count else -math.inf
         picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
-                        bound, known, probe)
+                        bound, known, probe, parts)
 
         def spread(values: npt.ArrayLike) -> Callable[[], npt.ArrayLike]:
             """A full-length component column of ``need``'s values (built when read)."""
@@ -1465,6 +1565,35 @@ def _proven(scores: F64, packed: Sequence[int], bound: float, count: int) -> boo
     candidates can outrank them)."""
     first = packed[:count]
     return not first or float(scores[first[-1]]) > bound
+
+
+def _below(score: float) -> float:
+    """A value just under ``score``, past float rounding: the bound a round aims at must be
+    strictly below the score it is to prove (:func:`_proven`)."""
+    return score - (abs(score) + 1.0) * _TARGET_MARGIN
+
+
+def _dense_factor(picked: Picked, target: float, size: int, factor: int) -> int:
+    """The dense source's factor that ``picked``'s probe implies would bring the bound under
+    ``target`` (at most :data:`_JUMP` times ``factor``, ``picked``'s own, and twice
+    :data:`WIDEN_LIMIT`; ``factor`` when nothing is implied).
+
+    The probe's cosine bounds (int8 codes, a little over the exact cosines) rank the rows
+    roughly as the exact cosines do: the rows whose bound is over the cosine the target
+    needs (:meth:`BoundParts.semantic_for`), scaled by how many bounds are over the last
+    dense candidate's cosine per dense candidate now, estimate how many dense candidates it
+    takes (:data:`_HEADROOM` times that). An estimate only chooses the width: the bound of
+    the round it gives is computed, and proves or not, as always.
+    """
+    parts = picked.parts
+    needed = parts.semantic_for(target)
+    bounds = picked.probed[2]
+    if not math.isfinite(needed) or not len(bounds):
+        return factor  # the other terms alone are over the target: the dense one cannot help
+    over_now = int(np.count_nonzero(bounds > parts.semantic))
+    wanted = int(np.count_nonzero(bounds > needed)) * size * factor / max(over_now, 1)
+    implied = math.ceil(wanted * _HEADROOM / size)
+    return max(factor, min(implied, _JUMP * factor, 2 * WIDEN_LIMIT))
 
 
 def _top_of(rows: Rows, k: int, value: Callable[[Rows], F64]) -> TopStatic:

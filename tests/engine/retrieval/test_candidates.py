@@ -9,6 +9,7 @@ at least as often as docs/retrieval.md states.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from engine.records import Layer, MemoryRecord, NewMemory, Privacy
 from engine.retrieval import RetrievalRequest, Retriever
 from engine.retrieval.candidates import StaticOrder, top_static
 from engine.retrieval.dense import IvfIndex
+from engine.retrieval.retriever import BoundParts
 from engine.retrieval.types import DropReason, RetrievedBundle
 from engine.store.view import ColumnarView
 
@@ -491,3 +493,114 @@ def test_the_static_order_moves_changed_and_appended_rows_into_place() -> None:
     assert (np.diff(decaying[moved.order]) <= 0).all()
     assert moved.suffix_fixed[0] == fixed.max() and moved.suffix_fixed[-1] == -np.inf
     assert order.updated(fixed, importance, recency, (2.0, 1.0), 8).coefficients == (2.0, 1.0)
+
+
+def test_the_bound_parts_add_up_and_a_target_raises_the_lenders_threshold() -> None:
+    """``BoundParts.total`` is the sum the candidate path's bound always was while lenders
+    are the rows over the relevance bound; a target it can reach raises their threshold until
+    the bound meets it, one it cannot leaves the threshold where it was."""
+    parts = BoundParts(rest=0.03, semantic_weight=0.3, semantic=0.5, lexical=0.06, lift=0.7,
+                       threshold=0.21)
+    assert parts.relevance == pytest.approx(0.21)
+    assert parts.total() == pytest.approx(0.03 + 0.21)  # max(w_s + w_l, w_c) / (w_s + w_l)
+    raised = parts.lender_threshold(0.26)
+    assert raised > parts.relevance
+    # an outside row's own relevance up to 0.21, a neighbour's up to the threshold
+    assert dataclasses.replace(parts, threshold=raised).total() == pytest.approx(0.26)
+    assert raised == pytest.approx(0.21 + (0.26 - 0.03 - 0.21) / 0.7)
+    assert parts.lender_threshold(0.2) == parts.relevance  # out of reach
+    # context weighs more than relevance: an irrelevant row with a lender beside it is the
+    # best outside row (lift × threshold)
+    heavy = dataclasses.replace(parts, lift=2.0)
+    assert heavy.total() == pytest.approx(0.03 + 2.0 * 0.21)
+    assert dataclasses.replace(heavy, threshold=heavy.lender_threshold(0.6)).total() \
+        == pytest.approx(0.6)
+    # the last dense cosine that would bring the bound (lenders at the relevance bound) to
+    # a target, and none when the other terms alone are over it
+    assert parts.semantic_for(0.24) == pytest.approx(0.5)
+    assert parts.semantic_for(0.2) == pytest.approx((0.17 - 0.06) / 0.3)
+    assert parts.semantic_for(0.08) == -math.inf
+
+
+@pytest.mark.parametrize("later_ms", [0.0, 20 * DAY])
+def test_a_widened_rounds_target_keeps_fewer_lenders_and_its_bound_holds(
+        later_ms: float) -> None:
+    """A widened round aims its bound just under the score it must prove: only rows more
+    relevant than the raised threshold lend context, and the bound counts what every other
+    row can lend (up to that threshold). Every scored row keeps its exhaustive score and no
+    row left out scores above the bound — which a bound leaving the raised threshold out
+    (the relevance bound alone) does not satisfy here."""
+    work = Conversations(4000, seed=5)
+    window = 6 * HOUR  # records are ~20 min apart per agent and layer: most have neighbours
+    config = dataclasses.replace(ALL_LISTS, context_window_ms=window, dense_candidates=64,
+                                 lexical_candidates=32)
+    reference_config = dataclasses.replace(EXHAUSTIVE, context_window_ms=window)
+    retriever = Retriever(config)
+    memory = MemoryConfig()
+    now = NOW + later_ms
+    too_tight = fewer = aimed_at = 0
+    # no dates or speakers: their weights would put the bound over any score
+    for number, query in enumerate(("w1 w5 w9 w30", "w3 w7", "w2 w11 w40") * 3):
+        vector = work.query_near(97 * number + 11)
+        request = RetrievalRequest(max_tokens=60, query=query)
+        snapshot = work.view.snapshot()
+        retriever.index.sync(snapshot)
+        candidates = retriever._candidates(snapshot, request, now)
+        weights = config.weights_for(request.purpose, request.strategy, request.pressure_state)
+        first = retriever._score(snapshot, request, candidates, weights, now, memory,
+                                 vector, narrow=True)
+        plain = first.picked
+        assert plain is not None
+        # a high target (the first round's best score): many rows over the relevance bound
+        # do not lend, and their neighbours are left out
+        target = float(first.scores.max())
+        if target <= plain.bound:
+            continue  # out of reach: nothing to raise
+        aimed_at += 1
+        aimed = retriever._score(snapshot, request, candidates, weights, now, memory, vector,
+                                 narrow=True, target=target)
+        picked = aimed.picked
+        assert picked is not None and picked.parts.threshold > plain.parts.threshold
+        assert picked.bound == pytest.approx(target)
+        fewer += picked.sources.get("context", 0) < plain.sources.get("context", 0)
+        reference = _retrieve(reference_config, work, query, vector, max_tokens=60,
+                              now_ms=now).diagnostics
+        rows = picked.rows
+        assert aimed.scores[rows].tolist() == reference.scores[rows].tolist()
+        left_out = reference.eligible.copy()
+        left_out[rows] = False
+        best_left_out = float(reference.scores[left_out].max())
+        assert best_left_out <= picked.bound
+        too_tight += best_left_out > dataclasses.replace(
+            picked.parts, threshold=picked.parts.relevance).total()
+    assert aimed_at >= 5 and fewer >= aimed_at - 1 and too_tight >= 1
+
+
+def test_a_widened_round_takes_the_dense_width_its_target_implies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clusters of ~100 rows, 8 dense candidates: the dense source's last cosine stays inside
+    the query's cluster until it reads most of it. Doubling took five rounds for nearly every
+    request here; widening the dense source by the factor its probe's bounds imply for the
+    record to prove (up to 4× at a time) settles every one in at most four and most in three,
+    and what is packed first is still exhaustive scoring's."""
+    rounds = [0]
+    score_candidates = Retriever._score_candidates
+
+    def counted(self: Retriever, *args: object, **kwargs: object) -> object:
+        rounds[0] += 1
+        return score_candidates(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Retriever, "_score_candidates", counted)
+    work = Workload(3000, clusters=30)
+    config = dataclasses.replace(FORCED, dense_probes=8, proven_records=3)
+    settled = []
+    for row in range(0, 3000, 75):
+        vector = work.query_near(row)
+        rounds[0] = 0
+        bundle = _retrieve(config, work, "w1 w7", vector, max_tokens=60)
+        settled.append(rounds[0])
+        reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector, max_tokens=60)
+        assert _packed(bundle)[:3] == _packed(reference)[:3]
+        bound = bundle.diagnostics.candidate_bound
+        assert bound is not None and _packed(bundle)[2][1] > bound
+    assert max(settled) <= 4 and sum(count <= 3 for count in settled) >= 20, settled
