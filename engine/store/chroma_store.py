@@ -291,6 +291,37 @@ def _set_timeouts(client: Any, spec: StoreSpec) -> None:
         session.timeout = _timeout(spec)
 
 
+def _check_store_folder(directory: Path) -> None:
+    """Refuse a path that is a file, or a folder holding other files and no store.
+
+    A store is created in a new or empty folder; a mistyped ``--store`` (a document, a home
+    folder) must not become a Chroma store among the user's files.
+
+    Raises:
+        StoreUnavailable: naming the path and what to give instead.
+    """
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise StoreUnavailable(f"{directory} is a file, not a store folder: give the folder "
+                               "of a store, or a new or empty folder to create one in")
+    try:
+        names = [entry.name for entry in directory.iterdir()]
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot read the folder {directory}: {exc.strerror or exc}"
+                               ) from exc
+    if any(name == "chroma.sqlite3" or name.startswith((".mnemoscope", "mnemoscope-"))
+           for name in names):
+        return  # a store (ours, or another tool's Chroma folder), perhaps only part made
+    others = sorted(name for name in names if not name.startswith("."))
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3:,} more" if len(others) > 3
+                                         else "")
+        raise StoreUnavailable(f"{directory} holds other files ({shown}) and no store: give "
+                               "the folder of a store, or a new or empty folder to create "
+                               "one in")
+
+
 def _timed_out(spec: StoreSpec, exc: BaseException) -> tuple[str, float] | None:
     """``(phase, seconds)`` when ``exc`` (or what caused it) is an HTTP timeout, else None."""
     import httpx
@@ -461,10 +492,12 @@ class MemoryStore:
             SchemaMismatch: the collection was written by a newer Mnemoscope.
         """
         lock: StoreLock | None = None
-        if not spec.is_remote and not spec.read_only:
-            lock = StoreLock(Path(spec.location).expanduser())
-            lock.acquire()
         directory = None if spec.is_remote else Path(spec.location).expanduser()
+        if directory is not None:
+            _check_store_folder(directory)
+        if directory is not None and not spec.read_only:
+            lock = StoreLock(directory)
+            lock.acquire()
         stamp = view_cache.fingerprint(directory, spec.collection) \
             if directory is not None else None
         client = None

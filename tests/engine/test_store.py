@@ -383,3 +383,30 @@ def test_store_timeouts_must_be_positive_seconds(bad: object) -> None:
         StoreSpec("http://127.0.0.1:8000", read_timeout_s=bad)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="connect_timeout_s"):
         StoreSpec("/tmp/store", connect_timeout_s=bad)  # type: ignore[arg-type]
+
+
+def test_a_file_or_a_folder_of_other_files_is_not_made_a_store(tmp_path: Path) -> None:
+    # A mistyped --store must not become a Chroma store among the user's files (nor say
+    # "cannot lock store …: [Errno 17] File exists").
+    document = tmp_path / "notes.txt"
+    document.write_text("mine", encoding="utf-8")
+    with pytest.raises(StoreUnavailable, match=r"notes\.txt is a file, not a store folder"):
+        MemoryStore.open(StoreSpec(str(document)), now_ms=NOW)
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        (documents / name).write_text(name, encoding="utf-8")
+    for read_only in (False, True):
+        with pytest.raises(StoreUnavailable,
+                           match=r"holds other files \(a\.txt, b\.txt, c\.txt and 1 more\)"):
+            MemoryStore.open(StoreSpec(str(documents), read_only=read_only), now_ms=NOW)
+    assert sorted(p.name for p in documents.iterdir()) == ["a.txt", "b.txt", "c.txt", "d.txt"]
+    # a new folder, an empty one (hidden files aside) and a store's own folder are fine
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / ".DS_Store").write_bytes(b"")
+    for folder in (tmp_path / "new" / "store", empty):
+        store = MemoryStore.open(StoreSpec(str(folder)), now_ms=NOW)
+        store.write(records(1), unit(1))
+        store.close()
+        MemoryStore.open(StoreSpec(str(folder)), now_ms=NOW).close()
