@@ -252,6 +252,11 @@ class RetrievalConfig:
         proven_records: Packed records the candidate path makes sure no row outside its
             candidates could outrank (it widens its sources up to 16× until they score
             above the bound).
+        widen_share: A request widens only while the rows it has touched (cosines computed,
+            dense probe bounded), doubled for the next round, stay within this share of the
+            store; past it every row is scored (a candidate row costs ~4.6× an exhaustively
+            scored one). A query far from every record proves nothing and would otherwise
+            widen several times first.
     """
 
     purpose_weights: Mapping[Purpose, ScoringWeights] = field(
@@ -279,6 +284,7 @@ class RetrievalConfig:
     static_candidates: int = 256
     dense_probes: int = 24
     proven_records: int = 10
+    widen_share: float = 0.25
 
     def __post_init__(self) -> None:
         self._check_tables()
@@ -288,7 +294,8 @@ class RetrievalConfig:
             value = getattr(self, name)
             if not _is_number(value) or not low <= value <= high:
                 raise ConfigInvalid(name, value, f"must be in {low}..{high}")
-        for name in ("soft_importance_factor", "access_cap", "bm25_k1", "context_window_ms"):
+        for name in ("soft_importance_factor", "access_cap", "bm25_k1", "context_window_ms",
+                     "widen_share"):
             value = getattr(self, name)
             if not _is_number(value) or value <= 0:
                 raise ConfigInvalid(name, value, "must be a number > 0")
@@ -589,6 +596,7 @@ _RETRIEVAL_SCALARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETRIEVAL_SEMANTIC_BLEND_LAYERS": "semantic_blend_layers",
     "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "date_tolerance_ms",
     "MEMORY_RETRIEVAL_CANDIDATE_THRESHOLD": "candidate_threshold",
+    "MEMORY_RETRIEVAL_WIDEN_SHARE": "widen_share",
 })
 
 

@@ -445,6 +445,13 @@ class Retriever:
         while picked is not None and widen < WIDEN_LIMIT and len(picked.rows) < \
                 candidates.count and not (stopped and _proven(
                     scored.scores, packed, picked.bound, config.proven_records)):
+            # the rows the request has touched (later rounds reuse them), about doubled by
+            # the next round: past config.widen_share of the store, scoring every row is
+            # cheaper. Without it a query far from every topic (flat cosines: nothing to
+            # prove) widened 3-4 times first, 63-135 ms at 100K where exhaustive scoring
+            # takes 17 (docs/retrieval.md "When widening costs more than scoring every row")
+            if 2 * (len(picked.need) + len(picked.probed[1])) > config.widen_share * n:
+                break  # (below)
             # packing ran through the candidates, or a row outside them could outrank one of
             # the first packed records: take twice as many from every source. The first time
             # the budget filled but the bound was too high, the dense source alone is doubled:

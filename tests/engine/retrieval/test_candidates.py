@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from engine.config import MemoryConfig, RetrievalConfig
+from engine.errors import ConfigInvalid
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy
 from engine.retrieval import RetrievalRequest, Retriever
 from engine.retrieval.candidates import StaticOrder, top_static
@@ -30,13 +32,17 @@ DIM = 384
 STATED_AGREEMENT = 0.99  # docs/retrieval.md "How candidates are found"
 
 EXHAUSTIVE = RetrievalConfig(candidate_threshold=10**12)
+# widening as far as a request needs: these stores are small, so the cost cap
+# (RetrievalConfig.widen_share, tested on its own below) would score every row after round one
+UNCAPPED = 1e6
 # forced on any store, with sources far smaller than the store so they cannot cover it
 FORCED = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
-                         static_candidates=4, dense_probes=2)
+                         static_candidates=4, dense_probes=2, widen_share=UNCAPPED)
 # made to prove every packed record (not only the first ``proven_records``), and probing
 # every list of the dense index: its bound is then exact, not an approximation
 PROVE_ALL = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
-                            static_candidates=4, dense_probes=10_000, proven_records=10_000)
+                            static_candidates=4, dense_probes=10_000, proven_records=10_000,
+                            widen_share=UNCAPPED)
 # every list probed and nothing widened: the first candidate set and its bound as they are
 ALL_LISTS = RetrievalConfig(candidate_threshold=0, dense_candidates=8, lexical_candidates=8,
                             static_candidates=4, dense_probes=10_000, proven_records=0)
@@ -242,6 +248,45 @@ def test_candidates_that_run_out_before_the_budget_fall_back_to_every_row() -> N
     reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector, max_tokens=big)
     assert candidate.diagnostics.candidate_sources == {}  # scored exhaustively
     assert _packed(candidate) == _packed(reference)
+
+
+def test_a_query_far_from_every_record_stops_widening_once_scoring_every_row_is_cheaper(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A random query vector over unclustered vectors: every cosine is small and alike, so no
+    # round proves the first packed records. The request widens while the rows it touched,
+    # doubled for the next round, stay within widen_share of the store, then scores every row
+    # (the same records and scores as exhaustive scoring, and fewer rounds than uncapped).
+    work = Workload(6000, seed=11, clusters=6000)
+    vector = np.random.default_rng(5).standard_normal(DIM).astype(np.float32)
+    vector /= np.linalg.norm(vector)
+    touched: list[int] = []
+    real = Retriever._score_candidates
+
+    def counted(self: Retriever, *args: Any, **kwargs: Any) -> Any:
+        scored = real(self, *args, **kwargs)
+        picked = None if scored is None else scored.picked
+        assert picked is not None
+        touched.append(len(picked.need) + len(picked.probed[1]))
+        return scored
+
+    monkeypatch.setattr(Retriever, "_score_candidates", counted)
+    reference = _packed(_retrieve(EXHAUSTIVE, work, "w1 w2 w3", vector))
+    capped = dataclasses.replace(FORCED, widen_share=0.25)
+    bundle = _retrieve(capped, work, "w1 w2 w3", vector)
+    assert bundle.diagnostics.candidate_sources == {} and _packed(bundle) == reference
+    limit = 0.25 * len(work.records)
+    assert all(2 * rows <= limit for rows in touched[:-1]) and 2 * touched[-1] > limit
+    capped_rounds = len(touched)
+    touched.clear()
+    uncapped = _retrieve(FORCED, work, "w1 w2 w3", vector)
+    assert uncapped.diagnostics.candidate_sources == {} and _packed(uncapped) == reference
+    assert len(touched) > capped_rounds
+
+
+def test_widen_share_is_checked() -> None:
+    for wrong in (0, -0.5, float("nan"), "a quarter"):
+        with pytest.raises(ConfigInvalid, match="widen_share"):
+            RetrievalConfig(widen_share=wrong)  # type: ignore[arg-type]
 
 
 AGREEMENT_CONFIGS = {False: (dataclasses.replace(EXHAUSTIVE, semantic_blend=0.0),
