@@ -347,6 +347,9 @@ class SentenceTransformerEmbedder:
                 return
             from engine.embedding_convert import load_torch_model
 
+            if self._backend is not EmbedBackend.TORCH:  # what a waiting caller can show
+                self._set_state(EmbedderState.LOADING, "first run: preparing the model for "
+                                "this machine (OpenVINO), about 10 seconds")
             model = load_torch_model(path, self._dimension)
             self._model = model
             self._openvino, self._backend_used = self._accelerate(model, path)

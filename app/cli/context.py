@@ -36,6 +36,8 @@ from engine.errors import EngineError, ValidationError
 __all__ = ["CliContext", "escape_controls"]
 
 MODEL_WAIT_SECONDS = 180.0
+NOTICE_AFTER_SECONDS = 1.0
+"""How long a command waits for the model quietly before saying what takes long."""
 _AGENTS_NAMED = 10  # agents a note names before "…"
 
 # C0 controls but newline and tab (ESC starts every terminal escape sequence; CR and BS
@@ -285,6 +287,12 @@ class CliContext:
             self._model = self.settings.model_spec().embedder()
         if embed and not self._waited:
             self._waited = True
+            if not self._model.wait_ready(NOTICE_AFTER_SECONDS):
+                # a first run converts the model for this machine (~10 s): say so rather
+                # than sit silent; a later run's load is over before this
+                reason = self._model.status().reason
+                if reason and not self._model.is_ready():
+                    self.warn(f"note: {reason}…")
             if not self._model.wait_ready(MODEL_WAIT_SECONDS):
                 self.warn(f"note: embedding model unavailable "
                           f"({self._model.status().reason or 'still loading'}); "

@@ -1,10 +1,16 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from engine.embedding import EmbedderState, EmbeddingCache, SentenceTransformerEmbedder
+from engine.embedding import (
+    EmbedderState,
+    EmbedderStatus,
+    EmbeddingCache,
+    SentenceTransformerEmbedder,
+)
 from engine.errors import EmbeddingUnavailable
 
 
@@ -85,3 +91,24 @@ def test_qt_is_unimportable_in_the_engine_only_run() -> None:
         return
     with pytest.raises(ModuleNotFoundError, match="blocked"):
         import PySide6  # noqa: F401
+
+
+def test_a_first_run_conversion_says_so_while_it_loads(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing converted yet (an empty cache): the model is loaded and converted here, ~10 s
+    # in which a command or the status bar should say what it waits for.
+    from engine import embedding_convert
+
+    embedder = SentenceTransformerEmbedder(cache_dir=tmp_path / "cache")
+    seen: list[EmbedderStatus] = []
+
+    def load(path: Path, dimension: int) -> object:
+        seen.append(embedder.status())
+        raise RuntimeError("stop here")  # the test needs only the status at this point
+
+    monkeypatch.setattr(embedding_convert, "load_torch_model", load)
+    embedder.start_loading()
+    assert not embedder.wait_ready(120)
+    assert [s.state for s in seen] == [EmbedderState.LOADING]
+    assert "first run: preparing the model for this machine" in seen[0].reason
+    assert embedder.status().state is EmbedderState.FAILED  # and then the failure, as before
