@@ -55,7 +55,8 @@ What is here, by task:
   :class:`ConsolidationStep`);
 * lifecycle: ``MemoryEngine.expire`` / ``prune`` / ``enforce_retention`` / ``compact``
   (:class:`LifecycleReport`, :class:`PruneMode`), a record's story (:func:`record_fate`);
-* events: :class:`Event`, :class:`EventBus` (``MemoryEngine.events``), :class:`EventFilter`;
+* events: :class:`Event`, :class:`EventBus` (``MemoryEngine.events``), :class:`EventFilter`,
+  :class:`EventKind` (the ingest pipeline's kinds);
 * reading for a browser: :class:`MemoryReader`, :class:`LocalReader` (in process) and
   :class:`RemoteReader` (an agent's ``serve``), :func:`map_points`;
 * errors: :class:`EngineError` and its tree (drawn in :mod:`engine.errors`).
@@ -148,7 +149,7 @@ if TYPE_CHECKING:
     from engine.ingest.evaluation import evaluate_dedup, read_sts
     from engine.ingest.importer import LineFn, SalienceCut
     from engine.ingest.imports import ImportEntry, UndoPlan
-    from engine.ingest.kinds import Action
+    from engine.ingest.kinds import Action, EventKind
     from engine.ingest.pipeline import RunWrites
     from engine.ingest.stages import (
         ApplyDetail,
@@ -236,6 +237,7 @@ _LAZY: dict[str, str] = {
     "LifecycleRun": "engine.scheduler",
     "LifecycleScheduler": "engine.scheduler",
     "Action": "engine.ingest.kinds",
+    "EventKind": "engine.ingest.kinds",
     "ImportEntry": "engine.ingest.imports",
     "UndoPlan": "engine.ingest.imports",
     "read_conversation": "engine.ingest.conversations",
@@ -348,6 +350,7 @@ __all__ = [
     "EventBus",
     "EventFeed",
     "EventFilter",
+    "EventKind",
     "EventsDetail",
     "ExitPolicy",
     "Facets",

@@ -374,3 +374,57 @@ def test_consolidate_previews_merges_defers_and_undoes(cli: Runner, tmp_path: Pa
     assert code == 0 and json.loads(out)["counts"]["restored"] == 2
     assert json.loads(cli("--json", "stats")[1])["records"] == 4
     assert json.loads(cli("--json", "review", "list")[1])["items"] == []
+
+
+def test_events_help_lists_the_pipeline_kinds_from_the_engine(cli: Runner,
+                                                              capsys: pytest.CaptureFixture[str]
+                                                              ) -> None:
+    from engine import EventKind
+
+    with pytest.raises(SystemExit):
+        cli("events", "--help")
+    shown = " ".join(capsys.readouterr().out.split())
+    # argparse wraps help at hyphens: compare without the line breaks it adds
+    assert all(kind.value in shown.replace("- ", "-") for kind in EventKind)
+
+
+def test_an_unknown_event_kind_is_refused_naming_the_valid_ones(cli: Runner) -> None:
+    assert cli("add", "The gym opens at 6am")[0] == 0
+    # before: exit 0 and no output, as if the store had no such events
+    code, out, err = cli("events", "--kind", "decision")
+    assert code == 1 and out == ""
+    assert "--kind: no such event kind; give one of ingest-start, embed-request," in err
+    assert "'decision'" in err and "memory:" in err
+    # a real kind, a namespaced one and a kind the store recorded still answer
+    assert cli("events", "--kind", "ingest-start")[0] == 0
+    assert cli("events", "--kind", "memory:record:edited")[0] == 0
+    code, out, _ = cli("--json", "events", "--kind", "memory:record:created")
+    assert code == 0 and len(json.loads(out)["events"]) == 1
+
+
+@pytest.mark.parametrize("given", ["", "  ", "{tmp}", "{tmp}/"])
+def test_export_to_an_empty_or_folder_path_says_to_give_a_file(cli: Runner, tmp_path: Path,
+                                                               given: str) -> None:
+    assert cli("add", "The gym opens at 6am")[0] == 0
+    given = given.format(tmp=tmp_path)
+    before = sorted(tmp_path.iterdir())
+    code, out, err = cli("export", given)
+    # before: "cannot write .: Device or resource busy" / "Is a directory"
+    assert code == 1 and out == ""
+    assert "FILE: " in err and repr(given) in err and "file" in err.split("(got")[0]
+    assert "busy" not in err and "Errno" not in err
+    assert sorted(tmp_path.iterdir()) == before  # nothing written
+
+
+def test_export_says_it_replaced_a_file_but_not_in_json(cli: Runner, tmp_path: Path) -> None:
+    assert cli("add", "The gym opens at 6am")[0] == 0
+    target = tmp_path / "out.jsonl"
+    code, _, err = cli("export", str(target))
+    assert code == 0 and "replaced" not in err  # a new file replaces nothing
+    target.write_text("one\ntwo\nthree", encoding="utf-8")
+    code, out, err = cli("export", str(target))
+    assert code == 0 and out.startswith("exported 1 record(s)")
+    assert err.strip() == f"note: replaced {target} (it held 3 lines)"
+    assert len(target.read_text(encoding="utf-8").splitlines()) == 1  # still overwritten
+    code, out, err = cli("--json", "export", str(target))
+    assert code == 0 and err == "" and json.loads(out)["records"] == 1

@@ -45,8 +45,8 @@ REVIEW_AND_LIFECYCLE = {"ReviewItem", "LifecycleReport", "LifecycleScheduler", "
                         "CompactionReport", "PruneMode",
                         "SummarizationTask", "record_fate", "RecordFate", "FateStep",
                         "mass_retirements", "DEFAULT_MASS_LIMIT"}
-EVENTS_AND_EXITS = {"Event", "EventBus", "EventFilter", "ExitPolicy", "RedactingLogFilter",
-                    "Masking", "Masker",
+EVENTS_AND_EXITS = {"Event", "EventBus", "EventFilter", "EventKind", "ExitPolicy",
+                    "RedactingLogFilter", "Masking", "Masker",
                     "Redactor", "RedactionHit", "redact_text", "placeholder_for"}
 ERRORS = {"EngineError", "Cancelled", "ConfigInvalid", "CycleDetected", "EditConflict",
           "EmbeddingFailed", "EmbeddingUnavailable", "InputFormatError", "RecordNotFound",

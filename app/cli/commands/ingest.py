@@ -17,6 +17,7 @@ every line printed is committed. ``import-conversation`` does the same.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 from collections import Counter
@@ -28,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 from app.cli import EXIT_INTERRUPTED, report_crash, report_error
 from app.cli.context import CliContext
 from app.cli.groups import eval_group
-from engine import ConversationFormat, EventFilter, LineOutcome, SalienceCut
+from engine import ConversationFormat, EventFilter, EventKind, LineOutcome, SalienceCut
 from engine.errors import EngineError, ValidationError
 from engine.records import TrustTier, format_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
-    from engine import CancelFn, ImportReport, LineFn
+    from engine import CancelFn, ImportReport, LineFn, MemoryEngine
 
 __all__ = ["register", "run_import"]
 
@@ -93,7 +94,10 @@ def register(subparsers: Any) -> None:
 
     events = subparsers.add_parser("events", help="show recorded pipeline and audit events")
     events.add_argument("--since", metavar="TIME", help="ISO-8601 time or epoch ms")
-    events.add_argument("--kind", action="append", default=[], help="event kind (repeatable)")
+    events.add_argument(
+        "--kind", action="append", default=[], metavar="KIND",
+        help=f"only events of this kind (repeatable): {', '.join(EventKind)}, "
+             "or a namespaced memory:… / llm:… kind (docs/ingest.md lists them all)")
     events.add_argument("--record", metavar="ID", help="events about this record")
     events.add_argument("--limit", type=int, default=100, help="most recent N (default 100)")
     events.set_defaults(handler=_events)
@@ -370,15 +374,47 @@ def _count(n: int, noun: str) -> str:
 
 
 def _export(args: argparse.Namespace, ctx: CliContext) -> int:
+    target = _export_target(args.file)
     policy = ctx.policy_for(redact=args.redact)
     engine = ctx.open_engine(read_only=True)
-    count = engine.export_jsonl(args.file, redact=policy.shown)
+    # Scripts rely on export replacing its file, so it does; a person is told what was there.
+    replaced = _line_count(target) if target.is_file() else None
+    count = engine.export_jsonl(target, redact=policy.shown)
     if ctx.json:
         ctx.emit_json({"file": args.file, "records": count, "redacted": policy.redacting})
-    else:
-        ctx.print(f"exported {count} record(s) to {args.file}"
-                  f"{' (redacted)' if policy.redacting else ''}")
+        return 0
+    if replaced is not None:
+        ctx.warn(f"note: replaced {args.file} (it held {_count(replaced, 'line')})")
+    ctx.print(f"exported {count} record(s) to {args.file}"
+              f"{' (redacted)' if policy.redacting else ''}")
     return 0
+
+
+def _export_target(given: str) -> Path:
+    """``export``'s FILE argument as a path to write, refused before any store is opened when
+    it cannot be one (was "cannot write .: Device or resource busy" for ``""``).
+
+    Raises:
+        ValidationError: ``given`` is empty or names a folder.
+    """
+    if not given.strip():
+        raise ValidationError("FILE", given, "give the path of the file to write, "
+                                             "e.g. memories.jsonl")
+    target = Path(given)
+    if target.is_dir() or given.endswith(("/", os.sep)):
+        raise ValidationError("FILE", given, "is a folder; give the path of a file to write in "
+                                             f"it, e.g. {target / 'memories.jsonl'}")
+    return target
+
+
+def _line_count(path: Path) -> int:
+    """Lines in ``path`` (a last line without a newline counts), read in chunks."""
+    lines, last = 0, b"\n"
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
 
 
 def _events(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -386,6 +422,8 @@ def _events(args: argparse.Namespace, ctx: CliContext) -> int:
         raise ValidationError("--limit", args.limit, "must be >= 1")
     since = parse_timestamp(args.since, "--since") if args.since else None
     engine = ctx.open_engine(read_only=True)
+    for kind in args.kind:
+        _check_kind(engine, kind)
     found = engine.events.query(EventFilter(since=since, kinds=args.kind or None,
                                             record_id=args.record, limit=args.limit,
                                             newest_first=True))
@@ -400,6 +438,24 @@ def _events(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"{format_timestamp(event.ts)} #{event.seq} {event.kind}{reason} "
                   f"{ctx.ident(event.record_id) if event.record_id else '-'}{similarity}")
     return 0
+
+
+def _check_kind(engine: MemoryEngine, kind: str) -> None:
+    """Refuse a ``--kind`` that names no event kind, rather than print nothing for a typo.
+
+    Valid: the ingest pipeline's kinds (:class:`engine.EventKind`), the namespaced kinds other
+    parts of the engine emit (``memory:…``, ``llm:…``; a namespace is never a typo of a
+    pipeline kind) and any kind this store has recorded (the model's ``embedding-fallback``).
+
+    Raises:
+        ValidationError: none of these.
+    """
+    if kind in {str(known) for known in EventKind} or ":" in kind:
+        return
+    if engine.events.query(EventFilter(kinds=[kind], limit=1)):
+        return
+    raise ValidationError("--kind", kind, f"no such event kind; give one of {', '.join(EventKind)}"
+                                          ", or a memory:… / llm:… kind (docs/ingest.md)")
 
 
 def _review_list(args: argparse.Namespace, ctx: CliContext) -> int:
