@@ -10,6 +10,16 @@ import pytest
 import qasync
 from pytestqt.qtbot import QtBot
 
+from engine import (
+    EngineConfig,
+    MemoryConfig,
+    PressureState,
+    Purpose,
+    RetrievalConfig,
+    ScoringWeights,
+    Strategy,
+)
+from engine.config import DEFAULT_PURPOSE_WEIGHTS
 from engine.memory_engine import MemoryEngine
 from engine.records import Layer, NewMemory
 from engine.redaction import redact_text
@@ -197,3 +207,63 @@ def test_the_rankings_get_most_of_a_small_window(qtbot: QtBot, view: RetrievalVi
     qtbot.waitUntil(lambda: view.body.width() > 0)
     results, weights = view.body.sizes()
     assert weights <= 0.34 * (results + weights) and results >= 480
+
+
+def _slider_values(view: RetrievalView) -> dict[str, int]:
+    return {name: slider.value() for name, slider in view.sliders.items()}
+
+
+def _percent(weights: ScoringWeights) -> dict[str, int]:
+    return {name: round(w * 100) for name, w in zip(COMPONENTS, weights.as_tuple(), strict=True)}
+
+
+def test_sliders_show_the_weights_the_first_question_will_use(qtbot: QtBot, view: RetrievalView,
+                                                              session: StoreSession) -> None:
+    config = session.engine.config.memory.retrieval
+    # before: every slider read 0 (and no figure) until a question was asked
+    first = _percent(config.weights_for(Purpose(view.purpose_box.currentText()),
+                                        Strategy.BALANCED, PressureState.NORMAL))
+    assert _slider_values(view) == first and any(first.values())
+    assert view.slider_labels["semantic"].text() == f"{first['semantic'] / 100:.2f}"
+    view.purpose_box.setCurrentText(Purpose.NAVIGATION.value)  # they follow the form
+    navigation = _percent(config.weights_for(Purpose.NAVIGATION, Strategy.BALANCED,
+                                             PressureState.NORMAL))
+    assert _slider_values(view) == navigation != first
+    view.pressure_box.setCurrentText(PressureState.SOFT.value)
+    soft = _percent(config.weights_for(Purpose.NAVIGATION, Strategy.BALANCED,
+                                       PressureState.SOFT))
+    assert _slider_values(view) == soft != navigation
+    bundle = run(qtbot, view.retrieve())
+    assert bundle is not None  # what they showed is what the engine used
+    assert _percent(ScoringWeights.from_mapping(bundle.diagnostics.weights)) == soft
+    # a shown ranking keeps the weights it was ranked with (the sliders re-rank it)
+    view.purpose_box.setCurrentText(Purpose.REASONING.value)
+    assert _slider_values(view) == soft
+
+
+def test_sliders_show_the_store_engines_configured_weights(qtbot: QtBot, tmp_path: Path,
+                                                           runner: TaskRunner,
+                                                           qloop: qasync.QEventLoop) -> None:
+    from app.wiring import forget_embedded_clients
+
+    # MEMORY_RETRIEVAL_* can change them: the view asks its store's engine, not the defaults
+    weights = dict(DEFAULT_PURPOSE_WEIGHTS)
+    weights[Purpose.DIALOG] = ScoringWeights.from_mapping({"importance": 3.0, "recency": 1.0})
+    config = EngineConfig(memory=MemoryConfig(retrieval=RetrievalConfig(
+        purpose_weights=weights)))
+    spec = StoreSpec(str(tmp_path / "store"))
+    forget_embedded_clients()
+    engine = MemoryEngine.open(spec, config=config)
+    session = StoreSession(engine, runner, spec)
+    made = RetrievalView(runner)
+    qtbot.addWidget(made)
+    try:
+        made.purpose_box.setCurrentText(Purpose.DIALOG.value)
+        assert made.sliders["importance"].value() != 75  # no store: the default dialog weights
+        made.set_session(session)
+        assert _slider_values(made) == {name: {"importance": 75, "recency": 25}.get(name, 0)
+                                        for name in COMPONENTS}
+    finally:
+        made.set_session(None)
+        run(qtbot, session.drain())
+        engine.close()

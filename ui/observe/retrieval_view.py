@@ -6,7 +6,8 @@ no retrieval event and records no metrics. Each candidate is a row of stacked ba
 per score component (weight × value); the token-budget cut line sits above the first candidate
 the budget dropped, and dropped candidates say why (budget / filter / ttl / privacy). Weight
 sliders re-rank with ``engine.rescore`` (pure numpy over the bundle's component matrix, on a
-worker; no store access). **Pin** freezes the current ranking on the left so two settings can
+worker; no store access); before the first question they show the weights it will be scored
+with. **Pin** freezes the current ranking on the left so two settings can
 be compared side by side. The context preview is the packed records' text in rank order, as it
 would be handed to an LLM, masked by the redaction state.
 """
@@ -53,6 +54,7 @@ from engine import (
     DropReason,
     PressureState,
     Purpose,
+    RetrievalConfig,
     RetrievalDiagnostics,
     RetrievalRequest,
     RetrievedBundle,
@@ -473,6 +475,9 @@ class RetrievalView(QWidget):
         self.query_edit.returnPressed.connect(self._on_run_clicked)
         self.reset_button.clicked.connect(self.reset_weights)
         self.pin_button.clicked.connect(self.pin)
+        for box in (self.purpose_box, self.strategy_box, self.pressure_box):
+            box.currentIndexChanged.connect(self._on_request_kind_changed)
+        self._show_engine_weights()
         self._update_enabled()
 
     # -- state -----------------------------------------------------------------------------
@@ -486,6 +491,7 @@ class RetrievalView(QWidget):
         self.pinned_area.hide()
         self.context.clear()
         self.summary.clear()
+        self._show_engine_weights()
         self._update_enabled()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
@@ -587,6 +593,26 @@ class RetrievalView(QWidget):
             slider.setValue(round(weights.get(name, 0.0) * 100))
             self.slider_labels[name].setText(f"{slider.value() / 100:.2f}")
         self._setting = False
+
+    def engine_weights(self) -> ScoringWeights:
+        """The weights the engine will score the form's request with: its configured purpose
+        weights, with the strategy and pressure applied as the retriever applies them
+        (:meth:`engine.RetrievalConfig.weights_for`); the defaults while no store is open."""
+        config = (self._session.engine.config.memory.retrieval if self._session is not None
+                  else RetrievalConfig())
+        request = self.request()
+        return config.weights_for(request.purpose, request.strategy, request.pressure_state)
+
+    def _show_engine_weights(self) -> None:
+        """Before the first question, the sliders show the weights it will be asked with (at 0
+        they read as if every weight were zero); a shown ranking keeps the weights it was
+        ranked with, since the sliders re-rank it."""
+        if self.bundle is None:
+            self._set_sliders(dict(zip(COMPONENTS, self.engine_weights().as_tuple(),
+                                       strict=True)))
+
+    def _on_request_kind_changed(self, _index: int) -> None:
+        self._show_engine_weights()
 
     def weights(self) -> ScoringWeights:
         """The sliders' weights (all zero falls back to equal weights)."""
