@@ -378,13 +378,15 @@ def _export(args: argparse.Namespace, ctx: CliContext) -> int:
     policy = ctx.policy_for(redact=args.redact)
     engine = ctx.open_engine(read_only=True)
     # Scripts rely on export replacing its file, so it does; a person is told what was there.
-    replaced = _line_count(target) if target.is_file() else None
+    replaced = target.is_file()
+    held = _line_count(target) if replaced else None
     count = engine.export_jsonl(target, redact=policy.shown)
     if ctx.json:
         ctx.emit_json({"file": args.file, "records": count, "redacted": policy.redacting})
         return 0
-    if replaced is not None:
-        ctx.warn(f"note: replaced {args.file} (it held {_count(replaced, 'line')})")
+    if replaced:
+        ctx.warn(f"note: replaced {args.file}"
+                 + (f" (it held {_count(held, 'line')})" if held is not None else ""))
     ctx.print(f"exported {count} record(s) to {args.file}"
               f"{' (redacted)' if policy.redacting else ''}")
     return 0
@@ -407,13 +409,17 @@ def _export_target(given: str) -> Path:
     return target
 
 
-def _line_count(path: Path) -> int:
-    """Lines in ``path`` (a last line without a newline counts), read in chunks."""
+def _line_count(path: Path) -> int | None:
+    """Lines in ``path`` (a last line without a newline counts), read in chunks; None when it
+    cannot be read (the export replaces it all the same: the rename needs only the folder)."""
     lines, last = 0, b"\n"
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
+    try:
+        with path.open("rb") as stream:
+            while chunk := stream.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return None
     return lines + (last != b"\n")
 
 
