@@ -347,7 +347,8 @@ class SentenceTransformerEmbedder:
                 return
             from engine.embedding_convert import load_torch_model
 
-            if self._backend is not EmbedBackend.TORCH:  # what a waiting caller can show
+            if self._backend is not EmbedBackend.TORCH and not self.status().reason:
+                # what a waiting caller can show (a failed helper conversion said its own)
                 self._set_state(EmbedderState.LOADING, "first run: preparing the model for "
                                 "this machine (OpenVINO), about 10 seconds")
             model = load_torch_model(path, self._dimension)

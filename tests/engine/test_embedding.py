@@ -112,3 +112,28 @@ def test_a_first_run_conversion_says_so_while_it_loads(tmp_path: Path,
     assert [s.state for s in seen] == [EmbedderState.LOADING]
     assert "first run: preparing the model for this machine" in seen[0].reason
     assert embedder.status().state is EmbedderState.FAILED  # and then the failure, as before
+
+
+def test_a_failed_helper_conversion_keeps_its_own_reason_while_the_app_converts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine import embedding_convert
+
+    embedder = SentenceTransformerEmbedder(cache_dir=tmp_path / "cache")
+    helper_failed = "the conversion helper failed (exit 1); converting the model in the app"
+
+    def in_child(path: Path) -> None:
+        embedder._set_state(EmbedderState.LOADING, helper_failed)
+        return None
+
+    seen: list[str] = []
+
+    def load(path: Path, dimension: int) -> object:
+        seen.append(embedder.status().reason)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(embedder, "_converts_in_child", lambda path: True)
+    monkeypatch.setattr(embedder, "_convert_in_child_and_load", in_child)
+    monkeypatch.setattr(embedding_convert, "load_torch_model", load)
+    embedder.start_loading()
+    assert not embedder.wait_ready(120)
+    assert seen == [helper_failed]  # not replaced by the generic first-run words
