@@ -365,6 +365,8 @@ class Scored:
         return matrix
 
 
+
+
 class Retriever:
     """Scores and packs retrieval requests over view snapshots; one per engine.
 
@@ -980,12 +982,15 @@ class Retriever:
         static = top_static(order, scale, k, is_eligible, static_of)
         sources: dict[str, Rows] = {}
         dense_factor = widen if dense_widen is None else dense_widen
+        postings = self._query_postings(snapshot, candidates, query_terms)
+        read = self._lexical_source(snapshot, candidates, postings,
+                                    config.lexical_candidates * widen, config.widen_share * n)
+        if read is None:
+            return None  # the query's terms do not separate rows: scoring every row is cheaper
+        lexical_rows, best, lexical_out = read
         dense, dense_least, probed, probe = self._dense_source(
             snapshot, candidates, query_vector, config.dense_probes * dense_factor,
             config.dense_candidates * dense_factor, cosines, probed_before)
-        postings = self._query_postings(snapshot, candidates, query_terms)
-        lexical_rows, best, lexical_out = self._lexical_source(
-            snapshot, candidates, postings, config.lexical_candidates * widen)
         sources.update(dense=dense, lexical=lexical_rows, static=static.rows)
         cut = 0.0  # weights of the date and speaker sources that left rows out
         spans = query_spans(query)
@@ -1235,13 +1240,21 @@ class Retriever:
             if len(rows)]
 
     def _lexical_source(self, snapshot: ViewSnapshot, candidates: Candidates,
-                        postings: list[tuple[Rows, F64]], size: int
-                        ) -> tuple[Rows, float, float]:
+                        postings: list[tuple[Rows, F64]], size: int, limit: float
+                        ) -> tuple[Rows, float, float] | None:
         """The ``size`` best BM25 rows among each term's ``size`` highest-impact postings.
+
+        Args:
+            limit: :attr:`~RetrievalConfig.widen_share` of the store's rows: the source gives
+                up when the rows it has read, doubled by the next, deeper read, would pass it.
 
         Returns:
             (the rows, the best BM25 of any candidate — ``_lexical``'s divisor, exact —, the
-            most BM25 a row left out can have).
+            most BM25 a row left out can have), or None when it gave up: the query's terms
+            are common and their weights flat (in the benchmark suite's store every term is
+            in a third of the rows), so reading deeper proves nothing, and the request costs
+            less scored on every row (docs/retrieval.md "When widening costs more than
+            scoring every row").
         """
         if not postings:
             return np.zeros(0, dtype=np.intp), 0.0, 0.0
@@ -1262,6 +1275,8 @@ class Retriever:
             term = max(range(len(prefixes)), key=lambda t: prefixes[t][1])
             if prefixes[term][1] <= 0.0:
                 break  # every posting is read
+            if 2 * len(found) > limit:
+                return None  # (the docstring)
             depths[term] *= 4
             prefixes[term] = impact_prefix(*postings[term], depths[term])
             added = prefixes[term][0]
