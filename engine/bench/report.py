@@ -153,7 +153,8 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "rounds (CPU-time ratio in the note).",
         "* **start-up / first page** — `benchmarks/bench_gui.py` (`bench_startup`, "
         "`bench_first_page`, `bench_process_first_page`): process start to the window's "
-        "first paint (offscreen); the real window opening the largest dedup store read-only "
+        "first paint (offscreen), the app's packages byte-compiled first as an installed "
+        "app's are; the real window opening the largest dedup store read-only "
         "until the records table holds its first page, with the persisted view cache and "
         "without it (the first page then comes from Chroma while the view is read in the "
         "background; the time until indexed is in the note), chromadb already imported; and "
