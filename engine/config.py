@@ -597,6 +597,7 @@ _RETRIEVAL_SCALARS: Mapping[str, str] = MappingProxyType({
     "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "date_tolerance_ms",
     "MEMORY_RETRIEVAL_CANDIDATE_THRESHOLD": "candidate_threshold",
     "MEMORY_RETRIEVAL_WIDEN_SHARE": "widen_share",
+    "MEMORY_RETRIEVAL_PROVEN_RECORDS": "proven_records",
 })
 
 

@@ -119,6 +119,7 @@ def test_retrieval_weights_come_from_env_variables() -> None:
         "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "0",
         "MEMORY_RETRIEVAL_SEMANTIC_BLEND": "0.25",
         "MEMORY_RETRIEVAL_SEMANTIC_BLEND_LAYERS": "episodic,social",
+        "MEMORY_RETRIEVAL_PROVEN_RECORDS": "0",
     }).retrieval
     assert config.purpose_weights[Purpose.DIALOG].recency == 0.5
     # the purpose's other weights keep their defaults
@@ -132,6 +133,7 @@ def test_retrieval_weights_come_from_env_variables() -> None:
     assert config.semantic_blend == 0.25
     assert config.semantic_blend_layers == {Layer.EPISODIC, Layer.SOCIAL}
     assert RetrievalConfig().semantic_blend_layers == {Layer.EPISODIC}
+    assert (config.proven_records, RetrievalConfig().proven_records) == (0, 10)
     assert config.weights_for(Purpose.DIALOG, Strategy.RECENCY, PressureState.NORMAL).recency \
         == pytest.approx(0.6)
     assert memory_config_from_env({}).retrieval == RetrievalConfig()
@@ -167,6 +169,8 @@ def test_every_retrieval_weight_has_a_variable() -> None:
          "MEMORY_RETRIEVAL_SEMANTIC_BLEND: must be a number"),
         ({"MEMORY_RETRIEVAL_SEMANTIC_BLEND_LAYERS": "episodic,dreams"},
          "MEMORY_RETRIEVAL_SEMANTIC_BLEND_LAYERS: unknown layer 'dreams'"),
+        ({"MEMORY_RETRIEVAL_PROVEN_RECORDS": "-1"},
+         "MEMORY_RETRIEVAL_PROVEN_RECORDS: must be an integer >= 0"),
         ({"MEMORY_RETRIEVAL_DATE_TOLERANCE_MS": "-1"},
          "MEMORY_RETRIEVAL_DATE_TOLERANCE_MS: must be a number >= 0"),
         ({f"MEMORY_RETRIEVAL_WEIGHT_SUMMARY_{c.upper()}": "0" for c in COMPONENTS},
