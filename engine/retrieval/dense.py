@@ -49,6 +49,11 @@ Rows = npt.NDArray[np.intp]
 TRAIN_PER_LIST = 32  # k-means sample size per list: centroids anchor probes, not ranks
 _ITERATIONS = 8
 _CHUNK = 16_384  # rows assigned per product (bounds the temporary rows × lists matrix)
+# Code rows converted to float32 per product: a block's copy (768 KB) stays in the core's cache
+# for the product, where converting a whole probe or gather at once went through memory. A
+# gather of 10,000 scattered rows costs half as much in blocks (0.8 vs 1.7 ms, single-threaded
+# BLAS); a 1M store's lists (~1,000 rows) are read ~15 % faster.
+_BLOCK = 512
 _CODE_MAX = 127  # int8 codes in -127..127: symmetric, so a row's scale is its largest |value|
 # Added to every dot-product bound: the approximate dot is summed in float32 (384 products of
 # magnitude ≤ 1 round by at most ~384 × 6e-8 ≈ 2.3e-5 in all) and so is the exact cosine the
@@ -181,12 +186,12 @@ class IvfIndex:
         nearest = np.argsort(-closeness, kind="stable")[start:probes]
         spans = [(int(self.offsets[p]), int(self.offsets[p + 1])) for p in nearest.tolist()]
         parts = [np.arange(start, stop) for start, stop in spans if stop > start]
-        dots = [self.codes[start:stop].astype(np.float32) @ query for start, stop in spans
-                if stop > start]
+        dots = [self._dots(query, slice(block, min(block + _BLOCK, stop)))
+                for start, stop in spans for block in range(start, stop, _BLOCK)]
         if len(self.tail_rows):
             tail = np.flatnonzero(np.isin(self.tail_lists, nearest)) + len(self.rows)
             parts.append(tail)
-            dots.append(self.codes[tail].astype(np.float32) @ query)
+            dots.append(self._gathered_dots(query, tail))
         if not parts:
             return np.zeros(0, np.intp), np.zeros(0, np.float64)
         positions = np.concatenate(parts)
@@ -196,7 +201,20 @@ class IvfIndex:
         """An upper bound of each of ``rows``' dot product with ``query`` (rows with a vector,
         below :attr:`n`; a gather of their codes, for rows outside the probed lists)."""
         positions = self.position[rows]
-        return self._bounds(query, positions, self.codes[positions].astype(np.float32) @ query)
+        return self._bounds(query, positions, self._gathered_dots(query, positions))
+
+    def _dots(self, query: F32, at: slice | npt.NDArray[np.integer[Any]]) -> F32:
+        """The approximate dots ``code·q`` of the positions ``at`` (at most :data:`_BLOCK`)."""
+        dots: F32 = self.codes[at].astype(np.float32) @ query
+        return dots
+
+    def _gathered_dots(self, query: F32, positions: npt.NDArray[np.integer[Any]]) -> F32:
+        """:meth:`_dots` of scattered ``positions``, gathered a block at a time."""
+        dots = np.empty(len(positions), np.float32)
+        for start in range(0, len(positions), _BLOCK):
+            block = positions[start:start + _BLOCK]
+            dots[start:start + len(block)] = self._dots(query, block)
+        return dots
 
     def _rows_at(self, positions: npt.NDArray[np.integer[Any]]) -> Rows:
         """The view rows at ``positions``."""
