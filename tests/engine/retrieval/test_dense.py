@@ -11,7 +11,7 @@ reads) to those of every bound tight.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,18 @@ def _near(work: Workload, row: int) -> F32:
     query = work.vectors[row] + 0.03 * noise.astype(np.float32)
     unit: F32 = (query / np.linalg.norm(query)).astype(np.float32)
     return unit
+
+
+def _looked_up(rows: Rows, values: F64) -> Callable[[Rows], F64]:
+    """``values`` (of ``rows``) looked up for any of those rows."""
+    ascending = np.argsort(rows)
+    known, found = rows[ascending], values[ascending]
+
+    def value(asked: Rows) -> F64:
+        picked: F64 = found[np.searchsorted(known, asked)]
+        return picked
+
+    return value
 
 
 def _tight(retriever: Retriever, snapshot: ViewSnapshot, probe: Probe,
@@ -102,10 +114,7 @@ def test_the_probe_gathers_predecessor_codes_only_where_they_can_matter(
         probe, exact = _probe(retriever, snapshot, _near(conversations, row), [12, 40])
         tight = _tight(retriever, snapshot, probe)
         blended = int(probe.loose.sum())
-        ascending = np.argsort(probe.rows)
-        by_row = (probe.rows[ascending], exact[ascending])
-        best, least, (computed, cosines) = probe.best(
-            32, lambda rows, known=by_row: known[1][np.searchsorted(known[0], rows)])
+        best, least, (computed, cosines) = probe.best(32, _looked_up(probe.rows, exact))
         top = np.argsort(-exact, kind="stable")[:32]
         assert set(best.tolist()) == set(probe.rows[top].tolist())
         assert least == float(exact[top].min())
