@@ -383,8 +383,10 @@ class Probe(NamedTuple):
             least = float(value.min()) if len(value) else 0.0
             return rows[ascending], least, (rows[ascending], value[ascending])
         first = size + size // 4
+        loose = bool(self.loose.any())  # none after a first read: nothing to tighten
         if first < len(rows):
-            self._tighten_top(first)
+            if loose:
+                self._tighten_top(first)
             order = np.argpartition(-bounds, first - 1)[:first]
         else:
             order = np.arange(len(rows))
@@ -401,7 +403,8 @@ class Probe(NamedTuple):
             known = np.concatenate(values)
             least = float(-np.partition(-known, size - 1)[size - 1]) if len(known) >= size \
                 else -math.inf
-            self.tighten(np.flatnonzero(~scored & self.loose & (bounds > least)))
+            if loose:
+                self.tighten(np.flatnonzero(~scored & self.loose & (bounds > least)))
             order = np.flatnonzero(~scored & (bounds > least))
         found, value = rows[np.concatenate(picked)], np.concatenate(values)
         ascending = np.argsort(found, kind="stable")
