@@ -75,7 +75,7 @@ from engine.retrieval.candidates import (
     top_static,
 )
 from engine.retrieval.compression import compress
-from engine.retrieval.dense import BOUND_MARGIN, IvfIndex
+from engine.retrieval.dense import BOUND_MARGIN, IvfIndex, Probe
 from engine.retrieval.lexical import TextIndex, bm25_weights, terms
 from engine.retrieval.scoring import (
     COL,
@@ -273,7 +273,7 @@ class Picked:
     sources: dict[str, int]
     bound: float
     cosines: tuple[Rows, F64]
-    probed: tuple[int, Rows, F64]
+    probed: Probe
     parts: BoundParts
 
 
@@ -613,7 +613,7 @@ class Retriever:
                query_vector: npt.NDArray[np.float32] | None, *, narrow: bool = False,
                widen: int = 1, dense_widen: int | None = None,
                cosines: tuple[Rows, F64] | None = None,
-               probed: tuple[int, Rows, F64] | None = None,
+               probed: Probe | None = None,
                target: float | None = None) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
@@ -826,9 +826,10 @@ class Retriever:
         return centring
 
     def _semantic_bounds(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
-                         rows: Rows, dots: F64) -> F64:
+                         rows: Rows, dots: F64, before: F64 | None = None) -> F64:
         """An upper bound of :meth:`_cosine` at ``rows`` from upper bounds ``dots`` of their
-        plain dot products with ``query`` (the dense index's codes).
+        plain dot products with ``query`` (the dense index's codes), and ``before`` of their
+        predecessors' (the rows with one, in order; None: from the index's codes).
 
         The same steps as :meth:`_cosine`, in float64: the blend mixes a row's dot with its
         predecessor's (bounded the same way) with positive factors, and the centring is
@@ -841,7 +842,9 @@ class Retriever:
         if blend is not None:
             previous = blend.previous[rows]
             has = previous >= 0
-            before = self.dense_index(snapshot).dot_bounds(query, previous[has].astype(np.intp))
+            if before is None:
+                before = self.dense_index(snapshot).dot_bounds(query,
+                                                               previous[has].astype(np.intp))
             cosine[has] = ((1.0 - blend.weight) * cosine[has] + blend.weight * before) \
                 * blend.inverse[rows[has]]
         centring = self._centring(snapshot, candidates, blend)
@@ -899,7 +902,7 @@ class Retriever:
                           memory: MemoryConfig, query_vector: F32, widen: int,
                           cosines: tuple[Rows, F64] | None = None,
                           dense_widen: int | None = None,
-                          probed_before: tuple[int, Rows, F64] | None = None,
+                          probed_before: Probe | None = None,
                           target: float | None = None) -> Scored | None:
         """The candidate path: the exact score of the union of the candidate sources, found
         without a pass over every row (docs/retrieval.md "How candidates are found").
@@ -1156,66 +1159,32 @@ class Retriever:
 
     def _dense_source(self, snapshot: ViewSnapshot, candidates: Candidates, query: F32,
                       probes: int, size: int, known: tuple[Rows, F64] | None,
-                      before: tuple[int, Rows, F64] | None = None
-                      ) -> tuple[Rows, float, tuple[Rows, F64], tuple[int, Rows, F64]]:
+                      before: Probe | None = None
+                      ) -> tuple[Rows, float, tuple[Rows, F64], Probe]:
         """The best (centred) cosines among the eligible rows of the probed lists.
 
         Every probed row gets an upper bound of its cosine from the index's int8 codes
-        (:meth:`_semantic_bounds`); the exact cosine is computed for the ``size + size / 4``
-        rows with the highest bounds, then for every other row whose bound is above the
-        ``size``-th best exact cosine: no row left unscored can be among the best ``size``,
-        and a row outside them has a cosine at most the ``size``-th's, as when every probed
-        row was scored (the first and second versions of the candidate path).
+        (:meth:`_semantic_bounds`), and only the rows whose bound can put them among the
+        best ``size`` get their exact cosine (:meth:`~engine.retrieval.dense.Probe.best`):
+        the same rows, and the same least cosine, as when every probed row was scored (the
+        first and second versions of the candidate path).
 
         Returns:
             (those rows, the least of their cosines — what a row outside them is taken to
             score at most —, the rows whose exact cosine was computed, ascending, and those
-            cosines, which the scoring of the union reuses, and the probe: how many lists,
-            their eligible rows and those rows' bounds). ``known``'s cosines are reused, not
-            recomputed, and so is ``before`` (an earlier round's probe): only the lists after
-            its first ones are read.
+            cosines, which the scoring of the union reuses, and the probe). ``known``'s
+            cosines are reused, not recomputed, and so is ``before`` (an earlier round's
+            probe): only the lists after its first ones are read.
         """
-        index = self.dense_index(snapshot)
-        start, probed, bounds = before if before is not None else (
-            0, np.zeros(0, np.intp), np.zeros(0, dtype=np.float64))
-        if probes > start:
-            added, dots = index.probe_bounds(query, probes, start)
-            keep = candidates.eligible[added]
-            added, dots = added[keep], dots[keep]
-            probed = np.concatenate((probed, added))
-            bounds = np.concatenate((bounds, self._semantic_bounds(
-                snapshot, query, candidates, added, dots)))
-        probe = (max(probes, start), probed, bounds)
-        if not len(probed):
-            return probed, 0.0, (probed, np.zeros(0, dtype=np.float64)), probe
-        if len(probed) <= size:  # every probed row is a candidate: no bound needed
-            cosine = self._known_cosines(snapshot, query, candidates, probed, known)
-            ascending = np.argsort(probed, kind="stable")
-            return probed[ascending], _least(cosine), (probed[ascending],
-                                                       cosine[ascending]), probe
-        first = size + size // 4
-        order = np.argpartition(-bounds, first - 1)[:first] if first < len(probed) \
-            else np.arange(len(probed))
-        scored = np.zeros(len(probed), dtype=bool)
-        picked: list[Rows] = []
-        cosines: list[F64] = []
-        while len(order):
-            scored[order] = True
-            picked.append(order)
-            cosines.append(self._known_cosines(snapshot, query, candidates, probed[order],
-                                               known))
-            # the size-th best exact cosine so far: an unscored row whose bound is above it
-            # could be among the best, so it is scored too (a second round at most, usually
-            # none: the size-th best only rises)
-            best = np.concatenate(cosines)
-            least = float(-np.partition(-best, size - 1)[size - 1]) if len(best) >= size \
-                else -math.inf
-            order = np.flatnonzero(~scored & (bounds > least))
-        rows, cosine = probed[np.concatenate(picked)], np.concatenate(cosines)
-        ascending = np.argsort(rows, kind="stable")
-        rows, cosine = rows[ascending], cosine[ascending]
-        top = np.argpartition(-cosine, size - 1)[:size]
-        return rows[top], float(cosine[top].min()), (rows, cosine), probe
+        blend = self._blend(snapshot, candidates)
+        probe = (before if before is not None else Probe.start(
+            self.dense_index(snapshot), query)).read(
+            probes, candidates.eligible, None if blend is None else blend.previous,
+            lambda rows, dots, previous: self._semantic_bounds(
+                snapshot, query, candidates, rows, dots, previous))
+        dense, least, cosines = probe.best(size, lambda rows: self._known_cosines(
+            snapshot, query, candidates, rows, known))
+        return dense, least, cosines, probe
 
     def _known_cosines(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
                        rows: Rows, known: tuple[Rows, F64] | None) -> F64:
@@ -1612,8 +1581,8 @@ def _dense_factor(picked: Picked, target: float, size: int, factor: int) -> int:
     bounds = picked.probed[2]
     if not math.isfinite(needed) or not len(bounds):
         return factor  # the other terms alone are over the target: the dense one cannot help
-    over_now = int(np.count_nonzero(bounds > parts.semantic))
-    wanted = int(np.count_nonzero(bounds > needed)) * size * factor / max(over_now, 1)
+    over_now = picked.probed.count_over(parts.semantic)
+    wanted = picked.probed.count_over(needed) * size * factor / max(over_now, 1)
     implied = math.ceil(wanted * _HEADROOM / size)
     return max(factor, min(implied, _JUMP * factor, 2 * WIDEN_LIMIT))
 
