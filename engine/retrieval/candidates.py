@@ -26,7 +26,7 @@ the same operations, so a row's score on the candidate path has the same bits.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -238,11 +238,14 @@ class TermPostings(NamedTuple):
         by_row: For a term held by at least :data:`FREQUENT_SHARE` of the rows, its weight at
             every row (0 where it is absent), else None: a look-up at a few thousand rows
             costs a gather instead of a binary search each in ~n/4 or more postings.
+        key: What names these weights in the view state's derived data (the term's impact
+            prefixes are kept under it too); None: not kept.
     """
 
     rows: Rows
     weights: F64
     by_row: F64 | None = None
+    key: Hashable = None
 
 
 def bm25_at(postings: Sequence[TermPostings], rows: Rows) -> F64:
@@ -255,7 +258,7 @@ def bm25_at(postings: Sequence[TermPostings], rows: Rows) -> F64:
     fewer values.
     """
     total = np.zeros(len(rows), dtype=np.float64)
-    for term_rows, weights, by_row in postings:
+    for term_rows, weights, by_row, _ in postings:
         if by_row is not None:
             total += by_row[rows]
         elif len(term_rows) < len(rows):
