@@ -57,8 +57,8 @@ _SLACK = 1e-9
 _RESORT_SHARE = 8
 # The threshold algorithm reads the static order in blocks that double from this size.
 _FIRST_BLOCK = 1024
-# A term held by at least this share of the rows also keeps its weights by row (8 bytes a
-# row: at most twice its postings' rows and weights, 16 bytes a posting)
+# A term held by at least this share of the rows also keeps each row's position in its
+# postings (4 bytes a row: at most what its postings' rows and weights take, 16 bytes a posting)
 FREQUENT_SHARE = 0.25
 
 
@@ -235,32 +235,34 @@ class TermPostings(NamedTuple):
     Attributes:
         rows: The candidate rows holding the term, ascending.
         weights: Their BM25 weights.
-        by_row: For a term held by at least :data:`FREQUENT_SHARE` of the rows, its weight at
-            every row (0 where it is absent), else None: a look-up at a few thousand rows
-            costs a gather instead of a binary search each in ~n/4 or more postings.
+        positions: For a term held by at least :data:`FREQUENT_SHARE` of the rows, each row's
+            position in ``rows`` (-1 where it lacks the term), else None: a look-up at a few
+            thousand rows costs a gather instead of a binary search each in ~n/4 or more
+            postings.
         key: What names these weights in the view state's derived data (the term's impact
             prefixes are kept under it too); None: not kept.
     """
 
     rows: Rows
     weights: F64
-    by_row: F64 | None = None
+    positions: npt.NDArray[np.int32] | None = None
     key: Hashable = None
 
 
 def bm25_at(postings: Sequence[TermPostings], rows: Rows) -> F64:
     """The BM25 of ``rows`` (ascending, distinct): each term's weight where the row holds it,
-    summed in term order (as exhaustive scoring sums them: the same bits — a frequent term's
-    ``by_row`` adds 0.0 where the row lacks it, which leaves a sum unchanged).
+    summed in term order (as exhaustive scoring sums them: the same bits).
 
-    Each term's weights are found the cheapest way: a gather from ``by_row``, else a binary
-    search of ``rows`` in its postings or of its postings in ``rows``, whichever searches
-    fewer values.
+    Each term's weights are found the cheapest way: through its ``positions``, else by a
+    binary search of ``rows`` in its postings or of its postings in ``rows``, whichever
+    searches fewer values.
     """
     total = np.zeros(len(rows), dtype=np.float64)
-    for term_rows, weights, by_row, _ in postings:
-        if by_row is not None:
-            total += by_row[rows]
+    for term_rows, weights, positions, _ in postings:
+        if positions is not None:
+            where = positions[rows]
+            held = where >= 0
+            total[held] += weights[where[held]]
         elif len(term_rows) < len(rows):
             hit, at = found_at(rows, term_rows)
             total[at[hit]] += weights[hit]

@@ -1066,7 +1066,9 @@ class Retriever:
             np.concatenate((rows, _neighbours_of(matrix, rows, n))), n)
 
         # the components of ``need`` (the union and its time neighbours), as ``_score``
-        # computes them for every row; ``at`` picks the union's entries
+        # computes them for every row; ``at`` picks the union's entries. The union's scores
+        # alone are summed (a neighbour's relevance is all its row lends), with ``_score``'s
+        # operations in its order: the same bits
         at = np.searchsorted(need, rows)
         semantic, mode = self._semantic_at(snapshot, query_terms, query_vector, candidates,
                                            need, known)
@@ -1074,12 +1076,12 @@ class Retriever:
         lexical = bm25 / best if best > 0 else bm25
         speaker = member(speakers, need)
         dated = date_match(created[need], spans, tolerance) if spans else None
-        scores = static_of(need)
-        scores += weights.semantic * semantic
-        scores += weights.lexical * lexical
-        scores[speaker] += weights.speaker
+        scores = static_of(rows)
+        scores += weights.semantic * semantic[at]
+        scores += weights.lexical * lexical[at]
+        scores[speaker[at]] += weights.speaker
         if dated is not None:
-            scores += weights.date * dated
+            scores += weights.date * dated[at]
         context = np.zeros(len(need), dtype=np.float64)
         relevance_weight = weights.semantic + weights.lexical
         lend = matrix is not None and relevance_weight > 0 and bool(
@@ -1096,10 +1098,10 @@ class Retriever:
             lent = context_relevance(relevance, found.astype(np.int32), padded=True)
             lent -= relevance[at]
             context[at] = np.maximum(lent, 0.0)
-            scores += weights.context * context
+            scores += weights.context * context[at]
 
         full = np.zeros(n, dtype=np.float64)
-        full[rows] = scores[at]
+        full[rows] = scores
         bound = parts.total() if len(rows) < candidates.count else -math.inf
         picked = Picked(rows, need, {name: len(found) for name, found in sources.items()},
                         bound, known, probe, parts)
@@ -1245,9 +1247,7 @@ class Retriever:
         """Each query term's postings among the candidates (rows ascending, BM25 weights),
         in query order, terms without postings left out (as ``_lexical`` sums them); a term
         held by :data:`~engine.retrieval.candidates.FREQUENT_SHARE` of the rows or more with
-        its weights by row (cached per view state like the weights: the candidate path looks
-        a few thousand rows up in each term, ~0.2 ms of binary searches in a term of 75,000
-        postings at 100K, a gather instead)."""
+        each row's position in its postings (:meth:`_posting_positions`)."""
         if not candidates.count:
             return []
         found = []
@@ -1255,13 +1255,40 @@ class Retriever:
             rows, values = self._term_bm25(snapshot, candidates, word)
             if not len(rows):
                 continue
-            by_row: F64 | None = None
+            positions = self._posting_positions(snapshot, candidates, word, rows) \
+                if len(rows) >= FREQUENT_SHARE * snapshot.n else None
             key = ("bm25", candidates.key, word, self.config.bm25_k1, self.config.bm25_b)
-            if len(rows) >= FREQUENT_SHARE * snapshot.n:
-                by_row = _derived(snapshot, ("by row", key),
-                                  partial(_spread_at, rows, values, snapshot.n))
-            found.append(TermPostings(rows, values, by_row, key))
+            found.append(TermPostings(rows, values, positions, key))
         return found
+
+    @staticmethod
+    def _posting_positions(snapshot: ViewSnapshot, candidates: Candidates, word: str,
+                           rows: Rows) -> npt.NDArray[np.int32]:
+        """By row, its position in a term's postings among the candidates (``rows``,
+        ascending, as :meth:`_term_bm25` gives them), -1 where the row lacks the term.
+
+        The candidate path looks a few thousand rows up in each query term (bm25_at): in a
+        term of 75,000 postings at 100K, ~0.2 ms of binary searches, a gather instead. An
+        append keeps every position (the appended rows' postings follow every earlier one,
+        as :meth:`_term_bm25` extends them), so the array is extended by the appended rows,
+        not rebuilt with every view state as the weights are.
+        """
+        n = snapshot.n
+
+        def build() -> npt.NDArray[np.int32]:
+            positions = np.full(n, -1, dtype=np.int32)
+            positions[rows] = np.arange(len(rows), dtype=np.int32)
+            return positions
+
+        def extend(old: npt.NDArray[np.int32], start: int) -> npt.NDArray[np.int32]:
+            first = int(np.searchsorted(rows, start))
+            if len(old) != start or (first and old[rows[first - 1]] != first - 1):
+                return build()  # not the postings they were extended from: start again
+            added = np.full(n - start, -1, dtype=np.int32)
+            added[rows[first:] - start] = np.arange(first, len(rows), dtype=np.int32)
+            return append_rows(old, added)
+
+        return _grown(snapshot, ("bm25 positions", candidates.key, word), build, extend)
 
     def _lexical_source(self, snapshot: ViewSnapshot, candidates: Candidates,
                         postings: list[TermPostings], size: int

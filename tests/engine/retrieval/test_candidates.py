@@ -487,8 +487,9 @@ def test_date_and_speaker_sources_take_the_best_matching_rows() -> None:
 
 
 def test_the_candidate_path_follows_access_counting_and_appends() -> None:
-    """One retriever across view states (its static order updated, not re-sorted) gives what a
-    fresh retriever and exhaustive scoring give."""
+    """One retriever across view states (its static order updated, not re-sorted; a frequent
+    term's postings positions extended) gives what a fresh retriever and exhaustive scoring
+    give."""
     work = Conversations(3000, seed=9)
     retriever = Retriever(ALL_LISTS)
     for step in range(4):
@@ -658,8 +659,9 @@ def test_a_widened_round_takes_the_dense_width_its_target_implies(
 
 
 def test_bm25_at_has_the_bits_of_the_postings_sum_whichever_way_it_looks_a_term_up() -> None:
-    """``bm25_at`` looks a frequent term up by row, a term shorter than the rows by searching
-    its postings in them, a longer one by searching the rows in it: every way gives each row
+    """``bm25_at`` looks a frequent term up by its positions, a term shorter than the rows by
+    searching its postings in them, a longer one by searching the rows in it: every way gives
+    each row
     the sum exhaustive scoring adds up (``bm25[rows] += weights``, term after term), bit for
     bit (docs/retrieval.md "First-round cost")."""
     rng = np.random.default_rng(5)
@@ -675,19 +677,20 @@ def test_bm25_at_has_the_bits_of_the_postings_sum_whichever_way_it_looks_a_term_
     for frequent in ((), (0,), (0, 1), (0, 1, 2, 3, 4)):
         terms = []
         for t, (rows, weights) in enumerate(postings):
-            by_row = None
+            positions = None
             if t in frequent:
-                by_row = np.zeros(n)
-                by_row[rows] = weights
-            terms.append(TermPostings(rows, weights, by_row))
+                positions = np.full(n, -1, dtype=np.int32)
+                positions[rows] = np.arange(len(rows), dtype=np.int32)
+            terms.append(TermPostings(rows, weights, positions))
         got = bm25_at(terms, asked)
         assert got.tobytes() == expected[asked].tobytes(), frequent
 
 
-def test_a_frequent_terms_weights_by_row_are_kept_for_the_candidate_path() -> None:
-    """A term held by at least FREQUENT_SHARE of the rows gets its weights by row (kept per
-    view state: the same array for the next request), a rare one does not; the candidate
-    path's scores with them are exhaustive scoring's."""
+def test_a_frequent_terms_positions_are_kept_for_the_candidate_path() -> None:
+    """A term held by at least FREQUENT_SHARE of the rows gets each row's position in its
+    postings (kept: the same array for the next request), a rare one does not; the candidate
+    path's scores with them are exhaustive scoring's. (Appends, which extend the positions:
+    test_the_candidate_path_follows_access_counting_and_appends.)"""
     work = Workload(3000, seed=17)
     retriever = Retriever(FORCED)
     snapshot = work.view.snapshot()
@@ -697,10 +700,12 @@ def test_a_frequent_terms_weights_by_row_are_kept_for_the_candidate_path() -> No
     first = retriever._query_postings(snapshot, candidates, ["w0", "w200"])
     frequent, rare = first
     assert len(frequent.rows) >= FREQUENT_SHARE * snapshot.n > len(rare.rows) > 0
-    assert frequent.by_row is not None and rare.by_row is None
-    np.testing.assert_array_equal(np.flatnonzero(frequent.by_row), frequent.rows)
+    assert frequent.positions is not None and rare.positions is None
+    np.testing.assert_array_equal(np.flatnonzero(frequent.positions >= 0), frequent.rows)
+    np.testing.assert_array_equal(frequent.positions[frequent.rows],
+                                  np.arange(len(frequent.rows)))
     again = retriever._query_postings(snapshot, candidates, ["w0"])
-    assert again[0].by_row is frequent.by_row
+    assert again[0].positions is frequent.positions
     vector = work.query_near(7)
     bundle = _retrieve(FORCED, work, "w0 w200", vector)
     reference = _retrieve(EXHAUSTIVE, work, "w0 w200", vector)
