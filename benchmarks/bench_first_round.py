@@ -83,7 +83,30 @@ def _digest(values: Any) -> str:
 def run(n: int, runs: int) -> dict[str, Any]:
     """Time ``runs`` candidate requests on ``n`` records and record what each returned."""
     view, vectors, queries = corpus(n)
-    snapshot = view.snapshot()
+    return measure(view.snapshot(), queries, vectors, runs)
+
+
+def run_store(path: Path, runs: int, seed: int = 7) -> dict[str, Any]:
+    """:func:`measure` on a cached ``bench_scale.py`` store opened read-only (the 1M store),
+    with ``bench_scale.retrieval``'s queries."""
+    import bench_scale
+
+    rng = np.random.default_rng(seed + 1)
+    with bench_scale.opened(path) as store:
+        snapshot = store.view.snapshot()
+        queries = [" ".join(rng.choice(workload.VOCABULARY, size=5, p=workload._ZIPF))
+                   for _ in range(runs + workload.WARMUP)]
+        near = snapshot.vectors[rng.integers(0, snapshot.n, len(queries))]
+        near = near + 0.03 * rng.standard_normal(near.shape).astype(np.float32)
+        near /= np.linalg.norm(near, axis=1, keepdims=True)
+        return measure(snapshot, queries, near, runs)
+
+
+def measure(snapshot: Any, queries: list[str], vectors: np.ndarray, runs: int
+            ) -> dict[str, Any]:
+    """Time ``runs`` candidate requests on ``snapshot`` (after :data:`WARMUP` untimed ones)
+    and record what each returned."""
+    n = snapshot.n
     retriever = Retriever(RetrievalConfig(candidate_threshold=0))
     memory = MemoryConfig()
     rounds = [0]
@@ -116,7 +139,10 @@ def run(n: int, runs: int) -> dict[str, Any]:
         if i < workload.WARMUP:
             continue
         d = bundle.diagnostics
-        rows = [view.row_of(record_id) for record_id in packed]
+        packed_rows = np.flatnonzero(d.drop_codes == -1)
+        row_of = dict(zip(snapshot.id_array[packed_rows].tolist(), packed_rows.tolist(),
+                          strict=True))
+        rows = [row_of[record_id] for record_id in packed]
         requests.append({
             "cpu": cpu, "wall": wall, "rounds": rounds[0], "packed": list(packed),
             "packed_scores": [float(d.scores[r]).hex() for r in rows],
@@ -193,6 +219,8 @@ def main() -> None:
     parser.add_argument("--out", help="write the results here (JSON)")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     parser.add_argument("--profile", type=int, metavar="N")
+    parser.add_argument("--store", type=Path, help="a cached bench_scale.py store (read-only) "
+                        "instead of --sizes; run it under flock /work/notes/1m.lock at 1M")
     options = parser.parse_args()
     if options.compare:
         sys.exit(1 if compare(*options.compare) else 0)
@@ -200,7 +228,8 @@ def main() -> None:
     if options.profile:
         profile(sizes[0], options.profile)
         return
-    results = {"sizes": [run(n, options.runs) for n in sizes]}
+    results = {"sizes": [run_store(options.store, options.runs)] if options.store
+               else [run(n, options.runs) for n in sizes]}
     if options.out:
         Path(options.out).write_text(json.dumps(results))
     for size in results["sizes"]:
