@@ -12,8 +12,8 @@ without a pass over every row, and says how high a row it left out can score:
 * :func:`impact_prefix` — a BM25 term's postings capped by impact order (its ``L`` best rows and
   the ``L``-th weight, the most any other row gains from the term); :func:`bm25_at` the exact
   BM25 of a few rows by binary search in the row-sorted postings or of the postings in the
-  rows, whichever is shorter, or by a look-up in a frequent term's weights by row
-  (:class:`TermPostings`).
+  rows, whichever is shorter, or through a frequent term's position of each row in its
+  postings (:class:`TermPostings`).
 * :class:`CreatedOrder` — the rows in creation-time order, so the rows created on a day or in
   a month a query names are a slice (binary search), not a mask over every row.
 * :func:`member` — which of a few rows are in a sorted row list (speaker rows, records without
