@@ -16,7 +16,8 @@ Run a copy of this file inside another checkout (``git archive``) to measure tha
 engine is imported from the tree this file sits in. The corpora (records and vectors) are
 pickled once under ``$MNEMOSCOPE_BENCH_CACHE`` (default ``/tmp/mnemoscope-bench``), so both
 versions score the same records. ``--profile N`` prints a cProfile of N requests at the
-first size instead.
+first size instead. ``--store PATH`` runs the requests on a cached ``bench_scale.py`` store
+opened read-only instead of ``--sizes`` (at 1M: under ``flock /work/notes/1m.lock``).
 """
 
 from __future__ import annotations
