@@ -21,9 +21,15 @@ from engine.config import MemoryConfig, RetrievalConfig
 from engine.errors import ConfigInvalid
 from engine.records import Layer, MemoryRecord, NewMemory, Privacy
 from engine.retrieval import RetrievalRequest, Retriever
-from engine.retrieval.candidates import StaticOrder, top_static
+from engine.retrieval.candidates import (
+    FREQUENT_SHARE,
+    StaticOrder,
+    TermPostings,
+    bm25_at,
+    top_static,
+)
 from engine.retrieval.dense import IvfIndex
-from engine.retrieval.retriever import BoundParts
+from engine.retrieval.retriever import _GATHER_BLOCK, BoundParts
 from engine.retrieval.types import DropReason, RetrievedBundle
 from engine.store.view import ColumnarView
 
@@ -537,8 +543,9 @@ def test_date_and_speaker_sources_take_the_best_matching_rows() -> None:
 
 
 def test_the_candidate_path_follows_access_counting_and_appends() -> None:
-    """One retriever across view states (its static order updated, not re-sorted) gives what a
-    fresh retriever and exhaustive scoring give."""
+    """One retriever across view states (its static order updated, not re-sorted; a frequent
+    term's postings positions extended) gives what a fresh retriever and exhaustive scoring
+    give."""
     work = Conversations(3000, seed=9)
     retriever = Retriever(ALL_LISTS)
     for step in range(4):
@@ -705,3 +712,98 @@ def test_a_widened_round_takes_the_dense_width_its_target_implies(
         bound = bundle.diagnostics.candidate_bound
         assert bound is not None and _packed(bundle)[2][1] > bound
     assert max(settled) <= 4 and sum(count <= 3 for count in settled) >= 20, settled
+
+
+def test_bm25_at_has_the_bits_of_the_postings_sum_whichever_way_it_looks_a_term_up() -> None:
+    """``bm25_at`` looks a frequent term up by its positions, a term shorter than the rows by
+    searching its postings in them, a longer one by searching the rows in it: every way gives
+    each row
+    the sum exhaustive scoring adds up (``bm25[rows] += weights``, term after term), bit for
+    bit (docs/retrieval.md "First-round cost")."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    postings = []
+    for size in (3000, 1200, 40, 7, 1):  # longer and shorter than the rows looked up
+        rows = np.sort(rng.choice(n, size=size, replace=False)).astype(np.intp)
+        postings.append((rows, rng.random(size) * 7.3))
+    expected = np.zeros(n)
+    for rows, weights in postings:
+        expected[rows] += weights
+    asked = np.sort(rng.choice(n, size=600, replace=False)).astype(np.intp)
+    for frequent in ((), (0,), (0, 1), (0, 1, 2, 3, 4)):
+        terms = []
+        for t, (rows, weights) in enumerate(postings):
+            positions = None
+            if t in frequent:
+                positions = np.full(n, -1, dtype=np.int32)
+                positions[rows] = np.arange(len(rows), dtype=np.int32)
+            terms.append(TermPostings(rows, weights, positions))
+        got = bm25_at(terms, asked)
+        assert got.tobytes() == expected[asked].tobytes(), frequent
+
+
+def test_a_frequent_terms_positions_are_kept_for_the_candidate_path() -> None:
+    """A term held by at least FREQUENT_SHARE of the rows gets each row's position in its
+    postings (kept: the same array for the next request), a rare one does not; the candidate
+    path's scores with them are exhaustive scoring's. (Appends, which extend the positions:
+    test_the_candidate_path_follows_access_counting_and_appends.)"""
+    work = Workload(3000, seed=17)
+    retriever = Retriever(FORCED)
+    snapshot = work.view.snapshot()
+    retriever.index.sync(snapshot)
+    request = RetrievalRequest(max_tokens=300, query="w0 w200")
+    candidates = retriever._candidates(snapshot, request, NOW)
+    first = retriever._query_postings(snapshot, candidates, ["w0", "w200"])
+    frequent, rare = first
+    assert len(frequent.rows) >= FREQUENT_SHARE * snapshot.n > len(rare.rows) > 0
+    assert frequent.positions is not None and rare.positions is None
+    np.testing.assert_array_equal(np.flatnonzero(frequent.positions >= 0), frequent.rows)
+    np.testing.assert_array_equal(frequent.positions[frequent.rows],
+                                  np.arange(len(frequent.rows)))
+    again = retriever._query_postings(snapshot, candidates, ["w0"])
+    assert again[0].positions is frequent.positions
+    vector = work.query_near(7)
+    bundle = _retrieve(FORCED, work, "w0 w200", vector)
+    reference = _retrieve(EXHAUSTIVE, work, "w0 w200", vector)
+    scored = np.flatnonzero(bundle.diagnostics.eligible)
+    assert bundle.diagnostics.candidate_sources and len(scored) < snapshot.n
+    assert bundle.diagnostics.scores[scored].tobytes() == \
+        reference.diagnostics.scores[scored].tobytes()
+    assert _packed(bundle) == _packed(reference)
+
+
+@pytest.mark.parametrize("blend", [False, True])
+def test_cosines_gathered_in_blocks_have_every_rows_bits(blend: bool) -> None:
+    """The candidate path's cosines of many scattered rows (gathered a block at a time) are
+    those of every row computed at once, bit for bit, blended or not."""
+    work = Workload(3000, seed=19)
+    retriever = Retriever(BLENDED[blend][1])
+    snapshot = work.view.snapshot()
+    candidates = retriever._candidates(snapshot, RetrievalRequest(max_tokens=300, query="x"),
+                                       NOW)
+    query = work.query_near(11)
+    every = retriever._cosine(snapshot, query, candidates, None)
+    rows = np.sort(work.rng.choice(3000, size=1000, replace=False)).astype(np.intp)
+    assert len(rows) > 3 * _GATHER_BLOCK
+    assert retriever._cosine(snapshot, query, candidates, rows).tobytes() == \
+        every[rows].tobytes()
+    shuffled = work.rng.permutation(rows)  # the dense source asks in no particular order
+    assert retriever._cosine(snapshot, query, candidates, shuffled).tobytes() == \
+        every[shuffled].tobytes()
+
+
+def test_weights_follow_a_replaced_config() -> None:
+    """The retriever computes a request shape's weights once per config: a config put in its
+    place (the engine's retrieval settings changed) is used from the next request on."""
+    work = Workload(500, seed=23)
+    retriever = Retriever(FORCED)
+    first = _retrieve(FORCED, work, "w1", work.query_near(3), retriever=retriever)
+    heavier = dataclasses.replace(FORCED, purpose_weights={
+        purpose: dataclasses.replace(weights, importance=weights.importance + 1.0)
+        for purpose, weights in FORCED.purpose_weights.items()})
+    retriever.config = heavier
+    second = _retrieve(heavier, work, "w1", work.query_near(3), retriever=retriever)
+    request = RetrievalRequest(max_tokens=300, query="w1")
+    expected = heavier.weights_for(request.purpose, request.strategy, request.pressure_state)
+    assert dict(second.diagnostics.scoring_breakdown)["importance"] == expected.importance
+    assert second.diagnostics.scoring_breakdown != first.diagnostics.scoring_breakdown
