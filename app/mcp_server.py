@@ -9,11 +9,13 @@ behind a bearer token (:class:`BearerAuth`). No Qt is imported here: the server 
 What a tool returns leaves the engine through the run's :class:`~engine.exits.ExitPolicy`,
 exactly as ``serve``'s responses and the CLI's ``--json`` documents do: with redaction on, no
 secret is shown, listing filters compare with the masked text, and error messages (which quote
-input and stored text) are masked too. A bad argument is refused before anything is written:
-the SDK checks each call against the published JSON schema (types, ranges, enums) and names
-the field; what only the engine can check (an unknown id, metadata nested too deep, a lone
-surrogate) raises the engine's ``ValidationError`` / ``RecordNotFound`` before anything is
-written, which becomes a tool error naming the field.
+input and stored text) are masked too — every tool error, the SDK's own included, leaves
+through :meth:`MemoryServer.call_tool`. A bad argument is refused before anything is written:
+the SDK checks each call against the published JSON schema (types, ranges, enums) and the error
+names the field and the rule, never the value given; what only the engine can check (an
+unknown id, metadata nested too deep, a lone surrogate) raises the engine's
+``ValidationError`` / ``RecordNotFound`` before anything is written, which becomes a tool
+error naming the field.
 
 The desktop app sees what an MCP client writes by attaching to the introspection API the same
 process serves beside the tools (``--api-port``; docs/architecture.md, "The MCP memory server
@@ -30,7 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
+from pydantic import ValidationError as ArgumentsInvalid
 
 from engine import (
     SHOWN_STATES,
@@ -57,12 +63,10 @@ from engine.records import (
 )
 
 if TYPE_CHECKING:
-    from mcp.server.mcpserver import MCPServer
-
     from engine import MemoryEngine
 
-__all__ = ["MCP_PATH", "SERVER_NAME", "BearerAuth", "MemoryTools", "bind", "build_server",
-           "engine_services", "serve_http", "serve_stdio"]
+__all__ = ["MCP_PATH", "SERVER_NAME", "BearerAuth", "MemoryServer", "MemoryTools", "bind",
+           "build_server", "engine_services", "serve_http", "serve_stdio"]
 
 SERVER_NAME = "mnemoscope"
 MCP_PATH = "/mcp"
@@ -99,19 +103,16 @@ Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHAR
                                                         "[\"work\", \"travel\"].")]
 
 
-def _refusal(policy: ExitPolicy, exc: EngineError) -> Exception:
+def _refusal(exc: EngineError) -> Exception:
     """An engine refusal as the SDK's ``ToolError``: the code, then the message (naming the
-    field for a bad argument), masked by the exit policy since it may quote stored text."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    return ToolError(policy.text(f"{exc.code}: {exc}"))
+    field for a bad argument; :meth:`MemoryServer.call_tool` masks it, since it may quote
+    stored text)."""
+    return ToolError(f"{exc.code}: {exc}")
 
 
 def _bug(exc: Exception, crash_dir: Path, policy: ExitPolicy) -> Exception:
     """A bug in a tool, reported as ``run_cli`` reports one: the traceback to a crash report
     (masked under redaction), a tool error naming the file to the client."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
     from app.crash import write_crash_report
 
     report = write_crash_report(exc, crash_dir, command="mcp",
@@ -304,7 +305,52 @@ def _decision_sentence(action: Action, reason: str) -> str:
 
 # -- the MCP server ------------------------------------------------------------------------------
 
-def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPServer:
+class MemoryServer(MCPServer[Any]):
+    """The SDK's ``MCPServer`` whose tool errors leave through the exit policy.
+
+    The SDK writes a refused call's message itself: for arguments that fail the schema it is
+    pydantic's text, which quotes the value given (``input_value='sk-live-…'``), truncated in
+    the middle for a long one (so a detector run over it afterwards can miss the cut secret);
+    for an unknown tool it is the name given. Every tool error passes :meth:`call_tool`, the
+    one place they leave, so none can forget the policy.
+
+    Args:
+        policy: The exit policy of the run; every tool error message is masked by it.
+        **settings: What ``MCPServer`` takes (name, instructions, ...).
+    """
+
+    def __init__(self, policy: ExitPolicy, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._policy = policy
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None
+                        ) -> CallToolResult | InputRequiredResult:
+        """Call a tool; a refusal's message names fields and rules, never values, and is
+        masked by the policy (bugs keep the SDK's generic message: it quotes nothing)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            message = (f"Error executing tool {name}: {_argument_errors(cause)}"
+                       if isinstance(cause, ArgumentsInvalid) else str(exc))
+            # ``from cause``: the SDK logs only the field names of a schema refusal.
+            raise ToolError(self._policy.text(message)) from cause
+
+
+def _argument_errors(error: ArgumentsInvalid) -> str:
+    """What was wrong with each argument (``tags.0: String should match pattern …``) without
+    the values: the rules name what was expected, the caller knows what it sent."""
+    problems = [f"{'.'.join(str(part) for part in detail['loc']) or 'arguments'}: "
+                f"{detail['msg']}"
+                for detail in error.errors(include_url=False, include_input=False,
+                                           include_context=False)]
+    return "invalid arguments: " + "; ".join(problems)
+
+
+def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MemoryServer:
     """An ``MCPServer`` publishing ``tools`` with schemas a model can use without a prompt.
 
     Args:
@@ -313,14 +359,12 @@ def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPSer
             CLI does); the client gets an ``INTERNAL_ERROR`` naming the file. None leaves
             bugs to the SDK (a generic tool error, the traceback in the server's log).
     """
-    from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
     from app import __version__
 
-    server: MCPServer = MCPServer(SERVER_NAME, title="Mnemoscope memory",
-                                  instructions=_INSTRUCTIONS, version=__version__,
-                                  log_level="WARNING")
+    server = MemoryServer(tools.policy, name=SERVER_NAME, title="Mnemoscope memory",
+                          instructions=_INSTRUCTIONS, version=__version__, log_level="WARNING")
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     writing = ToolAnnotations(read_only_hint=False, destructive_hint=False,
                               open_world_hint=False)
@@ -332,7 +376,7 @@ def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPSer
         try:
             return work()
         except EngineError as exc:
-            raise _refusal(policy, exc) from exc
+            raise _refusal(exc) from exc
         except Exception as exc:
             if crash_dir is None:
                 raise

@@ -32,8 +32,10 @@ from mcp.types import CallToolResult
 from app.mcp_server import BearerAuth, MemoryTools, build_server
 from engine.exits import ExitPolicy
 from engine.memory_engine import MemoryEngine
+from engine.records import MAX_CONTENT_CHARS
 from engine.store import StoreSpec
 from tests.support.fakes import HashingEmbedder
+from tests.support.secrets_corpus import SECRETS, leaks
 from tests.support.serve_process import ROOT, cli_env, read_json_document
 
 TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "update_memory",
@@ -212,6 +214,47 @@ def test_redaction_masks_search_get_and_list_output(engine: MemoryEngine) -> Non
 
     _in_process(engine, scenario, redaction=True)
     assert engine.get_many([r.id for r in engine.list_records().records])[0].content == text
+
+
+# Arguments the published schema refuses, each quoting a planted value, and the field it names.
+_REFUSED: tuple[Callable[[str], tuple[str, dict[str, Any], str]], ...] = (
+    lambda secret: ("add_memory", {"content": "The kettle", "tags": [f"{secret},x"]}, "tags.0"),
+    lambda secret: ("add_memory", {"content": "The kettle", "importance": secret}, "importance"),
+    lambda secret: ("add_memory", {"content": "The kettle", "layer": secret}, "layer"),
+    lambda secret: ("add_memory", {"content": "The kettle", "metadata": secret}, "metadata"),
+    lambda secret: ("add_memory", {"content": "The kettle", "agent_id": secret * 40},
+                    "agent_id"),
+    # too long: pydantic quoted the start and the end, cut in the middle of the text
+    lambda secret: ("add_memory", {"content": secret + " " * MAX_CONTENT_CHARS + secret},
+                    "content"),
+    lambda secret: ("list_memories", {"state": [secret]}, "state.0"),
+    lambda secret: ("search_memories", {"query": "kettle", "purpose": secret}, "purpose"),
+    lambda secret: ("update_memory", {"record_id": "r", "category": secret}, "category"),
+)
+
+
+def test_a_refused_argument_is_never_echoed_with_redaction_on(engine: MemoryEngine) -> None:
+    # The SDK wrote pydantic's message, quoting the value given (``input_value='sk-…'``), and
+    # an unknown tool's name, past the exit policy: 72 of these 75 came back before the fix.
+    async def scenario(client: Client) -> None:
+        leaked, unnamed = [], []
+        for number, secret in enumerate(SECRETS):
+            tool, arguments, field = _REFUSED[number % len(_REFUSED)](secret.text)
+            message = _error(await client.call_tool(tool, arguments))
+            if leaks(message, [secret]):
+                leaked.append((tool, field, secret.kind, message))
+            if f"invalid arguments: {field}: " not in message:
+                unnamed.append((tool, field, message))
+        for secret in SECRETS[:5]:
+            unknown = _error(await client.call_tool(secret.text, {}))
+            assert unknown.startswith("Unknown tool: ")
+            if leaks(unknown, [secret]):
+                leaked.append(("unknown tool", "name", secret.kind, unknown))
+        assert not leaked, f"{len(leaked)} of {len(SECRETS) + 5} echoed: {leaked[:3]}"
+        assert not unnamed, unnamed[:3]
+
+    _in_process(engine, scenario, redaction=True)
+    assert engine.count() == 0
 
 
 def test_a_bug_in_a_tool_writes_a_crash_report_and_says_where(
