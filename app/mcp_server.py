@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 from pydantic import ValidationError as ArgumentsInvalid
@@ -49,6 +50,7 @@ from engine import (
     SortKey,
 )
 from engine.errors import EngineError, ValidationError
+from engine.introspection import is_loopback
 from engine.records import (
     MAX_CONTENT_CHARS,
     MAX_TAG_CHARS,
@@ -66,7 +68,8 @@ if TYPE_CHECKING:
     from engine import MemoryEngine
 
 __all__ = ["MCP_PATH", "SERVER_NAME", "BearerAuth", "MemoryServer", "MemoryTools", "bind",
-           "build_server", "engine_services", "serve_http", "serve_stdio"]
+           "build_server", "engine_services", "rebinding_protection", "serve_http",
+           "serve_stdio"]
 
 SERVER_NAME = "mnemoscope"
 MCP_PATH = "/mcp"
@@ -620,15 +623,17 @@ def bind(host: str, port: int) -> socket.socket:
 def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str) -> None:
     """Serve streamable HTTP at ``/mcp`` on the bound ``sock`` until SIGINT/SIGTERM.
 
-    Requests need the bearer ``token``; the SDK's DNS-rebinding protection accepts only the
-    loopback ``Host`` headers when ``host`` is loopback.
+    Requests need the bearer ``token``; on a loopback ``host`` only loopback ``Host`` and
+    ``Origin`` headers are accepted (:func:`rebinding_protection`).
     """
     import signal
 
     import anyio
     import uvicorn
 
-    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token)
+    app = BearerAuth(server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host,
+        transport_security=rebinding_protection(host)), token)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
     # handler it found. Handlers that do nothing let this function return, so the caller
@@ -640,6 +645,27 @@ def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str) ->
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def rebinding_protection(host: str) -> TransportSecuritySettings | None:
+    """The DNS-rebinding protection of a server bound to ``host``: for a loopback address,
+    only requests whose ``Host`` (and ``Origin``, when sent) name a loopback address are
+    served (``421`` / ``403`` otherwise), so a web page whose name was re-pointed at
+    127.0.0.1 cannot reach the tools from the user's browser. None (no check) for an address
+    bound on purpose with ``--allow-remote``: its clients' names are not known here.
+
+    The SDK turns the protection on by itself only for the exact strings ``127.0.0.1``,
+    ``localhost`` and ``::1``; every other spelling ``check_bind`` accepts as loopback
+    (``127.0.0.2``, ``LOCALHOST``) left it off.
+    """
+    if not is_loopback(host):
+        return None
+    bound = host.strip().lower()
+    names = dict.fromkeys(["127.0.0.1", "localhost", "[::1]",
+                           f"[{bound.strip('[]')}]" if ":" in bound else bound])
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                     allowed_hosts=[f"{name}:*" for name in names],
+                                     allowed_origins=[f"http://{name}:*" for name in names])
 
 
 def _stopped(_signum: int, _frame: object) -> None:

@@ -449,6 +449,28 @@ def test_http_session_needs_the_token(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_http_on_another_spelling_of_loopback_refuses_a_foreign_host_or_origin(
+        tmp_path: Path) -> None:
+    # DNS rebinding: a page at evil.example re-points its name at 127.0.0.1 and posts from the
+    # user's browser. The SDK's Host/Origin check was on only for the exact host strings
+    # "127.0.0.1", "localhost" and "::1"; --host LOCALHOST (loopback, so allowed) served both.
+    with _http_server(tmp_path, "--host", "LOCALHOST") as (started, _process):
+        url = str(started["url"])
+        port = url.rsplit(":", 1)[1].removesuffix("/mcp")
+        headers = {"Accept": "application/json, text/event-stream",
+                   "Authorization": f"Bearer {TOKEN}"}
+        foreign_host = httpx.post(url, json=_initialize(), timeout=30,
+                                  headers={**headers, "Host": f"evil.example:{port}"})
+        assert foreign_host.status_code == 421
+        foreign_origin = httpx.post(url, json=_initialize(), timeout=30,
+                                    headers={**headers, "Origin": "http://evil.example"})
+        assert foreign_origin.status_code == 403
+        own = httpx.post(url, json=_initialize(), timeout=30,
+                         headers={**headers, "Origin": f"http://localhost:{port}"})
+        assert own.status_code == 200
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(("options", "named"), [
     (("--http", "--host", "0.0.0.0"), "--host"),
     (("--http", "--token", "short"), "--token"),
