@@ -32,8 +32,14 @@ class ToggledLogMasking(logging.Filter):
 
     def __init__(self, redactor: Masker, *, enabled: bool) -> None:
         super().__init__()
-        self._masking = RedactingLogFilter(ExitPolicy(redactor))
+        self._policy = ExitPolicy(redactor)
+        self._masking = RedactingLogFilter(self._policy)
         self.enabled = enabled
+
+    def text(self, value: str) -> str:
+        """``value`` masked while on: for what leaves the process beside log records (a crash
+        report, :attr:`app.crash.CrashReports.mask`)."""
+        return self._policy.text(value) if self.enabled else value
 
     def set_enabled(self, on: bool) -> None:
         """Switch masking on or off (a slot for the redaction toggle's ``changed``)."""
