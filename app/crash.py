@@ -62,7 +62,7 @@ def write_crash_report(exc: BaseException, directory: Path, *, command: str,
     if mask is not None:
         body = mask(body)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # tracebacks quote text
         path = directory / name
         # errors="backslashreplace": the report must be writable whatever the exception holds
         path.write_text("\n".join(header) + body, encoding="utf-8", errors="backslashreplace")

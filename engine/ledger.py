@@ -64,7 +64,9 @@ class Ledger:
                     self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False,
                                                  isolation_level=None)
             else:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
+                # 0700: a server store's ledger (data dir) holds review items and edit
+                # history in clear, as an embedded store's folder does
+                self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(str(self._path), check_same_thread=False,
                                              isolation_level=None, timeout=10.0)
                 self._conn.execute("PRAGMA journal_mode=WAL")

@@ -244,7 +244,7 @@ def _connect(spec: StoreSpec) -> Any:
     if spec.read_only and not spec.exists:
         raise StoreUnavailable(f"no Chroma store at {path} (no chroma.sqlite3 there)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # as StoreLock makes it
         return chromadb.PersistentClient(path=str(path), settings=_settings())
     except Exception as exc:
         _forget_failed_system(str(path))

@@ -55,7 +55,9 @@ class StoreLock:
             StoreUnavailable: the directory cannot be created or the lock file not opened.
         """
         try:
-            self._directory.mkdir(parents=True, exist_ok=True)
+            # 0700: the folder holds the memories (and the ledger beside them) in clear;
+            # with the default umask other users of the machine could read them all.
+            self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             handle = _open_lock_file(self._directory / LOCK_FILENAME)
         except OSError as exc:
             raise StoreUnavailable(f"cannot lock store {self._directory}: {exc}") from exc

@@ -73,3 +73,17 @@ def test_the_app_hook_masks_report_and_stderr_while_redaction_is_on(
         assert shown.count("Traceback (most recent call last)") == 2  # report and stderr
         # masked while on; as raised once the user switched redaction off
         assert (secret in shown) is not on and ("<REDACT:" in shown) is on
+
+
+def test_the_crash_folder_is_private(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        report = write_crash_report(RuntimeError("quotes a memory"), tmp_path / "crash",
+                                    command="add")
+    finally:
+        os.umask(previous)
+    assert report is not None
+    assert stat.S_IMODE((tmp_path / "crash").stat().st_mode) == 0o700

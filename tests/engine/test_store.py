@@ -450,3 +450,21 @@ def test_a_file_or_a_folder_of_other_files_is_not_made_a_store(tmp_path: Path) -
         store.write(records(1), unit(1))
         store.close()
         MemoryStore.open(StoreSpec(str(folder)), now_ms=NOW).close()
+
+
+def test_a_new_store_folder_and_a_server_ledger_folder_are_private(tmp_path: Path) -> None:
+    # They hold the memories, review items and edit history in clear; made with the default
+    # umask (0755 folders, 0644 files) any user of the machine could read every memory.
+    import os
+    import stat
+
+    from engine.ledger import Ledger
+
+    previous = os.umask(0o022)
+    try:
+        MemoryStore.open(StoreSpec(str(tmp_path / "deep" / "store")), now_ms=NOW).close()
+        Ledger(tmp_path / "servers" / "host_8000_default" / "ledger.sqlite3").close()
+    finally:
+        os.umask(previous)
+    for folder in (tmp_path / "deep" / "store", tmp_path / "servers" / "host_8000_default"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
