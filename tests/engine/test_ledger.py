@@ -75,16 +75,26 @@ def test_a_damaged_event_or_review_row_is_named_not_a_crash(
         engine.ingest(NewMemory("Mia walks the dog every morning at seven before school"))
         deferred = engine.ingest(NewMemory("Mia walks her dog every morning at seven"))
         assert deferred.review_id is not None
+        memories = tmp_path / "memories.jsonl"
+        memories.write_text('{"content": "Deploys go out on Tuesdays"}\n', encoding="utf-8")
+        imported = engine.import_jsonl(memories)
         ledger = engine.ledger
         with ledger.transaction() as conn:
             conn.execute("UPDATE events SET payload = ? WHERE seq = 2", (damage,))
             conn.execute("UPDATE review_items SET conflicts = ?", (damage,))
+            conn.execute("UPDATE edits SET after = ?", (damage,))
+            conn.execute("UPDATE imports SET counts = ?", (damage,))
         where = f"the ledger {ledger.path} is damaged:"
         with pytest.raises(StoreUnavailable, match="^" + re.escape(f"{where} events row 2 ")):
             engine.events.query(EventFilter(limit=100))
         with pytest.raises(StoreUnavailable, match="^" + re.escape(
                 f"{where} review_items row {deferred.review_id!r} ")):
             engine.review_queue()
-        assert engine.count() == 1  # the records are not affected
+        with pytest.raises(StoreUnavailable, match="^" + re.escape(f"{where} edits row ")):
+            engine.edit_history()
+        with pytest.raises(StoreUnavailable, match="^" + re.escape(
+                f"{where} imports row {imported.import_id!r} ")):
+            engine.imports()
+        assert engine.count() == 2  # the records are not affected
     finally:
         engine.close()
