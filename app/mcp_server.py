@@ -620,11 +620,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str) -> None:
+def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str, *,
+               ready: Callable[[], None] = lambda: None) -> None:
     """Serve streamable HTTP at ``/mcp`` on the bound ``sock`` until SIGINT/SIGTERM.
 
     Requests need the bearer ``token``; on a loopback ``host`` only loopback ``Host`` and
     ``Origin`` headers are accepted (:func:`rebinding_protection`).
+
+    Args:
+        ready: Called once a stop signal is handled (announce the address here): a client
+            connecting after it waits in the socket's backlog for the server, and a SIGTERM
+            sent as soon as the address is known stops the server cleanly.
     """
     import signal
 
@@ -635,13 +641,21 @@ def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str) ->
         streamable_http_path=MCP_PATH, host=host,
         transport_security=rebinding_protection(host)), token)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
-    # handler it found. Handlers that do nothing let this function return, so the caller
-    # closes the engine (ledger, Chroma, lock) instead of the process dying on the re-raise.
+    web = uvicorn.Server(config)
+
+    def stopped(_signum: int, _frame: object) -> None:
+        # Before uvicorn has put in its own handlers (while it starts), a stop asks it to exit
+        # as soon as it has started; a handler that did nothing here swallowed a SIGTERM sent
+        # right after the start-up lines, and the server ran on. After, uvicorn shuts down
+        # gracefully on the signal and raises it again for this handler: returning lets the
+        # caller close the engine (ledger, Chroma, lock) instead of the process dying.
+        web.should_exit = True
+
     stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, _stopped) for sig in stops}
+    previous = {sig: signal.signal(sig, stopped) for sig in stops}
     try:
-        anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+        ready()
+        anyio.run(lambda: web.serve(sockets=[sock]))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -667,6 +681,3 @@ def rebinding_protection(host: str) -> TransportSecuritySettings | None:
                                      allowed_hosts=[f"{name}:*" for name in names],
                                      allowed_origins=[f"http://{name}:*" for name in names])
 
-
-def _stopped(_signum: int, _frame: object) -> None:
-    """The re-raised stop signal, after uvicorn has shut down: nothing left to do."""

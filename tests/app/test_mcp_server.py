@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -468,6 +469,17 @@ def test_http_on_another_spelling_of_loopback_refuses_a_foreign_host_or_origin(
         own = httpx.post(url, json=_initialize(), timeout=30,
                          headers={**headers, "Origin": f"http://localhost:{port}"})
         assert own.status_code == 200
+
+
+@pytest.mark.slow
+def test_a_stop_sent_as_soon_as_the_address_is_printed_stops_the_server(tmp_path: Path) -> None:
+    # The start-up lines came before uvicorn had put in its signal handlers, and the handler
+    # installed for its re-raise did nothing: a SIGTERM in that window was swallowed and the
+    # server ran on (the store stayed locked) until killed.
+    with _http_server(tmp_path) as (started, process):
+        assert str(started["url"]).endswith("/mcp")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
 
 
 @pytest.mark.slow

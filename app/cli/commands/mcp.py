@@ -84,11 +84,12 @@ def _mcp(args: argparse.Namespace, ctx: CliContext) -> int:
                 else:
                     issued = token or secrets.token_urlsafe(32)
                     from_env = args.mcp_token is None and token is not None
-                    _announce_http(ctx, args.host, sock.getsockname()[1], issued,
-                                   from_env=from_env, api=api)
+                    port = sock.getsockname()[1]
                     from app.mcp_server import serve_http
 
-                    serve_http(server, sock, issued, args.host)
+                    serve_http(server, sock, issued, args.host,
+                               ready=lambda: _announce_http(ctx, args.host, port, issued,
+                                                            from_env=from_env, api=api))
             finally:
                 if api is not None:
                     api.stop()
