@@ -11,8 +11,10 @@ can be private memories (the user attaches the input themselves if they choose t
 
 The desktop app runs inside :func:`crash_reports`: an exception that escapes a slot or a task
 (``ui.shared.tasks.spawn`` hands those to ``sys.excepthook``) is written the same way, then passed
-on
-to the previous hook.
+on to the previous hook. A traceback can quote stored text (an exception message naming a
+memory), so it is masked like a log line while the window's redaction mode is on
+(:attr:`CrashReports.mask`, set by ``app.wiring.launch`` once the window exists), in the report
+and on stderr.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["crash_reports", "write_crash_report"]
+__all__ = ["CrashReports", "crash_reports", "write_crash_report"]
 
 
 def write_crash_report(exc: BaseException, directory: Path, *, command: str,
@@ -60,7 +62,7 @@ def write_crash_report(exc: BaseException, directory: Path, *, command: str,
     if mask is not None:
         body = mask(body)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # tracebacks quote text
         path = directory / name
         # errors="backslashreplace": the report must be writable whatever the exception holds
         path.write_text("\n".join(header) + body, encoding="utf-8", errors="backslashreplace")
@@ -69,23 +71,45 @@ def write_crash_report(exc: BaseException, directory: Path, *, command: str,
     return path
 
 
+class CrashReports:
+    """The crash hook installed by :func:`crash_reports`, for the app to configure.
+
+    Attributes:
+        mask: Applied to a report's traceback and to the one printed on stderr (the desktop
+            app sets it to its log masking, which masks while the redaction mode is on); None
+            writes them as raised.
+    """
+
+    def __init__(self) -> None:
+        self.mask: Callable[[str], str] | None = None
+
+
 @contextmanager
-def crash_reports(directory: Path, *, command: str = "app") -> Iterator[None]:
+def crash_reports(directory: Path, *, command: str = "app") -> Iterator[CrashReports]:
     """While active, every uncaught exception is written to a crash report in ``directory``
     (and a line naming it to stderr) before the previous ``sys.excepthook`` runs."""
     previous = sys.excepthook
+    reports = CrashReports()
 
     def hook(kind: type[BaseException], exc: BaseException,
              tb: TracebackType | None) -> None:
+        mask = reports.mask
         if not isinstance(exc, KeyboardInterrupt):
-            report = write_crash_report(exc.with_traceback(tb), directory, command=command)
+            report = write_crash_report(exc.with_traceback(tb), directory, command=command,
+                                        mask=mask)
             if report is not None:
                 print(f"mnemoscope: unexpected {kind.__name__} (a bug); crash report: {report}",
                       file=sys.stderr)
+        if mask is not None and previous is sys.__excepthook__:
+            # Python's own hook would print the raw traceback: print it masked instead. A hook
+            # someone else installed (a debugger, pytest-qt) gets the exception as raised.
+            print(mask("".join(traceback.format_exception(kind, exc, tb))), end="",
+                  file=sys.stderr)
+            return
         previous(kind, exc, tb)
 
     sys.excepthook = hook
     try:
-        yield
+        yield reports
     finally:
         sys.excepthook = previous

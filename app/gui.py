@@ -36,5 +36,5 @@ def run_gui(args: argparse.Namespace, settings: Settings) -> int:
     from app.crash import crash_reports
     from app.wiring import launch
 
-    with crash_reports(Path(settings.data_dir) / "crash"):
-        return launch(args, settings)
+    with crash_reports(Path(settings.data_dir) / "crash") as crashes:
+        return launch(args, settings, crashes=crashes)

@@ -13,9 +13,19 @@ import logging
 from collections.abc import Iterator
 from typing import IO
 
+from app.terminal import escape_controls
 from engine import ExitPolicy, Masker, RedactingLogFilter
 
-__all__ = ["ToggledLogMasking", "masked_log_handlers"]
+__all__ = ["TerminalSafeFormatter", "ToggledLogMasking", "masked_log_handlers"]
+
+
+class TerminalSafeFormatter(logging.Formatter):
+    """Formats a record (message, traceback) as usual, then escapes its control characters:
+    a log line quoting a memory or what a client sent must not drive the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The formatted record, control characters shown as ``\\xNN``."""
+        return escape_controls(super().format(record))
 
 
 class ToggledLogMasking(logging.Filter):
@@ -32,8 +42,14 @@ class ToggledLogMasking(logging.Filter):
 
     def __init__(self, redactor: Masker, *, enabled: bool) -> None:
         super().__init__()
-        self._masking = RedactingLogFilter(ExitPolicy(redactor))
+        self._policy = ExitPolicy(redactor)
+        self._masking = RedactingLogFilter(self._policy)
         self.enabled = enabled
+
+    def text(self, value: str) -> str:
+        """``value`` masked while on: for what leaves the process beside log records (a crash
+        report, :attr:`app.crash.CrashReports.mask`)."""
+        return self._policy.text(value) if self.enabled else value
 
     def set_enabled(self, on: bool) -> None:
         """Switch masking on or off (a slot for the redaction toggle's ``changed``)."""
@@ -50,12 +66,14 @@ def masked_log_handlers(log_filter: logging.Filter, stream: IO[str]) -> Iterator
     ``log_filter``.
 
     Python prints warnings of unconfigured loggers through a last-resort handler that no
-    filter can reach; a handler of the same level is installed in its place, and every
-    handler already on the root logger gets the filter too.
+    filter can reach; a handler of the same level is installed in its place (its lines
+    terminal-safe, :class:`TerminalSafeFormatter`), and every handler already on the root
+    logger gets the filter too.
     """
     root = logging.getLogger()
     handler = logging.StreamHandler(stream)
     handler.setLevel(logging.WARNING)
+    handler.setFormatter(TerminalSafeFormatter())
     handlers = [*root.handlers, handler]
     root.addHandler(handler)
     for each in handlers:

@@ -9,11 +9,13 @@ behind a bearer token (:class:`BearerAuth`). No Qt is imported here: the server 
 What a tool returns leaves the engine through the run's :class:`~engine.exits.ExitPolicy`,
 exactly as ``serve``'s responses and the CLI's ``--json`` documents do: with redaction on, no
 secret is shown, listing filters compare with the masked text, and error messages (which quote
-input and stored text) are masked too. A bad argument is refused before anything is written:
-the SDK checks each call against the published JSON schema (types, ranges, enums) and names
-the field; what only the engine can check (an unknown id, metadata nested too deep, a lone
-surrogate) raises the engine's ``ValidationError`` / ``RecordNotFound`` before anything is
-written, which becomes a tool error naming the field.
+input and stored text) are masked too — every tool error, the SDK's own included, leaves
+through :meth:`MemoryServer.call_tool`. A bad argument is refused before anything is written:
+the SDK checks each call against the published JSON schema (types, ranges, enums) and the error
+names the field and the rule, never the value given; what only the engine can check (an
+unknown id, metadata nested too deep, a lone surrogate) raises the engine's
+``ValidationError`` / ``RecordNotFound`` before anything is written, which becomes a tool
+error naming the field.
 
 The desktop app sees what an MCP client writes by attaching to the introspection API the same
 process serves beside the tools (``--api-port``; docs/architecture.md, "The MCP memory server
@@ -30,7 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
+from pydantic import ValidationError as ArgumentsInvalid
 
 from engine import (
     SHOWN_STATES,
@@ -43,6 +50,7 @@ from engine import (
     SortKey,
 )
 from engine.errors import EngineError, ValidationError
+from engine.introspection import is_loopback
 from engine.records import (
     MAX_CONTENT_CHARS,
     MAX_TAG_CHARS,
@@ -57,12 +65,11 @@ from engine.records import (
 )
 
 if TYPE_CHECKING:
-    from mcp.server.mcpserver import MCPServer
-
     from engine import MemoryEngine
 
-__all__ = ["MCP_PATH", "SERVER_NAME", "BearerAuth", "MemoryTools", "bind", "build_server",
-           "engine_services", "serve_http", "serve_stdio"]
+__all__ = ["MCP_PATH", "SERVER_NAME", "BearerAuth", "MemoryServer", "MemoryTools", "bind",
+           "build_server", "engine_services", "rebinding_protection", "serve_http",
+           "serve_stdio"]
 
 SERVER_NAME = "mnemoscope"
 MCP_PATH = "/mcp"
@@ -99,19 +106,16 @@ Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHAR
                                                         "[\"work\", \"travel\"].")]
 
 
-def _refusal(policy: ExitPolicy, exc: EngineError) -> Exception:
+def _refusal(exc: EngineError) -> Exception:
     """An engine refusal as the SDK's ``ToolError``: the code, then the message (naming the
-    field for a bad argument), masked by the exit policy since it may quote stored text."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    return ToolError(policy.text(f"{exc.code}: {exc}"))
+    field for a bad argument; :meth:`MemoryServer.call_tool` masks it, since it may quote
+    stored text)."""
+    return ToolError(f"{exc.code}: {exc}")
 
 
 def _bug(exc: Exception, crash_dir: Path, policy: ExitPolicy) -> Exception:
     """A bug in a tool, reported as ``run_cli`` reports one: the traceback to a crash report
     (masked under redaction), a tool error naming the file to the client."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
     from app.crash import write_crash_report
 
     report = write_crash_report(exc, crash_dir, command="mcp",
@@ -304,7 +308,52 @@ def _decision_sentence(action: Action, reason: str) -> str:
 
 # -- the MCP server ------------------------------------------------------------------------------
 
-def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPServer:
+class MemoryServer(MCPServer[Any]):
+    """The SDK's ``MCPServer`` whose tool errors leave through the exit policy.
+
+    The SDK writes a refused call's message itself: for arguments that fail the schema it is
+    pydantic's text, which quotes the value given (``input_value='sk-live-…'``), truncated in
+    the middle for a long one (so a detector run over it afterwards can miss the cut secret);
+    for an unknown tool it is the name given. Every tool error passes :meth:`call_tool`, the
+    one place they leave, so none can forget the policy.
+
+    Args:
+        policy: The exit policy of the run; every tool error message is masked by it.
+        **settings: What ``MCPServer`` takes (name, instructions, ...).
+    """
+
+    def __init__(self, policy: ExitPolicy, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._policy = policy
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None
+                        ) -> CallToolResult | InputRequiredResult:
+        """Call a tool; a refusal's message names fields and rules, never values, and is
+        masked by the policy (bugs keep the SDK's generic message: it quotes nothing)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            message = (f"Error executing tool {name}: {_argument_errors(cause)}"
+                       if isinstance(cause, ArgumentsInvalid) else str(exc))
+            # ``from cause``: the SDK logs only the field names of a schema refusal.
+            raise ToolError(self._policy.text(message)) from cause
+
+
+def _argument_errors(error: ArgumentsInvalid) -> str:
+    """What was wrong with each argument (``tags.0: String should match pattern …``) without
+    the values: the rules name what was expected, the caller knows what it sent."""
+    problems = [f"{'.'.join(str(part) for part in detail['loc']) or 'arguments'}: "
+                f"{detail['msg']}"
+                for detail in error.errors(include_url=False, include_input=False,
+                                           include_context=False)]
+    return "invalid arguments: " + "; ".join(problems)
+
+
+def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MemoryServer:
     """An ``MCPServer`` publishing ``tools`` with schemas a model can use without a prompt.
 
     Args:
@@ -313,14 +362,12 @@ def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPSer
             CLI does); the client gets an ``INTERNAL_ERROR`` naming the file. None leaves
             bugs to the SDK (a generic tool error, the traceback in the server's log).
     """
-    from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
     from app import __version__
 
-    server: MCPServer = MCPServer(SERVER_NAME, title="Mnemoscope memory",
-                                  instructions=_INSTRUCTIONS, version=__version__,
-                                  log_level="WARNING")
+    server = MemoryServer(tools.policy, name=SERVER_NAME, title="Mnemoscope memory",
+                          instructions=_INSTRUCTIONS, version=__version__, log_level="WARNING")
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     writing = ToolAnnotations(read_only_hint=False, destructive_hint=False,
                               open_world_hint=False)
@@ -332,7 +379,7 @@ def build_server(tools: MemoryTools, *, crash_dir: Path | None = None) -> MCPSer
         try:
             return work()
         except EngineError as exc:
-            raise _refusal(policy, exc) from exc
+            raise _refusal(exc) from exc
         except Exception as exc:
             if crash_dir is None:
                 raise
@@ -573,30 +620,64 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str) -> None:
+def serve_http(server: MCPServer, sock: socket.socket, token: str, host: str, *,
+               ready: Callable[[], None] = lambda: None) -> None:
     """Serve streamable HTTP at ``/mcp`` on the bound ``sock`` until SIGINT/SIGTERM.
 
-    Requests need the bearer ``token``; the SDK's DNS-rebinding protection accepts only the
-    loopback ``Host`` headers when ``host`` is loopback.
+    Requests need the bearer ``token``; on a loopback ``host`` only loopback ``Host`` and
+    ``Origin`` headers are accepted (:func:`rebinding_protection`).
+
+    Args:
+        ready: Called once a stop signal is handled (announce the address here): a client
+            connecting after it waits in the socket's backlog for the server, and a SIGTERM
+            sent as soon as the address is known stops the server cleanly.
     """
     import signal
 
     import anyio
     import uvicorn
 
-    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token)
+    app = BearerAuth(server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host,
+        transport_security=rebinding_protection(host)), token)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
-    # handler it found. Handlers that do nothing let this function return, so the caller
-    # closes the engine (ledger, Chroma, lock) instead of the process dying on the re-raise.
+    web = uvicorn.Server(config)
+
+    def stopped(_signum: int, _frame: object) -> None:
+        # Before uvicorn has put in its own handlers (while it starts), a stop asks it to exit
+        # as soon as it has started; a handler that did nothing here swallowed a SIGTERM sent
+        # right after the start-up lines, and the server ran on. After, uvicorn shuts down
+        # gracefully on the signal and raises it again for this handler: returning lets the
+        # caller close the engine (ledger, Chroma, lock) instead of the process dying.
+        web.should_exit = True
+
     stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, _stopped) for sig in stops}
+    previous = {sig: signal.signal(sig, stopped) for sig in stops}
     try:
-        anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+        ready()
+        anyio.run(lambda: web.serve(sockets=[sock]))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _stopped(_signum: int, _frame: object) -> None:
-    """The re-raised stop signal, after uvicorn has shut down: nothing left to do."""
+def rebinding_protection(host: str) -> TransportSecuritySettings | None:
+    """The DNS-rebinding protection of a server bound to ``host``: for a loopback address,
+    only requests whose ``Host`` (and ``Origin``, when sent) name a loopback address are
+    served (``421`` / ``403`` otherwise), so a web page whose name was re-pointed at
+    127.0.0.1 cannot reach the tools from the user's browser. None (no check) for an address
+    bound on purpose with ``--allow-remote``: its clients' names are not known here.
+
+    The SDK turns the protection on by itself only for the exact strings ``127.0.0.1``,
+    ``localhost`` and ``::1``; every other spelling ``check_bind`` accepts as loopback
+    (``127.0.0.2``, ``LOCALHOST``) left it off.
+    """
+    if not is_loopback(host):
+        return None
+    bound = host.strip().lower()
+    names = dict.fromkeys(["127.0.0.1", "localhost", "[::1]",
+                           f"[{bound.strip('[]')}]" if ":" in bound else bound])
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                     allowed_hosts=[f"{name}:*" for name in names],
+                                     allowed_origins=[f"http://{name}:*" for name in names])
+

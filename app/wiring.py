@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication, QMenu
 
     from app.controller import AppController
+    from app.crash import CrashReports
     from engine import FieldMapping, MemoryReader, SalienceCut
     from engine.llm import LLMGateway, LLMSettings, SecretStore
     from ui.imports.importing import ImportSummary
@@ -276,8 +277,14 @@ def _version() -> str:
     return str(__version__)
 
 
-def launch(args: argparse.Namespace, settings: Settings) -> int:
-    """Create the Qt application and the window, open the store off the GUI thread, run."""
+def launch(args: argparse.Namespace, settings: Settings, *,
+           crashes: CrashReports | None = None) -> int:
+    """Create the Qt application and the window, open the store off the GUI thread, run.
+
+    Args:
+        crashes: The crash hook the app runs under (:func:`app.crash.crash_reports`): once the
+            window exists, its reports are masked like the log while redaction is on.
+    """
     started = time.perf_counter()
     import qasync
 
@@ -372,7 +379,10 @@ def launch(args: argparse.Namespace, settings: Settings) -> int:
         await closed.wait()
 
     try:
-        with masked_log_handlers(window_log_masking(window, _redact), sys.stderr), loop:
+        masking = window_log_masking(window, _redact)
+        if crashes is not None:
+            crashes.mask = masking.text
+        with masked_log_handlers(masking, sys.stderr), loop:
             loop.run_until_complete(main())
             loop.run_until_complete(controller.close_store())
     finally:

@@ -367,7 +367,7 @@ class EventBus:
             if self._ledger.version("events") == 0:
                 return []
             raise
-        return [_row_to_event(row) for row in rows]
+        return [_row_to_event(row, self._ledger) for row in rows]
 
     def last_seq(self) -> int:
         """The highest persisted sequence number (0 when none)."""
@@ -377,7 +377,14 @@ class EventBus:
         return int(rows[0]["m"] or 0)
 
 
-def _row_to_event(row: Any) -> Event:
+def _row_to_event(row: Any, ledger: Ledger) -> Event:
+    try:
+        return _event(row)
+    except (ValueError, TypeError, RecursionError) as exc:  # not JSON, or nested past reading
+        raise ledger.damaged("events", row["seq"], exc) from exc
+
+
+def _event(row: Any) -> Event:
     return Event(
         event_id=row["event_id"],
         kind=row["kind"],

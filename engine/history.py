@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.clock import Clock
-from engine.errors import ValidationError
+from engine.errors import EngineError, ValidationError
 from engine.ledger import Ledger
 from engine.records import MemoryRecord
 
@@ -107,8 +107,13 @@ class EditHistory:
             f"SELECT * FROM edits {where} ORDER BY seq DESC LIMIT ?", [*params, limit or -1])
         out = []
         for row in rows:
-            before = MemoryRecord.from_json(json.loads(row["before"])) if row["before"] else None
-            after = MemoryRecord.from_json(json.loads(row["after"])) if row["after"] else None
+            try:
+                before, after = (MemoryRecord.from_json(json.loads(row[side])) if row[side]
+                                 else None for side in ("before", "after"))
+            except (ValueError, TypeError, KeyError, RecursionError, EngineError) as exc:
+                # not JSON, nested past reading, a record that does not validate: a damaged
+                # row (or a ledger from someone else), not a bug
+                raise self._ledger.damaged("edits", row["seq"], exc) from exc
             out.append(EditEntry(row["seq"], row["ts"], row["batch_id"], row["op"],
                                  row["record_id"], row["actor"], before, after))
         return out

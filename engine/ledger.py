@@ -64,7 +64,9 @@ class Ledger:
                     self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False,
                                                  isolation_level=None)
             else:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
+                # 0700: a server store's ledger (data dir) holds review items and edit
+                # history in clear, as an embedded store's folder does
+                self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(str(self._path), check_same_thread=False,
                                              isolation_level=None, timeout=10.0)
                 self._conn.execute("PRAGMA journal_mode=WAL")
@@ -80,6 +82,24 @@ class Ledger:
     def path(self) -> Path | None:
         """The database file (None when in memory)."""
         return self._path
+
+    def damaged(self, table: str, key: object, problem: BaseException) -> StoreUnavailable:
+        """The error for a row of ``table`` that cannot be read: a damaged file, or a store
+        folder from someone else. Names the file, the table, the row and what is wrong, so
+        the command says that instead of reporting a bug.
+
+        Args:
+            table: The table the row is in.
+            key: The row's key (sequence number, id).
+            problem: What reading it raised.
+        """
+        where = self._path if self._path is not None else "(in memory)"
+        detail = str(problem)
+        detail = detail if len(detail) <= 120 else detail[:117] + "..."
+        return StoreUnavailable(
+            f"the ledger {where} is damaged: {table} row {key!r} cannot be read "
+            f"({type(problem).__name__}: {detail}); the records are not affected. Restore the "
+            "ledger from a backup")
 
     @property
     def read_only(self) -> bool:

@@ -1369,9 +1369,22 @@ class MemoryEngine:
 
     def export_jsonl(self, path: str | Path, *,
                      redact: Callable[[str], str] | None = None) -> int:
-        """Write every record as JSONL (atomic: temp file, fsync, rename); returns the count."""
+        """Write every record as JSONL (atomic: temp file, fsync, rename); returns the count.
+
+        Raises:
+            ValidationError: ``path`` is inside an embedded store's folder (nothing written).
+        """
         from engine.ingest.importer import export_records
 
+        if self._store.kind == "embedded":
+            # `export STORE/chroma.sqlite3` replaced the store's database with JSONL (the store
+            # then no longer opened); no file of the folder is a place for an export.
+            folder = Path(self._store.location).expanduser().resolve()
+            target = Path(path).expanduser().resolve()
+            if target == folder or folder in target.parents:
+                raise ValidationError("path", str(path), f"is inside the store folder "
+                                      f"{folder}: an export there could replace the store's "
+                                      "own files; write it outside the folder")
         snapshot = self._store.view.snapshot()
         ids = [snapshot.ids[row] for row in snapshot.live_rows.tolist()]
         page = max(1, self._store.max_batch_size)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import sys
@@ -23,6 +24,7 @@ from typing import IO, Any
 
 from app.log_masking import masked_log_handlers
 from app.settings import Settings, server_ledger_path
+from app.terminal import escape_controls
 from engine import (
     ExitPolicy,
     MemoryEngine,
@@ -40,22 +42,9 @@ NOTICE_AFTER_SECONDS = 1.0
 """How long a command waits for the model quietly before saying what takes long."""
 _AGENTS_NAMED = 10  # agents a note names before "…"
 
-# C0 controls but newline and tab (ESC starts every terminal escape sequence; CR and BS
-# overwrite what was printed), DEL, C1 controls (0x9b is a one-byte CSI on some terminals) and
-# the bidirectional overrides and isolates (they reorder what is shown, "Trojan Source").
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# The same set minus what json.dumps already escapes (every C0 control).
+# The control characters of app.terminal minus what json.dumps already escapes (every C0
+# control).
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def escape_controls(text: str) -> str:
-    """``text`` with control characters shown as ``\\xNN`` / ``\\uNNNN`` (newline, tab kept)."""
-    return _CONTROLS.sub(_escaped, text)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @dataclass
@@ -109,12 +98,15 @@ class CliContext:
 
     @contextlib.contextmanager
     def masked_logs(self) -> Iterator[None]:
-        """While a command runs with redaction on, log records reach stderr masked
-        (:func:`app.log_masking.masked_log_handlers`)."""
-        if not self.redacting:
-            yield
-            return
-        with masked_log_handlers(RedactingLogFilter(self.policy), self.stderr):
+        """While a command runs, log records reach stderr with control characters escaped,
+        and masked with redaction on (:func:`app.log_masking.masked_log_handlers`).
+
+        Installed with redaction off too: a log line can quote what a client sent (``mcp``:
+        the SDK logs an unknown prompt's name), and without this handler Python's last-resort
+        one, or the handler a library configures, wrote it to the terminal as it came.
+        """
+        log_filter = RedactingLogFilter(self.policy) if self.redacting else logging.Filter()
+        with masked_log_handlers(log_filter, self.stderr):
             yield
 
     def policy_for(self, *, redact: bool) -> ExitPolicy:

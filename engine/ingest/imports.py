@@ -141,7 +141,7 @@ class ImportLog:
             if self._ledger.version("imports") else []
         if not rows:
             raise RecordNotFound(import_id, kind="import", hint=" (see `mnemoscope imports`)")
-        return _entry(rows[0])
+        return _entry(rows[0], self._ledger)
 
     def entries(self, limit: int = 50) -> list[ImportEntry]:
         """The most recent imports, newest first."""
@@ -149,10 +149,17 @@ class ImportLog:
             return []
         rows = self._ledger.query("SELECT * FROM imports ORDER BY started_at DESC, id LIMIT ?",
                                   (limit,))
-        return [_entry(row) for row in rows]
+        return [_entry(row, self._ledger) for row in rows]
 
 
-def _entry(row: Any) -> ImportEntry:
+def _entry(row: Any, ledger: Ledger) -> ImportEntry:
+    try:
+        return _read_entry(row)
+    except (ValueError, TypeError, RecursionError) as exc:  # not JSON, or nested past reading
+        raise ledger.damaged("imports", row["id"], exc) from exc
+
+
+def _read_entry(row: Any) -> ImportEntry:
     return ImportEntry(
         id=row["id"], started_at=row["started_at"], finished_at=row["finished_at"],
         path=row["path"], kind=row["kind"], agent_id=row["agent_id"],

@@ -31,6 +31,7 @@ from engine.records import NewMemory, TrustTier, format_timestamp, parse_timesta
 
 __all__ = [
     "DERIVED_FIELDS",
+    "MAX_INPUT_FILE_BYTES",
     "MAX_LINE_BYTES",
     "NEW_MEMORY_FIELDS",
     "ParsedLine",
@@ -46,6 +47,10 @@ __all__ = [
 MAX_LINE_BYTES = 1_048_576
 """Longest accepted line (1 MiB): content is at most 32,000 characters, so a longer line is
 either not a memory or a runaway file."""
+MAX_INPUT_FILE_BYTES = 64 * 1_048_576
+"""Largest whole-file input (a conversation, an STS-B file: 64 MiB; LoCoMo's ten
+conversations take 2.8 MB). Such a file is read and parsed whole, which takes several times
+its size in memory; past this it is a runaway file (or ``/dev/zero``), not a conversation."""
 
 NEW_MEMORY_FIELDS = ("content", "agent_id", "layer", "importance", "confidence", "category",
                      "tags", "privacy", "source", "source_tier", "created_at", "expires_at",
@@ -172,16 +177,25 @@ def read_input_text(path: str | Path) -> str:
     """A whole UTF-8 input file (a conversation, an STS-B file).
 
     Raises:
-        InputFormatError: it cannot be opened, or is not UTF-8 (naming the byte).
+        InputFormatError: it cannot be opened, is larger than :data:`MAX_INPUT_FILE_BYTES`
+            (nothing past the limit is read), or is not UTF-8 (naming the byte).
     """
     file = Path(path)
     try:
-        return file.read_text(encoding="utf-8")
+        with file.open("rb") as handle:
+            data = handle.read(MAX_INPUT_FILE_BYTES + 1)
     except OSError as exc:
         raise InputFormatError(str(file), 0, "file", f"cannot open: {exc.strerror}") from exc
+    if len(data) > MAX_INPUT_FILE_BYTES:
+        raise InputFormatError(str(file), 0, "file", f"larger than {MAX_INPUT_FILE_BYTES:,} "
+                               "bytes, the most read as one conversation or evaluation file: "
+                               "split it")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputFormatError(str(file), 0, "file", f"not valid UTF-8 at byte {exc.start}"
                                ) from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode read it
 
 
 def json_error_text(exc: json.JSONDecodeError) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.clock import Clock
-from engine.errors import RecordNotFound
+from engine.errors import EngineError, RecordNotFound
 from engine.ingest.contradiction import Conflict
 from engine.ingest.jsonl import new_memory_from_json, new_memory_to_json
 from engine.ledger import Ledger
@@ -225,7 +225,7 @@ class ReviewQueue:
         rows = self._ledger.query("SELECT * FROM review_items WHERE id = ?", (item_id,))
         if not rows:
             raise RecordNotFound(item_id, kind="review item")
-        return _row_to_item(rows[0])
+        return _row_to_item(rows[0], self._ledger)
 
     def vector(self, item_id: str) -> npt.NDArray[np.float32] | None:
         """The stored embedding of the item's incoming memory, if it had one."""
@@ -246,7 +246,7 @@ class ReviewQueue:
             rows = self._ledger.query(
                 "SELECT * FROM review_items WHERE status = ? ORDER BY created_at, id LIMIT ?",
                 (status.value, limit))
-        return [_row_to_item(row) for row in rows]
+        return [_row_to_item(row, self._ledger) for row in rows]
 
     def pending_count(self) -> int:
         """How many items wait for a decision (all of them, not a page)."""
@@ -392,7 +392,16 @@ class ReviewLookup:
         self.pending.setdefault(key, set()).add(target_id)
 
 
-def _row_to_item(row: Any) -> ReviewItem:
+def _row_to_item(row: Any, ledger: Ledger) -> ReviewItem:
+    try:
+        return _item(row)
+    except (ValueError, TypeError, KeyError, RecursionError, EngineError) as exc:
+        # not JSON, nested past reading, an unknown status, an incoming memory that does
+        # not validate: a damaged row (or a ledger from someone else), not a bug
+        raise ledger.damaged("review_items", row["id"], exc) from exc
+
+
+def _item(row: Any) -> ReviewItem:
     conflicts = tuple(Conflict(c["kind"], tuple(c["existing"]), tuple(c["incoming"]))
                       for c in json.loads(row["conflicts"]))
     return ReviewItem(

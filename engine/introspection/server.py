@@ -21,7 +21,9 @@ Guards, in the order a request meets them: connection caps per client address (4
 all (503), where a new connection first displaces the oldest one still sending its request
 (408) so that slow clients cannot hold the server; one deadline for the whole request head
 (408; not a timeout per read); request-line length (414), header size (431), per-client token
-bucket (429 + ``Retry-After``), bearer token (401 +
+bucket (429 + ``Retry-After``), on a loopback bind a ``Host`` (421) and ``Origin`` (403) that
+name loopback (DNS rebinding: a web page whose name was re-pointed at 127.0.0.1), bearer token
+(401 +
 ``WWW-Authenticate: Bearer``, compared in constant time), method (405: there are no write
 endpoints), no request body (413), strict query parsing (400 for malformed, unknown or repeated
 parameters and bad values). With redaction on, every response body — records, events, errors —
@@ -264,6 +266,14 @@ _ERROR_CODES = {
     HTTPStatus.HTTP_VERSION_NOT_SUPPORTED: "HTTP_VERSION_NOT_SUPPORTED",
 }
 """Codes of the errors the standard library's request parsing answers (``send_error``)."""
+
+
+def _hostname(url: str) -> str | None:
+    """The host name of ``url`` (lower case, IPv6 without brackets), None when unreadable."""
+    try:
+        return urlsplit(url).hostname
+    except ValueError:  # e.g. an unclosed "[" or a port that is no number
+        return None
 
 
 def _error_body(code: str, message: str) -> bytes:
@@ -562,6 +572,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HttpError(HTTPStatus.TOO_MANY_REQUESTS, "RATE_LIMITED",
                              "too many requests; slow down",
                              {"Retry-After": str(max(1, math.ceil(wait)))})
+        if not api.host_allowed(self.headers.get("Host")):
+            raise _HttpError(HTTPStatus.MISDIRECTED_REQUEST, "HOST_NOT_ALLOWED",
+                             "the Host header names another machine; this server is bound to "
+                             "loopback and answers loopback names only (DNS rebinding)")
+        if not api.origin_allowed(self.headers.get("Origin")):
+            raise _HttpError(HTTPStatus.FORBIDDEN, "ORIGIN_NOT_ALLOWED",
+                             "requests from a web page of another site are refused")
         if not api.authorized(self.headers.get("Authorization")):
             raise _HttpError(HTTPStatus.UNAUTHORIZED, "UNAUTHORIZED",
                              "a valid bearer token is required",
@@ -788,6 +805,11 @@ class IntrospectionServer:
             raise ConfigInvalid("token", "<hidden>",
                                 f"must be at least {MIN_TOKEN_CHARS} characters")
         self.token = token or secrets.token_urlsafe(32)
+        # The names a request may give for this server (Host, Origin): loopback ones when it is
+        # bound to loopback; None (no check) for a remote bind, whose names are not known here.
+        self.loopback_names: frozenset[str] | None = frozenset({
+            "127.0.0.1", "localhost", "::1", host.strip().strip("[]").lower()}) \
+            if is_loopback(host) else None
         self.limits = limits or ServerLimits()
         self.redaction = engine.config.redaction if redaction is None else redaction
         # ``/debug/memory`` is always redacted (seed 002 §20 "sanitized"); every other route
@@ -813,6 +835,20 @@ class IntrospectionServer:
         bound_host, bound_port = str(address[0]), int(address[1])
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         self.url = f"http://{shown}:{bound_port}"
+
+    def host_allowed(self, header: str | None) -> bool:
+        """True when a ``Host`` header (``name[:port]``) names this loopback server; a request
+        without one (an HTTP/1.0 client; browsers always send it) passes."""
+        if self.loopback_names is None or header is None:
+            return True
+        return _hostname(f"//{header.strip()}") in self.loopback_names
+
+    def origin_allowed(self, header: str | None) -> bool:
+        """True without an ``Origin`` (not a browser's cross-site request) or with a loopback
+        one; ``null`` (a sandboxed page) and other sites are refused."""
+        if self.loopback_names is None or header is None:
+            return True
+        return _hostname(header.strip()) in self.loopback_names
 
     def authorized(self, header: str | None) -> bool:
         """True when ``header`` is ``Bearer <the token>`` (constant-time comparison)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import re
 import threading
 import time
@@ -243,7 +244,7 @@ def _connect(spec: StoreSpec) -> Any:
     if spec.read_only and not spec.exists:
         raise StoreUnavailable(f"no Chroma store at {path} (no chroma.sqlite3 there)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # as StoreLock makes it
         return chromadb.PersistentClient(path=str(path), settings=_settings())
     except Exception as exc:
         _forget_failed_system(str(path))
@@ -292,10 +293,14 @@ def _set_timeouts(client: Any, spec: StoreSpec) -> None:
 
 
 def _check_store_folder(directory: Path) -> None:
-    """Refuse a path that is a file, or a folder holding other files and no store.
+    """Refuse a path that is a file, a folder holding other files and no store, or a store
+    folder holding symbolic links.
 
     A store is created in a new or empty folder; a mistyped ``--store`` (a document, a home
-    folder) must not become a Chroma store among the user's files.
+    folder) must not become a Chroma store among the user's files. A store folder may come
+    from someone else (an archive, a shared drive): a link in it (``.mnemoscope.lock`` →
+    ``~/.bashrc``) would have this process write — even a read-only open, as Chroma touches
+    ``chroma.sqlite3`` — to whatever file it points at, so a folder with one is not opened.
 
     Raises:
         StoreUnavailable: naming the path and what to give instead.
@@ -312,6 +317,7 @@ def _check_store_folder(directory: Path) -> None:
                                ) from exc
     if any(name == "chroma.sqlite3" or name.startswith((".mnemoscope", "mnemoscope-"))
            for name in names):
+        _refuse_links(directory)
         return  # a store (ours, or another tool's Chroma folder), perhaps only part made
     others = sorted(name for name in names if not name.startswith("."))
     if others:
@@ -320,6 +326,29 @@ def _check_store_folder(directory: Path) -> None:
         raise StoreUnavailable(f"{directory} holds other files ({shown}) and no store: give "
                                "the folder of a store, or a new or empty folder to create "
                                "one in")
+
+
+def _refuse_links(directory: Path) -> None:
+    """Refuse a symbolic link among the store folder's files or in its subfolders (Chroma's
+    segment folders hold the index files it rewrites), naming the first found.
+
+    Raises:
+        StoreUnavailable: a link was found (or the folder could not be read).
+    """
+    try:
+        for entry in directory.iterdir():
+            inner = [entry] if entry.is_symlink() or not entry.is_dir() else \
+                [entry, *entry.iterdir()]
+            link = next((path for path in inner if path.is_symlink()), None)
+            if link is not None:
+                raise StoreUnavailable(
+                    f"{link} is a symbolic link (to {os.readlink(link)}); a store folder must "
+                    "hold its own files, or opening it would write to the file the link "
+                    "points at. This folder may come from someone else: remove the link (or "
+                    "copy the file in, if you made it)")
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot read the folder {directory}: {exc.strerror or exc}"
+                               ) from exc
 
 
 def _timed_out(spec: StoreSpec, exc: BaseException) -> tuple[str, float] | None:

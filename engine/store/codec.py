@@ -156,7 +156,7 @@ def lean_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
         value = metadata[key]
         if key in _JSON_TEXT and isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = _parsed(value)
             except ValueError:
                 continue  # read as the default before, and after
             if isinstance(value, str):
@@ -178,7 +178,7 @@ def _fields(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         return meta  # the flat layout, or another tool's keys (a "fields" key of theirs stays)
     raw = meta.pop(PACKED, None)
     try:
-        packed = json.loads(raw) if isinstance(raw, str) else None
+        packed = _parsed(raw) if isinstance(raw, str) else None
     except ValueError:
         packed = None
     if isinstance(packed, dict):
@@ -199,9 +199,20 @@ def _json_field(meta: Mapping[str, Any], key: str, default: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
+        return _parsed(raw)
     except ValueError:
         return default
+
+
+def _parsed(text: str) -> Any:
+    """``json.loads`` of a stored JSON field. Nesting deeper than the parser's recursion
+    limit (a store folder from someone else) is unreadable JSON like any other, a
+    ``ValueError``: the field reads as its default instead of every read of the store failing
+    with ``RecursionError``."""
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply to read") from exc
 
 
 def _number(meta: Mapping[str, Any], key: str, default: float) -> float:
@@ -270,6 +281,17 @@ def record_from_chroma(
     merged = _json_field(meta, "merged_from", [])
     related = _json_field(meta, "related", [])
     user_meta = _json_field(meta, "metadata", {})
+    try:
+        return _stored_record(record_id, document, meta, created, expires, tags, provenance,
+                              merged, related, user_meta)
+    except ValidationError as exc:  # say which record: the store may come from someone else
+        raise ValidationError(f"stored record {record_id}: {exc.field}", exc.value,
+                              exc.reason) from exc
+
+
+def _stored_record(record_id: str, document: str | None, meta: Mapping[str, Any],
+                   created: float, expires: float, tags: Any, provenance: Any, merged: Any,
+                   related: Any, user_meta: Any) -> MemoryRecord:
     return MemoryRecord(
         id=record_id,
         content=document or "(no document)",

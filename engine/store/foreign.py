@@ -252,7 +252,7 @@ class ForeignReader:
             node = meta.get("_node_content")
             try:
                 parsed = json.loads(node) if isinstance(node, str) else None
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser
                 parsed = None
             text = _text(parsed.get("text")) if isinstance(parsed, dict) else None
             if text is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -54,8 +55,10 @@ class StoreLock:
             StoreUnavailable: the directory cannot be created or the lock file not opened.
         """
         try:
-            self._directory.mkdir(parents=True, exist_ok=True)
-            handle = open(self._directory / LOCK_FILENAME, "a+", encoding="utf-8")  # noqa: SIM115
+            # 0700: the folder holds the memories (and the ledger beside them) in clear;
+            # with the default umask other users of the machine could read them all.
+            self._directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            handle = _open_lock_file(self._directory / LOCK_FILENAME)
         except OSError as exc:
             raise StoreUnavailable(f"cannot lock store {self._directory}: {exc}") from exc
         try:
@@ -85,6 +88,25 @@ class StoreLock:
         finally:
             self._file.close()
             self._file = None
+
+
+def _open_lock_file(path: Path) -> IO[str]:
+    """The lock file, opened for reading and writing, created if missing — never through a
+    symbolic link (the store folder's own check refuses one first; ``O_NOFOLLOW`` closes the
+    window after it): the holder truncates and rewrites this file, and a link planted in a
+    store folder from someone else must not make that any file the user can write.
+
+    Raises:
+        OSError: it cannot be opened, is a link, or is not a regular file.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.fdopen(fd, "r+", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 if sys.platform == "win32":  # pragma: no cover - exercised by the Windows CI build only

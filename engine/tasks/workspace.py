@@ -170,6 +170,15 @@ class _Links:
     problems: list[EngineError] = field(default_factory=list)
 
 
+def _outside_link(root: Path, full: Path) -> str | None:
+    """Where ``full`` leads when it is a symbolic link to a file outside ``root``, else None
+    (one ``lstat`` for a plain file: the cold parse of 500 cards stays within its budget)."""
+    if not full.is_symlink():
+        return None
+    target = full.resolve()
+    return None if target.is_relative_to(root.resolve()) else str(target)
+
+
 class Workspace:
     """A folder of cards with its reference DAG and task graph.
 
@@ -238,7 +247,15 @@ class Workspace:
 
     def _read(self, path: str) -> Card | None:
         """Parse ``path`` (via the cache); record a format problem and return None on error."""
-        raw = (self.root / path).read_bytes()
+        full = self.root / path
+        outside = _outside_link(self.root, full)
+        if outside is not None:
+            # A workspace may come from someone else (a cloned repository): a card linked to
+            # ~/.netrc would put that file in a scene, the context pasted to an LLM.
+            self._format_problems[path] = CardFormatError(
+                path, 0, "file", f"a link to {outside}, outside the workspace: not read")
+            return None
+        raw = full.read_bytes()
         digest = hashlib.sha256(raw).hexdigest()
         current = self._by_path.get(path)
         if current is not None and current.content_hash == digest:
@@ -328,7 +345,9 @@ class Workspace:
             self._relink_all()
         else:
             for path in changed:
-                self._relink_one(self._by_path[path])
+                card = self._by_path.get(path)
+                if card is not None:  # a file broken before and still broken has no links
+                    self._relink_one(card)
         return WorkspaceChange(tuple(added), tuple(changed), tuple(removed), tuple(unchanged))
 
     # -- linking -------------------------------------------------------------------------

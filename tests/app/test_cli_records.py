@@ -94,6 +94,20 @@ def test_an_agent_the_store_does_not_know_is_named_in_a_note(cli: Runner) -> Non
     assert cli("list", "--offset", "5")[1].strip() == "(0 of 1: --offset 5 is past the end)"
 
 
+def test_doctor_says_when_other_users_can_read_the_store(cli: Runner, tmp_path: Path) -> None:
+    # A store folder made before new ones were 0700 (or copied) keeps its 0755: doctor said
+    # nothing about every memory being readable by every user of the machine.
+    assert cli("add", "a memory so the store exists")[0] == 0
+    store = tmp_path / "store"
+    shown = {line[:23].strip(): line[23:] for line in cli("doctor")[1].splitlines()}
+    assert shown["store access"] == "private (mode 700)"
+    store.chmod(0o755)
+    shown = {line[:23].strip(): line[23:] for line in cli("doctor")[1].splitlines()}
+    assert shown["store access"] == ("readable by other users of this machine (mode 755); "
+                                     f"make it private with: chmod -R go-rwx {store}")
+    assert json.loads(cli("--json", "doctor")[1])["store"]["others_can_read"] is True
+
+
 def test_doctor_names_the_lock_holder_in_words(cli: Runner, tmp_path: Path) -> None:
     assert cli("add", "a memory so the store exists")[0] == 0
     code, out, _ = cli("doctor")

@@ -59,6 +59,37 @@ def test_serve_follows_an_agent_in_another_process(tmp_path: Path) -> None:
         agent.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [("serve",), ("mcp", "--http")])
+def test_a_deliberate_public_bind_warns_that_nothing_is_encrypted(
+        tmp_path: Path, command: tuple[str, ...]) -> None:
+    # The careless operator: `--host 0.0.0.0 --allow-remote` printed the URL and the token and
+    # nothing else, redaction off, while the token and every memory crossed the network in
+    # clear.
+    env = {**cli_env(tmp_path, TOKEN), "MNEMOSCOPE_MCP_TOKEN": TOKEN}
+    MemoryEngine.open(StoreSpec(str(tmp_path / "store"))).close()  # serve reads a store
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "--store", str(tmp_path / "store"), "--no-model",
+         "--json", *command, "--host", "0.0.0.0", "--allow-remote", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        started = read_json_document(process.stdout, time.monotonic() + 120)
+        assert str(started["url"]).startswith("http://0.0.0.0:")
+        warning = process.stderr.readline()  # written before the start-up document
+        assert warning.startswith("warning: serving on 0.0.0.0 without TLS: the bearer token "
+                                  "and every memory in clear cross the network"), warning
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
 def test_serve_refuses_a_public_bind_without_the_flag(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = {"MNEMOSCOPE_CONFIG_DIR": str(tmp_path / "config"),

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 
-from app.cli.context import escape_controls
+import pytest
+
+from app.cli.context import CliContext, escape_controls
+from app.settings import Settings
 from tests.app.conftest import Runner
 
 # Retitle the window (OSC 0), clear the screen (CSI 2J), return to column 0 and overwrite,
@@ -69,3 +74,23 @@ def test_commands_write_only_through_the_context() -> None:
                     and func.value.attr in ("stdout", "stderr"):
                 found.append(f"{path.name}:{node.lineno} .{func.value.attr}.{func.attr}()")
     assert found == []
+
+
+@pytest.mark.parametrize("redaction", [False, True])
+def test_log_lines_reach_the_terminal_escaped(redaction: bool) -> None:
+    # `mcp` logs what a client sent (the SDK: an unknown prompt's name, with the traceback);
+    # with redaction off no handler was installed and Python's last-resort one (or the one the
+    # SDK configures) wrote the escape sequences to the terminal as they came; with it on the
+    # masked handler wrote them too.
+    stderr = io.StringIO()
+    ctx = CliContext(Settings(redaction=redaction), stderr=stderr)
+    log = logging.getLogger("mcp.server.probe")
+    with ctx.masked_logs():
+        try:
+            raise ValueError(f"Unknown prompt: {HOSTILE}")
+        except ValueError:
+            log.exception("handler for %r raised", HOSTILE)
+    shown = stderr.getvalue()
+    assert "Traceback (most recent call last)" in shown
+    assert not any(c in shown for c in RAW_CONTROLS), shown
+    assert shown.count("\\x1b]0;pwned\\x07") == 2 and shown.count("\\x1b[2J") == 2

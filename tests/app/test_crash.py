@@ -44,3 +44,46 @@ def test_an_unwritable_directory_gives_no_path(tmp_path: Path) -> None:
 def test_an_unencodable_message_is_still_written(tmp_path: Path) -> None:
     report = write_crash_report(RuntimeError("bad \udcff text"), tmp_path, command="add")
     assert report is not None and "bad \\udcff text" in report.read_text(encoding="utf-8")
+
+
+def test_the_app_hook_masks_report_and_stderr_while_redaction_is_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A bug whose message quotes a memory: the report and Python's own traceback on stderr
+    # showed it in clear while the window's redaction mode was on (logs were masked, these
+    # were not).
+    from app.log_masking import ToggledLogMasking
+    from engine.config import MemoryConfig
+
+    secret = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+    masking = ToggledLogMasking(MemoryConfig().redactor().redact, enabled=True)
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    for on in (True, False):
+        masking.set_enabled(on)
+        directory = tmp_path / f"crash-{on}"
+        with crash_reports(directory) as reports:
+            reports.mask = masking.text
+            try:
+                raise ValueError(f"cannot show memory 'the deploy key is {secret}'")
+            except ValueError as exc:
+                sys.excepthook(type(exc), exc, exc.__traceback__)
+        [report] = directory.iterdir()
+        shown = report.read_text(encoding="utf-8") + capsys.readouterr().err
+        assert "ValueError: cannot show memory 'the deploy key is " in shown
+        assert shown.count("Traceback (most recent call last)") == 2  # report and stderr
+        # masked while on; as raised once the user switched redaction off
+        assert (secret in shown) is not on and ("<REDACT:" in shown) is on
+
+
+def test_the_crash_folder_is_private(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        report = write_crash_report(RuntimeError("quotes a memory"), tmp_path / "crash",
+                                    command="add")
+    finally:
+        os.umask(previous)
+    assert report is not None
+    assert stat.S_IMODE((tmp_path / "crash").stat().st_mode) == 0o700

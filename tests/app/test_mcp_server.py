@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -32,8 +33,10 @@ from mcp.types import CallToolResult
 from app.mcp_server import BearerAuth, MemoryTools, build_server
 from engine.exits import ExitPolicy
 from engine.memory_engine import MemoryEngine
+from engine.records import MAX_CONTENT_CHARS
 from engine.store import StoreSpec
 from tests.support.fakes import HashingEmbedder
+from tests.support.secrets_corpus import SECRETS, leaks
 from tests.support.serve_process import ROOT, cli_env, read_json_document
 
 TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "update_memory",
@@ -212,6 +215,47 @@ def test_redaction_masks_search_get_and_list_output(engine: MemoryEngine) -> Non
 
     _in_process(engine, scenario, redaction=True)
     assert engine.get_many([r.id for r in engine.list_records().records])[0].content == text
+
+
+# Arguments the published schema refuses, each quoting a planted value, and the field it names.
+_REFUSED: tuple[Callable[[str], tuple[str, dict[str, Any], str]], ...] = (
+    lambda secret: ("add_memory", {"content": "The kettle", "tags": [f"{secret},x"]}, "tags.0"),
+    lambda secret: ("add_memory", {"content": "The kettle", "importance": secret}, "importance"),
+    lambda secret: ("add_memory", {"content": "The kettle", "layer": secret}, "layer"),
+    lambda secret: ("add_memory", {"content": "The kettle", "metadata": secret}, "metadata"),
+    lambda secret: ("add_memory", {"content": "The kettle", "agent_id": secret * 40},
+                    "agent_id"),
+    # too long: pydantic quoted the start and the end, cut in the middle of the text
+    lambda secret: ("add_memory", {"content": secret + " " * MAX_CONTENT_CHARS + secret},
+                    "content"),
+    lambda secret: ("list_memories", {"state": [secret]}, "state.0"),
+    lambda secret: ("search_memories", {"query": "kettle", "purpose": secret}, "purpose"),
+    lambda secret: ("update_memory", {"record_id": "r", "category": secret}, "category"),
+)
+
+
+def test_a_refused_argument_is_never_echoed_with_redaction_on(engine: MemoryEngine) -> None:
+    # The SDK wrote pydantic's message, quoting the value given (``input_value='sk-…'``), and
+    # an unknown tool's name, past the exit policy: 72 of these 75 came back before the fix.
+    async def scenario(client: Client) -> None:
+        leaked, unnamed = [], []
+        for number, secret in enumerate(SECRETS):
+            tool, arguments, field = _REFUSED[number % len(_REFUSED)](secret.text)
+            message = _error(await client.call_tool(tool, arguments))
+            if leaks(message, [secret]):
+                leaked.append((tool, field, secret.kind, message))
+            if f"invalid arguments: {field}: " not in message:
+                unnamed.append((tool, field, message))
+        for secret in SECRETS[:5]:
+            unknown = _error(await client.call_tool(secret.text, {}))
+            assert unknown.startswith("Unknown tool: ")
+            if leaks(unknown, [secret]):
+                leaked.append(("unknown tool", "name", secret.kind, unknown))
+        assert not leaked, f"{len(leaked)} of {len(SECRETS) + 5} echoed: {leaked[:3]}"
+        assert not unnamed, unnamed[:3]
+
+    _in_process(engine, scenario, redaction=True)
+    assert engine.count() == 0
 
 
 def test_a_bug_in_a_tool_writes_a_crash_report_and_says_where(
@@ -403,6 +447,39 @@ def test_http_session_needs_the_token(tmp_path: Path) -> None:
                 await _session(client)
 
         asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_http_on_another_spelling_of_loopback_refuses_a_foreign_host_or_origin(
+        tmp_path: Path) -> None:
+    # DNS rebinding: a page at evil.example re-points its name at 127.0.0.1 and posts from the
+    # user's browser. The SDK's Host/Origin check was on only for the exact host strings
+    # "127.0.0.1", "localhost" and "::1"; --host LOCALHOST (loopback, so allowed) served both.
+    with _http_server(tmp_path, "--host", "LOCALHOST") as (started, _process):
+        url = str(started["url"])
+        port = url.rsplit(":", 1)[1].removesuffix("/mcp")
+        headers = {"Accept": "application/json, text/event-stream",
+                   "Authorization": f"Bearer {TOKEN}"}
+        foreign_host = httpx.post(url, json=_initialize(), timeout=30,
+                                  headers={**headers, "Host": f"evil.example:{port}"})
+        assert foreign_host.status_code == 421
+        foreign_origin = httpx.post(url, json=_initialize(), timeout=30,
+                                    headers={**headers, "Origin": "http://evil.example"})
+        assert foreign_origin.status_code == 403
+        own = httpx.post(url, json=_initialize(), timeout=30,
+                         headers={**headers, "Origin": f"http://localhost:{port}"})
+        assert own.status_code == 200
+
+
+@pytest.mark.slow
+def test_a_stop_sent_as_soon_as_the_address_is_printed_stops_the_server(tmp_path: Path) -> None:
+    # The start-up lines came before uvicorn had put in its signal handlers, and the handler
+    # installed for its re-raise did nothing: a SIGTERM in that window was swallowed and the
+    # server ran on (the store stayed locked) until killed.
+    with _http_server(tmp_path) as (started, process):
+        assert str(started["url"]).endswith("/mcp")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from engine.projection import project_snapshot
 from engine.records import NewMemory, format_timestamp
 from engine.retrieval import RetrievalRequest
 from engine.store import StoreSpec
-from engine.store.foreign import FieldMapping, ForeignLayout, detect_layout
+from engine.store.foreign import NO_DOCUMENT, FieldMapping, ForeignLayout, detect_layout
 from tests.support import foreign_stores
 from tests.support.fakes import HashingEmbedder
 
@@ -136,6 +136,10 @@ def test_llamaindex_text_only_in_the_node_json() -> None:
     record = reader.record("n1", None, {"_node_content": '{"text": "kept in the node"}',
                                         "_node_type": "TextNode"}, now_ms=0.0)
     assert record.content == "kept in the node"
+    # another tool's collection nested past the parser: no text, not a RecursionError
+    deep = reader.record("n2", None, {"_node_content": "[" * 100_000 + "]" * 100_000},
+                         now_ms=0.0)
+    assert deep.content == NO_DOCUMENT
 
 
 def test_detection_of_plain_collections() -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine.errors import Cancelled, SchemaMismatch
+from engine.errors import Cancelled, SchemaMismatch, ValidationError
 from engine.query import ALL_STATES, RecordQuery, server_filter
 from engine.records import (
     Category,
@@ -142,6 +142,30 @@ def test_damaged_flat_fields_read_the_same_after_the_rewrite() -> None:
     lean = updated(flat, lean_metadata(flat))
     assert lean["hand_added"] == "kept"
     assert record_from_chroma(record.id, record.content, lean) == before
+
+
+def test_json_nested_past_the_parser_reads_as_unreadable_json() -> None:
+    """A store from someone else: a ``fields`` (or flat ``metadata``) value nested deeper than
+    the JSON parser's recursion limit raised RecursionError on every read of the store (each
+    command ended in a crash report); it reads as unreadable JSON does, as its default."""
+    record = sample_records(7)[6]
+    nested = "[" * 100_000 + "]" * 100_000
+    lean = {**record_to_chroma(record), "fields": '{"metadata": ' + nested + "}"}
+    got = record_from_chroma(record.id, record.content, lean, lenient=True)
+    assert got.content == record.content and got.metadata == {} and got.confidence == 0.5
+    flat = {**flat_metadata(record), "metadata": nested, "tags": nested}
+    got = record_from_chroma(record.id, record.content, flat, lenient=True)
+    assert got.metadata == {} and got.tags == ()
+    rewritten = lean_metadata(flat)  # the migration of a flat store reads them the same way
+    assert record_from_chroma(record.id, record.content, updated(flat, rewritten)) == got
+
+
+def test_a_stored_record_that_does_not_validate_is_named() -> None:
+    record = sample_records(1)[0]
+    deep = {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}
+    meta = {**record_to_chroma(record), "fields": json.dumps({"metadata": deep})}
+    with pytest.raises(ValidationError, match=f"^stored record {record.id}: metadata"):
+        record_from_chroma(record.id, record.content, meta, lenient=True)
 
 
 def test_a_foreign_key_named_fields_is_not_unpacked() -> None:

@@ -1,9 +1,15 @@
+import re
 from pathlib import Path
 
 import pytest
 
-from engine.errors import SchemaMismatch, StoreReadOnly
+from engine.errors import SchemaMismatch, StoreReadOnly, StoreUnavailable
+from engine.events import EventFilter
 from engine.ledger import Ledger
+from engine.memory_engine import MemoryEngine
+from engine.records import NewMemory
+from engine.store import StoreSpec
+from tests.support.fakes import HashingEmbedder
 
 V1 = "CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
 V2 = "ALTER TABLE things ADD COLUMN colour TEXT;\nCREATE INDEX things_name ON things(name);"
@@ -57,3 +63,38 @@ def test_read_only_refuses_writes(tmp_path: Path) -> None:
     assert ro.version("things") == 1
     with pytest.raises(StoreReadOnly), ro.transaction():
         pass
+
+
+@pytest.mark.parametrize("damage", ["not json", "[" * 100_000 + "]" * 100_000])
+def test_a_damaged_event_or_review_row_is_named_not_a_crash(
+        tmp_path: Path, fake_embedder: HashingEmbedder, damage: str) -> None:
+    # A ledger from someone else (or a damaged one): `events` and `review list` ended in a
+    # JSONDecodeError / RecursionError crash report ("this is a bug") naming nothing.
+    engine = MemoryEngine.open(StoreSpec(str(tmp_path / "store")), embedder=fake_embedder)
+    try:
+        engine.ingest(NewMemory("Mia walks the dog every morning at seven before school"))
+        deferred = engine.ingest(NewMemory("Mia walks her dog every morning at seven"))
+        assert deferred.review_id is not None
+        memories = tmp_path / "memories.jsonl"
+        memories.write_text('{"content": "Deploys go out on Tuesdays"}\n', encoding="utf-8")
+        imported = engine.import_jsonl(memories)
+        ledger = engine.ledger
+        with ledger.transaction() as conn:
+            conn.execute("UPDATE events SET payload = ? WHERE seq = 2", (damage,))
+            conn.execute("UPDATE review_items SET conflicts = ?", (damage,))
+            conn.execute("UPDATE edits SET after = ?", (damage,))
+            conn.execute("UPDATE imports SET counts = ?", (damage,))
+        where = f"the ledger {ledger.path} is damaged:"
+        with pytest.raises(StoreUnavailable, match="^" + re.escape(f"{where} events row 2 ")):
+            engine.events.query(EventFilter(limit=100))
+        with pytest.raises(StoreUnavailable, match="^" + re.escape(
+                f"{where} review_items row {deferred.review_id!r} ")):
+            engine.review_queue()
+        with pytest.raises(StoreUnavailable, match="^" + re.escape(f"{where} edits row ")):
+            engine.edit_history()
+        with pytest.raises(StoreUnavailable, match="^" + re.escape(
+                f"{where} imports row {imported.import_id!r} ")):
+            engine.imports()
+        assert engine.count() == 2  # the records are not affected
+    finally:
+        engine.close()

@@ -329,6 +329,46 @@ def test_second_process_gets_the_lock_error_and_nothing_is_damaged(tmp_path: Pat
     again.close()
 
 
+@pytest.mark.parametrize("planted", [".mnemoscope.lock", "chroma.sqlite3"])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_store_folder_with_a_link_out_of_it_is_refused_and_the_target_untouched(
+        tmp_path: Path, planted: str, read_only: bool) -> None:
+    # A store folder from someone else: a link in it pointed the writer's lock file at any
+    # file the user can write (truncated, then overwritten with the holder's PID), or Chroma's
+    # database at another one (written on every open, even read-only).
+    location = tmp_path / "store"
+    store = MemoryStore.open(StoreSpec(str(location)), now_ms=NOW)
+    store.write(records(2), unit(2))
+    store.close()
+    victim = tmp_path / "elsewhere" / "precious.txt"
+    victim.parent.mkdir()
+    if planted == "chroma.sqlite3":
+        (location / planted).replace(victim)  # the database now lives outside the folder
+    else:
+        victim.write_bytes(b"the user's own file\n")
+        (location / planted).unlink(missing_ok=True)
+    before = victim.read_bytes()
+    (location / planted).symlink_to(victim)
+    with pytest.raises(StoreUnavailable) as refused:
+        MemoryStore.open(StoreSpec(str(location), read_only=read_only), now_ms=NOW)
+    assert f"{location / planted} is a symbolic link (to {victim})" in str(refused.value)
+    assert "remove the link" in str(refused.value)
+    assert victim.read_bytes() == before
+
+
+def test_the_lock_file_is_never_opened_through_a_link(tmp_path: Path) -> None:
+    # The folder check runs first; a link made after it is still not followed (O_NOFOLLOW).
+    from engine.store.lock import LOCK_FILENAME, StoreLock
+
+    victim = tmp_path / "precious.txt"
+    victim.write_text("the user's own file", encoding="utf-8")
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / LOCK_FILENAME).symlink_to(victim)
+    with pytest.raises(StoreUnavailable, match="cannot lock store"):
+        StoreLock(tmp_path / "store").acquire()
+    assert victim.read_text(encoding="utf-8") == "the user's own file"
+
+
 def test_same_process_second_open_is_refused(tmp_path: Path) -> None:
     store = MemoryStore.open(StoreSpec(str(tmp_path / "s")), now_ms=NOW)
     with pytest.raises(StoreLocked):
@@ -410,3 +450,21 @@ def test_a_file_or_a_folder_of_other_files_is_not_made_a_store(tmp_path: Path) -
         store.write(records(1), unit(1))
         store.close()
         MemoryStore.open(StoreSpec(str(folder)), now_ms=NOW).close()
+
+
+def test_a_new_store_folder_and_a_server_ledger_folder_are_private(tmp_path: Path) -> None:
+    # They hold the memories, review items and edit history in clear; made with the default
+    # umask (0755 folders, 0644 files) any user of the machine could read every memory.
+    import os
+    import stat
+
+    from engine.ledger import Ledger
+
+    previous = os.umask(0o022)
+    try:
+        MemoryStore.open(StoreSpec(str(tmp_path / "deep" / "store")), now_ms=NOW).close()
+        Ledger(tmp_path / "servers" / "host_8000_default" / "ledger.sqlite3").close()
+    finally:
+        os.umask(previous)
+    for folder in (tmp_path / "deep" / "store", tmp_path / "servers" / "host_8000_default"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

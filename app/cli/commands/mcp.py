@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from app.cli.commands.serve import check_bind
+from app.cli.commands.serve import check_bind, remote_bind_warning
 from app.cli.context import CliContext
 from engine.errors import ConfigInvalid
 from engine.introspection import MIN_TOKEN_CHARS, TOKEN_ENV
@@ -82,13 +82,17 @@ def _mcp(args: argparse.Namespace, ctx: CliContext) -> int:
 
                     serve_stdio(server)
                 else:
+                    warning = remote_bind_warning(args.host, redacting=ctx.redacting)
+                    if warning is not None:
+                        ctx.warn(warning)
                     issued = token or secrets.token_urlsafe(32)
                     from_env = args.mcp_token is None and token is not None
-                    _announce_http(ctx, args.host, sock.getsockname()[1], issued,
-                                   from_env=from_env, api=api)
+                    port = sock.getsockname()[1]
                     from app.mcp_server import serve_http
 
-                    serve_http(server, sock, issued, args.host)
+                    serve_http(server, sock, issued, args.host,
+                               ready=lambda: _announce_http(ctx, args.host, port, issued,
+                                                            from_env=from_env, api=api))
             finally:
                 if api is not None:
                     api.stop()

@@ -350,6 +350,8 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
         repaired = engine.reconcile_history()
         ctx.warn(f"reconciled the history of {repaired} record(s)")
     report = engine.doctor()
+    access = _folder_access(report["store"])
+    report["store"]["others_can_read"] = None if access is None else access[0]
     if ctx.json:
         ctx.emit_json(report)
         return 0
@@ -360,6 +362,8 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     ctx.print(f"store                  {store['location']} ({store['kind']}, "
               f"{records}{', read-only' if store['read_only'] else ''})")
     ctx.print(f"lock holder            {_lock_holder(store['lock_holder'])}")
+    if access is not None:
+        ctx.print(f"store access           {access[1]}")
     if engine.store.foreign_info is not None:
         ctx.print(f"foreign layout         {engine.store.foreign_info.describe()}")
     orphans = report["ledger"]["records_without_history"]
@@ -372,6 +376,25 @@ def _doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     if model["backend"]:
         ctx.print(f"model backend          {model['backend']}")
     return 0
+
+
+def _folder_access(store: dict[str, Any]) -> tuple[bool, str] | None:
+    """Whether other users of the machine can read an embedded store's folder, in words (None
+    for a server store, or where the OS has no such mode bits).
+
+    New store folders are made 0700; one made by an earlier build, or copied, may be 0755 with
+    every memory, the review queue and the edit history readable by every user.
+    """
+    if store["kind"] != "embedded" or os.name != "posix":
+        return None
+    try:
+        mode = os.stat(store["location"]).st_mode & 0o777
+    except OSError:
+        return None
+    if not mode & 0o077:
+        return False, f"private (mode {mode:o})"
+    return True, (f"readable by other users of this machine (mode {mode:o}); make it private "
+                  f"with: chmod -R go-rwx {store['location']}")
 
 
 def _lock_holder(holder: dict[str, Any] | None) -> str:

@@ -23,7 +23,7 @@ from engine.introspection import (
     is_loopback,
 )
 
-__all__ = ["check_bind", "register"]
+__all__ = ["check_bind", "register", "remote_bind_warning"]
 
 
 def register(subparsers: Any) -> None:
@@ -71,6 +71,18 @@ def check_bind(host: str, port: int, *, allow_remote: bool, port_option: str = "
                             "memory to the network; add --allow-remote to do it on purpose")
 
 
+def remote_bind_warning(host: str, *, redacting: bool) -> str | None:
+    """What to tell a person who binds a non-loopback ``host`` on purpose (``--allow-remote``),
+    or None on loopback: neither server speaks TLS, so the token and the memories cross the
+    network readable by anyone on the path."""
+    if is_loopback(host):
+        return None
+    exposed = "every memory in clear" if not redacting else "the masked memories"
+    return (f"warning: serving on {host} without TLS: the bearer token and {exposed} cross "
+            "the network readable by anyone on the path; prefer the loopback default behind "
+            "an SSH tunnel or a TLS proxy")
+
+
 def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
     check_bind(args.host, args.port, allow_remote=args.allow_remote)
     if args.refresh < 0:
@@ -96,6 +108,9 @@ def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
         done.set()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    warning = remote_bind_warning(args.host, redacting=server.redaction)
+    if warning is not None:
+        ctx.warn(warning)
     server.start()
     shown_token = "(from $" + TOKEN_ENV + ")" if token else ctx.issued(server.token)
     if ctx.json:

@@ -5,6 +5,7 @@ kept; re-ingesting a file queues no second review item."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 from engine.errors import InputFormatError, ValidationError
 from engine.ingest.contradiction import find_conflicts
+from engine.ingest.jsonl import MAX_INPUT_FILE_BYTES
 from engine.memory_engine import MemoryEngine
 from engine.records import (
     MAX_METADATA_DEPTH,
@@ -170,6 +172,23 @@ def test_hostile_conversation(engine: MemoryEngine, tmp_path: Path) -> None:
     assert reasons[3].startswith("message 3.content: lone surrogate U+DC01 at character 5")
     assert reasons[4].startswith("message 4.ts: must be a time in the years 1970..9999")
     assert {o.line for o in report.lines if o.action == "inserted"} == {1, 5}
+
+
+def test_a_runaway_conversation_file_is_refused_before_it_is_read_whole(
+        engine: MemoryEngine, tmp_path: Path) -> None:
+    # A whole-file input was read whole: a 1 GiB file took 2.2 GB of memory before it was
+    # refused, and /dev/zero ended in a MemoryError crash report (or the OOM killer).
+    runaway = tmp_path / "export.json"
+    with runaway.open("wb") as handle:
+        handle.truncate(MAX_INPUT_FILE_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(InputFormatError, match=re.escape(
+            f"export.json: file: larger than {MAX_INPUT_FILE_BYTES:,} bytes")):
+        engine.import_conversation(runaway)
+    at_limit = tmp_path / "talk.txt"
+    at_limit.write_bytes(b"ann: We adopted a grey cat called Miso\r\nbo: in March\r\n")
+    report = engine.import_conversation(at_limit)  # CRLF read as text mode read it
+    assert [o.action for o in report.lines] == ["inserted", "inserted"]
+    assert engine.count() == 2
 
 
 def test_reingest_adds_no_review_items(engine: MemoryEngine, table: TableEmbedder,

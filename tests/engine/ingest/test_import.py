@@ -12,7 +12,7 @@ import pytest
 
 from engine.collector import BATCH_THRESHOLD
 from engine.embedding import EmbedderStatus, Vectors
-from engine.errors import EmbeddingFailed, InputFormatError
+from engine.errors import EmbeddingFailed, InputFormatError, ValidationError
 from engine.events import EventFilter
 from engine.ingest import Action, IngestPolicy, Reason
 from engine.ingest.salience import SalienceConfig, select_salient
@@ -266,6 +266,21 @@ class TestExport:
         engine.export_jsonl(redacted, redact=lambda s: s.replace("pat@example.com", "<EMAIL>"))
         text = redacted.read_text()
         assert "pat@example.com" not in text and "<EMAIL>" in text
+
+
+    def test_export_into_the_store_folder_is_refused(self, engine: MemoryEngine) -> None:
+        # The careless operator: `export STORE/chroma.sqlite3` replaced the database with
+        # JSONL and the store no longer opened.
+        engine.ingest(NewMemory("Pat owns a kayak"))
+        folder = Path(engine.store.location)
+        database = (folder / "chroma.sqlite3").read_bytes()
+        for inside in (folder / "chroma.sqlite3", folder / "memories.jsonl",
+                       folder / "sub" / ".." / "mnemoscope-ledger.sqlite3"):
+            with pytest.raises(ValidationError, match="is inside the store folder"):
+                engine.export_jsonl(inside)
+        assert (folder / "chroma.sqlite3").read_bytes() == database
+        assert not (folder / "memories.jsonl").exists()
+        assert engine.count() == 1
 
 
 class TestConversation:

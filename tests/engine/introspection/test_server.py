@@ -110,6 +110,40 @@ def test_token_is_required(server: IntrospectionServer) -> None:
     assert stream.status_code == 401
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "LOCALHOST"])
+def test_a_loopback_server_refuses_a_foreign_host_or_origin(
+        engine: MemoryEngine, make_server: Callable[..., IntrospectionServer], host: str) -> None:
+    # DNS rebinding: a page at evil.example re-points its name at 127.0.0.1 and reads the API
+    # from the user's browser; the API answered any Host and Origin (the token was the only
+    # guard).
+    server = make_server(engine, host=host)
+    port = server.url.rsplit(":", 1)[1]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    refused = [
+        ({"Host": f"evil.example:{port}"}, 421, "HOST_NOT_ALLOWED"),
+        ({"Host": f"127.0.0.1.evil.example:{port}"}, 421, "HOST_NOT_ALLOWED"),
+        ({"Origin": "http://evil.example"}, 403, "ORIGIN_NOT_ALLOWED"),
+        ({"Origin": "null"}, 403, "ORIGIN_NOT_ALLOWED"),
+    ]
+    for headers, status, code in refused:
+        response = httpx.get(f"{server.url}/v1/snapshot", headers={**auth, **headers})
+        assert (response.status_code, response.json()["error"]["code"]) == (status, code)
+    for headers in ({}, {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"},
+                    {"Origin": f"http://127.0.0.1:{port}"}):
+        assert httpx.get(f"{server.url}/v1/snapshot",
+                         headers={**auth, **headers}).status_code == 200, headers
+
+
+def test_a_remote_bind_does_not_check_names(
+        engine: MemoryEngine, make_server: Callable[..., IntrospectionServer]) -> None:
+    server = make_server(engine, host="0.0.0.0", allow_remote=True)
+    port = server.url.rsplit(":", 1)[1]
+    response = httpx.get(f"http://127.0.0.1:{port}/v1/snapshot",
+                         headers={"Authorization": f"Bearer {TOKEN}",
+                                  "Host": f"memory.example:{port}"})
+    assert response.status_code == 200
+
+
 def test_generated_token_and_bind_rules(engine: MemoryEngine) -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")

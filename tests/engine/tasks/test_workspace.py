@@ -114,6 +114,30 @@ def test_invalid_front_matter_is_reported_with_its_file(make_workspace: WriteCar
     assert list(ws.cards) == ["G"]
 
 
+def test_a_card_linked_out_of_the_workspace_is_not_read(tmp_path: Path) -> None:
+    # A workspace from someone else (a cloned repository) with tasks/setup.md -> ~/.netrc:
+    # the file was read as a card, searchable, and put in the scene of any card naming it —
+    # the context a person pastes to an LLM.
+    outside = tmp_path / "home" / "notes.md"
+    write_files(outside.parent, {"notes.md": card("STOLEN", "machine example.com password "
+                                                              "hunter2-Tr0mb0ne\n")})
+    root = tmp_path / "ws"
+    write_files(root, {"a.md": card("A", "Set up as in @tasks/setup.\n"),
+                       "templates/base.txt": card("BASE")})
+    (root / "tasks").mkdir()
+    (root / "tasks" / "setup.md").symlink_to(outside)
+    (root / "tasks" / "base.md").symlink_to(root / "templates" / "base.txt")  # inside: read
+    ws = Workspace.open(root)
+    assert "STOLEN" not in ws.cards and "hunter2" not in repr(ws.cards)
+    assert ws.cards["BASE"].path == "tasks/base.md"
+    link_problem, missing = ws.problems()
+    assert str(link_problem) == (f"tasks/setup.md: file: a link to {outside.resolve()}, "
+                                 "outside the workspace: not read")
+    assert isinstance(missing, MissingReference)  # a.md's reference names nothing now
+    ws.update_paths(["tasks/setup.md"])  # a watcher's event: still not read
+    assert "STOLEN" not in ws.cards and len(ws.problems()) == 2
+
+
 def test_incremental_update_reparses_only_changed_files(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     write_files(root, {"a.md": card("A", "@B\n"), "b.md": card("B"), "c.md": card("C")})
@@ -159,6 +183,7 @@ def test_a_broken_file_and_its_fix(tmp_path: Path) -> None:
     (root / "a.md").write_text("---\nstatus: nonsense\n---\n", encoding="utf-8")
     ws.update_paths(["a.md"])
     assert "A" not in ws.cards
+    ws.update_paths(["a.md"])  # saved again, still broken (was a KeyError)
     assert isinstance(ws.problems()[0], CardFormatError)
     (root / "a.md").write_text(card("A"), encoding="utf-8")
     ws.update_paths(["a.md"])
