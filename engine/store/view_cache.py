@@ -130,9 +130,38 @@ def _decode_strings(blob: npt.NDArray[np.uint8], ends: npt.NDArray[np.int64]) ->
 def _stored(directory: Path) -> dict[str, Any] | None:
     try:
         meta: dict[str, Any] = json.loads((directory / CACHE_META).read_text(encoding="utf-8"))
-    except (*_ERRORS, json.JSONDecodeError):
+    except (*_ERRORS, json.JSONDecodeError, RecursionError):  # a crafted meta nested deep
         return None
     return meta if isinstance(meta, dict) else None
+
+
+# A record takes far more than this in chroma.sqlite3 (its metadata rows alone), so a meta
+# ``count`` above the database's size over it cannot be the store's.
+_LEAST_RECORD_BYTES = 64
+# room for an .npy member's header (and the scalar ``generation``) beyond its data
+_HEADER_BYTES = 1 << 16
+
+
+def _sizes_fit(directory: Path, meta: dict[str, Any]) -> bool:
+    """Whether the arrays file's members can belong to ``meta``'s ``count`` records, read
+    from the zip's directory before anything is decompressed.
+
+    The fingerprint is computed from the same folder, so a crafted cache matches it: a 1.5 MB
+    file declaring 200M float64 (zeros compress 1000:1) cost 1.6 GB and 18 s before the count
+    check after decompressing refused it. A numeric column holds at most 8 bytes a record;
+    the strings (contents) at most what the database holds.
+    """
+    count = meta.get("count")
+    database = (directory / "chroma.sqlite3").stat().st_size
+    if not isinstance(count, int) or not 0 <= count <= database // _LEAST_RECORD_BYTES:
+        return False
+    with zipfile.ZipFile(directory / CACHE_ARRAYS) as archive:
+        for member in archive.infolist():
+            text = member.filename.endswith("_utf8.npy")
+            limit = database if text else 8 * count
+            if member.file_size > limit + _HEADER_BYTES:
+                return False
+    return True
 
 
 def save_view(view: ColumnarView, directory: Path, collection: str, *,
@@ -199,6 +228,8 @@ def load_view(directory: Path, dimension: int,
 
 
 def _read(directory: Path, dimension: int, meta: dict[str, Any]) -> ColumnarView | None:
+    if not _sizes_fit(directory, meta):
+        return None
     count = int(meta["count"])
     # Open the file ourselves: np.load leaks its handle when the archive is damaged.
     with (directory / CACHE_ARRAYS).open("rb") as handle, \

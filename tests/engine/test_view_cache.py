@@ -189,3 +189,55 @@ def test_vectors_that_do_not_belong_fall_back_to_chroma(store_dir: Path, damage:
     row = snapshot.ids.index(batch[0].id)
     assert float(snapshot.importance[row]) == pytest.approx(reopened.get(batch[0].id).importance)
     reopened.close()
+
+
+def _saved_store(store_dir: Path, n: int = 6) -> None:
+    store = MemoryStore.open(StoreSpec(str(store_dir)), now_ms=NOW)
+    store.write(records(n), vectors(n))
+    store.close()
+    assert (store_dir / view_cache.CACHE_META).exists()
+
+
+def test_a_crafted_arrays_file_is_refused_before_anything_is_decompressed(
+        store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cache's fingerprint comes from the same folder, so a crafted cache matches it. A
+    # column that decompresses to far more than the meta's records can hold (zeros compress
+    # about 1000:1: 1.5 MB on disk declaring 1.6 GB) is refused from the zip's directory;
+    # the open reads Chroma instead and never decompresses the member.
+    import zipfile
+
+    _saved_store(store_dir)
+    arrays = store_dir / view_cache.CACHE_ARRAYS
+    with zipfile.ZipFile(arrays) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    members["importance.npy"] = bytes(4 * 1024 * 1024)  # 4 MiB for 6 records
+    with zipfile.ZipFile(arrays, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+    def no_decompressing(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the arrays file was decompressed")
+
+    monkeypatch.setattr(np, "load", no_decompressing)  # the module the cache reads with
+    reopened = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert not reopened._view_from_cache and reopened.count() == 6
+    reopened.close()
+
+
+@pytest.mark.parametrize("meta", ["nested", "count"])
+def test_a_crafted_meta_file_falls_back_to_chroma(store_dir: Path, meta: str) -> None:
+    import json
+
+    _saved_store(store_dir)
+    path = store_dir / view_cache.CACHE_META
+    if meta == "nested":  # past the JSON parser's recursion limit: was a RecursionError crash
+        path.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
+    else:  # more records than the database could hold
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved["count"] = 10**12
+        path.write_text(json.dumps(saved), encoding="utf-8")
+    if meta == "nested":
+        assert not view_cache.is_current(store_dir, "mnemoscope_memories", 384)
+    reopened = MemoryStore.open(StoreSpec(str(store_dir), read_only=True), now_ms=NOW)
+    assert not reopened._view_from_cache and reopened.count() == 6
+    reopened.close()
