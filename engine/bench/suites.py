@@ -296,22 +296,33 @@ def ingest_suite(turns: int, log: Log) -> SuiteResult:
     raw, ingest = report["raw"], report["ingest"]
     decisions = ", ".join(f"{k} {v}" for k, v in report["decisions"].items())
     backend = report.get("raw_backend")
-    pipeline = "" if backend is None else (
-        f"; against the same model raw on the engine's backend ({backend['wall_rate']:.1f} "
-        f"texts/s) {ingest['backend_ratio']:.2f} (per round {ingest['backend_ratios']}; CPU "
-        f"{ingest['backend_cpu_ratio']:.2f}): what the pipeline costs")
+    rounds = f"alternating runs, median of {INGEST_ROUNDS} rounds"
+    torch = (f"sentence-transformers on torch ({raw['wall_rate']:.1f} texts/s) "
+             f"{ingest['wall_ratio']:.2f} (per round {ingest['wall_ratios']}; CPU "
+             f"{ingest['cpu_ratio']:.2f}; torch on {report['model_threads']} threads)")
+    if backend is None:  # the engine runs torch itself: torch is its own backend
+        baseline, base_rate, ratio, against = (
+            f"raw model encode, sentence-transformers on torch ({rounds})",
+            float(raw["wall_rate"]), float(ingest["wall_ratio"]), "")
+    else:
+        # judged against the strongest fair baseline: the same model raw on the backend the
+        # engine itself encodes with (torch is slower, and its ratio flips the verdict)
+        baseline, base_rate, ratio, against = (
+            f"the same model raw on the engine's backend, {report['backend']} ({rounds})",
+            float(backend["wall_rate"]), float(ingest["backend_ratio"]),
+            f"; against {torch}: the model as shipped")
     result.rows.append(_row(
         key="ingest", what=what, size=int(report["texts"]), unit="texts/s",
         stats=Stats.of([float(ingest["wall_rate"])]),
-        baseline=f"raw model encode, sentence-transformers on torch (alternating runs, median "
-                 f"of {INGEST_ROUNDS} rounds)",
-        baseline_stats=Stats.of([float(raw["wall_rate"])]),
-        ratio=float(ingest["wall_ratio"]), target=INGEST_TARGET,
-        note=f"LoCoMo turns; engine backend {report['backend']}, torch on "
-             f"{report['model_threads']} threads; each ingest run against the raw runs before "
-             f"and after it, ratios per round {ingest['wall_ratios']} at load {ingest['load']}; "
-             f"CPU time {ingest['cpu_rate']:.1f} vs raw {raw['cpu_rate']:.1f} texts per CPU s "
-             f"(ratio {ingest['cpu_ratio']:.2f}){pipeline}; {decisions}"))
+        baseline=baseline, baseline_stats=Stats.of([base_rate]), ratio=ratio,
+        target=INGEST_TARGET,
+        note=f"LoCoMo turns; engine backend {report['backend']}; each ingest run against the "
+             f"raw runs before and after it, ratios per round "
+             f"{ingest['backend_ratios'] if backend is not None else ingest['wall_ratios']} at "
+             f"load {ingest['load']}"
+             + ("" if backend is None else
+                f" (CPU {ingest['backend_cpu_ratio']:.2f}): what the pipeline costs")
+             + f"{against}; {decisions}"))
     log(f"ingest: {ingest['wall_rate']:.1f} texts/s vs raw torch {raw['wall_rate']:.1f} "
         f"({ingest['wall_ratio']:.2f}; CPU {ingest['cpu_ratio']:.2f})"
         + ("" if backend is None else
