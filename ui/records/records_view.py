@@ -270,12 +270,22 @@ class FilterBar(QWidget):
         Args:
             every_state: Show records of every state (archived too) instead of the default.
         """
-        widgets = (self.text, self.tags, self.agent, self.layer, self.privacy, self.state,
+        self.reset(every_state=every_state)
+        self._emit()
+
+    def reset(self, *, every_state: bool = False) -> None:
+        """Put every filter back to its default without emitting ``query_changed`` (the
+        caller applies :meth:`query`)."""
+        # the text boxes' signals are left on: blocked, their clear buttons stayed shown on
+        # an empty box (QLineEdit updates them on its own textChanged); they only start the
+        # debounce, stopped here
+        widgets = (self.agent, self.layer, self.privacy, self.state,
                    self.importance_min, self.importance_max, self.dates)
         for widget in widgets:
             widget.blockSignals(True)
         self.text.clear()
         self.tags.clear()
+        self._debounce.stop()
         for combo in (self.agent, self.layer, self.privacy, self.state):
             combo.setCurrentIndex(0)
         if every_state:
@@ -286,7 +296,6 @@ class FilterBar(QWidget):
         self._on_dates_toggled(False, emit=False)
         for widget in widgets:
             widget.blockSignals(False)
-        self._emit()
 
     def _on_dates_toggled(self, on: bool, emit: bool = True) -> None:
         self.date_from.setEnabled(on)
@@ -297,6 +306,14 @@ class FilterBar(QWidget):
     def _emit(self) -> None:
         self._debounce.stop()
         self.query_changed.emit(self.query())
+
+
+def _store_key(session: DataSession) -> tuple[str, str]:
+    """Which store ``session`` shows: its location, and its collection (a server holds
+    several); an attached agent by its API's URL."""
+    if isinstance(session, StoreSession):
+        return session.spec.location, session.spec.collection
+    return session.location, ""
 
 
 def _scan_rows(reader: MemoryReader, query: RecordQuery, record_id: str) -> int | None:
@@ -374,6 +391,7 @@ class RecordsView(QWidget):
         self._agents: list[str] = []
         self._indexed = (0, 0)
         self._store_count: int | None = None  # the status bar's count (set by the window)
+        self._filtered_store: tuple[str, str] | None = None  # the store the filters were set on
         self._filter_changed = False
         self._content_sized_by_user = False
         self._fitting = False
@@ -537,8 +555,21 @@ class RecordsView(QWidget):
                 session.indexing_progress.connect(self._on_indexing_progress)
                 session.indexing_finished.connect(self._on_indexing_finished)
         self._update_actions()
+        query = None
+        if session is not None:
+            where = _store_key(session)
+            if self._filtered_store is not None and where != self._filtered_store:
+                # another store: the last one's agent, words or tags would hide its records
+                # ("0 of 2 records", agent "beta (0)"); reopening the same one (an import, a
+                # detach) keeps them. The sort is a way of looking and stays.
+                self.filters.reset()
+                current = self.model.query
+                query = dataclasses.replace(self.filters.query(), sort_by=current.sort_by,
+                                            descending=current.descending)
+            self._filtered_store = where
         self.model.set_reader(session.reader if session is not None else None,
-                              session if isinstance(session, StoreSession) else None)
+                              session if isinstance(session, StoreSession) else None,
+                              query=query)
         self.refresh_facets()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
@@ -676,6 +707,7 @@ class RecordsView(QWidget):
         count says how many of them the filters show ("201 of 204 records")."""
         self._store_count = count
         self._show_count()
+        self._show_empty_state()
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
         self._indexed = (done, total)
@@ -756,7 +788,9 @@ class RecordsView(QWidget):
         if session is None or self.model.total > 0 or self.model.waiting \
                 or not self.model.settled:
             self.empty_state.clear()
-        elif self.filters.query() != RecordQuery():
+        elif self.filters.query() != RecordQuery() and self._store_count != 0:
+            # (an empty store is empty whatever the filters say: "Clear filters" would not
+            # bring a record back)
             self.empty_state.show_message(
                 "No records match these filters",
                 "Loosen or clear the filters above to see more of the store.",
