@@ -1,6 +1,7 @@
-"""What the Records view carries from one store to the next: the filters set on a store stay
-with it (an import or a detach reopens it), another store opens unfiltered, and an empty store
-says it is empty whatever the filters."""
+"""What the views carry from one store to the next: the Records filters set on a store stay
+with it (an import or a detach reopens it), another store opens unfiltered, an empty store
+says it is empty whatever the filters; the Timeline keeps its filters but not a record of the
+last store."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from engine.query import RecordQuery
 from engine.records import NewMemory
 from engine.store import StoreSpec
 from tests.ui.bigstore import build_store
-from tests.ui.conftest import open_fresh, open_store
+from tests.ui.conftest import open_fresh, open_store, run
 from ui.main_window import MainWindow
+from ui.observe.timeline_data import TimelineFilter
+from ui.observe.timeline_view import TimelineView
 from ui.records.records_view import STATE_CHOICES
 
 
@@ -88,3 +91,33 @@ def test_clearing_the_filters_hides_the_search_boxes_clear_buttons(
     filters.clear()
     # the boxes' signals were blocked while they were emptied: their ⊗ stayed on empty boxes
     qtbot.waitUntil(lambda: all(b.property("opacity") == 0.0 for b in buttons))
+
+
+def test_the_timeline_lets_go_of_a_record_of_another_store_and_keeps_its_other_filters(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
+    first = _store_of(tmp_path / "first", NewMemory(content="Alpha keeps the spare keys"),
+                      NewMemory(content="Beta waters the ferns on Mondays"))
+    second = _store_of(tmp_path / "second", NewMemory(content="Gamma feeds the cat at seven"),
+                       NewMemory(content="Delta walks the dog after lunch"))
+    window = make_window()
+    open_store(qtbot, window, first)
+    window.nav.setCurrentRow(list(window.views).index("timeline"))
+    timeline = window.views["timeline"]
+    assert isinstance(timeline, TimelineView)
+    qtbot.waitUntil(lambda: len(timeline.data) > 0)
+    picked = window.records.model.record_at(0)
+    assert picked is not None
+    run(qtbot, timeline.pick_record(picked.id))
+    timeline.kind_box.setCurrentIndex(timeline.kind_box.findData("memory:record:created"))
+    qtbot.waitUntil(lambda: timeline.count_label.text() == f"1 of {len(timeline.data)} events")
+
+    open_store(qtbot, window, second)
+    qtbot.waitUntil(lambda: len(timeline.data) > 0)
+    # the box named the first store's record and the kind said "record created" over every
+    # event of the second store ("8 events")
+    assert timeline.record_edit.text() == ""
+    assert timeline.current_filter() == TimelineFilter(
+        kinds=frozenset({"memory:record:created"}))
+    assert timeline.data.filter == timeline.current_filter()
+    assert int(timeline.data.mask.sum()) == 2
+    assert timeline.count_label.text() == f"2 of {len(timeline.data)} events"

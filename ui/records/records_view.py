@@ -308,14 +308,6 @@ class FilterBar(QWidget):
         self.query_changed.emit(self.query())
 
 
-def _store_key(session: DataSession) -> tuple[str, str]:
-    """Which store ``session`` shows: its location, and its collection (a server holds
-    several); an attached agent by its API's URL."""
-    if isinstance(session, StoreSession):
-        return session.spec.location, session.spec.collection
-    return session.location, ""
-
-
 def _scan_rows(reader: MemoryReader, query: RecordQuery, record_id: str) -> int | None:
     """Worker: the position of ``record_id`` in ``query`` by paging through its rows.
 
@@ -557,7 +549,7 @@ class RecordsView(QWidget):
         self._update_actions()
         query = None
         if session is not None:
-            where = _store_key(session)
+            where = session.store_key
             if self._filtered_store is not None and where != self._filtered_store:
                 # another store: the last one's agent, words or tags would hide its records
                 # ("0 of 2 records", agent "beta (0)"); reopening the same one (an import, a
