@@ -719,20 +719,34 @@ class RecordsView(QWidget):
         if isinstance(session, StoreSession) and session.indexing:
             session.request_view("The agent filter")
 
-    def find_similar(self, record_id: str) -> None:
+    def find_similar(self, record_id: str, *, again: bool = False) -> None:
         """Show the records nearest to ``record_id`` under the table, found by the store's
-        HNSW index on a worker (:func:`engine.browse.similar_records`; no view needed)."""
+        HNSW index on a worker (:func:`engine.browse.similar_records`; no view needed).
+
+        Args:
+            again: The panel shows them already and the store changed: the list stays until
+                the new one is in, and closes when ``record_id`` itself is gone.
+        """
         session = self._session
         if not isinstance(session, StoreSession):
             return
         token = self._similar_tokens.next_token()
-        self.similar.show_loading(record_id)
-        spawn(self._find_similar(session, record_id, token))
+        if not again:
+            self.similar.show_loading(record_id)
+        spawn(self._find_similar(session, record_id, token, again=again))
 
-    async def _find_similar(self, session: StoreSession, record_id: str, token: int) -> None:
+    async def _find_similar(self, session: StoreSession, record_id: str, token: int, *,
+                            again: bool = False) -> None:
         try:
             found: SimilarRecords = await self._runner.run(
                 partial(similar_records, session.engine, record_id, shown=self.model.shown))
+        except RecordNotFound:
+            if self._similar_tokens.is_current(token) and session is self._session:
+                if again:  # deleted (or merged away) since: nothing to be similar to
+                    self.similar.clear()
+                else:
+                    self.similar.show_error(record_id, "no such record")
+            return
         except EngineError as exc:
             if self._similar_tokens.is_current(token) and session is self._session:
                 self.similar.show_error(record_id, str(exc))
@@ -933,6 +947,10 @@ class RecordsView(QWidget):
         self.refresh_facets()
         if self.detail.record is not None and self.detail.record.id in ids:
             self._load_detail()
+        if self.similar.record_id:
+            # the neighbours listed may be deleted or edited, a new one may be nearer: the
+            # panel listed a deleted record until it was asked again
+            self.find_similar(self.similar.record_id, again=True)
 
     # -- writes ----------------------------------------------------------------------------
 
