@@ -56,6 +56,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -367,9 +368,16 @@ class MainWindow(QMainWindow):
         # its scheduler writes: the controller starts it on each engine and stops it before
         # that engine closes (open, close, the reopen after an import)
         self._controller.add_engine_service(self.lifecycle.set_engine)
-        for widget in (self.index_label, self.index_bar, self.index_cancel, self.store_label,
-                       self.count_label, self.review_label, self.model_label,
-                       self.redaction_label, self.lifecycle.label):
+        # The store's location is the bar's one normal widget: it takes the room the others
+        # leave, and a status message ("Saved content", "Deleted 1 record") is shown in its
+        # place for a few seconds. As a permanent widget it left the messages no room: cut
+        # after a few words at 1280 px, not shown at all at 900 px.
+        self.store_label.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                       QSizePolicy.Policy.Preferred)
+        self.statusBar().addWidget(self.store_label, 1)
+        for widget in (self.index_label, self.index_bar, self.index_cancel, self.count_label,
+                       self.review_label, self.model_label, self.redaction_label,
+                       self.lifecycle.label):
             self.statusBar().addPermanentWidget(widget)
         self._show_indexing(None)
         self.show_redaction(self._prefs.redaction)
