@@ -1,5 +1,5 @@
 """What the views carry from one store to the next: the Records filters set on a store stay
-with it (an import or a detach reopens it), another store opens unfiltered, an empty store
+with it (the reopen after an import), another store opens unfiltered, an empty store
 says it is empty whatever the filters; the Timeline keeps its filters but not a record of the
 last store."""
 

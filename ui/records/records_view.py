@@ -552,8 +552,8 @@ class RecordsView(QWidget):
             where = session.store_key
             if self._filtered_store is not None and where != self._filtered_store:
                 # another store: the last one's agent, words or tags would hide its records
-                # ("0 of 2 records", agent "beta (0)"); reopening the same one (an import, a
-                # detach) keeps them. The sort is a way of looking and stays.
+                # ("0 of 2 records", agent "beta (0)"); the same one reopened (after an
+                # import) keeps them. The sort is a way of looking and stays.
                 self.filters.reset()
                 current = self.model.query
                 query = dataclasses.replace(self.filters.query(), sort_by=current.sort_by,

@@ -177,7 +177,7 @@ class DataSession(QObject):
     def store_key(self) -> tuple[str, str]:
         """Which store this shows: its location and collection (a server holds several).
         Views keep what was chosen on a store (filters, a picked record) while the same store
-        comes back (an import or a detach reopens it) and drop it for another."""
+        comes back (the reopen after an import) and drop it for another."""
         return self.location, ""
 
 
