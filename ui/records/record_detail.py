@@ -243,6 +243,10 @@ class RecordDetailPanel(QWidget):
     def _show(self, text: str) -> str:
         return self._redact(text) if self._redact is not None else text
 
+    def shown_text(self, text: str) -> str:
+        """``text`` as the form shows it (masked in redaction mode)."""
+        return self._show(text)
+
     def _fields_html(self, detail: RecordDetail) -> str:
         record = detail.record
         data: dict[str, Any] = record.to_json()
@@ -380,16 +384,25 @@ class RecordDetailPanel(QWidget):
             editor.setStyleSheet("")
 
     def _on_save_clicked(self) -> None:
+        self.save()
+
+    def save(self) -> bool:
+        """Ask for the form's changes to be saved (``save_requested``).
+
+        Returns:
+            False when they cannot be (an empty content: the error shows on the form).
+        """
         if self._record is None or self._read_only:
-            return
+            return True
         changes = self.changes()
         if "content" in changes and not changes["content"].strip():
             self.show_error("content", "content: must not be empty")
-            return
+            return False
         if not changes:
             self.clear_error()
-            return
+            return True
         self.save_requested.emit(self._record.id, changes)
+        return True
 
     def _on_revert_clicked(self) -> None:
         self.clear_error()

@@ -76,6 +76,7 @@ from ui.records.similar_panel import SimilarPanel
 from ui.shared.choices import chosen_privacy, fill_privacy
 from ui.shared.dialogs import AddMemoryDialog
 from ui.shared.empty_state import EmptyState
+from ui.shared.format import quoted
 from ui.shared.session import DataSession, StoreSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
 from ui.shared.wording import count_of
@@ -917,8 +918,39 @@ class RecordsView(QWidget):
         record_id = self.model.data(index, ROLE_RECORD_ID) if index.isValid() else None
         if isinstance(record_id, str):
             self._pending_select = None
-            if self.detail.record is None or self.detail.record.id != record_id:
+            if (self.detail.record is None or self.detail.record.id != record_id) \
+                    and self._leave_detail():
                 spawn(self._load_detail_for(record_id))
+
+    def _leave_detail(self) -> bool:
+        """Before the form shows another record: what becomes of its unsaved edits.
+
+        A click on another row replaced them without a word (typed text lost). Save saves
+        them (as the Save button does), Discard drops them, Cancel goes back to their record.
+
+        Returns:
+            True when the form may show another record.
+        """
+        record = self.detail.record
+        changes = self.detail.changes() if record is not None and self._writable else {}
+        if record is None or not changes:
+            return True
+        shown = self.detail.shown_text(record.content)
+        answer = QMessageBox.question(
+            self, "Unsaved changes",
+            f"Save your changes to {quoted(shown, 60)} ({', '.join(sorted(changes))})?",
+            QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+            | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Save)
+        if answer == QMessageBox.StandardButton.Discard:
+            return True
+        if answer == QMessageBox.StandardButton.Save and self.detail.save():
+            return True
+        row = self.model.row_of(record.id)  # back to the record being edited
+        if row is not None:
+            self._select_row(row)
+        else:
+            self.table.selectionModel().clear()
+        return False
 
     def _load_detail(self) -> None:
         if self.detail.record is not None:
