@@ -26,7 +26,7 @@ def test_a_short_cover_leaves_out_the_icon_then_the_sentence(qtbot: QtBot) -> No
     qtbot.addWidget(host)
     host.resize(600, 400)
     cover = QWidget(host)
-    cover.setGeometry(0, 0, 600, 120)
+    cover.setGeometry(0, 0, 600, 150)
     host.show()
     state = EmptyState(cover, "budget")
     settings = QAction("Provider settings…", host)
@@ -38,11 +38,11 @@ def test_a_short_cover_leaves_out_the_icon_then_the_sentence(qtbot: QtBot) -> No
                 and w not in (title, text, *state.buttons))
     parts = (title, text, state.buttons[0])
 
-    # 120 px: the title, the whole sentence and the button; no room for the 48 px icon
+    # 150 px: the title, the whole sentence and the button; no room for the 48 px icon too
     qtbot.waitUntil(lambda: not icon.isVisible() and all(_whole(state, w) for w in parts))
     assert text.isVisible() and title.toolTip() == ""
 
-    cover.resize(600, 80)  # the title and the button; the sentence on the title's hover
+    cover.resize(600, 90)  # the title and the button; the sentence on the title's hover
     qtbot.waitUntil(lambda: not text.isVisible()
                     and all(_whole(state, w) for w in (title, state.buttons[0])))
     assert title.toolTip() == TEXT

@@ -182,6 +182,9 @@ class EmptyState(QFrame):
         parts, layout = self._parts, self.layout()
         if parts is None or layout is None:
             return
+        # (parts made while the message is on screen are shown by their layout a turn later:
+        # shown here, they count in the height from the start)
+        parts.title.setVisible(True)
         parts.icon.setVisible(bool(self._icon_name))
         parts.text.setVisible(True)
         for part in (parts.icon, parts.text):
