@@ -376,6 +376,7 @@ class RetrievalView(QWidget):
         self.rescores = 0
         self.requeries = 0  # rankings asked again because the store changed
         self._asked: RetrievalRequest | None = None  # the shown ranking's question
+        self._vector: object = None  # its query vector (the Map's star)
         self._pinned_weights: ScoringWeights | None = None
 
         self.query_edit = QLineEdit(self)
@@ -506,6 +507,7 @@ class RetrievalView(QWidget):
         self._requery_timer.stop()
         self._tokens.next_token()  # a question still running was asked of the old store
         self._asked = None
+        self._vector = None
         self._pinned_weights = None
         self.bundle = None
         self.live.title = "Ranking"
@@ -623,6 +625,7 @@ class RetrievalView(QWidget):
         self.bundle = bundle
         self.texts = texts
         self._asked = request
+        self._vector = vector
         if not keep_sliders:
             self._set_sliders(bundle.diagnostics.weights)
         rows = rows_from_bundle(bundle, texts)
@@ -689,6 +692,7 @@ class RetrievalView(QWidget):
         if self.bundle is not None:
             self._set_sliders(self.bundle.diagnostics.weights)
             self._show_rows(rows_from_bundle(self.bundle, self.texts))
+            self.retrieved.emit(self._vector, [r.id for r in self.bundle.records])
 
     def _on_weights_changed(self, _value: int) -> None:
         for name, slider in self.sliders.items():
@@ -713,6 +717,10 @@ class RetrievalView(QWidget):
         self.rescores += 1
         self._show_rows(rows_from_ranking(bundle, ranking.ids, ranking.scores, ranking.packed,
                                           weights.normalized(), self.texts))
+        # the Map rings what the sliders pack now (it kept ringing the engine's packing)
+        self.retrieved.emit(self._vector, [record_id for record_id, fits
+                                           in zip(ranking.ids, ranking.packed, strict=True)
+                                           if fits])
 
     async def _rank_pinned(self, session: StoreSession, bundle: RetrievedBundle,
                            weights: ScoringWeights) -> None:
