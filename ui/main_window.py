@@ -828,12 +828,26 @@ class MainWindow(QMainWindow):
             apply_theme(app, "system")
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        # unsaved edits in the Records form: asked first (closing dropped them without a word)
+        answer = self.records.ask_about_edits("closing")
+        if answer == QMessageBox.StandardButton.Cancel:
+            event.ignore()
+            return
+        if answer == QMessageBox.StandardButton.Save:
+            event.ignore()  # closed once they are saved (a refused edit keeps the window)
+            spawn(self._save_then_close())
+            return
         geometry = base64.b64encode(bytes(self.saveGeometry().data())).decode("ascii")
         state = base64.b64encode(bytes(self.saveState().data())).decode("ascii")
         self._store_prefs(dataclasses.replace(self._prefs, geometry=geometry,
                                               window_state=state))
         self.tasks_view.shutdown()
         super().closeEvent(event)
+
+    async def _save_then_close(self) -> None:
+        if await self.records.save_form():
+            self.records.detail.show_detail(None)  # saved: nothing left to ask about
+            self.close()
 
     def paintEvent(self, event: QPaintEvent) -> None:
         super().paintEvent(event)

@@ -463,3 +463,46 @@ def test_unsaved_edits_are_not_dropped_by_a_click_on_another_row(
     stored = run(qtbot, session.runner.run(session.reader.get_records, [first.id]))
     assert stored[0].content.endswith("(and the shed's)") is (answer == "save")
     assert session.undo_stack.count() == (answer == "save")
+
+
+@pytest.mark.parametrize("answer", ["cancel", "discard", "save"])
+def test_closing_the_window_asks_about_unsaved_edits(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
+    """Typed into the form, then the window closed: the edit was dropped without a word."""
+    store = tmp_path / "store"
+    engine = open_fresh(StoreSpec(str(store)))
+    try:
+        engine.ingest(NewMemory(content="Alpha keeps the spare keys"))
+    finally:
+        engine.close()
+    window = make_window()
+    open_store(qtbot, window, store)
+    view = window.records
+    record = view.model.record_at(0)
+    assert record is not None
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None)
+    view.detail.content.setPlainText("Alpha keeps the spare keys in the shed")
+    asked: list[str] = []
+    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
+               "discard": QMessageBox.StandardButton.Discard,
+               "save": QMessageBox.StandardButton.Save}
+
+    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
+        asked.append(text)
+        return buttons[answer]
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    session = window.session
+    assert session is not None
+    window.close()
+    assert len(asked) == 1 and asked[0].endswith("(content) before closing?")
+    if answer == "cancel":
+        assert window.isVisible()
+        assert view.detail.content.toPlainText().endswith("in the shed")
+        return
+    qtbot.waitUntil(lambda: not window.isVisible())
+    stored = run(qtbot, session.runner.run(session.reader.get_records, [record.id]))
+    assert stored[0].content.endswith("in the shed") is (answer == "save")
+    assert len(asked) == 1  # asked once: the save does not ask again on the way out

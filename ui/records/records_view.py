@@ -15,6 +15,7 @@ go through a :class:`~ui.shared.session.StoreSession` (serialized, undoable).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 from collections.abc import Callable, Coroutine, Sequence
@@ -919,48 +920,101 @@ class RecordsView(QWidget):
         if isinstance(record_id, str):
             self._pending_select = None
             if (self.detail.record is None or self.detail.record.id != record_id) \
-                    and self._leave_detail():
-                spawn(self._load_detail_for(record_id))
+                    and self._leave_detail(record_id):
+                self._load_detail_for(record_id)
 
-    def _leave_detail(self) -> bool:
+    def _leave_detail(self, target: str) -> bool:
         """Before the form shows another record: what becomes of its unsaved edits.
 
         A click on another row replaced them without a word (typed text lost). Save saves
-        them (as the Save button does), Discard drops them, Cancel goes back to their record.
+        them first (as the Save button does; the other record shows once they are saved),
+        Discard drops them, Cancel goes back to their record.
+
+        Args:
+            target: The record about to be shown.
 
         Returns:
-            True when the form may show another record.
+            True when the form may show it now.
+        """
+        record = self.detail.record
+        answer = self.ask_about_edits("showing another record")
+        if record is None or answer is None or answer == QMessageBox.StandardButton.Discard:
+            return True
+        if answer == QMessageBox.StandardButton.Save:
+            spawn(self._save_then_show(record.id, target))
+        else:
+            self._reselect(record.id)
+        return False
+
+    def ask_about_edits(self, before: str) -> QMessageBox.StandardButton | None:
+        """Ask whether to save the form's unsaved edits ``before`` something ("closing").
+
+        Returns:
+            Save, Discard or Cancel; None when there is nothing unsaved.
         """
         record = self.detail.record
         changes = self.detail.changes() if record is not None and self._writable else {}
         if record is None or not changes:
-            return True
-        shown = self.detail.shown_text(record.content)
-        answer = QMessageBox.question(
+            return None
+        shown = quoted(self.detail.shown_text(record.content), 60)
+        return QMessageBox.question(
             self, "Unsaved changes",
-            f"Save your changes to {quoted(shown, 60)} ({', '.join(sorted(changes))})?",
+            f"Save your changes to {shown} ({', '.join(sorted(changes))}) before {before}?",
             QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
             | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Save)
-        if answer == QMessageBox.StandardButton.Discard:
+
+    async def save_form(self) -> bool:
+        """Save the form's unsaved edits now.
+
+        Returns:
+            True when nothing is left unsaved; False when they were refused (the form says
+            why, on its field).
+        """
+        record, session = self.detail.record, self._writable
+        changes = self.detail.changes() if record is not None and session is not None else {}
+        if record is None or session is None or not changes:
             return True
-        if answer == QMessageBox.StandardButton.Save and self.detail.save():
-            return True
-        row = self.model.row_of(record.id)  # back to the record being edited
+        if "content" in changes and not str(changes["content"]).strip():
+            self.detail.show_error("content", "content: must not be empty")
+            return False
+        return await self._save(session, record.id, changes)
+
+    async def _save_then_show(self, edited: str, target: str) -> None:
+        """Save the form's edits to ``edited``, then show ``target``; or come back to
+        ``edited`` with the error when they were refused."""
+        if not await self.save_form():
+            self._reselect(edited)
+            return
+        self.detail.show_detail(None)  # saved: nothing left to ask about on the way
+        self._pending_select = target  # (the save's reload selects it if not loaded yet)
+        self._select_loaded(target)
+        await self._load_detail_for(target)  # its row may be the current one already
+
+    def _reselect(self, record_id: str) -> None:
+        """Select ``record_id``'s row again (the form still shows it with its edits)."""
+        row = self.model.row_of(record_id)
         if row is not None:
             self._select_row(row)
         else:
             self.table.selectionModel().clear()
-        return False
 
     def _load_detail(self) -> None:
         if self.detail.record is not None:
-            spawn(self._load_detail_for(self.detail.record.id))
+            self._load_detail_for(self.detail.record.id)
 
-    async def _load_detail_for(self, record_id: str) -> None:
+    def _load_detail_for(self, record_id: str) -> asyncio.Task[None]:
+        """Read ``record_id``'s detail on a worker and show it, unless a later request came.
+
+        The request's token is taken now, not when its task first runs: a read spawned
+        before an awaited one (a save's reload of the edited record, then the row clicked)
+        started later and won, showing the edited record again.
+        """
+        return spawn(self._read_detail(record_id, self._details.next_token()))
+
+    async def _read_detail(self, record_id: str, token: int) -> None:
         session = self._session
         if session is None:
             return
-        token = self._details.next_token()
         try:
             detail: RecordDetail = await self._runner.run(session.reader.record_detail,
                                                           record_id)
@@ -992,21 +1046,22 @@ class RecordsView(QWidget):
             spawn(self._save(session, record_id, changes))
 
     async def _save(self, session: StoreSession, record_id: str,
-                    changes: dict[str, object]) -> None:
+                    changes: dict[str, object]) -> bool:
         if "expires_at" in changes and isinstance(changes["expires_at"], float) \
                 and not math.isfinite(changes["expires_at"]):
             self.detail.show_error("expires_at", "expires_at: must be finite")
-            return
+            return False
         try:
             await session.update(record_id, changes)
         except ValidationError as exc:
             self.detail.show_error(exc.field, str(exc))
-            return
+            return False
         except EngineError as exc:
             self.detail.show_error("", f"Not saved: {exc}")
-            return
+            return False
         self.detail.clear_error()
         self.message.emit(f"Saved {', '.join(sorted(changes))}")
+        return True
 
     def _on_add_triggered(self) -> None:
         session = self._writable
