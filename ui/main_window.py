@@ -844,6 +844,20 @@ class MainWindow(QMainWindow):
         self.tasks_view.shutdown()
         super().closeEvent(event)
 
+    async def settle_edits(self, before: str) -> bool:
+        """Before the store shown goes (another store, an agent, an import's reopen): ask
+        what becomes of the Records form's unsaved edits (they were dropped without a word).
+
+        Returns:
+            False when the person cancelled, or the edits were refused on saving.
+        """
+        answer = self.records.ask_about_edits(before)
+        if answer == QMessageBox.StandardButton.Cancel:
+            return False
+        if answer == QMessageBox.StandardButton.Save:
+            return await self.records.save_form()
+        return True
+
     async def _save_then_close(self) -> None:
         if await self.records.save_form():
             self.records.detail.show_detail(None)  # saved: nothing left to ask about
@@ -954,6 +968,8 @@ class MainWindow(QMainWindow):
         Returns:
             The session, or None when the store could not be opened (the banner says why).
         """
+        if not await self.settle_edits("opening another store"):
+            return None
         self._show_no_store(opening=spec.location)
         self._last_error = ""
         session = await self._controller.open_store(spec)
@@ -1353,7 +1369,7 @@ class MainWindow(QMainWindow):
         Returns:
             The session, or None when attaching failed.
         """
-        if self._services.attach is None:
+        if self._services.attach is None or not await self.settle_edits("attaching"):
             return None
         if dialog is not None:
             dialog.set_busy(True)
@@ -1501,7 +1517,7 @@ class MainWindow(QMainWindow):
             The summary, or None when the import failed (the dialog says why).
         """
         session = self._controller.session
-        if session is None or session.read_only:
+        if session is None or session.read_only or not await self.settle_edits("importing"):
             return None
         dialog = dialog or ImportProgressDialog(f"Import {path.name}", self,
                                                 show=self.redaction.show)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from PySide6.QtWidgets import QToolButton
+import pytest
+from PySide6.QtWidgets import QMessageBox, QToolButton
 from pytestqt.qtbot import QtBot
 
 from engine.query import RecordQuery
@@ -121,3 +123,45 @@ def test_the_timeline_lets_go_of_a_record_of_another_store_and_keeps_its_other_f
     assert timeline.data.filter == timeline.current_filter()
     assert int(timeline.data.mask.sum()) == 2
     assert timeline.count_label.text() == f"2 of {len(timeline.data)} events"
+
+
+@pytest.mark.parametrize("answer", ["cancel", "discard", "save"])
+def test_opening_another_store_asks_about_unsaved_edits(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
+    """Typed into the Records form, then another store opened: the edit was dropped."""
+    first = _store_of(tmp_path / "first", NewMemory(content="Alpha keeps the spare keys"))
+    second = _store_of(tmp_path / "second", NewMemory(content="Gamma feeds the cat"))
+    window = make_window()
+    open_store(qtbot, window, first)
+    view = window.records
+    record = view.model.record_at(0)
+    assert record is not None
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None)
+    view.detail.content.setPlainText("Alpha keeps the spare keys in the shed")
+    asked: list[str] = []
+    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
+               "discard": QMessageBox.StandardButton.Discard,
+               "save": QMessageBox.StandardButton.Save}
+
+    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
+        asked.append(text)
+        return buttons[answer]
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    opened = run(qtbot, window.open_store(StoreSpec(str(second))))
+    assert len(asked) == 1 and asked[0].endswith("before opening another store?")
+    if answer == "cancel":  # the first store stays, the edit still in the form
+        assert opened is None and view.session is not None
+        assert view.session.store_key == (str(first), StoreSpec(str(first)).collection)
+        assert view.detail.content.toPlainText().endswith("in the shed")
+        return
+    assert opened is not None
+    run(qtbot, window.close_store())  # the first store was closed: read it back
+    engine = open_fresh(StoreSpec(str(first)))
+    try:
+        content = engine.get(record.id).content
+    finally:
+        engine.close()
+    assert content.endswith("in the shed") is (answer == "save")
