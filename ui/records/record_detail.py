@@ -384,25 +384,16 @@ class RecordDetailPanel(QWidget):
             editor.setStyleSheet("")
 
     def _on_save_clicked(self) -> None:
-        self.save()
-
-    def save(self) -> bool:
-        """Ask for the form's changes to be saved (``save_requested``).
-
-        Returns:
-            False when they cannot be (an empty content: the error shows on the form).
-        """
         if self._record is None or self._read_only:
-            return True
+            return
         changes = self.changes()
         if "content" in changes and not changes["content"].strip():
             self.show_error("content", "content: must not be empty")
-            return False
+            return
         if not changes:
             self.clear_error()
-            return True
+            return
         self.save_requested.emit(self._record.id, changes)
-        return True
 
     def _on_revert_clicked(self) -> None:
         self.clear_error()
