@@ -627,6 +627,7 @@ class RetrievalView(QWidget):
         self._asked = request
         self._vector = vector
         if not keep_sliders:
+            self._debounce.stop()  # the sliders now show this ranking's weights
             self._set_sliders(bundle.diagnostics.weights)
         rows = rows_from_bundle(bundle, texts)
         self._show_rows(rows)
@@ -705,6 +706,9 @@ class RetrievalView(QWidget):
 
     async def rescore(self) -> None:
         """Re-rank the shown bundle under the sliders' weights (worker; no store access)."""
+        # this one re-ranks under the sliders as they are: a re-rank still waiting for the
+        # sliders to settle has nothing left to do (it fired after a test's loop had gone)
+        self._debounce.stop()
         bundle, session = self.bundle, self._session
         if bundle is None or session is None:
             return
