@@ -226,7 +226,9 @@ def _preferences(settings: Settings) -> Preferences:
                        geometry=str(gui.get("geometry", "")),
                        window_state=str(gui.get("window_state", "")),
                        demo_offered=bool(gui.get("demo_offered", False)),
-                       redaction=settings.redaction,
+                       # on when configured so, or when it was on as the window closed (it
+                       # was forgotten: secrets shown again after a restart)
+                       redaction=settings.redaction or gui.get("redaction") is True,
                        lifecycle=bool(gui.get("lifecycle", True)))
 
 
@@ -241,7 +243,11 @@ def _preference_saver(settings_file: SettingsFile) -> Callable[[Preferences], No
         extra["gui"] = {"geometry": prefs.geometry, "window_state": prefs.window_state,
                         "demo_offered": prefs.demo_offered,
                         "recent_attach": list(prefs.recent_attach),
-                        "lifecycle": prefs.lifecycle}
+                        "lifecycle": prefs.lifecycle,
+                        # the window's toggle, remembered apart from settings.redaction (the
+                        # CLI's, the API's and the window's floor): turned off here, it must not
+                        # unmask the commands someone configured to mask
+                        "redaction": prefs.redaction}
         try:
             settings_file.update(theme=prefs.theme, recent_stores=prefs.recent_stores,
                                  extra=extra)

@@ -56,6 +56,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -367,9 +368,16 @@ class MainWindow(QMainWindow):
         # its scheduler writes: the controller starts it on each engine and stops it before
         # that engine closes (open, close, the reopen after an import)
         self._controller.add_engine_service(self.lifecycle.set_engine)
-        for widget in (self.index_label, self.index_bar, self.index_cancel, self.store_label,
-                       self.count_label, self.review_label, self.model_label,
-                       self.redaction_label, self.lifecycle.label):
+        # The store's location is the bar's one normal widget: it takes the room the others
+        # leave, and a status message ("Saved content", "Deleted 1 record") is shown in its
+        # place for a few seconds. As a permanent widget it left the messages no room: cut
+        # after a few words at 1280 px, not shown at all at 900 px.
+        self.store_label.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                       QSizePolicy.Policy.Preferred)
+        self.statusBar().addWidget(self.store_label, 1)
+        for widget in (self.index_label, self.index_bar, self.index_cancel, self.count_label,
+                       self.review_label, self.model_label, self.redaction_label,
+                       self.lifecycle.label):
             self.statusBar().addPermanentWidget(widget)
         self._show_indexing(None)
         self.show_redaction(self._prefs.redaction)
@@ -820,12 +828,40 @@ class MainWindow(QMainWindow):
             apply_theme(app, "system")
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        # unsaved edits in the Records form: asked first (closing dropped them without a word)
+        answer = self.records.ask_about_edits("closing")
+        if answer == QMessageBox.StandardButton.Cancel:
+            event.ignore()
+            return
+        if answer == QMessageBox.StandardButton.Save:
+            event.ignore()  # closed once they are saved (a refused edit keeps the window)
+            spawn(self._save_then_close())
+            return
         geometry = base64.b64encode(bytes(self.saveGeometry().data())).decode("ascii")
         state = base64.b64encode(bytes(self.saveState().data())).decode("ascii")
         self._store_prefs(dataclasses.replace(self._prefs, geometry=geometry,
                                               window_state=state))
         self.tasks_view.shutdown()
         super().closeEvent(event)
+
+    async def settle_edits(self, before: str) -> bool:
+        """Before the store shown goes (another store, an agent, an import's reopen): ask
+        what becomes of the Records form's unsaved edits (they were dropped without a word).
+
+        Returns:
+            False when the person cancelled, or the edits were refused on saving.
+        """
+        answer = self.records.ask_about_edits(before)
+        if answer == QMessageBox.StandardButton.Cancel:
+            return False
+        if answer == QMessageBox.StandardButton.Save:
+            return await self.records.save_form()
+        return True
+
+    async def _save_then_close(self) -> None:
+        if await self.records.save_form():
+            self.records.detail.show_detail(None)  # saved: nothing left to ask about
+            self.close()
 
     def paintEvent(self, event: QPaintEvent) -> None:
         super().paintEvent(event)
@@ -932,6 +968,8 @@ class MainWindow(QMainWindow):
         Returns:
             The session, or None when the store could not be opened (the banner says why).
         """
+        if not await self.settle_edits("opening another store"):
+            return None
         self._show_no_store(opening=spec.location)
         self._last_error = ""
         session = await self._controller.open_store(spec)
@@ -1331,7 +1369,7 @@ class MainWindow(QMainWindow):
         Returns:
             The session, or None when attaching failed.
         """
-        if self._services.attach is None:
+        if self._services.attach is None or not await self.settle_edits("attaching"):
             return None
         if dialog is not None:
             dialog.set_busy(True)
@@ -1479,7 +1517,7 @@ class MainWindow(QMainWindow):
             The summary, or None when the import failed (the dialog says why).
         """
         session = self._controller.session
-        if session is None or session.read_only:
+        if session is None or session.read_only or not await self.settle_edits("importing"):
             return None
         dialog = dialog or ImportProgressDialog(f"Import {path.name}", self,
                                                 show=self.redaction.show)

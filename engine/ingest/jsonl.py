@@ -125,7 +125,12 @@ def new_memory_from_json(data: Mapping[str, Any], *, source: str | None = None,
         ValidationError: naming the first bad field.
     """
     if "content" not in data:
-        raise ValidationError("content", None, "is required")
+        # another tool's export keeps the text under its own name ("text", "memory"): naming
+        # the line's keys shows which one to rename
+        keys = ", ".join(json.dumps(key if len(key) <= 40 else key[:39] + "…", ensure_ascii=False)
+                         for key in list(data)[:8]) + (", …" if len(data) > 8 else "")
+        raise ValidationError("content", None, "is required: the memory's text goes in "
+                              f'"content" (this line has {keys or "no field"})')
     for name in _STRING_FIELDS:
         if name in data and data[name] is not None and not isinstance(data[name], str):
             raise ValidationError(name, data[name], "must be a string")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings, SettingsFile, load_settings
-from app.wiring import _llm_services, _preference_saver, gui_model_spec
+from app.wiring import _llm_services, _preference_saver, _preferences, gui_model_spec
 from engine.errors import ConfigInvalid
 from engine.llm import LLMSettings, ProviderKind
 from ui.main_window import Preferences
@@ -115,3 +115,20 @@ def test_a_bad_store_timeout_is_refused_by_name(tmp_path: Path, env: dict[str, s
     (tmp_path / "settings.json").write_text(json.dumps(file))
     with pytest.raises(ConfigInvalid, match=named):
         load_settings(env, config_dir=tmp_path)
+
+
+def test_the_windows_redaction_toggle_is_remembered_over_the_configured_floor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turned on in the window, redaction was off again after a restart (the saver left it
+    out); turned off, it does not unmask what settings.json or the environment masks."""
+    monkeypatch.setenv("MNEMOSCOPE_CONFIG_DIR", str(tmp_path))
+    settings_file = SettingsFile(Settings(data_dir=str(tmp_path / "data")), tmp_path)
+    save_preferences = _preference_saver(settings_file)
+    save_preferences(Preferences(redaction=True))
+    assert _preferences(load_settings({}, config_dir=tmp_path)).redaction is True
+    save_preferences(Preferences(redaction=False))
+    assert _preferences(load_settings({}, config_dir=tmp_path)).redaction is False
+    assert _preferences(load_settings({"MNEMOSCOPE_REDACTION": "1"},
+                                      config_dir=tmp_path)).redaction is True
+    data = json.loads((tmp_path / "settings.json").read_text(encoding="utf-8"))
+    assert data["redaction"] is False  # the CLI's setting is not the window's to change

@@ -13,9 +13,10 @@ from engine.memory_engine import MemoryEngine
 from engine.records import NewMemory
 from engine.store import StoreSpec
 from tests.engine.ingest.conftest import TableEmbedder
-from tests.ui.conftest import open_store
+from tests.ui.conftest import open_store, run
 from ui.main_window import MainWindow
 from ui.records.record_links import RecordRef
+from ui.shared.session import StoreSession
 
 
 def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
@@ -76,3 +77,30 @@ def test_merged_record_names_the_survivor(qtbot: QtBot, tmp_path: Path,
     view.steps.setCurrentItem(next(item for item in items if item is not None
                                    and "absorbed" in item.text(2)))
     assert view.current_step_record() == RecordRef(second.incoming_id, paraphrase)
+
+
+def test_the_story_shown_goes_on_when_its_record_is_edited_and_deleted(
+        qtbot: QtBot, tmp_path: Path, make_window: Callable[..., MainWindow]) -> None:
+    """Show fate, then edit and delete the record in Records: the Fate view said "Alive" with
+    the words from before the edit until it was asked again."""
+    engine = MemoryEngine.open(StoreSpec(str(tmp_path / "store")))
+    try:
+        record = engine.ingest(NewMemory("Answered a billing question about the mobile app")
+                               ).record
+    finally:
+        engine.close()
+    assert record is not None
+    window = make_window()
+    open_store(qtbot, window, tmp_path / "store")
+    view, session = window.fate, window.records.session
+    assert isinstance(session, StoreSession)
+    window.show_fate(record.id)
+    qtbot.waitUntil(lambda: view.fate is not None and view.fate.status == "alive")
+
+    run(qtbot, session.update(record.id,
+                              {"content": "Answered a billing question about the web app"}))
+    qtbot.waitUntil(lambda: "web app" in view.content_label.text())
+    assert "mobile app" not in view.status_label.text()
+    run(qtbot, window.records.delete_records([record.id]))
+    qtbot.waitUntil(lambda: view.fate is not None and view.fate.status == "deleted")
+    assert "Deleted" in view.status_label.text()

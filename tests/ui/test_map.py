@@ -108,6 +108,17 @@ def test_map_colours_hover_query_and_selection(qtbot: QtBot, runner: TaskRunner,
     marks = {view.ring.opts["pen"].color().name(), view.query_item.opts["brush"].color().name()}
     assert marks.isdisjoint({c.name() for c in layer_colours})  # unlike every point
 
+    # the sliders re-rank: the rings follow what they pack (they stayed on the engine's)
+    engine_packed = [r.id for r in bundle.records]
+    for name, slider in retrieval.sliders.items():
+        slider.setValue(100 if name == "recency" else 0)
+    qtbot.waitUntil(lambda: retrieval.rescores >= 1, timeout=5000)
+    packed = [r.id for r in retrieval.live.rows if r.packed]
+    assert packed != engine_packed
+    assert view.neighbours == packed and len(view.ring.data) == len(packed)
+    retrieval.reset_weights()
+    assert view.neighbours == engine_packed
+
     with qtbot.waitSignal(view.record_selected, timeout=2000) as blocker:
         view._on_clicked(view.scatter, view.scatter.points()[:1], None)
     assert blocker.args == [data.projection.ids[0]]

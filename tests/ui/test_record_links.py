@@ -628,3 +628,20 @@ def test_archive_by_keyboard_on_a_review_item_and_pause_on_the_records_table(
                     timeout=10_000)
     assert asked[1].startswith("Pause this record?")  # the table's own question
     assert _state_of(qtbot, window, first.id) == "paused"
+
+
+def test_find_similar_follows_deletes_of_its_records(qtbot: QtBot, window: MainWindow,
+                                                     store: tuple[Path, str]) -> None:
+    """The panel listed a deleted neighbour (and went on naming a deleted record) until it
+    was asked again."""
+    records, similar = window.records, window.records.similar
+    records.find_similar(store[1])
+    qtbot.waitUntil(lambda: len(similar.ids()) > 1, timeout=10_000)
+    nearest = similar.ids()[0]
+    run(qtbot, records.delete_records([nearest]))
+    qtbot.waitUntil(lambda: nearest not in similar.ids() and bool(similar.ids()),
+                    timeout=10_000)
+    assert similar.record_id == store[1] and similar.isVisibleTo(records)
+    run(qtbot, records.delete_records([store[1]]))  # the record they are similar to
+    qtbot.waitUntil(lambda: not similar.isVisibleTo(records), timeout=10_000)
+    assert similar.record_id == "" and similar.ids() == []

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from engine.query import SortKey
-from engine.records import Layer
+from engine.records import Layer, NewMemory
+from engine.store import StoreSpec
 from tests.ui.bigstore import AGENTS, build_store
-from tests.ui.conftest import open_store, run
+from tests.ui.conftest import open_fresh, open_store, run
 from ui.main_window import MainWindow
 from ui.records.records_model import COLUMNS, PAGE_SIZE
 from ui.shared.session import UNDO_BATCH
@@ -412,3 +414,95 @@ def test_privacy_is_offered_as_words_and_saved_as_the_engine_s_code(
     assert view.detail.privacy.currentText() == "public"
     view.detail.privacy.setCurrentText("private")
     assert view.detail.changes() == {"privacy": "PRIVATE"}
+
+
+@pytest.mark.parametrize("answer", ["cancel", "discard", "save"])
+def test_unsaved_edits_are_not_dropped_by_a_click_on_another_row(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
+    """Typed into the form, then another row clicked: the edit was gone without a word."""
+    store = tmp_path / "store"
+    engine = open_fresh(StoreSpec(str(store)))
+    try:
+        for text in ("Alpha keeps the spare keys", "Beta waters the ferns on Mondays"):
+            engine.ingest(NewMemory(content=text))
+    finally:
+        engine.close()
+    window = make_window()
+    open_store(qtbot, window, store)
+    view, model = window.records, window.records.model
+    first, second = model.record_at(0), model.record_at(1)
+    assert first is not None and second is not None
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None
+                    and view.detail.record.id == first.id)
+    view.detail.content.setPlainText(first.content + " (and the shed's)")
+    asked: list[str] = []
+    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
+               "discard": QMessageBox.StandardButton.Discard,
+               "save": QMessageBox.StandardButton.Save}
+
+    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
+        asked.append(text)
+        return buttons[answer]
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    view.table.selectRow(1)
+    assert len(asked) == 1 and "(content)" in asked[0]
+    if answer == "cancel":  # back on the record being edited, the edit still in the form
+        assert view.detail.record is not None and view.detail.record.id == first.id
+        assert view.detail.content.toPlainText().endswith("(and the shed's)")
+        assert view.table.selectionModel().currentIndex().row() == model.row_of(first.id)
+        return
+    qtbot.waitUntil(lambda: view.detail.record is not None
+                    and view.detail.record.id == second.id)
+    session = window.session
+    assert session is not None
+    if answer == "save":  # saved as the Save button saves: one undoable edit
+        qtbot.waitUntil(lambda: session.undo_stack.count() == 1 and session.pending() == 0)
+    stored = run(qtbot, session.runner.run(session.reader.get_records, [first.id]))
+    assert stored[0].content.endswith("(and the shed's)") is (answer == "save")
+    assert session.undo_stack.count() == (answer == "save")
+
+
+@pytest.mark.parametrize("answer", ["cancel", "discard", "save"])
+def test_closing_the_window_asks_about_unsaved_edits(
+        qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
+    """Typed into the form, then the window closed: the edit was dropped without a word."""
+    store = tmp_path / "store"
+    engine = open_fresh(StoreSpec(str(store)))
+    try:
+        engine.ingest(NewMemory(content="Alpha keeps the spare keys"))
+    finally:
+        engine.close()
+    window = make_window()
+    open_store(qtbot, window, store)
+    view = window.records
+    record = view.model.record_at(0)
+    assert record is not None
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None)
+    view.detail.content.setPlainText("Alpha keeps the spare keys in the shed")
+    asked: list[str] = []
+    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
+               "discard": QMessageBox.StandardButton.Discard,
+               "save": QMessageBox.StandardButton.Save}
+
+    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
+        asked.append(text)
+        return buttons[answer]
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    session = window.session
+    assert session is not None
+    window.close()
+    assert len(asked) == 1 and asked[0].endswith("(content) before closing?")
+    if answer == "cancel":
+        assert window.isVisible()
+        assert view.detail.content.toPlainText().endswith("in the shed")
+        return
+    qtbot.waitUntil(lambda: not window.isVisible())
+    stored = run(qtbot, session.runner.run(session.reader.get_records, [record.id]))
+    assert stored[0].content.endswith("in the shed") is (answer == "save")
+    assert len(asked) == 1  # asked once: the save does not ask again on the way out

@@ -267,3 +267,46 @@ def test_sliders_show_the_store_engines_configured_weights(qtbot: QtBot, tmp_pat
         made.set_session(None)
         run(qtbot, session.drain())
         engine.close()
+
+
+def test_a_deleted_record_leaves_the_ranking_the_pinned_one_and_the_context(
+        qtbot: QtBot, view: RetrievalView, session: StoreSession) -> None:
+    """A ranking asked before a delete is asked again: the deleted record was still ranked
+    first, packed into the context sent to the LLM and marked on the Map (it used to stay
+    until the next question)."""
+    view.budget_spin.setValue(500)
+    asked = run(qtbot, view.retrieve())
+    assert asked is not None
+    for name, slider in view.sliders.items():  # the user's weights: kept through the change
+        slider.setValue(100 if name == "semantic" else 10)
+    qtbot.waitUntil(lambda: view.rescores >= 1, timeout=5000)
+    moved = _slider_values(view)
+    view.pin()
+    view.query_edit.setText("something else, not asked yet")  # the ranking's question is asked
+    top = view.live.rows[0]
+    marked: list[list[str]] = []
+    view.retrieved.connect(lambda _vector, ids: marked.append(ids))
+
+    run(qtbot, session.delete([top.id]))
+    qtbot.waitUntil(lambda: top.id not in {r.id for r in (*view.live.rows, *view.pinned.rows)},
+                    timeout=10_000)
+    assert view.requeries == 1
+    assert top.text not in view.context.toPlainText()
+    assert marked and top.id not in marked[-1]
+    assert view.bundle is not None and (view.bundle.diagnostics.candidate_count
+                                       == asked.diagnostics.candidate_count - 1)
+    assert view.bundle.request.query == "flights to Tokyo"
+    assert _slider_values(view) == moved
+    assert view.pinned_area.isVisibleTo(view)
+
+
+def test_an_edited_record_shows_its_new_words_in_the_ranking(
+        qtbot: QtBot, view: RetrievalView, session: StoreSession) -> None:
+    view.budget_spin.setValue(500)
+    assert run(qtbot, view.retrieve()) is not None
+    gate = next(r for r in view.live.rows if "gate 12" in r.text)
+    run(qtbot, session.update(gate.id, {"content": "Tokyo flights now leave from gate 40"}))
+    qtbot.waitUntil(lambda: "gate 40" in {r.id: r.text for r in view.live.rows}[gate.id],
+                    timeout=10_000)
+    assert view.requeries == 1
+    assert "gate 40" in view.context.toPlainText() and "gate 12" not in view.context.toPlainText()

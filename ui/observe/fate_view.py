@@ -193,7 +193,11 @@ class FateView(QWidget):
 
     def set_session(self, session: StoreSession | None) -> None:
         """Follow the open store (None: nothing open)."""
+        if self._session is not None:
+            self._session.records_changed.disconnect(self._on_records_changed)
         self._session = session
+        if session is not None:
+            session.records_changed.connect(self._on_records_changed)
         self._tokens.next_token()
         self._loaded = None
         self.steps.clear()
@@ -223,19 +227,36 @@ class FateView(QWidget):
             "by step: created, merged into another, superseded, deleted, pruned or compacted, "
             "and where its content lives on.")
 
+    def _on_records_changed(self, ids: list[str]) -> None:
+        """The story shown goes on when its record (or the one it lives on in) is edited,
+        deleted, merged or restored: told again, or it kept saying "Alive" with the words it
+        had before an edit or a delete."""
+        loaded = self._loaded
+        if loaded is None:
+            return
+        fate = loaded.fate
+        if {fate.record_id, fate.survivor_id} & set(ids):
+            spawn(self.load(fate.record_id, quiet=True))
+
     def show_fate(self, record_id: str) -> None:
         """Look ``record_id`` up (on a worker) and show its story."""
         self.finder.close()
         self.id_edit.clear()  # the record is named below, by its text; the box is for searching
         spawn(self.load(record_id))
 
-    async def load(self, record_id: str) -> RecordFate | None:
-        """Load and show the fate of ``record_id``; None when no store is open or stale."""
+    async def load(self, record_id: str, *, quiet: bool = False) -> RecordFate | None:
+        """Load and show the fate of ``record_id``; None when no store is open or stale.
+
+        Args:
+            quiet: Keep the story shown until the new one is read (it is being brought up
+                to date) instead of saying the ledger is being read.
+        """
         session = self._session
         if session is None or not record_id:
             return None
         token = self._tokens.next_token()
-        self.status_label.setText("Reading the ledger…")
+        if not quiet:
+            self.status_label.setText("Reading the ledger…")
         try:
             loaded = await self._runner.run(load_fate, session.engine, record_id,
                                             self.mass_limit)

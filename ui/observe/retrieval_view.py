@@ -10,6 +10,11 @@ worker; no store access); before the first question they show the weights it wil
 with. **Pin** freezes the current ranking on the left so two settings can
 be compared side by side. The context preview is the packed records' text in rank order, as it
 would be handed to an LLM, masked by the redaction state.
+
+A shown ranking follows the store: when records are written, deleted, paused or restored (the
+session's ``records_changed``), the question it answers is asked again, with the sliders the
+user set and the pinned ranking's weights kept, so no view goes on ranking (and the Map
+marking) a memory that is gone or has other words now.
 """
 
 from __future__ import annotations
@@ -369,6 +374,10 @@ class RetrievalView(QWidget):
         self.bundle: RetrievedBundle | None = None
         self.texts: dict[str, str] = {}
         self.rescores = 0
+        self.requeries = 0  # rankings asked again because the store changed
+        self._asked: RetrievalRequest | None = None  # the shown ranking's question
+        self._vector: object = None  # its query vector (the Map's star)
+        self._pinned_weights: ScoringWeights | None = None
 
         self.query_edit = QLineEdit(self)
         self.query_edit.setPlaceholderText("query text (empty: importance, recency, layer)")
@@ -470,6 +479,12 @@ class RetrievalView(QWidget):
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(40)
         self._debounce.timeout.connect(self._start_rescore)
+        # a bulk write, an undo or the layer service's writes come as several changes: the
+        # question is asked again once they settle
+        self._requery_timer = QTimer(self)
+        self._requery_timer.setSingleShot(True)
+        self._requery_timer.setInterval(100)
+        self._requery_timer.timeout.connect(self._start_requery)
         self._setting = False
         self.run_button.clicked.connect(self._on_run_clicked)
         self.query_edit.returnPressed.connect(self._on_run_clicked)
@@ -484,8 +499,18 @@ class RetrievalView(QWidget):
 
     def set_session(self, session: StoreSession | None) -> None:
         """Query ``session``'s store."""
+        if self._session is not None:
+            self._session.records_changed.disconnect(self._on_records_changed)
         self._session = session
+        if session is not None:
+            session.records_changed.connect(self._on_records_changed)
+        self._requery_timer.stop()
+        self._tokens.next_token()  # a question still running was asked of the old store
+        self._asked = None
+        self._vector = None
+        self._pinned_weights = None
         self.bundle = None
+        self.live.title = "Ranking"
         self.live.set_rows([], 0)
         self.pinned.set_rows([], 0)
         self.pinned_area.hide()
@@ -549,13 +574,47 @@ class RetrievalView(QWidget):
 
     async def retrieve(self) -> RetrievedBundle | None:
         """Run the form's request in inspection mode on a worker and show it."""
+        return await self._ask(self.request(), keep_sliders=False)
+
+    def _on_records_changed(self, _ids: list[str]) -> None:
+        if self.bundle is not None:
+            self._requery_timer.start()
+
+    def _start_requery(self) -> None:
+        spawn(self.requery())
+
+    async def requery(self) -> RetrievedBundle | None:
+        """Ask the shown ranking's question again (the store changed under it).
+
+        The question is the one the ranking answers, not the form's text edited since; the
+        sliders stay where the user put them (their ranking is re-scored) and a pinned ranking
+        is ranked again under its own weights, so both compare the store as it is now.
+        """
+        if self._asked is None or self.bundle is None:
+            return None
+        bundle = await self._ask(self._asked, keep_sliders=self._sliders_moved())
+        if bundle is not None:
+            self.requeries += 1
+        return bundle
+
+    def _sliders_moved(self) -> bool:
+        """Whether the sliders differ from the weights the shown ranking was scored with."""
+        assert self.bundle is not None
+        weights = self.bundle.diagnostics.weights
+        return any(slider.value() != round(weights.get(name, 0.0) * 100)
+                   for name, slider in self.sliders.items())
+
+    async def _ask(self, request: RetrievalRequest, *,
+                   keep_sliders: bool) -> RetrievedBundle | None:
+        """Retrieve ``request`` on a worker and show it (``keep_sliders``: re-scored under the
+        sliders' weights rather than showing the engine's)."""
         session = self._session
         if session is None:
             return None
         token = self._tokens.next_token()
         try:
             inspection = await self._runner.run(inspect_retrieval, session.engine,
-                                                self.request(), texts_for=MAX_ROWS * 3)
+                                                request, texts_for=MAX_ROWS * 3)
         except EngineError as exc:
             self.summary.setText(f"Retrieval failed: {exc}")
             return None
@@ -565,7 +624,11 @@ class RetrievalView(QWidget):
                                  inspection.query_vector)
         self.bundle = bundle
         self.texts = texts
-        self._set_sliders(bundle.diagnostics.weights)
+        self._asked = request
+        self._vector = vector
+        if not keep_sliders:
+            self._debounce.stop()  # the sliders now show this ranking's weights
+            self._set_sliders(bundle.diagnostics.weights)
         rows = rows_from_bundle(bundle, texts)
         self._show_rows(rows)
         diag = bundle.diagnostics
@@ -578,6 +641,10 @@ class RetrievalView(QWidget):
             + (" · content compressed" if diag.compression_applied else ""))
         self._update_enabled()
         self.retrieved.emit(vector, [r.id for r in bundle.records])
+        if keep_sliders:
+            await self.rescore()
+        if self._pinned_weights is not None and bundle is self.bundle:
+            await self._rank_pinned(session, bundle, self._pinned_weights)
         return bundle
 
     def _show_rows(self, rows: Sequence[RankRow]) -> None:
@@ -626,6 +693,7 @@ class RetrievalView(QWidget):
         if self.bundle is not None:
             self._set_sliders(self.bundle.diagnostics.weights)
             self._show_rows(rows_from_bundle(self.bundle, self.texts))
+            self.retrieved.emit(self._vector, [r.id for r in self.bundle.records])
 
     def _on_weights_changed(self, _value: int) -> None:
         for name, slider in self.sliders.items():
@@ -638,6 +706,9 @@ class RetrievalView(QWidget):
 
     async def rescore(self) -> None:
         """Re-rank the shown bundle under the sliders' weights (worker; no store access)."""
+        # this one re-ranks under the sliders as they are: a re-rank still waiting for the
+        # sliders to settle has nothing left to do (it fired after a test's loop had gone)
+        self._debounce.stop()
         bundle, session = self.bundle, self._session
         if bundle is None or session is None:
             return
@@ -650,11 +721,27 @@ class RetrievalView(QWidget):
         self.rescores += 1
         self._show_rows(rows_from_ranking(bundle, ranking.ids, ranking.scores, ranking.packed,
                                           weights.normalized(), self.texts))
+        # the Map rings what the sliders pack now (it kept ringing the engine's packing)
+        self.retrieved.emit(self._vector, [record_id for record_id, fits
+                                           in zip(ranking.ids, ranking.packed, strict=True)
+                                           if fits])
+
+    async def _rank_pinned(self, session: StoreSession, bundle: RetrievedBundle,
+                           weights: ScoringWeights) -> None:
+        """Show ``bundle`` ranked under the pinned ``weights`` on the left (worker)."""
+        ranking = await self._runner.run(session.engine.rescore, bundle, weights)
+        if bundle is not self.bundle or weights is not self._pinned_weights \
+                or not shiboken6.isValid(self.pinned):
+            return  # another ranking or pin came meanwhile, or the view was closed
+        self.pinned.set_rows(rows_from_ranking(bundle, ranking.ids, ranking.scores,
+                                               ranking.packed, weights.normalized(),
+                                               self.texts), bundle.diagnostics.budget)
 
     def pin(self) -> None:
         """Freeze the current ranking on the left for comparison."""
         if self.bundle is None:
             return
+        self._pinned_weights = self.weights()
         # the weights it was ranked with, in words (they were cut to "imp", "rec", "sem")
         self.pinned.title = "A (pinned: " + ", ".join(
             f"{n} {s.value() / 100:.2f}" for n, s in self.sliders.items() if s.value()) + ")"

@@ -151,6 +151,7 @@ class TimelineView(QWidget):
         self.record_finder.picked.connect(self._on_record_picked)
         self.record_finder.failed.connect(self.count_label_message)
         self._picked: tuple[str, str] | None = None  # (record id, text in the box) when picked
+        self._filtered_store: tuple[str, str] | None = None  # the store the filters were set on
         self.source_edit = QLineEdit(self)
         self.source_edit.setPlaceholderText("source")
         self.decision_edit = QLineEdit(self)
@@ -262,12 +263,26 @@ class TimelineView(QWidget):
     # -- session and loading -----------------------------------------------------------------
 
     def set_session(self, session: DataSession | None) -> None:
-        """Follow ``session``'s events (its history, then the live tail)."""
+        """Follow ``session``'s events (its history, then the live tail).
+
+        The filters stay; a record picked on another store is let go (its box named a record
+        of the last store over the new store's events).
+        """
         self._session = session
         self.tail.attach(session.reader.event_feed if session is not None else None)
         self.record_finder.set_reader(session.reader if session is not None else None)
-        self._picked = None
+        if session is not None:
+            if self._filtered_store is not None and session.store_key != self._filtered_store:
+                self._picked = None
+                self.record_edit.blockSignals(True)  # the filter is applied below, once
+                self.record_edit.clear()
+                self.record_edit.blockSignals(False)
+                self.record_edit.setToolTip("")
+            self._filtered_store = session.store_key
         self.data.clear()
+        # the boxes' filter applies to the events loaded next (clearing the events let it
+        # go: the boxes said "merged", "cli" over every event of the store)
+        self.data.set_filter(self.current_filter())
         self._highlighted = np.zeros(0, np.intp)
         self._texts = {}
         self.detail.clear()
@@ -317,7 +332,7 @@ class TimelineView(QWidget):
     def add_events(self, events: Sequence[Event], fit: bool = False) -> None:
         """Append events (live tail or history) and redraw."""
         added = self.data.extend(events) if events else 0
-        self.count_label.setText(count_of(len(self.data), "event"))
+        self._show_count()
         if len(self.data):
             self.empty_state.clear()
         else:
@@ -458,9 +473,16 @@ class TimelineView(QWidget):
 
     def _on_filter_changed(self, *_args: object) -> None:
         self.data.set_filter(self.current_filter())
-        shown = int(self.data.mask.sum())
-        self.count_label.setText(f"{shown:,} of {count_of(len(self.data), 'event')}")
+        self._show_count()
         self.rebin()
+
+    def _show_count(self) -> None:
+        """"N events", or "n of N events" while the filters hide some."""
+        total = count_of(len(self.data), "event")
+        if self.data.filter == TimelineFilter():
+            self.count_label.setText(total)
+        else:
+            self.count_label.setText(f"{int(self.data.mask.sum()):,} of {total}")
 
     # -- drawing -----------------------------------------------------------------------------
 

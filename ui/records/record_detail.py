@@ -243,6 +243,10 @@ class RecordDetailPanel(QWidget):
     def _show(self, text: str) -> str:
         return self._redact(text) if self._redact is not None else text
 
+    def shown_text(self, text: str) -> str:
+        """``text`` as the form shows it (masked in redaction mode)."""
+        return self._show(text)
+
     def _fields_html(self, detail: RecordDetail) -> str:
         record = detail.record
         data: dict[str, Any] = record.to_json()

@@ -222,15 +222,20 @@ class RecordTableModel(QAbstractTableModel):
         """While :attr:`waiting`: what needs the view, e.g. "sorting by importance"."""
         return self._waiting_for if self._waiting else ""
 
-    def set_reader(self, reader: MemoryReader | None, index: StoreIndex | None = None) -> None:
+    def set_reader(self, reader: MemoryReader | None, index: StoreIndex | None = None, *,
+                   query: RecordQuery | None = None) -> None:
         """Show the records ``reader`` reads (None: nothing) and load the first page.
 
         Args:
             index: A local store whose view may still be being read: while it is, the default
                 query shows its preview rows and any other waits (on the GUI loop).
+            query: New filters to read it with (None: the current ones), applied in the same
+                load.
         """
         self._reader = reader
         self._index = index
+        if query is not None:
+            self._query = dataclasses.replace(query, offset=0, limit=PAGE_SIZE)
         self.reload()
 
     def _set_index_state(self, *, preview: bool, waiting: bool) -> None:

@@ -15,6 +15,7 @@ go through a :class:`~ui.shared.session.StoreSession` (serialized, undoable).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 from collections.abc import Callable, Coroutine, Sequence
@@ -76,6 +77,7 @@ from ui.records.similar_panel import SimilarPanel
 from ui.shared.choices import chosen_privacy, fill_privacy
 from ui.shared.dialogs import AddMemoryDialog
 from ui.shared.empty_state import EmptyState
+from ui.shared.format import quoted
 from ui.shared.session import DataSession, StoreSession
 from ui.shared.tasks import RequestTokens, TaskRunner, spawn
 from ui.shared.wording import count_of
@@ -270,12 +272,22 @@ class FilterBar(QWidget):
         Args:
             every_state: Show records of every state (archived too) instead of the default.
         """
-        widgets = (self.text, self.tags, self.agent, self.layer, self.privacy, self.state,
+        self.reset(every_state=every_state)
+        self._emit()
+
+    def reset(self, *, every_state: bool = False) -> None:
+        """Put every filter back to its default without emitting ``query_changed`` (the
+        caller applies :meth:`query`)."""
+        # the text boxes' signals are left on: blocked, their clear buttons stayed shown on
+        # an empty box (QLineEdit updates them on its own textChanged); they only start the
+        # debounce, stopped here
+        widgets = (self.agent, self.layer, self.privacy, self.state,
                    self.importance_min, self.importance_max, self.dates)
         for widget in widgets:
             widget.blockSignals(True)
         self.text.clear()
         self.tags.clear()
+        self._debounce.stop()
         for combo in (self.agent, self.layer, self.privacy, self.state):
             combo.setCurrentIndex(0)
         if every_state:
@@ -286,7 +298,6 @@ class FilterBar(QWidget):
         self._on_dates_toggled(False, emit=False)
         for widget in widgets:
             widget.blockSignals(False)
-        self._emit()
 
     def _on_dates_toggled(self, on: bool, emit: bool = True) -> None:
         self.date_from.setEnabled(on)
@@ -374,6 +385,7 @@ class RecordsView(QWidget):
         self._agents: list[str] = []
         self._indexed = (0, 0)
         self._store_count: int | None = None  # the status bar's count (set by the window)
+        self._filtered_store: tuple[str, str] | None = None  # the store the filters were set on
         self._filter_changed = False
         self._content_sized_by_user = False
         self._fitting = False
@@ -537,8 +549,21 @@ class RecordsView(QWidget):
                 session.indexing_progress.connect(self._on_indexing_progress)
                 session.indexing_finished.connect(self._on_indexing_finished)
         self._update_actions()
+        query = None
+        if session is not None:
+            where = session.store_key
+            if self._filtered_store is not None and where != self._filtered_store:
+                # another store: the last one's agent, words or tags would hide its records
+                # ("0 of 2 records", agent "beta (0)"); the same one reopened (after an
+                # import) keeps them. The sort is a way of looking and stays.
+                self.filters.reset()
+                current = self.model.query
+                query = dataclasses.replace(self.filters.query(), sort_by=current.sort_by,
+                                            descending=current.descending)
+            self._filtered_store = where
         self.model.set_reader(session.reader if session is not None else None,
-                              session if isinstance(session, StoreSession) else None)
+                              session if isinstance(session, StoreSession) else None,
+                              query=query)
         self.refresh_facets()
 
     def set_redactor(self, redact: Callable[[str], str] | None) -> None:
@@ -676,6 +701,7 @@ class RecordsView(QWidget):
         count says how many of them the filters show ("201 of 204 records")."""
         self._store_count = count
         self._show_count()
+        self._show_empty_state()
 
     def _on_indexing_progress(self, done: int, total: int) -> None:
         self._indexed = (done, total)
@@ -695,20 +721,34 @@ class RecordsView(QWidget):
         if isinstance(session, StoreSession) and session.indexing:
             session.request_view("The agent filter")
 
-    def find_similar(self, record_id: str) -> None:
+    def find_similar(self, record_id: str, *, again: bool = False) -> None:
         """Show the records nearest to ``record_id`` under the table, found by the store's
-        HNSW index on a worker (:func:`engine.browse.similar_records`; no view needed)."""
+        HNSW index on a worker (:func:`engine.browse.similar_records`; no view needed).
+
+        Args:
+            again: The panel shows them already and the store changed: the list stays until
+                the new one is in, and closes when ``record_id`` itself is gone.
+        """
         session = self._session
         if not isinstance(session, StoreSession):
             return
         token = self._similar_tokens.next_token()
-        self.similar.show_loading(record_id)
-        spawn(self._find_similar(session, record_id, token))
+        if not again:
+            self.similar.show_loading(record_id)
+        spawn(self._find_similar(session, record_id, token, again=again))
 
-    async def _find_similar(self, session: StoreSession, record_id: str, token: int) -> None:
+    async def _find_similar(self, session: StoreSession, record_id: str, token: int, *,
+                            again: bool = False) -> None:
         try:
             found: SimilarRecords = await self._runner.run(
                 partial(similar_records, session.engine, record_id, shown=self.model.shown))
+        except RecordNotFound:
+            if self._similar_tokens.is_current(token) and session is self._session:
+                if again:  # deleted (or merged away) since: nothing to be similar to
+                    self.similar.clear()
+                else:
+                    self.similar.show_error(record_id, "no such record")
+            return
         except EngineError as exc:
             if self._similar_tokens.is_current(token) and session is self._session:
                 self.similar.show_error(record_id, str(exc))
@@ -756,7 +796,9 @@ class RecordsView(QWidget):
         if session is None or self.model.total > 0 or self.model.waiting \
                 or not self.model.settled:
             self.empty_state.clear()
-        elif self.filters.query() != RecordQuery():
+        elif self.filters.query() != RecordQuery() and self._store_count != 0:
+            # (an empty store is empty whatever the filters say: "Clear filters" would not
+            # bring a record back)
             self.empty_state.show_message(
                 "No records match these filters",
                 "Loosen or clear the filters above to see more of the store.",
@@ -877,18 +919,102 @@ class RecordsView(QWidget):
         record_id = self.model.data(index, ROLE_RECORD_ID) if index.isValid() else None
         if isinstance(record_id, str):
             self._pending_select = None
-            if self.detail.record is None or self.detail.record.id != record_id:
-                spawn(self._load_detail_for(record_id))
+            if (self.detail.record is None or self.detail.record.id != record_id) \
+                    and self._leave_detail(record_id):
+                self._load_detail_for(record_id)
+
+    def _leave_detail(self, target: str) -> bool:
+        """Before the form shows another record: what becomes of its unsaved edits.
+
+        A click on another row replaced them without a word (typed text lost). Save saves
+        them first (as the Save button does; the other record shows once they are saved),
+        Discard drops them, Cancel goes back to their record.
+
+        Args:
+            target: The record about to be shown.
+
+        Returns:
+            True when the form may show it now.
+        """
+        record = self.detail.record
+        answer = self.ask_about_edits("showing another record")
+        if record is None or answer is None or answer == QMessageBox.StandardButton.Discard:
+            return True
+        if answer == QMessageBox.StandardButton.Save:
+            spawn(self._save_then_show(record.id, target))
+        else:
+            self._reselect(record.id)
+        return False
+
+    def ask_about_edits(self, before: str) -> QMessageBox.StandardButton | None:
+        """Ask whether to save the form's unsaved edits ``before`` something ("closing").
+
+        Returns:
+            Save, Discard or Cancel; None when there is nothing unsaved.
+        """
+        record = self.detail.record
+        changes = self.detail.changes() if record is not None and self._writable else {}
+        if record is None or not changes:
+            return None
+        shown = quoted(self.detail.shown_text(record.content), 60)
+        return QMessageBox.question(
+            self, "Unsaved changes",
+            f"Save your changes to {shown} ({', '.join(sorted(changes))}) before {before}?",
+            QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+            | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Save)
+
+    async def save_form(self) -> bool:
+        """Save the form's unsaved edits now.
+
+        Returns:
+            True when nothing is left unsaved; False when they were refused (the form says
+            why, on its field).
+        """
+        record, session = self.detail.record, self._writable
+        changes = self.detail.changes() if record is not None and session is not None else {}
+        if record is None or session is None or not changes:
+            return True
+        if "content" in changes and not str(changes["content"]).strip():
+            self.detail.show_error("content", "content: must not be empty")
+            return False
+        return await self._save(session, record.id, changes)
+
+    async def _save_then_show(self, edited: str, target: str) -> None:
+        """Save the form's edits to ``edited``, then show ``target``; or come back to
+        ``edited`` with the error when they were refused."""
+        if not await self.save_form():
+            self._reselect(edited)
+            return
+        self.detail.show_detail(None)  # saved: nothing left to ask about on the way
+        self._pending_select = target  # (the save's reload selects it if not loaded yet)
+        self._select_loaded(target)
+        await self._load_detail_for(target)  # its row may be the current one already
+
+    def _reselect(self, record_id: str) -> None:
+        """Select ``record_id``'s row again (the form still shows it with its edits)."""
+        row = self.model.row_of(record_id)
+        if row is not None:
+            self._select_row(row)
+        else:
+            self.table.selectionModel().clear()
 
     def _load_detail(self) -> None:
         if self.detail.record is not None:
-            spawn(self._load_detail_for(self.detail.record.id))
+            self._load_detail_for(self.detail.record.id)
 
-    async def _load_detail_for(self, record_id: str) -> None:
+    def _load_detail_for(self, record_id: str) -> asyncio.Task[None]:
+        """Read ``record_id``'s detail on a worker and show it, unless a later request came.
+
+        The request's token is taken now, not when its task first runs: a read spawned
+        before an awaited one (a save's reload of the edited record, then the row clicked)
+        started later and won, showing the edited record again.
+        """
+        return spawn(self._read_detail(record_id, self._details.next_token()))
+
+    async def _read_detail(self, record_id: str, token: int) -> None:
         session = self._session
         if session is None:
             return
-        token = self._details.next_token()
         try:
             detail: RecordDetail = await self._runner.run(session.reader.record_detail,
                                                           record_id)
@@ -907,6 +1033,10 @@ class RecordsView(QWidget):
         self.refresh_facets()
         if self.detail.record is not None and self.detail.record.id in ids:
             self._load_detail()
+        if self.similar.record_id:
+            # the neighbours listed may be deleted or edited, a new one may be nearer: the
+            # panel listed a deleted record until it was asked again
+            self.find_similar(self.similar.record_id, again=True)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -916,21 +1046,22 @@ class RecordsView(QWidget):
             spawn(self._save(session, record_id, changes))
 
     async def _save(self, session: StoreSession, record_id: str,
-                    changes: dict[str, object]) -> None:
+                    changes: dict[str, object]) -> bool:
         if "expires_at" in changes and isinstance(changes["expires_at"], float) \
                 and not math.isfinite(changes["expires_at"]):
             self.detail.show_error("expires_at", "expires_at: must be finite")
-            return
+            return False
         try:
             await session.update(record_id, changes)
         except ValidationError as exc:
             self.detail.show_error(exc.field, str(exc))
-            return
+            return False
         except EngineError as exc:
             self.detail.show_error("", f"Not saved: {exc}")
-            return
+            return False
         self.detail.clear_error()
         self.message.emit(f"Saved {', '.join(sorted(changes))}")
+        return True
 
     def _on_add_triggered(self) -> None:
         session = self._writable

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QPushButton,
     QSplitter,
     QVBoxLayout,
@@ -172,7 +173,31 @@ class EmptyState(QFrame):
             if self._icon_name:
                 parts.icon.setPixmap(themed_icon(self._icon_name, self.palette()).pixmap(
                     _ICON_SIZE, _ICON_SIZE))
-            parts.icon.setVisible(bool(self._icon_name))
+        self._fit()
+
+    def _fit(self) -> None:
+        """Leave out the icon, then the sentence (then on the title's hover), where the
+        covered part is too short for them: squeezed, the icon was cut in half and the
+        sentence's lines drawn over each other (the Budget view's calls at 900×600)."""
+        parts, layout = self._parts, self.layout()
+        if parts is None or layout is None:
+            return
+        # (parts made while the message is on screen are shown by their layout a turn later:
+        # shown here, they count in the height from the start)
+        parts.title.setVisible(True)
+        parts.icon.setVisible(bool(self._icon_name))
+        parts.text.setVisible(True)
+        for part in (parts.icon, parts.text):
+            if self._needed_height(layout) <= self.height():
+                break
+            part.setVisible(False)
+        parts.title.setToolTip("" if parts.text.isVisible() else self._text)
+
+    def _needed_height(self, layout: QLayout) -> int:
+        layout.invalidate()  # the parts shown changed: the cached heights are stale
+        width = self.width()
+        return layout.totalHeightForWidth(width) if layout.hasHeightForWidth() \
+            else layout.totalMinimumSize().height()
 
     def _drop_buttons(self) -> None:
         for old in self._shown_actions:
@@ -210,6 +235,8 @@ class EmptyState(QFrame):
         cover = self._cover
         corner = QPoint(0, 0) if cover is self._host else cover.mapTo(self._host, QPoint(0, 0))
         self.setGeometry(QRect(corner, cover.size()))
+        if self.isVisible():
+            self._fit()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         # The garbage collector clears the attributes of a window's Python objects before Qt

@@ -173,6 +173,13 @@ class DataSession(QObject):
         """Where the memory is (store folder, Chroma URL or API URL)."""
         return self.reader.location
 
+    @property
+    def store_key(self) -> tuple[str, str]:
+        """Which store this shows: its location and collection (a server holds several).
+        Views keep what was chosen on a store (filters, a picked record) while the same store
+        comes back (the reopen after an import) and drop it for another."""
+        return self.location, ""
+
 
 class ConnectionRelay(QObject):
     """Carries an attached reader's follower state to the GUI thread.
@@ -291,6 +298,11 @@ class StoreSession(DataSession):
     def read_only(self) -> bool:
         """True when the store refuses writes."""
         return self.engine.read_only
+
+    @property
+    def store_key(self) -> tuple[str, str]:
+        """The store's location and collection (see :attr:`DataSession.store_key`)."""
+        return self.spec.location, self.spec.collection
 
     # -- indexing (the deferred columnar view) ---------------------------------------------
 

@@ -321,3 +321,18 @@ class TestConversation:
         tight = select_salient(["word " * 400] * 12,
                                config=SalienceConfig(max_tokens=1000, min_messages=2))
         assert len(tight) == 2  # pruned to the token cap, never below min_messages
+
+
+def test_a_line_without_content_names_the_keys_it_has(engine: MemoryEngine,
+                                                        tmp_path: Path) -> None:
+    """Another tool's export ("text", "memory") was refused with "content: is required" and
+    nothing said which of the line's keys holds the text."""
+    path = tmp_path / "theirs.jsonl"
+    path.write_text('{"text": "User prefers dark roast", "user_id": "u1"}\n'
+                    '{"memory": "Allergic to shellfish", "tags": ["health"]}\n', encoding="utf-8")
+    report = engine.import_jsonl(path)
+    reasons = [o.reason or "" for o in report.lines]
+    assert [o.action for o in report.lines] == ["error", "error"]
+    assert 'this line has "text", "user_id"' in reasons[0]
+    assert 'this line has "memory", "tags"' in reasons[1]
+    assert all('goes in "content"' in r for r in reasons)
