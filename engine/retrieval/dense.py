@@ -358,9 +358,13 @@ class Probe(NamedTuple):
 
     def over_from(self, start: int, value: float) -> bool:
         """Whether a row from index ``start`` of :attr:`rows` on has a tight bound over
-        ``value`` (the loose ones over it tightened)."""
+        ``value``: a tight one over it answers at once; else the loose ones over it are
+        tightened (gathers the answer does not need are not made)."""
         bounds, loose = self.bounds[start:], self.loose[start:]
-        self.tighten(np.flatnonzero(loose & (bounds > value)) + start)
+        over = bounds > value
+        if np.any(over & ~loose):
+            return True
+        self.tighten(np.flatnonzero(over) + start)
         return bool(np.any(bounds > value))
 
     def tighten(self, at: npt.NDArray[np.integer[Any]]) -> None:
