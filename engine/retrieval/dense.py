@@ -23,7 +23,9 @@ wider rounds, and picks the rows the retriever scores exactly (:meth:`Probe.best
 blended with its predecessor (``semantic_blend``) needs a bound of the predecessor's dot too:
 that is first taken at its most, ``|q|`` × the longest indexed vector, and the predecessor's
 codes are gathered only for the rows whose bound, so taken, could put them among the best
-(docs/retrieval.md "Fifth version: cheaper dense rounds").
+(docs/retrieval.md "Fifth version: cheaper dense rounds"). A widened round reads its further
+lists a step at a time and stops after a step holding no row over the cosine its target needs
+(:meth:`Probe.read_while`, docs/retrieval.md "Sixth version: fewer lists in widened rounds").
 
 Appending rows assigns only the new rows (:meth:`IvfIndex.extended`): they go to a small tail
 that queries scan with a mask, merged into the lists once it outgrows a tenth of them. The
