@@ -645,7 +645,7 @@ class Retriever:
         decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
         round of the request computed, ``probed`` its dense probe; ``dense_widen``: the dense
         source's factor (None: as ``widen``); ``target``: the score the round's bound should
-        be under, ``dense_bar`` the cosine that asks of the dense term
+        be under, ``dense_bar`` the cosine that target asks of the dense term
         (:meth:`_score_candidates`).
         """
         if narrow and query_vector is not None and (request.query or "").strip():
