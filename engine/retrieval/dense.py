@@ -23,7 +23,9 @@ wider rounds, and picks the rows the retriever scores exactly (:meth:`Probe.best
 blended with its predecessor (``semantic_blend``) needs a bound of the predecessor's dot too:
 that is first taken at its most, ``|q|`` × the longest indexed vector, and the predecessor's
 codes are gathered only for the rows whose bound, so taken, could put them among the best
-(docs/retrieval.md "Fifth version: cheaper dense rounds").
+(docs/retrieval.md "Fifth version: cheaper dense rounds"). A widened round reads its further
+lists a step at a time and stops after a step holding no row over the cosine its target needs
+(:meth:`Probe.read_while`, docs/retrieval.md "Sixth version: fewer lists in widened rounds").
 
 Appending rows assigns only the new rows (:meth:`IvfIndex.extended`): they go to a small tail
 that queries scan with a mask, merged into the lists once it outgrows a tenth of them. The
@@ -329,6 +331,43 @@ class Probe(NamedTuple):
                      np.concatenate((self.bounds, bounds)),
                      np.concatenate((self.own, own)), np.concatenate((self.previous, before)),
                      np.concatenate((self.loose, loose)), self.dense_index, self.query, semantic)
+
+    def read_while(self, probes: int, step: int, bar: float, eligible: B,
+                   previous: I32 | None, semantic: SemanticBounds) -> tuple[Probe, bool]:
+        """This probe with further lists read ``step`` at a time, nearest first, up to the
+        ``probes`` nearest, stopping after a step none of whose rows' tight bounds is over
+        ``bar`` (:meth:`read`'s other arguments).
+
+        The lists are read in order of their centroids' closeness, so the rows over a cosine
+        sit in the first ones (at 100K with topics of ~5,000 rows, every dense candidate of a
+        widened round came from the 20 nearest of the 48-96 it read): a step of lists
+        holding nothing over ``bar`` is taken to mean the lists after it hold nothing over it
+        either. That is the IVF approximation the bound already makes (the probed lists hold
+        the best cosines), asked of the lists at the probe's edge instead of a fixed count.
+
+        Returns:
+            (the probe, whether it stopped on that rule: the caller then takes a row outside
+            its lists to have at most ``bar``; False when it read the ``probes`` lists or
+            every list, and its last step held rows over ``bar``).
+        """
+        probe, lists = self, min(probes, self.dense_index.lists)
+        while probe.lists < lists:
+            start = len(probe.rows)
+            probe = probe.read(min(probe.lists + step, lists), eligible, previous, semantic)
+            if not probe.over_from(start, bar):
+                return probe, probe.lists < self.dense_index.lists
+        return probe, False
+
+    def over_from(self, start: int, value: float) -> bool:
+        """Whether a row from index ``start`` of :attr:`rows` on has a tight bound over
+        ``value``: a tight one over it answers at once; else the loose ones over it are
+        tightened (gathers the answer does not need are not made)."""
+        bounds, loose = self.bounds[start:], self.loose[start:]
+        over = bounds > value
+        if np.any(over & ~loose):
+            return True
+        self.tighten(np.flatnonzero(over) + start)
+        return bool(np.any(bounds > value))
 
     def tighten(self, at: npt.NDArray[np.integer[Any]]) -> None:
         """Gather the predecessors' codes of the loose rows among ``at`` (indices into

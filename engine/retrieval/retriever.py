@@ -484,9 +484,13 @@ class Retriever:
             # are left out (docs/retrieval.md "Fourth version: tighter bound")
             first = packed[:config.proven_records]
             target = _below(float(scored.scores[first[-1]])) if stopped and first else None
+            # the cosine the target needs of the dense term (the other terms as they were):
+            # the round reads further lists only while their rows can still have more
+            # (docs/retrieval.md "Sixth version: fewer lists in widened rounds")
+            needed = -math.inf if target is None else picked.parts.semantic_for(target)
             if target is not None:
                 dense_widen = max(dense_widen, _dense_factor(
-                    picked, target, config.dense_candidates, previous))
+                    picked, needed, config.dense_candidates, previous))
             dense_widen = min(dense_widen, 2 * WIDEN_LIMIT)
             compressed.clear()
             compressed_tokens.clear()
@@ -495,7 +499,7 @@ class Retriever:
                                  dense_widen=dense_widen,
                                  cosines=None if picked is None else picked.cosines,
                                  probed=None if picked is None else picked.probed,
-                                 target=target)
+                                 target=target, dense_bar=needed)
             picked = scored.picked
             packed, used, stopped = self._pack_ranked(
                 scored.scores, ids, candidates.rows if picked is None else picked.rows, cost,
@@ -633,7 +637,7 @@ class Retriever:
                widen: int = 1, dense_widen: int | None = None,
                cosines: tuple[Rows, F64] | None = None,
                probed: Probe | None = None,
-               target: float | None = None) -> Scored:
+               target: float | None = None, dense_bar: float = -math.inf) -> Scored:
         """Every row's score under ``weights``, and how to rebuild its components.
 
         With ``narrow`` (a query and its vector), only the rows :meth:`_score_candidates`
@@ -641,13 +645,14 @@ class Retriever:
         decay bases cannot be scaled) every row is. ``cosines``: those an earlier, narrower
         round of the request computed, ``probed`` its dense probe; ``dense_widen``: the dense
         source's factor (None: as ``widen``); ``target``: the score the round's bound should
-        be under (:meth:`_score_candidates`).
+        be under, ``dense_bar`` the cosine that target asks of the dense term
+        (:meth:`_score_candidates`).
         """
         if narrow and query_vector is not None and (request.query or "").strip():
             scored = self._score_candidates(snapshot, request, candidates, weights, now_ms,
                                             memory, query_vector, widen, cosines,
                                             widen if dense_widen is None else dense_widen,
-                                            probed, target)
+                                            probed, target, dense_bar)
             if scored is not None:
                 return scored
         config = self.config
@@ -923,7 +928,8 @@ class Retriever:
                           cosines: tuple[Rows, F64] | None = None,
                           dense_widen: int | None = None,
                           probed_before: Probe | None = None,
-                          target: float | None = None) -> Scored | None:
+                          target: float | None = None,
+                          dense_bar: float = -math.inf) -> Scored | None:
         """The candidate path: the exact score of the union of the candidate sources, found
         without a pass over every row (docs/retrieval.md "How candidates are found").
 
@@ -962,6 +968,10 @@ class Retriever:
                 last record to prove): only rows more relevant than
                 :meth:`BoundParts.lender_threshold` of it lend context (the bound counts what
                 the others can lend); None: every row over the relevance bound.
+            dense_bar: The last dense cosine that would bring the bound under ``target``
+                (``BoundParts.semantic_for`` of the earlier round's terms; -inf: none): a
+                widened probe stops reading lists after a step of them holding no row over
+                it (:meth:`_dense_source`).
 
         Returns:
             The scores, or None when the clock is behind the data (the decay bases cannot be
@@ -1013,7 +1023,7 @@ class Retriever:
         lexical_rows, best, lexical_out = read
         dense, dense_least, probed, probe = self._dense_source(
             snapshot, candidates, query_vector, config.dense_probes * dense_factor,
-            config.dense_candidates * dense_factor, cosines, probed_before)
+            config.dense_candidates * dense_factor, cosines, probed_before, dense_bar)
         sources.update(dense=dense, lexical=lexical_rows, static=static.rows)
         cut = 0.0  # weights of the date and speaker sources that left rows out
         spans = query_spans(query)
@@ -1177,7 +1187,7 @@ class Retriever:
 
     def _dense_source(self, snapshot: ViewSnapshot, candidates: Candidates, query: F32,
                       probes: int, size: int, known: tuple[Rows, F64] | None,
-                      before: Probe | None = None
+                      before: Probe | None = None, bar: float = -math.inf
                       ) -> tuple[Rows, float, tuple[Rows, F64], Probe]:
         """The best (centred) cosines among the eligible rows of the probed lists.
 
@@ -1193,16 +1203,33 @@ class Retriever:
             cosines, which the scoring of the union reuses, and the probe). ``known``'s
             cosines are reused, not recomputed, and so is ``before`` (an earlier round's
             probe): only the lists after its first ones are read.
+
+        A widened round with a ``bar`` (the cosine its target asks of the dense term) reads
+        its further lists :attr:`~RetrievalConfig.dense_probes` at a time, nearest first,
+        and stops after a step holding no row whose bound is over ``bar``
+        (:meth:`~engine.retrieval.dense.Probe.read_while`); ``probes`` is then only the
+        most it reads. A row outside the lists read is then taken to have at most ``bar``:
+        the least cosine returned is at least ``bar``, so the bound does not lean on how
+        far below it the last candidate's cosine fell in the fewer lists read.
         """
         blend = self._blend(snapshot, candidates)
-        probe = (before if before is not None else Probe.start(
-            self.dense_index(snapshot), query)).read(
-            probes, candidates.eligible, None if blend is None else blend.previous,
-            lambda rows, dots, previous: self._semantic_bounds(
-                snapshot, query, candidates, rows, dots, previous))
+        previous = None if blend is None else blend.previous
+
+        def semantic(rows: Rows, dots: F64, before: F64) -> F64:
+            return self._semantic_bounds(snapshot, query, candidates, rows, dots, before)
+
+        floor = -math.inf
+        if before is not None and math.isfinite(bar):
+            probe, stopped = before.read_while(probes, self.config.dense_probes, bar,
+                                               candidates.eligible, previous, semantic)
+            floor = bar if stopped else floor
+        else:
+            probe = (before if before is not None else Probe.start(
+                self.dense_index(snapshot), query)).read(
+                probes, candidates.eligible, previous, semantic)
         dense, least, cosines = probe.best(size, lambda rows: self._known_cosines(
             snapshot, query, candidates, rows, known))
-        return dense, least, cosines, probe
+        return dense, max(least, floor), cosines, probe
 
     def _known_cosines(self, snapshot: ViewSnapshot, query: F32, candidates: Candidates,
                        rows: Rows, known: tuple[Rows, F64] | None) -> F64:
@@ -1648,20 +1675,19 @@ def _below(score: float) -> float:
     return score - (abs(score) + 1.0) * _TARGET_MARGIN
 
 
-def _dense_factor(picked: Picked, target: float, size: int, factor: int) -> int:
+def _dense_factor(picked: Picked, needed: float, size: int, factor: int) -> int:
     """The dense source's factor that ``picked``'s probe implies would bring the bound under
-    ``target`` (at most :data:`_JUMP` times ``factor``, ``picked``'s own, and twice
+    a target (at most :data:`_JUMP` times ``factor``, ``picked``'s own, and twice
     :data:`WIDEN_LIMIT`; ``factor`` when nothing is implied).
 
     The probe's cosine bounds (int8 codes, a little over the exact cosines) rank the rows
-    roughly as the exact cosines do: the rows whose bound is over the cosine the target
-    needs (:meth:`BoundParts.semantic_for`), scaled by how many bounds are over the last
+    roughly as the exact cosines do: the rows whose bound is over ``needed``, the cosine the
+    target needs (:meth:`BoundParts.semantic_for`), scaled by how many bounds are over the last
     dense candidate's cosine per dense candidate now, estimate how many dense candidates it
     takes (:data:`_HEADROOM` times that). An estimate only chooses the width: the bound of
     the round it gives is computed, and proves or not, as always.
     """
     parts = picked.parts
-    needed = parts.semantic_for(target)
     bounds = picked.probed[2]
     if not math.isfinite(needed) or not len(bounds):
         return factor  # the other terms alone are over the target: the dense one cannot help

@@ -807,3 +807,46 @@ def test_weights_follow_a_replaced_config() -> None:
     expected = heavier.weights_for(request.purpose, request.strategy, request.pressure_state)
     assert dict(second.diagnostics.scoring_breakdown)["importance"] == expected.importance
     assert second.diagnostics.scoring_breakdown != first.diagnostics.scoring_breakdown
+
+
+def test_a_widened_round_reads_fewer_lists_and_takes_an_unread_one_at_the_bar(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A widened round reads further lists of the dense index only while a step of them holds
+    a row over the cosine its target needs (docs/retrieval.md "Sixth version: fewer lists in
+    widened rounds"), not every list its width allows; a row in a list it did not read is then
+    taken to have that cosine at most, so the dense term of the bound is never below it —
+    even where the last dense candidate's cosine, among fewer rows, is. What is packed first
+    is still exhaustive scoring's, and no row left out scores above the bound."""
+    reads: list[tuple[int, int, float, float, float]] = []
+    dense_source = Retriever._dense_source
+
+    def traced(self: Retriever, *args: Any) -> Any:
+        found = dense_source(self, *args)
+        dense, least, (rows, cosines), probe = found
+        probes, bar = args[3], args[7] if len(args) > 7 else -math.inf
+        reads.append((probes, probe.lists, bar, least,
+                      float(cosines[np.isin(rows, dense)].min())))
+        return found
+
+    monkeypatch.setattr(Retriever, "_dense_source", traced)
+    work = Workload(3000, clusters=30)
+    config = dataclasses.replace(FORCED, dense_probes=8, proven_records=3)
+    fewer = floored = widened = 0
+    for row in range(0, 3000, 75):
+        vector = work.query_near(row)
+        reads.clear()
+        bundle = _retrieve(config, work, "w1 w7", vector, max_tokens=60)
+        reference = _retrieve(EXHAUSTIVE, work, "w1 w7", vector, max_tokens=60)
+        assert _packed(bundle)[:3] == _packed(reference)[:3]
+        diagnostics = bundle.diagnostics
+        if diagnostics.candidate_bound is not None:
+            left_out = reference.diagnostics.eligible & ~diagnostics.eligible
+            assert (reference.diagnostics.scores[left_out] <= diagnostics.candidate_bound).all()
+        widened += len(reads) > 1
+        for probes, lists, bar, least, last in reads[1:]:
+            assert least >= last
+            if lists < probes:  # stopped on the rule: an unread row is taken at the bar
+                assert least == max(last, bar)
+                fewer += 1
+                floored += bar > last
+    assert widened >= 30 and fewer >= widened and floored >= widened // 4, (widened, fewer, floored)

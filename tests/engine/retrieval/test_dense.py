@@ -18,7 +18,7 @@ import numpy.typing as npt
 import pytest
 
 from engine.retrieval import RetrievalRequest, Retriever
-from engine.retrieval.dense import IvfIndex, Probe
+from engine.retrieval.dense import IvfIndex, Probe, SemanticBounds
 from engine.store.view import ViewSnapshot
 from tests.engine.retrieval.test_candidates import BLENDED, NOW, Conversations, Workload
 
@@ -181,3 +181,56 @@ def test_dot_bounds_gathered_in_blocks_are_the_probed_lists_bounds() -> None:
     np.testing.assert_allclose(gathered, bounds[shuffled], rtol=0, atol=1e-6)
     exact = np.einsum("ij,j->i", work.vectors[rows], query).astype(np.float64)
     assert (bounds >= exact).all() and (gathered >= exact[shuffled]).all()
+
+
+def test_a_widened_probe_reads_further_lists_while_a_step_holds_a_row_over_the_bar(
+        conversations: Conversations) -> None:
+    """``Probe.read_while`` (docs/retrieval.md "Sixth version: fewer lists in widened
+    rounds"): after the lists already read, a step of lists is read whenever the step before
+    it held a row whose **tight** bound is over the bar (a list that can still hold such a
+    row is probed), and the probe stops after the first step holding none — reporting that it
+    stopped on the rule — or at the most it may read, reporting it did not. The expected
+    reads are worked out step by step from every probed row's tight bound."""
+    retriever = Retriever(BLENDED[True][1])
+    snapshot = conversations.view.snapshot()
+    request = RetrievalRequest(max_tokens=300, query="w1")
+    candidates = retriever._candidates(snapshot, request, NOW)
+    blend = retriever._blend(snapshot, candidates)
+    assert blend is not None
+    step, most = 4, 40
+    stops, continued, loose_over = set(), 0, 0
+    for row in range(0, 6000, 600):
+        query = _near(conversations, row)
+        full, _ = _probe(retriever, snapshot, query, range(step, most + 1, step))
+        tight = _tight(retriever, snapshot, full)
+        # where each step's rows begin in the probe (read a step at a time, as read_while)
+        ends = [len(_probe(retriever, snapshot, query, range(step, lists + 1, step))[0].rows)
+                for lists in range(step, most + 1, step)]
+        later = tight[ends[0]:]
+        # bars that stop the probe at various steps, after the first, and never
+        bars = [*np.quantile(later, [0.9, 0.99, 0.999]).tolist(), float(later.max()),
+                float(later.min()) - 1.0]
+        for bar in bars:
+            lists, stopped = most, False
+            for start, end, reached in zip(ends, ends[1:], range(2 * step, most + 1, step),
+                                           strict=False):
+                if not (tight[start:end] > bar).any():
+                    lists, stopped = reached, True
+                    break
+            first, _ = _probe(retriever, snapshot, query, [step])
+            read, said = first.read_while(most, step, bar, candidates.eligible,
+                                          blend.previous, _semantic_of(first))
+            assert (read.lists, said) == (lists, stopped), (row, bar)
+            stops.add(lists)
+            continued += lists > 2 * step
+            # a loose bound over the bar is tightened before it can keep the probe reading
+            loose_over += int(np.count_nonzero(full.bounds[ends[0]:] > bar)) > int(
+                np.count_nonzero(later > bar))
+    assert len(stops) >= 3 and continued >= 5 and most in stops and 2 * step in stops
+    assert loose_over >= 3
+
+
+def _semantic_of(probe: Probe) -> SemanticBounds:
+    """The probe's transform from dot bounds to semantic bounds (set once it read a list)."""
+    assert probe.semantic is not None
+    return probe.semantic
