@@ -281,9 +281,10 @@ def open_times(path: Path, runs: int, *, uncached: bool = True) -> OpenTimes:
         uncached: Also open it once without the view cache, and read it once whole with
             plain Chroma (each takes minutes at 1M).
     """
-    from tests.ui.bigstore import view_cache_aside
+    from tests.ui.bigstore import restore_view_cache, view_cache_aside
 
     out = OpenTimes()
+    restore_view_cache(path)  # a run killed during the uncached open left it aside
     with opened(path):
         pass  # warm-up: chromadb imported, files in the page cache
     for _ in range(runs):

@@ -15,7 +15,7 @@ from engine.introspection.client import ApiUnauthorized, IntrospectionClient
 from engine.memory_engine import MemoryEngine
 from engine.records import NewMemory
 from engine.store import StoreSpec
-from tests.support.serve_process import cli_env, read_json_document
+from tests.support.serve_process import cli_env, read_json_document, reap
 
 TOKEN = "cli-test-token-0123456789"
 
@@ -82,12 +82,7 @@ def test_a_deliberate_public_bind_warns_that_nothing_is_encrypted(
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        reap(process)
 
 
 def test_serve_refuses_a_public_bind_without_the_flag(
@@ -139,9 +134,4 @@ def test_writable_serve_runs_the_lifecycle_on_its_schedule(tmp_path: Path) -> No
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        reap(process)

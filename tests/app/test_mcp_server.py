@@ -37,7 +37,7 @@ from engine.records import MAX_CONTENT_CHARS
 from engine.store import StoreSpec
 from tests.support.fakes import HashingEmbedder
 from tests.support.secrets_corpus import SECRETS, leaks
-from tests.support.serve_process import ROOT, cli_env, read_json_document
+from tests.support.serve_process import ROOT, cli_env, read_json_document, reap
 
 TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "update_memory",
          "delete_memory", "pause_memory", "archive_memory", "resume_memory", "list_review",
@@ -410,12 +410,7 @@ def _http_server(tmp_path: Path, *extra: str) -> Iterator[tuple[dict[str, Any],
         process.wait(timeout=30)
         assert process.returncode == 0, process.stderr.read() if process.stderr else ""
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        reap(process)
 
 
 def _initialize() -> dict[str, Any]:

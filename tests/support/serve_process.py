@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-__all__ = ["ROOT", "cli_env", "read_json_document", "serve_process"]
+__all__ = ["ROOT", "cli_env", "read_json_document", "reap", "serve_process"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,17 @@ def cli_env(tmp_path: Path, token: str | None = None) -> dict[str, str]:
     if token is not None:
         env["MNEMOSCOPE_API_TOKEN"] = token
     return env
+
+
+def reap(process: subprocess.Popen[str]) -> None:
+    """Kill ``process`` if it still runs (a test failed before stopping it), wait for it, and
+    close its pipes."""
+    if process.poll() is None:
+        process.kill()
+        process.wait(timeout=30)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def read_json_document(stream: IO[str], deadline: float) -> dict[str, object]:
@@ -63,9 +74,4 @@ def serve_process(store: Path, tmp_path: Path, token: str, *,
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=30)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        reap(process)

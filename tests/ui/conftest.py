@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 import qasync
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app.import_process import run_in_child
@@ -170,3 +170,19 @@ def open_store(qtbot: QtBot, window: MainWindow, path: Path | str, *, timeout: f
     if indexed:
         qtbot.waitUntil(lambda: not session.indexing, timeout=int(timeout * 1000))
     qtbot.waitUntil(lambda: window.records.model.settled, timeout=int(timeout * 1000))
+
+
+def answer_questions(monkeypatch: pytest.MonkeyPatch, answer: str) -> list[str]:
+    """Every ``QMessageBox.question`` answered ``answer`` (cancel, discard or save, as the
+    unsaved-edit question offers); the list the questions asked are appended to."""
+    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
+               "discard": QMessageBox.StandardButton.Discard,
+               "save": QMessageBox.StandardButton.Save}
+    asked: list[str] = []
+
+    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
+        asked.append(text)
+        return buttons[answer]
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    return asked

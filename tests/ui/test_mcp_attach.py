@@ -26,7 +26,7 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from tests.support.chroma_server import free_port
-from tests.support.serve_process import ROOT, cli_env, read_json_document
+from tests.support.serve_process import ROOT, cli_env, read_json_document, reap
 from tests.ui.conftest import run
 from ui.main_window import MainWindow
 
@@ -101,9 +101,4 @@ def test_the_app_attached_to_the_mcp_server_shows_what_a_client_adds(
         process.wait(timeout=30)
         assert process.returncode == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        reap(process)

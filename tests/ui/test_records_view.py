@@ -16,7 +16,7 @@ from engine.query import SortKey
 from engine.records import Layer, NewMemory
 from engine.store import StoreSpec
 from tests.ui.bigstore import AGENTS, build_store
-from tests.ui.conftest import open_fresh, open_store, run
+from tests.ui.conftest import answer_questions, open_fresh, open_store, run
 from ui.main_window import MainWindow
 from ui.records.records_model import COLUMNS, PAGE_SIZE
 from ui.shared.session import UNDO_BATCH
@@ -252,7 +252,6 @@ def test_pause_archive_resume_a_multi_selection(
     """Issue 20: soft states from the Records view, with true counts, the State filter and
     column, the detail's badge and history, and undo."""
     from PySide6.QtCore import QItemSelectionModel
-    from PySide6.QtWidgets import QMessageBox
 
     from engine.records import RecordState
     from ui.records.records_view import STATE_CHOICES
@@ -437,16 +436,7 @@ def test_unsaved_edits_are_not_dropped_by_a_click_on_another_row(
     qtbot.waitUntil(lambda: view.detail.record is not None
                     and view.detail.record.id == first.id)
     view.detail.content.setPlainText(first.content + " (and the shed's)")
-    asked: list[str] = []
-    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
-               "discard": QMessageBox.StandardButton.Discard,
-               "save": QMessageBox.StandardButton.Save}
-
-    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
-        asked.append(text)
-        return buttons[answer]
-
-    monkeypatch.setattr(QMessageBox, "question", question)
+    asked = answer_questions(monkeypatch, answer)
     view.table.selectRow(1)
     assert len(asked) == 1 and "(content)" in asked[0]
     if answer == "cancel":  # back on the record being edited, the edit still in the form
@@ -484,16 +474,7 @@ def test_closing_the_window_asks_about_unsaved_edits(
     view.table.selectRow(0)
     qtbot.waitUntil(lambda: view.detail.record is not None)
     view.detail.content.setPlainText("Alpha keeps the spare keys in the shed")
-    asked: list[str] = []
-    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
-               "discard": QMessageBox.StandardButton.Discard,
-               "save": QMessageBox.StandardButton.Save}
-
-    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
-        asked.append(text)
-        return buttons[answer]
-
-    monkeypatch.setattr(QMessageBox, "question", question)
+    asked = answer_questions(monkeypatch, answer)
     session = window.session
     assert session is not None
     window.close()

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QMessageBox, QToolButton
+from PySide6.QtWidgets import QToolButton
 from pytestqt.qtbot import QtBot
 
 from engine.query import RecordQuery
 from engine.records import NewMemory
 from engine.store import StoreSpec
 from tests.ui.bigstore import build_store
-from tests.ui.conftest import open_fresh, open_store, run
+from tests.ui.conftest import answer_questions, open_fresh, open_store, run
 from ui.main_window import MainWindow
 from ui.observe.timeline_data import TimelineFilter
 from ui.observe.timeline_view import TimelineView
@@ -140,16 +139,7 @@ def test_opening_another_store_asks_about_unsaved_edits(
     view.table.selectRow(0)
     qtbot.waitUntil(lambda: view.detail.record is not None)
     view.detail.content.setPlainText("Alpha keeps the spare keys in the shed")
-    asked: list[str] = []
-    buttons = {"cancel": QMessageBox.StandardButton.Cancel,
-               "discard": QMessageBox.StandardButton.Discard,
-               "save": QMessageBox.StandardButton.Save}
-
-    def question(_parent: object, _title: str, text: str, *_args: Any) -> Any:
-        asked.append(text)
-        return buttons[answer]
-
-    monkeypatch.setattr(QMessageBox, "question", question)
+    asked = answer_questions(monkeypatch, answer)
     opened = run(qtbot, window.open_store(StoreSpec(str(second))))
     assert len(asked) == 1 and asked[0].endswith("before opening another store?")
     if answer == "cancel":  # the first store stays, the edit still in the form

@@ -54,6 +54,25 @@ def test_a_second_run_reuses_the_cached_store(script: ModuleType,
     assert lines == [f"reusing cached store of {SIZE:,} records at {path}"]
 
 
+def test_a_view_cache_left_aside_by_a_killed_run_is_put_back(
+        script: ModuleType, cached: tuple[Path, list[str]]) -> None:
+    # A benchmark killed during the uncached open (SIGTERM: no ``finally``) left the cached
+    # store's view cache in a folder beside it; the next run's "cached" opens then read
+    # every record from Chroma and the run ended in "did not survive the uncached open".
+    import os
+    import tempfile
+
+    cache, _ = cached
+    path = cache / str(SIZE) / "store"
+    aside = Path(tempfile.mkdtemp(prefix="view-cache-aside-", dir=path.parent))
+    for name in (view_cache.CACHE_META, view_cache.CACHE_ARRAYS, view_cache.CACHE_VECTORS):
+        os.replace(path / name, aside / name)
+    assert not view_cache.is_current(path, "mnemoscope_memories", 384)
+    times = script.open_times(path, runs=1, uncached=False)
+    assert view_cache.is_current(path, "mnemoscope_memories", 384) and not aside.exists()
+    assert len(times.cached) == 1
+
+
 def test_an_interrupted_build_resumes_with_the_same_records(
         script: ModuleType, tmp_path: Path) -> None:
     centres = script.topic_centres(7)
