@@ -146,8 +146,9 @@ def render_markdown(report: BenchReport, plots: Sequence[tuple[str, str]] = ()) 
         "* **ingest** — `benchmarks/bench_ingest.py` (`load_turns`, `measure`): LoCoMo turns "
         "through `ingest_batch` with all-MiniLM-L6-v2 (run by the engine's default backend, "
         "OpenVINO) into a fresh store, vs. the raw model's `encode_raw` on the same texts: "
-        "sentence-transformers on torch (the model as shipped; the target's ratio) and, in the "
-        "note, the same model raw on the engine's backend (what the pipeline costs); raw and "
+        "the same model raw on the engine's backend (the target's ratio: the strongest fair "
+        "baseline, what the pipeline costs) and, in the note, sentence-transformers on torch "
+        "(the model as shipped, a slower backend); raw and "
         "ingest runs alternate (one model, its cache cleared before each ingest), each ingest "
         "run is compared with the raw runs on either side, and the ratio is the median over the "
         "rounds (CPU-time ratio in the note).",
