@@ -18,8 +18,9 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app.import_process import run_in_child
-from engine import SalienceCut
+from engine import RecordRow, SalienceCut
 from engine.memory_engine import MemoryEngine
+from engine.records import NewMemory
 from engine.redaction import redact_text
 from engine.store import StoreSpec, list_collections
 from ui.imports.importing import ImportSummary
@@ -186,3 +187,26 @@ def answer_questions(monkeypatch: pytest.MonkeyPatch, answer: str) -> list[str]:
 
     monkeypatch.setattr(QMessageBox, "question", question)
     return asked
+
+
+def store_of(path: Path, *memories: NewMemory) -> Path:
+    """A fresh embedded store at ``path`` holding ``memories`` (ingested, then closed)."""
+    engine = open_fresh(StoreSpec(str(path)))
+    try:
+        for memory in memories:
+            engine.ingest(memory)
+    finally:
+        engine.close()
+    return path
+
+
+def type_into_first_record(qtbot: QtBot, window: MainWindow, text: str) -> RecordRow:
+    """Select the records table's first row and type ``text`` into its form (unsaved);
+    the record selected."""
+    view = window.records
+    record = view.model.record_at(0)
+    assert record is not None
+    view.table.selectRow(0)
+    qtbot.waitUntil(lambda: view.detail.record is not None)
+    view.detail.content.setPlainText(text)
+    return record

@@ -14,9 +14,14 @@ from pytestqt.qtbot import QtBot
 
 from engine.query import SortKey
 from engine.records import Layer, NewMemory
-from engine.store import StoreSpec
 from tests.ui.bigstore import AGENTS, build_store
-from tests.ui.conftest import answer_questions, open_fresh, open_store, run
+from tests.ui.conftest import (
+    answer_questions,
+    open_store,
+    run,
+    store_of,
+    type_into_first_record,
+)
 from ui.main_window import MainWindow
 from ui.records.records_model import COLUMNS, PAGE_SIZE
 from ui.shared.session import UNDO_BATCH
@@ -420,13 +425,8 @@ def test_unsaved_edits_are_not_dropped_by_a_click_on_another_row(
         qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
     """Typed into the form, then another row clicked: the edit was gone without a word."""
-    store = tmp_path / "store"
-    engine = open_fresh(StoreSpec(str(store)))
-    try:
-        for text in ("Alpha keeps the spare keys", "Beta waters the ferns on Mondays"):
-            engine.ingest(NewMemory(content=text))
-    finally:
-        engine.close()
+    store = store_of(tmp_path / "store", NewMemory(content="Alpha keeps the spare keys"),
+                     NewMemory(content="Beta waters the ferns on Mondays"))
     window = make_window()
     open_store(qtbot, window, store)
     view, model = window.records, window.records.model
@@ -460,20 +460,11 @@ def test_closing_the_window_asks_about_unsaved_edits(
         qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
     """Typed into the form, then the window closed: the edit was dropped without a word."""
-    store = tmp_path / "store"
-    engine = open_fresh(StoreSpec(str(store)))
-    try:
-        engine.ingest(NewMemory(content="Alpha keeps the spare keys"))
-    finally:
-        engine.close()
+    store = store_of(tmp_path / "store", NewMemory(content="Alpha keeps the spare keys"))
     window = make_window()
     open_store(qtbot, window, store)
     view = window.records
-    record = view.model.record_at(0)
-    assert record is not None
-    view.table.selectRow(0)
-    qtbot.waitUntil(lambda: view.detail.record is not None)
-    view.detail.content.setPlainText("Alpha keeps the spare keys in the shed")
+    record = type_into_first_record(qtbot, window, "Alpha keeps the spare keys in the shed")
     asked = answer_questions(monkeypatch, answer)
     session = window.session
     assert session is not None

@@ -16,28 +16,25 @@ from engine.query import RecordQuery
 from engine.records import NewMemory
 from engine.store import StoreSpec
 from tests.ui.bigstore import build_store
-from tests.ui.conftest import answer_questions, open_fresh, open_store, run
+from tests.ui.conftest import (
+    answer_questions,
+    open_fresh,
+    open_store,
+    run,
+    store_of,
+    type_into_first_record,
+)
 from ui.main_window import MainWindow
 from ui.observe.timeline_data import TimelineFilter
 from ui.observe.timeline_view import TimelineView
 from ui.records.records_view import STATE_CHOICES
 
 
-def _store_of(path: Path, *memories: NewMemory) -> Path:
-    engine = open_fresh(StoreSpec(str(path)))
-    try:
-        for memory in memories:
-            engine.ingest(memory)
-    finally:
-        engine.close()
-    return path
-
-
 def test_another_store_opens_unfiltered_and_the_same_store_keeps_its_filters(
         qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
     first = tmp_path / "first"
     build_store(first, 12)  # agents alpha, beta, gamma, delta; "memory number …"
-    second = _store_of(tmp_path / "second",
+    second = store_of(tmp_path / "second",
                        NewMemory(content="Bob is allergic to peanuts", agent_id="bob"),
                        NewMemory(content="Carol hates Monday meetings", agent_id="carol"))
     window = make_window()
@@ -73,7 +70,7 @@ def test_an_empty_store_says_so_whatever_the_filters(
     empty = tmp_path / "empty"
     window = make_window()
     view, filters = window.records, window.records.filters
-    open_store(qtbot, window, _store_of(empty))
+    open_store(qtbot, window, store_of(empty))
     filters.state.setCurrentIndex(len(STATE_CHOICES) - 1)  # archived too: not the default
     qtbot.waitUntil(lambda: view.model.query.states == STATE_CHOICES[-1][1]
                     and view.model.settled and view.empty_state.is_shown())
@@ -96,9 +93,9 @@ def test_clearing_the_filters_hides_the_search_boxes_clear_buttons(
 
 def test_the_timeline_lets_go_of_a_record_of_another_store_and_keeps_its_other_filters(
         qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path) -> None:
-    first = _store_of(tmp_path / "first", NewMemory(content="Alpha keeps the spare keys"),
+    first = store_of(tmp_path / "first", NewMemory(content="Alpha keeps the spare keys"),
                       NewMemory(content="Beta waters the ferns on Mondays"))
-    second = _store_of(tmp_path / "second", NewMemory(content="Gamma feeds the cat at seven"),
+    second = store_of(tmp_path / "second", NewMemory(content="Gamma feeds the cat at seven"),
                        NewMemory(content="Delta walks the dog after lunch"))
     window = make_window()
     open_store(qtbot, window, first)
@@ -129,16 +126,12 @@ def test_opening_another_store_asks_about_unsaved_edits(
         qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
     """Typed into the Records form, then another store opened: the edit was dropped."""
-    first = _store_of(tmp_path / "first", NewMemory(content="Alpha keeps the spare keys"))
-    second = _store_of(tmp_path / "second", NewMemory(content="Gamma feeds the cat"))
+    first = store_of(tmp_path / "first", NewMemory(content="Alpha keeps the spare keys"))
+    second = store_of(tmp_path / "second", NewMemory(content="Gamma feeds the cat"))
     window = make_window()
     open_store(qtbot, window, first)
     view = window.records
-    record = view.model.record_at(0)
-    assert record is not None
-    view.table.selectRow(0)
-    qtbot.waitUntil(lambda: view.detail.record is not None)
-    view.detail.content.setPlainText("Alpha keeps the spare keys in the shed")
+    record = type_into_first_record(qtbot, window, "Alpha keeps the spare keys in the shed")
     asked = answer_questions(monkeypatch, answer)
     opened = run(qtbot, window.open_store(StoreSpec(str(second))))
     assert len(asked) == 1 and asked[0].endswith("before opening another store?")
